@@ -1,0 +1,7 @@
+"""``python -m stepscope`` runs the command line."""
+
+import sys
+
+from stepscope.cli import main
+
+sys.exit(main())

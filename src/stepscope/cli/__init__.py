@@ -1,0 +1,72 @@
+"""The ``stepscope`` command: one module per subcommand, each a thin wrapper over a public function.
+
+Every subcommand module defines ``add_arguments(parser)`` and ``main(args) -> int``. The table
+below is the only list of commands; modules are imported lazily so ``stepscope --help`` stays fast.
+Only this package configures logging and maps stepscope errors to exit codes (2 for a bad
+configuration, 1 for any other stepscope error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from stepscope.errors import ConfigError, StepscopeError
+
+__all__ = ["COMMANDS", "main"]
+
+#: subcommand -> (module under stepscope.cli, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("run", "run a training command under the profiler"),
+    "demo": ("demo", "run a small profiled training job that shows every part working"),
+    "update": ("update", "change what a running job profiles"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stepscope",
+        description="Local-first profiler for deep-learning training jobs.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, description=help_text)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``stepscope`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    # Parse the command name first, then let that command's module define its own arguments.
+    known, _ = parser.parse_known_args(argv[:1] if argv and not argv[0].startswith("-") else argv)
+    command = known.command
+    module = importlib.import_module(f"stepscope.cli.{COMMANDS[command][0]}")
+    sub_parser = argparse.ArgumentParser(
+        prog=f"stepscope {command}", description=COMMANDS[command][1]
+    )
+    sub_parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    module.add_arguments(sub_parser)
+    index = argv.index(command)
+    args = sub_parser.parse_args(argv[index + 1 :])
+    args.verbose = args.verbose or "-v" in argv[:index] or "--verbose" in argv[:index]
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="stepscope: %(message)s",
+    )
+    try:
+        return int(module.main(args))
+    except ConfigError as exc:
+        print(f"stepscope: error: {exc}", file=sys.stderr)
+        return 2
+    except StepscopeError as exc:
+        print(f"stepscope: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

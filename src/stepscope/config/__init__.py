@@ -1,0 +1,5 @@
+"""Profiler configuration objects, their validation and (de)serialization."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,117 @@
+"""Every exception stepscope raises, under one root.
+
+::
+
+    StepscopeError
+    ├─ ConfigError (ValueError)              .parameter .value .allowed
+    ├─ MissingDependencyError (ImportError)  .package .extra .feature
+    ├─ SessionError (RuntimeError)           profiler already running / not running
+    ├─ StoreError
+    │  ├─ JobNotFoundError (FileNotFoundError)
+    │  ├─ UnsupportedFormatError             no reader recognises the path
+    │  └─ CorruptFileError                   .path .position (readers warn and skip)
+    └─ RuleError                             the engine marks that rule Error, the others go on
+
+Callers pass data; each constructor writes the message, so every message of a class has the
+same shape and the fields stay on the object for the CLI and the UI.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "CorruptFileError",
+    "JobNotFoundError",
+    "MissingDependencyError",
+    "RuleError",
+    "SessionError",
+    "StepscopeError",
+    "StoreError",
+    "UnsupportedFormatError",
+]
+
+
+class StepscopeError(Exception):
+    """Root of every error stepscope raises: ``except StepscopeError`` catches them all."""
+
+
+class ConfigError(StepscopeError, ValueError):
+    """A configuration value is invalid.
+
+    :param parameter: the qualified parameter name, e.g. ``"FrameworkProfile.num_steps"``.
+    :param value: the value that was given.
+    :param allowed: what is allowed, in words (``"an integer >= 1"``).
+    :param hint: an optional sentence that says how to fix it.
+    """
+
+    def __init__(self, parameter: str, value: Any, allowed: str, hint: str = "") -> None:
+        self.parameter = parameter
+        self.value = value
+        self.allowed = allowed
+        self.hint = hint
+        message = f"{parameter} must be {allowed}, got {value!r}."
+        if hint:
+            message += f" {hint}"
+        super().__init__(message)
+
+
+class MissingDependencyError(StepscopeError, ImportError):
+    """An optional package that a requested feature needs is not installed."""
+
+    def __init__(self, package: str, extra: str, feature: str) -> None:
+        self.package = package
+        self.extra = extra
+        self.feature = feature
+        super().__init__(
+            f"{feature} needs the '{package}' package, which is not installed. "
+            f"Install it with: pip install 'stepscope[{extra}]'"
+        )
+
+
+class SessionError(StepscopeError, RuntimeError):
+    """A profiling session was started twice, or used while not running."""
+
+
+class StoreError(StepscopeError):
+    """Reading or writing profiler data failed."""
+
+
+class JobNotFoundError(StoreError, FileNotFoundError):
+    """No job, trace or profiler output exists at the given path."""
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        self.path = path
+        message = f"No profiling job or trace found at {path!r}."
+        if detail:
+            message += f" {detail}"
+        super().__init__(message)
+
+
+class UnsupportedFormatError(StoreError):
+    """The path exists, but no reader recognises what it holds."""
+
+    def __init__(self, path: str, expected: str) -> None:
+        self.path = path
+        self.expected = expected
+        super().__init__(f"{path!r} is not a format stepscope reads; expected {expected}.")
+
+
+class CorruptFileError(StoreError):
+    """A file is damaged at a known position; readers log it and skip that record."""
+
+    def __init__(self, path: str, position: str, reason: str) -> None:
+        self.path = path
+        self.position = position
+        self.reason = reason
+        super().__init__(f"{path}: corrupt data at {position}: {reason}")
+
+
+class RuleError(StepscopeError):
+    """A rule failed while evaluating; the engine marks that rule Error and runs the others."""
+
+    def __init__(self, rule: str, reason: str) -> None:
+        self.rule = rule
+        self.reason = reason
+        super().__init__(f"Rule {rule} failed: {reason}")

@@ -1,0 +1,5 @@
+"""The self-contained HTML profiling report."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
