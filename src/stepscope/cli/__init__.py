@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (module, help_text) in COMMANDS.items():
+    for name, (_, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text, description=help_text)
     return parser
 

@@ -1,0 +1,65 @@
+"""``stepscope run [options] -- <command...>``: profile a training command."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from stepscope.cli.output import print_job_summary, print_rule_status
+
+__all__ = ["add_arguments", "main"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--job-dir", type=Path, help="the job folder (default: a new one under ./stepscope-jobs/)"
+    )
+    parser.add_argument("--config", type=Path, help="a profiler configuration file (JSON or YAML)")
+    parser.add_argument(
+        "--nproc-per-node",
+        type=int,
+        default=1,
+        metavar="N",
+        help="processes per node; above 1 the command runs through torch.distributed.run",
+    )
+    parser.add_argument(
+        "--rule",
+        action="append",
+        dest="rules",
+        metavar="NAME",
+        help="a built-in rule to run live (repeatable; default: ProfilerReport)",
+    )
+    parser.add_argument(
+        "--no-report", action="store_true", help="do not write the HTML report at the end"
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to profile")
+
+
+def main(args: argparse.Namespace) -> int:
+    from stepscope.config import ProfilerConfig
+    from stepscope.launch import launch
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    config = ProfilerConfig.from_file(args.config) if args.config else None
+    job = launch(
+        command,
+        profiler_config=config,
+        rules=_rules(args.rules),
+        job_dir=args.job_dir,
+        nproc_per_node=args.nproc_per_node,
+        on_status=print_rule_status,
+        report=not args.no_report,
+    )
+    print_job_summary(job)
+    return job.exit_code if job.exit_code is not None else 1
+
+
+def _rules(names: list[str] | None) -> list[Any] | None:
+    if not names:
+        return None
+    from stepscope.rules import ProfilerRule, rule_configs
+
+    return [ProfilerRule.stepscope(rule_configs.by_name(name)()) for name in names]

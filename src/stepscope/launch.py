@@ -1,0 +1,465 @@
+"""Run a training command under the profiler: the job folder, its monitor, rule engine and child.
+
+:func:`launch` is what ``stepscope run`` and ``stepscope demo`` call. It owns the life of one job:
+
+1. create the job folder and write ``job.json`` (status ``Running``) and the resolved
+   ``profiler-config.json`` that every rank reads through ``STEPSCOPE_CONFIG``;
+2. start one system monitor for the node and the live rule engine, each in its own process;
+3. run the command with the instrumentation bootstrap on ``PYTHONPATH`` (``torch.distributed.run``
+   when more than one process per node is asked for);
+4. whatever happens to the command (exit, crash, Ctrl-C), mark the end (``training_job_end.ts``),
+   stop the monitor, let the rules make their final pass, write the report and complete
+   ``job.json`` with the end time, status, exit code and every rank's description.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from stepscope.config import ProfilerConfig
+from stepscope.errors import ConfigError, StepscopeError
+
+__all__ = ["Job", "JobStatus", "launch"]
+
+logger = logging.getLogger(__name__)
+
+JOB_FILE = "job.json"
+CONFIG_FILE = "profiler-config.json"
+PROFILER_OUTPUT = "profiler-output"
+DEFAULT_JOBS_ROOT = Path("stepscope-jobs")
+#: How long a stopped command gets to exit after SIGINT before it is terminated.
+STOP_GRACE_S = 10.0
+
+
+class JobStatus:
+    """The values of ``job.json``'s ``status``."""
+
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    STOPPED = "Stopped"
+
+
+@dataclass
+class Job:
+    """A profiled job: where its data is, and how it ended.
+
+    :param path: the job folder.
+    :param exit_code: the command's exit code (``None`` while it runs).
+    :param status: one of :class:`JobStatus`.
+    """
+
+    path: Path
+    exit_code: int | None = None
+    status: str = JobStatus.RUNNING
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def profiler_output(self) -> Path:
+        return self.path / PROFILER_OUTPUT
+
+    @property
+    def report_path(self) -> Path:
+        return self.path / "rule-output" / "profiler-report.html"
+
+    def rule_statuses(self) -> dict[str, dict[str, Any]]:
+        """Each rule's latest ``status.json``, keyed by rule name."""
+        return read_rule_statuses(self.path)
+
+
+def read_rule_statuses(job_dir: Path) -> dict[str, dict[str, Any]]:
+    """Read ``rule-output/<Rule>/status.json`` of a job; unreadable files are skipped."""
+    statuses: dict[str, dict[str, Any]] = {}
+    for status_file in sorted((job_dir / "rule-output").glob("*/status.json")):
+        try:
+            statuses[status_file.parent.name] = json.loads(status_file.read_text())
+        except (OSError, ValueError):
+            continue  # being replaced right now: the next poll sees the new file
+    return statuses
+
+
+def launch(
+    command: Sequence[str],
+    *,
+    profiler_config: ProfilerConfig | None = None,
+    rules: Sequence[Any] | None = None,
+    job_dir: str | os.PathLike[str] | None = None,
+    nproc_per_node: int = 1,
+    hyperparameters: dict[str, Any] | None = None,
+    on_status: Callable[[str, dict[str, Any]], None] | None = None,
+    report: bool = True,
+) -> Job:
+    """Run ``command`` under the profiler and return the finished :class:`Job`.
+
+    :param command: the training command, e.g. ``["python", "train.py", "--epochs", "3"]``; a
+        leading ``*.py`` script runs with this Python.
+    :param profiler_config: what to profile; default :class:`ProfilerConfig` with a
+        :class:`FrameworkProfile` (SageMaker's defaults for every option).
+    :param rules: ``ProfilerRule`` objects (default: ``ProfilerReport``); at most 20.
+    :param job_dir: the job folder; default a new folder under ``./stepscope-jobs/`` named
+        after the command and the start time.
+    :param nproc_per_node: processes per node; above 1 the command runs through
+        ``torch.distributed.run`` (each rank instruments itself).
+    :param hyperparameters: recorded in ``job.json``; default parsed from ``--name value``
+        options of the command.
+    :param on_status: called with (rule name, status dict) whenever a rule's status changes.
+    :param report: write the HTML report at the end.
+    """
+    command = list(command)
+    if not command:
+        raise ConfigError("command", command, "a non-empty command to run")
+    if (
+        not isinstance(nproc_per_node, int)
+        or isinstance(nproc_per_node, bool)
+        or nproc_per_node < 1
+    ):
+        raise ConfigError("nproc_per_node", nproc_per_node, "an integer >= 1")
+    config = _job_config(profiler_config)
+    job = Job(path=_make_job_dir(job_dir, command))
+    config = _with_local_path(config, job.profiler_output)
+    job.profiler_output.mkdir(parents=True, exist_ok=True)
+    config_path = job.path / CONFIG_FILE
+    config.to_file(config_path)
+
+    child_command = _child_command(command, nproc_per_node)
+    job.info = _initial_job_info(job, command, config, rules, hyperparameters, nproc_per_node)
+    _write_job_file(job)
+
+    monitor = _start_monitor(job, config)
+    engine = _start_rule_engine(job, rules)
+    watcher = _StatusPrinter(job.path, on_status)
+    try:
+        job.exit_code, job.status = _run_child(child_command, _child_env(job, config_path), watcher)
+    finally:
+        _finish(job, monitor, engine, watcher, report)
+    return job
+
+
+# -- the job folder and job.json -------------------------------------------------------------
+
+
+def _job_config(config: ProfilerConfig | None) -> ProfilerConfig:
+    from stepscope.config import FrameworkProfile
+
+    if config is None:
+        return ProfilerConfig(framework_profile_params=FrameworkProfile())
+    if not isinstance(config, ProfilerConfig):
+        raise ConfigError("profiler_config", config, "a ProfilerConfig")
+    return config
+
+
+def _with_local_path(config: ProfilerConfig, profiler_output: Path) -> ProfilerConfig:
+    """The job's output always goes to its own folder, whatever ``local_path`` said."""
+    data = config.to_dict()
+    framework = data.get("framework_profile_params")
+    if framework is not None:
+        framework["local_path"] = str(profiler_output)
+    return ProfilerConfig.from_dict(data)
+
+
+def _make_job_dir(job_dir: str | os.PathLike[str] | None, command: Sequence[str]) -> Path:
+    if job_dir is not None:
+        path = Path(job_dir).expanduser().resolve()
+        if path.exists() and not path.is_dir():
+            raise ConfigError("job_dir", str(path), "a folder (or a path that does not exist yet)")
+        if (path / JOB_FILE).exists():
+            raise ConfigError(
+                "job_dir", str(path), "a folder that holds no job yet", "Pick a new --job-dir."
+            )
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = (DEFAULT_JOBS_ROOT / f"{_command_name(command)}-{stamp}").resolve()
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    path.mkdir(parents=True)
+    return path
+
+
+def _command_name(command: Sequence[str]) -> str:
+    """``python train.py`` → ``train``; ``python -m pkg.mod`` → ``mod``; else the program."""
+    words = [w for w in command if not w.startswith("-")]
+    interesting = [w for w in words if w.endswith(".py")]
+    if "-m" in command and command.index("-m") + 1 < len(command):
+        name = command[command.index("-m") + 1].rsplit(".", 1)[-1]
+    elif interesting:
+        name = Path(interesting[0]).stem
+    else:
+        name = Path(words[0] if words else command[0]).name
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "job"
+
+
+def parse_hyperparameters(args: Sequence[str]) -> dict[str, Any]:
+    """``--lr 0.1 --epochs=3 --amp`` → ``{"lr": 0.1, "epochs": 3, "amp": True}``."""
+    found: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word.startswith("--") and len(word) > 2:
+            key, eq, value = word[2:].partition("=")
+            if not eq:
+                if i + 1 < len(args) and not args[i + 1].startswith("--"):
+                    value = args[i + 1]
+                    i += 1
+                else:
+                    found[key] = True
+                    i += 1
+                    continue
+            found[key] = _scalar(value)
+        i += 1
+    return found
+
+
+def _scalar(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _initial_job_info(
+    job: Job,
+    command: list[str],
+    config: ProfilerConfig,
+    rules: Sequence[Any] | None,
+    hyperparameters: dict[str, Any] | None,
+    nproc_per_node: int,
+) -> dict[str, Any]:
+    from stepscope.collect import describe_hardware
+
+    host = socket.gethostname()
+    return {
+        "name": job.path.name,
+        "command": command,
+        "cwd": os.getcwd(),
+        "host": host,
+        "hosts": {"algo-1": host},
+        "start_time_us": int(time.time() * 1e6),
+        "end_time_us": None,
+        "status": JobStatus.RUNNING,
+        "exit_code": None,
+        "nodes": ["algo-1"],
+        "nproc_per_node": nproc_per_node,
+        "ranks": {},
+        "hardware": {"algo-1": describe_hardware()},
+        "versions": _versions(),
+        "hyperparameters": (
+            hyperparameters if hyperparameters is not None else parse_hyperparameters(command)
+        ),
+        "profiler_config": config.to_dict(),
+        "rules": [_rule_name(rule) for rule in rules or []] or ["ProfilerReport"],
+    }
+
+
+def _rule_name(rule: Any) -> str:
+    return str(getattr(rule, "name", type(rule).__name__))
+
+
+def _versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for package in ("stepscope", "torch", "numpy"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def _write_job_file(job: Job) -> None:
+    """Atomic, so a UI or reader never sees half a job.json."""
+    target = job.path / JOB_FILE
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(job.info, indent=2, default=str))
+    os.replace(tmp, target)
+
+
+# -- the child process ----------------------------------------------------------------------
+
+
+def _child_command(command: list[str], nproc_per_node: int) -> list[str]:
+    if command[0].endswith(".py"):
+        command = [sys.executable, *command]
+    if nproc_per_node == 1:
+        return command
+    # torchrun takes the script (or -m module) and its arguments, without the interpreter.
+    if Path(command[0]).name.startswith("python"):
+        command = command[1:]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc_per_node}",
+        *command,
+    ]
+
+
+def _child_env(job: Job, config_path: Path) -> dict[str, str]:
+    from stepscope.collect.bootstrap import BOOTSTRAP_DIR
+
+    env = dict(os.environ)
+    env["STEPSCOPE_CONFIG"] = str(config_path)
+    env["STEPSCOPE_JOB_DIR"] = str(job.path)
+    env["STEPSCOPE_NODE"] = "algo-1"
+    paths = [str(BOOTSTRAP_DIR), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def _run_child(command: list[str], env: dict[str, str], watcher: _StatusPrinter) -> tuple[int, str]:
+    """Run the command to its end; Ctrl-C stops it gracefully and counts as Stopped."""
+    try:
+        child = subprocess.Popen(command, env=env)
+    except OSError as exc:
+        logger.error("could not start %s: %s", command[0], exc)
+        return 127, JobStatus.FAILED
+    stopped = False
+    while True:
+        try:
+            code = child.wait(timeout=1.0)
+            break
+        except subprocess.TimeoutExpired:
+            watcher.poll()
+        except KeyboardInterrupt:
+            stopped = True
+            code = _stop_child(child)
+            break
+    if stopped:
+        return code, JobStatus.STOPPED
+    return code, JobStatus.COMPLETED if code == 0 else JobStatus.FAILED
+
+
+def _stop_child(child: subprocess.Popen[bytes]) -> int:
+    # The terminal already sent SIGINT to the whole foreground group; repeat it for the case
+    # where launch() was called from code and only this process was interrupted.
+    for sig, grace in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, 5.0)):
+        if child.poll() is None:
+            child.send_signal(sig)
+        try:
+            return child.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+        except KeyboardInterrupt:
+            continue  # a second Ctrl-C: move on to the next, firmer signal
+    child.kill()
+    return child.wait()
+
+
+# -- monitor, rules, and the end of the job ---------------------------------------------------
+
+
+def _start_monitor(job: Job, config: ProfilerConfig) -> Any:
+    if config.disable_profiler:
+        return None
+    from stepscope.collect import start_monitor
+
+    try:
+        return start_monitor(
+            job.profiler_output,
+            node="algo-1",
+            interval_ms=config.system_monitor_interval_millis,
+            parent_pid=os.getpid(),
+        )
+    except (OSError, StepscopeError) as exc:
+        logger.warning("the system monitor did not start (%s): no system metrics", exc)
+        return None
+
+
+def _start_rule_engine(job: Job, rules: Sequence[Any] | None) -> Any:
+    from stepscope.rules import start_rule_engine
+
+    try:
+        return start_rule_engine(job.path, list(rules) if rules else None)
+    except (OSError, StepscopeError) as exc:
+        logger.warning("the rule engine did not start (%s): rules run after the job", exc)
+        return None
+
+
+def _finish(job: Job, monitor: Any, engine: Any, watcher: _StatusPrinter, report: bool) -> None:
+    from stepscope.store import write_job_end_marker
+
+    write_job_end_marker(job.profiler_output)
+    if monitor is not None:
+        monitor.stop()
+    if engine is not None:
+        engine.finish()
+    else:
+        _run_rules_offline(job)
+    watcher.poll()
+    job.info.update(
+        end_time_us=int(time.time() * 1e6),
+        status=job.status,
+        exit_code=job.exit_code,
+        ranks=_collect_ranks(job.profiler_output),
+    )
+    _write_job_file(job)
+    if report:
+        _write_report(job)
+
+
+def _run_rules_offline(job: Job) -> None:
+    from stepscope.rules import run_rules
+
+    try:
+        run_rules(job.path)
+    except StepscopeError as exc:
+        logger.warning("rules could not run on %s: %s", job.path, exc)
+
+
+def _write_report(job: Job) -> None:
+    from stepscope.report import write_report
+
+    try:
+        write_report(job.path)
+    except StepscopeError as exc:
+        logger.warning("the profiling report could not be written: %s", exc)
+
+
+def _collect_ranks(profiler_output: Path) -> dict[str, dict[str, Any]]:
+    """Merge ``framework/ranks/<node_id>.json`` written by every instrumented rank."""
+    ranks: dict[str, dict[str, Any]] = {}
+    for rank_file in sorted((profiler_output / "framework" / "ranks").glob("*.json")):
+        try:
+            info = json.loads(rank_file.read_text())
+            ranks[str(info["rank"])] = info
+        except (OSError, ValueError, KeyError, TypeError):
+            logger.warning("skipping unreadable rank description %s", rank_file)
+    return ranks
+
+
+class _StatusPrinter:
+    """Reports rule statuses as they change while the job runs."""
+
+    def __init__(
+        self, job_dir: Path, on_status: Callable[[str, dict[str, Any]], None] | None
+    ) -> None:
+        self.job_dir = job_dir
+        self.on_status = on_status
+        self.seen: dict[str, str] = {}
+
+    def poll(self) -> None:
+        if self.on_status is None:
+            return
+        for rule, status in read_rule_statuses(self.job_dir).items():
+            state = str(status.get("status"))
+            if self.seen.get(rule) != state:
+                self.seen[rule] = state
+                self.on_status(rule, status)
