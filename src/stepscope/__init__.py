@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 _PUBLIC: dict[str, str] = {
     "ConfigError": "stepscope.errors",
     "CorruptFileError": "stepscope.errors",
+    "Job": "stepscope.launch",
     "JobNotFoundError": "stepscope.errors",
     "MissingDependencyError": "stepscope.errors",
     "RuleError": "stepscope.errors",
@@ -23,6 +24,7 @@ _PUBLIC: dict[str, str] = {
     "StepscopeError": "stepscope.errors",
     "StoreError": "stepscope.errors",
     "UnsupportedFormatError": "stepscope.errors",
+    "launch": "stepscope.launch",
 }
 
 __all__ = sorted([*_PUBLIC, "__version__"])

@@ -1,0 +1,149 @@
+"""``stepscope run`` end to end: a real training script in a real child process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+TRAIN = textwrap.dedent(
+    """
+    import argparse, sys, time
+    import torch
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--crash-at", type=int, default=-1)
+    parser.add_argument("--sleep-s", type=float, default=0.0)
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    for step in range(args.steps):
+        if step == args.crash_at:
+            raise RuntimeError("the training script failed on purpose")
+        x, y = torch.randn(8, 16), torch.randn(8, 1)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        time.sleep(args.sleep_s)
+    print("done", flush=True)
+    """
+)
+
+
+@pytest.fixture
+def train_script(tmp_path: Path) -> Path:
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    return script
+
+
+def _stepscope(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "stepscope", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def _job(job_dir: Path) -> dict:
+    return json.loads((job_dir / "job.json").read_text())
+
+
+def test_run_profiles_a_training_script_and_returns_its_exit_code(
+    tmp_path: Path, train_script: Path
+) -> None:
+    job_dir = tmp_path / "job"
+    result = _stepscope(
+        "run", "--job-dir", str(job_dir), "--", "python", str(train_script), "--lr", "0.05"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "done" in result.stdout
+    job = _job(job_dir)
+    assert job["status"] == "Completed"
+    assert job["exit_code"] == 0
+    assert job["hyperparameters"] == {"lr": 0.05}
+    assert job["end_time_us"] >= job["start_time_us"]
+    assert job["hardware"]["algo-1"]["cpu_count"] == os.cpu_count()
+    output = job_dir / "profiler-output"
+    assert (output / "training_job_end.ts").exists()
+    system_files = list((output / "system" / "incremental").rglob("*.algo-1.json"))
+    assert system_files, "the monitor wrote no system metrics"
+    records = [json.loads(line) for f in system_files for line in f.read_text().splitlines()]
+    assert {r["Dimension"] for r in records} >= {"CPUUtilization", "I/OWaitPercentage"}
+    framework = list((output / "framework" / "pevents").rglob("*_pythontimeline.json"))
+    assert framework, "the instrumentation wrote no framework events"
+    events = [e for f in framework for e in json.loads(f.read_text())]
+    steps = [e for e in events if e.get("name") == "Step:ModeKeys.TRAIN"]
+    assert sorted(int(e["args"]["step_num"]) for e in steps) == list(range(30))
+    assert job["ranks"]["0"]["node"] == "algo-1"
+    assert (job_dir / "rule-output").is_dir()
+
+
+def test_a_crashing_script_leaves_a_complete_failed_job(tmp_path: Path, train_script: Path) -> None:
+    job_dir = tmp_path / "job"
+    result = _stepscope(
+        "run", "--job-dir", str(job_dir), "--", sys.executable, str(train_script), "--crash-at", "5"
+    )
+    assert result.returncode == 1
+    assert "failed on purpose" in result.stderr
+    job = _job(job_dir)
+    assert job["status"] == "Failed"
+    assert job["exit_code"] == 1
+    assert job["end_time_us"] is not None
+    assert (job_dir / "profiler-output" / "training_job_end.ts").exists()
+
+
+def test_ctrl_c_stops_the_job_and_leaves_it_readable(tmp_path: Path, train_script: Path) -> None:
+    job_dir = tmp_path / "job"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "stepscope", "run", "--job-dir", str(job_dir), "--"]
+        + [sys.executable, str(train_script), "--steps", "100000", "--sleep-s", "0.01"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list((job_dir / "profiler-output").rglob("*.algo-1.json")):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the job never started writing"
+            time.sleep(0.2)
+        os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    job = _job(job_dir)
+    assert job["status"] == "Stopped"
+    assert job["end_time_us"] is not None
+    assert (job_dir / "profiler-output" / "training_job_end.ts").exists()
+
+
+def test_run_rejects_an_existing_job_folder(tmp_path: Path, train_script: Path) -> None:
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    (job_dir / "job.json").write_text("{}")
+    result = _stepscope("run", "--job-dir", str(job_dir), "--", "python", str(train_script))
+    assert result.returncode == 2
+    assert "job_dir must be a folder that holds no job yet" in result.stderr
+
+
+def test_run_without_a_command_says_what_is_missing(tmp_path: Path) -> None:
+    result = _stepscope("run", "--job-dir", str(tmp_path / "job"))
+    assert result.returncode == 2
+    assert "command must be a non-empty command to run" in result.stderr

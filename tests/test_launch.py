@@ -1,0 +1,23 @@
+"""The pieces of launch() that need no child process."""
+
+from __future__ import annotations
+
+from stepscope.launch import _child_command, _command_name, parse_hyperparameters
+
+
+def test_hyperparameters_are_parsed_from_the_command_line() -> None:
+    args = ["python", "train.py", "--lr", "0.1", "--epochs=3", "--amp", "--name", "run-a"]
+    assert parse_hyperparameters(args) == {"lr": 0.1, "epochs": 3, "amp": True, "name": "run-a"}
+
+
+def test_job_names_come_from_the_script_or_module() -> None:
+    assert _command_name(["python", "path/to/train.py", "--x", "1"]) == "train"
+    assert _command_name(["python", "-m", "pkg.trainer"]) == "trainer"
+    assert _command_name(["./run-me"]) == "run-me"
+
+
+def test_several_processes_per_node_run_through_torchrun() -> None:
+    command = _child_command(["python", "train.py", "--lr", "1"], 2)
+    assert command[1:4] == ["-m", "torch.distributed.run", "--standalone"]
+    assert command[4:] == ["--nproc-per-node=2", "train.py", "--lr", "1"]
+    assert _child_command(["python", "train.py"], 1) == ["python", "train.py"]
