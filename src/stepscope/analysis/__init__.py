@@ -2,4 +2,6 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from stepscope.analysis.utilization import system_active_time, system_utilization_timeline
+
+__all__: list[str] = ["system_active_time", "system_utilization_timeline"]
