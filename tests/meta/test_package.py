@@ -23,6 +23,7 @@ ALLOWED = {
     "rules": {"config", "store", "analysis"},
     "report": {"config", "store", "analysis", "rules"},
     "ui": {"config", "store", "analysis", "rules", "report"},
+    "export": {"config", "store", "analysis"},
 }
 LEAVES = {"errors", "_optional"}
 

@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "run a training command under the profiler"),
     "demo": ("demo", "run a small profiled training job that shows every part working"),
     "update": ("update", "change what a running job profiles"),
+    "export": ("export", "write a job or trace as one trace for Perfetto UI or chrome://tracing"),
+    "ui": ("ui", "serve the Profiler UI (job list, dashboard, information, settings)"),
 }
 
 

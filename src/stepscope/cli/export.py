@@ -1,0 +1,38 @@
+"""``stepscope export <job-or-trace> --format perfetto|chrome``: one trace for Perfetto or Chrome."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+__all__ = ["add_arguments", "main"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from stepscope.export import EXPORT_FORMATS
+
+    parser.add_argument("source", help="a job folder, SageMaker output folder or trace file(s)")
+    parser.add_argument(
+        "--format",
+        choices=sorted(EXPORT_FORMATS),
+        default="perfetto",
+        help="perfetto: protobuf TrackEvent (default); chrome: trace-event JSON",
+    )
+    parser.add_argument("-o", "--output", type=Path, help="the file to write")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--steps", metavar="A:B", help="only steps A <= step < B")
+    which.add_argument("--time", metavar="A:B", help="only seconds A to B from the job's start")
+
+
+def main(args: argparse.Namespace) -> int:
+    from stepscope.export import export_trace, parse_range
+
+    summary = export_trace(
+        args.source,
+        args.output,
+        format=args.format,
+        steps=parse_range(args.steps, parameter="--steps", integer=True) if args.steps else None,
+        time_s=parse_range(args.time, parameter="--time", integer=False) if args.time else None,
+    )
+    print(summary)
+    return 0

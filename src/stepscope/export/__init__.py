@@ -1,0 +1,57 @@
+"""Export a job (or any trace stepscope reads) as one trace for Perfetto UI or chrome://tracing.
+
+Unlike the naive Kineto JSON, which loses annotations in Perfetto because its slices overlap,
+every track of an export nests strictly; system metrics come along as counter tracks and every
+launch is tied to its GPU activity by a flow arrow.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from stepscope.errors import ConfigError
+from stepscope.export.chrome import write_chrome_trace
+from stepscope.export.perfetto import write_perfetto_trace
+from stepscope.export.summary import ExportSummary
+from stepscope.export.window import parse_range, resolve_window
+
+__all__ = ["EXPORT_FORMATS", "ExportSummary", "export_trace", "parse_range"]
+
+ExportFormat = Literal["perfetto", "chrome"]
+
+#: format name -> (writer, default file suffix)
+EXPORT_FORMATS = {
+    "perfetto": (write_perfetto_trace, ".perfetto-trace"),
+    "chrome": (write_chrome_trace, ".trace.json.gz"),
+}
+
+
+def export_trace(
+    source: str | os.PathLike[str],
+    output: str | os.PathLike[str] | None = None,
+    *,
+    format: ExportFormat = "perfetto",
+    steps: tuple[float | None, float | None] | None = None,
+    time_s: tuple[float | None, float | None] | None = None,
+) -> ExportSummary:
+    """Export a job, SageMaker output folder or PyTorch profiler trace(s) as one trace file.
+
+    :param source: anything :func:`stepscope.store.open_job` reads.
+    :param output: the file to write; default ``<job name><suffix>`` in the current folder.
+    :param format: ``perfetto`` (protobuf TrackEvent) or ``chrome`` (trace-event JSON).
+    :param steps: only steps ``A <= step < B`` (either bound may be ``None``).
+    :param time_s: only seconds ``[A, B)`` from the job's first record; not with ``steps``.
+    """
+    from stepscope.store import open_job
+
+    if format not in EXPORT_FORMATS:
+        raise ConfigError("format", format, f"one of {', '.join(EXPORT_FORMATS)}")
+    writer, suffix = EXPORT_FORMATS[format]
+    job = open_job(source)
+    job.refresh()
+    con = job.connect()
+    window = resolve_window(con, steps=steps, time_s=time_s)
+    path = Path(output) if output is not None else Path(f"{job.name}{suffix}")
+    return writer(con, path, window)

@@ -1,0 +1,209 @@
+"""What an exported trace holds, read once from a job for every output format.
+
+Three streams, each bounded by one query at a time so a large job never sits in memory whole:
+
+- :func:`iter_track_slices`: the slices of one track lane at a time, strictly nested
+  (see :mod:`stepscope.analysis.tracks`);
+- :func:`linked_correlations`: the launch ↔ GPU-activity pairs that become flow arrows;
+- :func:`iter_counters`: system metrics (and allocator totals) as counter series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from stepscope.analysis.tracks import TRACK_COLUMNS_SQL, Track, assign_lanes
+from stepscope.export.window import Window
+
+__all__ = [
+    "CounterSeries",
+    "LAUNCH_CATEGORIES",
+    "SNAPSHOT_US",
+    "TrackSlices",
+    "flow_id",
+    "iter_counters",
+    "iter_track_slices",
+    "linked_correlations",
+]
+
+#: Host-side calls whose ``correlation`` names the GPU activity they started.
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+#: System records closer than this belong to one snapshot (SageMaker's agent writes them µs apart).
+SNAPSHOT_US = 20_000
+
+_GPU_ACTIVITY = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def _sql_list(values: tuple[str, ...]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+@dataclass
+class TrackSlices:
+    """The slices of one track lane, sorted by start, nested.
+
+    ``columns`` holds Arrow arrays: name, category, start_us, end_us, rank, step, correlation,
+    external_id, bytes, args (JSON text).
+    """
+
+    track: Track
+    columns: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.columns["start_us"])
+
+
+@dataclass
+class CounterSeries:
+    """One counter track: a metric of a node's CPU side or of one of its GPUs."""
+
+    node: str
+    gpu: int  # -1 for the CPU side
+    name: str
+    unit: str
+    timestamps_us: np.ndarray
+    values: np.ndarray
+
+
+def flow_id(rank: int, correlation: int) -> int:
+    """A flow id unique across ranks (correlation ids restart in every process)."""
+    return ((rank + 1) << 40) | (correlation & 0xFFFFFFFFFF)
+
+
+def linked_correlations(con: duckdb.DuckDBPyConnection, window: Window) -> set[int]:
+    """Flow ids of the launches whose GPU activity is in the window too."""
+    rows = con.execute(
+        f"""
+        SELECT DISTINCT rank, correlation FROM events
+        WHERE category IN ({_sql_list(LAUNCH_CATEGORIES)}) AND correlation >= 0 AND ph = 'X'
+          AND {window.sql()}
+        INTERSECT
+        SELECT DISTINCT rank, correlation FROM events
+        WHERE category IN ({_sql_list(_GPU_ACTIVITY)}) AND correlation >= 0 AND ph = 'X'
+          AND {window.sql()}
+        """
+    ).fetchall()
+    return {flow_id(rank, corr) for rank, corr in rows}
+
+
+def iter_track_slices(con: duckdb.DuckDBPyConnection, window: Window) -> Iterator[TrackSlices]:
+    """Every track of the window, lane by lane, in display order (node, rank, CPU before GPU)."""
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW export_events AS "
+        f"SELECT *, {TRACK_COLUMNS_SQL} FROM events WHERE ph = 'X' AND {window.sql()}"
+    )
+    tracks = con.execute(
+        "SELECT DISTINCT node, rank, side, gpu, thread FROM export_events "
+        "ORDER BY node, rank, side, gpu, thread"
+    ).fetchall()
+    for node, rank, side, gpu, thread in tracks:
+        table = con.sql(
+            """
+            SELECT name, category, start_us, start_us + dur_us AS end_us, rank, step,
+                   correlation, external_id, bytes, args
+            FROM export_events
+            WHERE node = ? AND rank = ? AND side = ? AND gpu = ? AND thread = ?
+            ORDER BY start_us, dur_us DESC
+            """,
+            params=[node, rank, side, gpu, thread],
+        ).to_arrow_table()
+        yield from _split_lanes(Track(node, rank, side, gpu, thread), table)
+
+
+def _split_lanes(track: Track, table: pa.Table) -> Iterator[TrackSlices]:
+    columns = {
+        name: table.column(name).to_numpy(zero_copy_only=False) for name in table.schema.names
+    }
+    lanes, columns["end_us"] = assign_lanes(columns["start_us"], columns["end_us"])
+    for lane in np.unique(lanes):
+        keep = lanes == lane
+        yield TrackSlices(
+            Track(track.node, track.rank, track.side, track.gpu, track.thread, int(lane)),
+            {name: values[keep] for name, values in columns.items()},
+        )
+
+
+def iter_counters(con: duckdb.DuckDBPyConnection, window: Window) -> Iterator[CounterSeries]:
+    """System metrics per node as counters, and the PyTorch allocator's totals per GPU."""
+    snapshot = f"CAST(round(timestamp_us / {SNAPSHOT_US}.0) AS BIGINT) * {SNAPSHOT_US}"
+    where = window.sql("timestamp_us", "0")
+    query = f"""
+        WITH s AS (SELECT node, {snapshot} AS t, type, name, dimension, value
+                   FROM system WHERE {where})
+        SELECT node, -1 AS gpu, 'CPU utilization' AS series, '%' AS unit, t, avg(value) AS v
+            FROM s WHERE dimension = 'CPUUtilization' GROUP BY ALL
+        UNION ALL SELECT node, -1, name || ' utilization', '%', t, avg(value)
+            FROM s WHERE dimension = 'CPUUtilization' GROUP BY ALL
+        UNION ALL SELECT node, -1, 'I/O wait', '%', t, avg(value)
+            FROM s WHERE dimension = 'I/OWaitPercentage' GROUP BY ALL
+        UNION ALL SELECT node, -1, 'Memory used', '%', t, avg(value)
+            FROM s WHERE name = 'MemoryUsedPercent' GROUP BY ALL
+        UNION ALL SELECT node, -1,
+                CASE name WHEN 'ReceiveBytesPerSecond' THEN 'Network receive'
+                          WHEN 'TransmitBytesPerSecond' THEN 'Network transmit' ELSE name END,
+                'B/s', t, sum(value)
+            FROM s WHERE type = 'network' GROUP BY ALL
+        UNION ALL SELECT node, -1,
+                CASE name WHEN 'ReadThroughputInBytesPerSecond' THEN 'Disk read'
+                          WHEN 'WriteThroughputInBytesPerSecond' THEN 'Disk write' ELSE name END,
+                CASE name WHEN 'IOPS' THEN 'ops/s' ELSE 'B/s' END, t, avg(value)
+            FROM s WHERE type = 'i/o' GROUP BY ALL
+        UNION ALL SELECT node, CAST(regexp_extract(name, '[0-9]+$') AS INTEGER), 'utilization',
+                '%', t, avg(value)
+            FROM s WHERE dimension = 'GPUUtilization' GROUP BY ALL
+        UNION ALL SELECT node, CAST(regexp_extract(name, '[0-9]+$') AS INTEGER), 'memory', '%',
+                t, avg(value)
+            FROM s WHERE dimension = 'GPUMemoryUtilization' GROUP BY ALL
+        ORDER BY node, gpu, series, t
+    """
+    yield from _series(con.sql(query).to_arrow_table())
+    yield from _series(_allocator_totals(con, window))
+
+
+def _allocator_totals(con: duckdb.DuckDBPyConnection, window: Window) -> pa.Table:
+    """``[memory]`` instants of PyTorch profiler traces: allocated and reserved bytes per GPU."""
+    query = f"""
+        WITH m AS (
+            SELECT node, rank, device, start_us AS t,
+                   TRY_CAST(json_extract_string(args, '$."Total Allocated"') AS DOUBLE) AS allocated,
+                   TRY_CAST(json_extract_string(args, '$."Total Reserved"') AS DOUBLE) AS reserved
+            FROM events
+            WHERE ph = 'i' AND name = '[memory]' AND device >= 0
+              AND args LIKE '%Total Allocated%' AND {window.sql()}
+        )
+        SELECT node, device AS gpu, 'rank ' || rank || ' allocated' AS series, 'bytes' AS unit,
+               t, allocated AS v FROM m WHERE allocated IS NOT NULL
+        UNION ALL
+        SELECT node, device, 'rank ' || rank || ' reserved', 'bytes', t, reserved
+            FROM m WHERE reserved IS NOT NULL
+        ORDER BY node, gpu, series, t
+    """
+    return con.sql(query).to_arrow_table()
+
+
+def _series(table: pa.Table) -> Iterator[CounterSeries]:
+    if table.num_rows == 0:
+        return
+    frame = {
+        name: table.column(i).to_numpy(zero_copy_only=False)
+        for i, name in enumerate(["node", "gpu", "series", "unit", "t", "v"])
+    }
+    keys = list(zip(frame["node"], frame["gpu"], frame["series"], strict=True))
+    start = 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[start]:
+            node, gpu, name = keys[start]
+            yield CounterSeries(
+                node=str(node),
+                gpu=int(gpu),
+                name=str(name),
+                unit=str(frame["unit"][start]),
+                timestamps_us=frame["t"][start:i].astype(np.float64),
+                values=frame["v"][start:i].astype(np.float64),
+            )
+            start = i

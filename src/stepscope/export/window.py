@@ -1,0 +1,98 @@
+"""The part of a job an export covers: a range of steps or a range of seconds."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import duckdb
+
+from stepscope.errors import ConfigError
+
+__all__ = ["Window", "parse_range", "resolve_window"]
+
+
+@dataclass(frozen=True)
+class Window:
+    """A half-open time window ``[start_us, end_us)`` in epoch µs; ``None`` bounds are open."""
+
+    start_us: float | None = None
+    end_us: float | None = None
+
+    def sql(self, start: str = "start_us", dur: str = "dur_us") -> str:
+        """A SQL condition: the event overlaps the window."""
+        parts = ["TRUE"]
+        if self.start_us is not None:
+            parts.append(f"({start} >= {self.start_us!r} OR {start} + {dur} > {self.start_us!r})")
+        if self.end_us is not None:
+            parts.append(f"{start} < {self.end_us!r}")
+        return " AND ".join(parts)
+
+
+_RANGE = re.compile(r"^\s*(-?[0-9.]*)\s*:\s*(-?[0-9.]*)\s*$")
+
+
+def parse_range(text: str, *, parameter: str, integer: bool) -> tuple[float | None, float | None]:
+    """``"A:B"`` → ``(A, B)``; either side may be empty (open). Numbers must not be negative."""
+    match = _RANGE.match(text)
+    allowed = "A:B with whole numbers A < B" if integer else "A:B in seconds with A < B"
+    if not match:
+        raise ConfigError(parameter, text, allowed + " (either side may be left empty)")
+    bounds: list[float | None] = []
+    for part in match.groups():
+        if not part:
+            bounds.append(None)
+            continue
+        try:
+            value = int(part) if integer else float(part)
+        except ValueError:
+            raise ConfigError(parameter, text, allowed) from None
+        if value < 0:
+            raise ConfigError(parameter, text, allowed + ", not negative")
+        bounds.append(float(value))
+    low, high = bounds
+    if low is not None and high is not None and low >= high:
+        raise ConfigError(parameter, text, allowed)
+    return low, high
+
+
+def resolve_window(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    steps: tuple[float | None, float | None] | None = None,
+    time_s: tuple[float | None, float | None] | None = None,
+) -> Window:
+    """Turn a step range ``[A, B)`` or a time range in seconds from the job's first event into µs.
+
+    Steps are the ``Step:ModeKeys.*`` events of a stepscope or SageMaker job and the
+    ``ProfilerStep#N`` ranges of a PyTorch profiler trace.
+    """
+    if steps is not None and time_s is not None:
+        raise ConfigError("steps", steps, "left out when a time range is given", "Pick one.")
+    if time_s is not None:
+        origin = con.execute(
+            "SELECT least((SELECT min(start_us) FROM events), "
+            "(SELECT min(timestamp_us) FROM system))"
+        ).fetchone()
+        first = origin[0] if origin else None
+        if first is None:
+            return Window()
+        low, high = time_s
+        return Window(
+            None if low is None else first + low * 1e6,
+            None if high is None else first + high * 1e6,
+        )
+    if steps is not None:
+        low, high = steps
+        condition = ["(name LIKE 'Step:ModeKeys.%' OR name LIKE 'ProfilerStep#%')", "step >= 0"]
+        if low is not None:
+            condition.append(f"step >= {int(low)}")
+        if high is not None:
+            condition.append(f"step < {int(high)}")
+        row = con.execute(
+            f"SELECT min(start_us), max(start_us + dur_us) FROM events WHERE {' AND '.join(condition)}"
+        ).fetchone()
+        if row is None or row[0] is None:
+            raise ConfigError("steps", steps, "a range that holds at least one recorded step")
+        return Window(row[0], row[1])
+    return Window()
