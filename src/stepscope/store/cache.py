@@ -1,0 +1,280 @@
+"""The columnar cache of one job: Parquet segments, the manifest that lists them, DuckDB views.
+
+Each raw file that holds data becomes one Parquet segment, written batch by batch while the raw
+file is read, under ``<cache>/<kind>/<partition>/`` where kind is ``system`` or ``events`` and the
+partition names the node (and for events the source and rank). ``manifest.json`` records, per raw
+file, its size and modification time when it was converted, the segment and a few statistics
+(rows, first and last time, nodes, ranks). A refresh converts only files that are new or whose
+size or time changed (a grown file is re-read whole and its old segment replaced) and drops the
+segments of files that disappeared.
+
+Where the cache lives (:func:`cache_dir_for`): ``<job>/.stepscope/cache/`` when the job folder is
+writable; otherwise ``$STEPSCOPE_CACHE_DIR/<hash>/`` or ``~/.cache/stepscope/<hash>/``, hashed
+from the job's absolute path or URL, so read-only inputs and ``s3://`` jobs still get one.
+
+Concurrent refreshes (the live rule engine and the UI) serialise on ``<cache>/lock`` (``flock``);
+the manifest and every segment are written to a temporary name and renamed into place.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from stepscope.errors import CorruptFileError, StoreError
+from stepscope.store.filesystem import FileInfo, SourceFiles
+from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
+
+__all__ = ["KINDS", "ColumnarCache", "cache_dir_for"]
+
+logger = logging.getLogger(__name__)
+
+#: table name -> its schema; also the first folder level of the cache.
+KINDS: dict[str, pa.Schema] = {"system": SYSTEM_SCHEMA, "events": EVENT_SCHEMA}
+
+_MANIFEST_VERSION = 1
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_DUCKDB_TYPES = {
+    pa.int64(): "BIGINT",
+    pa.int32(): "INTEGER",
+    pa.float64(): "DOUBLE",
+    pa.string(): "VARCHAR",
+}
+
+
+def cache_dir_for(source: SourceFiles, *, single_file: bool = False) -> Path:
+    """Where the cache of the job at ``source`` lives (see the module docstring).
+
+    :param source: the job's files.
+    :param single_file: the job is one trace file: never write beside it, use the user cache.
+    """
+    if not single_file and source.writable():
+        local = Path(source.url) / ".stepscope" / "cache"
+        try:
+            local.mkdir(parents=True, exist_ok=True)
+            if os.access(local, os.W_OK):
+                return local
+        except OSError:
+            logger.debug("cannot create %s; using the user cache", local, exc_info=True)
+    base = os.environ.get("STEPSCOPE_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "stepscope"
+    )
+    digest = hashlib.sha256(source.url.encode()).hexdigest()[:16]
+    return Path(base) / digest
+
+
+def _empty_view_sql(schema: pa.Schema) -> str:
+    columns = ", ".join(
+        f"CAST(NULL AS {_DUCKDB_TYPES[field.type]}) AS {field.name}" for field in schema
+    )
+    return f"SELECT {columns} LIMIT 0"
+
+
+class ColumnarCache:
+    """The segments and manifest of one job's cache folder.
+
+    :param root: the cache folder (created if missing).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._manifest_path = self.root / "manifest.json"
+        self.files: dict[str, dict[str, Any]] = {}
+        self.load()
+
+    # ------------------------------------------------------------------ manifest
+
+    def load(self) -> None:
+        """Re-read the manifest (another process may have refreshed the cache)."""
+        try:
+            manifest = orjson.loads(self._manifest_path.read_bytes())
+        except FileNotFoundError:
+            self.files = {}
+            return
+        except (OSError, orjson.JSONDecodeError):
+            logger.warning(
+                "The cache manifest %s is unreadable; rebuilding it.", self._manifest_path
+            )
+            manifest = {}
+        if manifest.get("version") != _MANIFEST_VERSION:
+            self.files = {}
+            return
+        self.files = manifest.get("files", {})
+
+    def save(self) -> None:
+        """Write the manifest atomically (temporary file, then rename)."""
+        tmp = self._manifest_path.with_name(f"manifest.json.{os.getpid()}.tmp")
+        tmp.write_bytes(
+            orjson.dumps(
+                {"version": _MANIFEST_VERSION, "files": self.files},
+                option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
+                default=str,
+            )
+        )
+        os.replace(tmp, self._manifest_path)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the cache's lock: one refresh at a time across processes."""
+        with open(self.root / "lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def is_current(self, info: FileInfo) -> bool:
+        """True when ``info`` was converted with this size and modification time."""
+        entry = self.files.get(info.path)
+        return (
+            entry is not None
+            and entry["size_bytes"] == info.size_bytes
+            and entry["mtime"] == info.mtime
+        )
+
+    def record(self, info: FileInfo, segment: str | None, stats: dict[str, Any]) -> None:
+        """Remember that ``info`` is converted into ``segment`` (None: it holds no rows)."""
+        self.drop(info.path, keep_segment=segment)
+        self.files[info.path] = {
+            "size_bytes": info.size_bytes,
+            "mtime": info.mtime,
+            "segment": segment,
+            **stats,
+        }
+
+    def drop(self, path: str, *, keep_segment: str | None = None) -> None:
+        """Forget raw file ``path`` and delete its segment."""
+        entry = self.files.pop(path, None)
+        if entry and entry.get("segment") and entry["segment"] != keep_segment:
+            try:
+                (self.root / entry["segment"]).unlink()
+            except FileNotFoundError:
+                pass
+
+    # ------------------------------------------------------------------ segments
+
+    def write_segment(
+        self, kind: str, raw_path: str, batches: Iterable[pa.RecordBatch]
+    ) -> tuple[str | None, dict[str, Any]]:
+        """Stream ``batches`` of ``kind`` into a new segment for raw file ``raw_path``.
+
+        :returns: the segment's path relative to the cache (None when there were no rows) and
+            its statistics: ``rows``, ``first_us``, ``last_us``, ``nodes``, ``ranks``.
+        :raises CorruptFileError: when pyarrow rejects the data as the batches are written.
+        """
+        schema = KINDS[kind]
+        writer: pq.ParquetWriter | None = None
+        tmp: Path | None = None
+        final: Path | None = None
+        rows = 0
+        first_us: float | None = None
+        last_us: float | None = None
+        nodes: set[str] = set()
+        ranks: set[int] = set()
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                if writer is None:
+                    final = self._segment_path(kind, raw_path, batch)
+                    final.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = final.with_name(final.name + f".{os.getpid()}.tmp")
+                    writer = pq.ParquetWriter(tmp, schema, compression="zstd", compression_level=1)
+                writer.write_batch(batch)
+                rows += batch.num_rows
+                lo, hi = _time_range(kind, batch)
+                first_us = lo if first_us is None else min(first_us, lo)
+                last_us = hi if last_us is None else max(last_us, hi)
+                nodes.update(pc.unique(batch.column("node")).to_pylist())
+                if kind == "events":
+                    ranks.update(pc.unique(batch.column("rank")).to_pylist())
+        except (pa.ArrowException, OSError) as exc:
+            if writer is not None:
+                writer.close()
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+            if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowException):
+                raise StoreError(f"Cannot write the cache segment for {raw_path}: {exc}") from exc
+            raise CorruptFileError(raw_path, "a record batch", str(exc)) from exc
+        except BaseException:
+            if writer is not None:
+                writer.close()
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+            raise
+        stats = {
+            "kind": kind,
+            "rows": rows,
+            "first_us": first_us,
+            "last_us": last_us,
+            "nodes": sorted(nodes),
+            "ranks": sorted(ranks),
+        }
+        if writer is None or tmp is None or final is None:
+            return None, stats
+        writer.close()
+        os.replace(tmp, final)
+        return final.relative_to(self.root).as_posix(), stats
+
+    def _segment_path(self, kind: str, raw_path: str, batch: pa.RecordBatch) -> Path:
+        node = _UNSAFE.sub("_", str(batch.column("node")[0].as_py()) or "unknown")
+        if kind == "events":
+            source = _UNSAFE.sub("_", str(batch.column("source")[0].as_py()))
+            partition = Path(kind, source, f"{node}_r{batch.column('rank')[0].as_py()}")
+        else:
+            partition = Path(kind, node)
+        stem = _UNSAFE.sub("_", raw_path.rsplit("/", 1)[-1])[:80]
+        digest = hashlib.sha1(raw_path.encode()).hexdigest()[:10]
+        generation = 0
+        while (self.root / partition / f"{stem}-{digest}-{generation}.parquet").exists():
+            generation += 1
+        return self.root / partition / f"{stem}-{digest}-{generation}.parquet"
+
+    def segments(self, kind: str) -> list[Path]:
+        """The segment files of ``kind`` listed by the manifest, in raw-file order."""
+        return [
+            self.root / entry["segment"]
+            for _, entry in sorted(self.files.items())
+            if entry.get("segment") and entry.get("kind") == kind
+        ]
+
+    def connect(self) -> Any:
+        """A new in-memory DuckDB connection with the views ``system`` and ``events``.
+
+        Each view reads the segments the manifest lists now; with none it is an empty relation
+        with the right columns, so queries work on a job that has no data yet.
+        """
+        import duckdb
+
+        con = duckdb.connect()
+        for kind, schema in KINDS.items():
+            files = [str(p) for p in self.segments(kind)]
+            if files:
+                listing = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+                sql = f"SELECT * FROM read_parquet([{listing}])"
+            else:
+                sql = _empty_view_sql(schema)
+            con.execute(f"CREATE VIEW {kind} AS {sql}")
+        return con
+
+
+def _time_range(kind: str, batch: pa.RecordBatch) -> tuple[float, float]:
+    if kind == "system":
+        bounds = pc.min_max(batch.column("timestamp_us"))
+        return float(bounds["min"].as_py()), float(bounds["max"].as_py())
+    start = batch.column("start_us")
+    end = pc.add(start, batch.column("dur_us"))
+    return float(pc.min(start).as_py()), float(pc.max(end).as_py())

@@ -1,0 +1,185 @@
+"""Where a job's raw files live: the local disk or an ``s3://`` prefix, behind one small interface.
+
+Readers and the cache see a job as a root plus relative, ``/``-separated paths. A
+:class:`LocalFiles` root is read with the standard library; an ``s3://bucket/prefix`` root goes
+through fsspec and s3fs (the optional extra ``s3``), configured the usual way: ``AWS_*``
+environment variables, or ``storage_options`` such as ``{"endpoint_url": ...}`` (the environment
+variable ``AWS_ENDPOINT_URL`` is honoured by botocore itself).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from stepscope._optional import require
+
+__all__ = ["FileInfo", "LocalFiles", "RemoteFiles", "SourceFiles", "source_files"]
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One raw file: its path relative to the root, and what tells us it changed."""
+
+    path: str
+    size_bytes: int
+    mtime: float
+
+
+class LocalFiles:
+    """A folder on the local disk."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).resolve()
+        self.url = str(self.root)
+
+    def is_dir(self, rel: str = "") -> bool:
+        return (self.root / rel).is_dir()
+
+    def is_file(self, rel: str) -> bool:
+        return (self.root / rel).is_file()
+
+    def exists(self) -> bool:
+        return self.root.exists()
+
+    def list_dir(self, rel: str = "") -> list[str]:
+        """Names directly inside ``rel`` (empty when it is not a folder)."""
+        try:
+            return sorted(os.listdir(self.root / rel))
+        except OSError:
+            return []
+
+    def walk(self, rel: str = "") -> list[FileInfo]:
+        """Every file below ``rel``, with size and modification time, sorted by path."""
+        base = self.root / rel if rel else self.root
+        found: list[FileInfo] = []
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = [d for d in dirnames if d != ".stepscope"]
+            for name in filenames:
+                full = os.path.join(dirpath, name)
+                try:
+                    st = os.stat(full)
+                except OSError:  # removed while we walked (a .tmp renamed by its writer)
+                    continue
+                rel_path = os.path.relpath(full, self.root).replace(os.sep, "/")
+                found.append(FileInfo(rel_path, st.st_size, st.st_mtime))
+        found.sort(key=lambda f: f.path)
+        return found
+
+    def read_bytes(self, rel: str) -> bytes:
+        return (self.root / rel).read_bytes()
+
+    def open(self, rel: str) -> IO[bytes]:
+        return open(self.root / rel, "rb")
+
+    @contextmanager
+    def local_path(self, rel: str) -> Iterator[Path]:
+        """A local path of the file, for readers that need one."""
+        yield self.root / rel
+
+    def writable(self) -> bool:
+        """Whether we may write inside the folder: the permission bits say so, not only access.
+
+        ``os.access`` is always true for root, so a folder without any write bit (a read-only
+        input, such as recorded data) counts as read-only even then.
+        """
+        try:
+            mode = self.root.stat().st_mode
+        except OSError:
+            return False
+        return self.root.is_dir() and bool(mode & 0o222) and os.access(self.root, os.W_OK)
+
+
+class RemoteFiles:
+    """An fsspec location such as ``s3://bucket/prefix`` (needs the ``s3`` extra for S3)."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
+        fsspec = require("fsspec", extra="s3", feature=f"Reading {url}")
+        if url.startswith("s3://"):
+            require("s3fs", extra="s3", feature=f"Reading {url}")
+        self.url = url.rstrip("/")
+        self.fs, self._root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
+        self._root = self._root.rstrip("/")
+
+    def _full(self, rel: str) -> str:
+        return f"{self._root}/{rel}" if rel else self._root
+
+    def is_dir(self, rel: str = "") -> bool:
+        return bool(self.fs.isdir(self._full(rel)))
+
+    def is_file(self, rel: str) -> bool:
+        return bool(self.fs.isfile(self._full(rel)))
+
+    def exists(self) -> bool:
+        return bool(self.fs.exists(self._root))
+
+    def list_dir(self, rel: str = "") -> list[str]:
+        try:
+            entries = self.fs.ls(self._full(rel), detail=False, refresh=True)
+        except FileNotFoundError:
+            return []
+        return sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries)
+
+    def walk(self, rel: str = "") -> list[FileInfo]:
+        self.fs.invalidate_cache()
+        try:
+            entries = self.fs.find(self._full(rel), detail=True)
+        except FileNotFoundError:
+            return []
+        found = []
+        prefix = self._root + "/"
+        for name, info in entries.items():
+            if info.get("type") == "directory" or not name.startswith(prefix):
+                continue
+            rel_path = name[len(prefix) :]
+            if rel_path.startswith(".stepscope/"):
+                continue
+            modified = info.get("LastModified") or info.get("mtime") or 0
+            mtime = modified.timestamp() if hasattr(modified, "timestamp") else float(modified)
+            found.append(FileInfo(rel_path, int(info.get("size") or 0), mtime))
+        found.sort(key=lambda f: f.path)
+        return found
+
+    def read_bytes(self, rel: str) -> bytes:
+        return bytes(self.fs.cat_file(self._full(rel)))
+
+    def open(self, rel: str) -> IO[bytes]:
+        return self.fs.open(self._full(rel), "rb")  # type: ignore[no-any-return]
+
+    @contextmanager
+    def local_path(self, rel: str) -> Iterator[Path]:
+        """Download the file to a temporary folder for readers that need a local path."""
+        folder = tempfile.mkdtemp(prefix="stepscope-")
+        try:
+            target = Path(folder) / rel.rsplit("/", 1)[-1]
+            self.fs.get_file(self._full(rel), str(target))
+            yield target
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def writable(self) -> bool:
+        return False
+
+    @property
+    def fsspec_root(self) -> str:
+        """The root as the fsspec filesystem names it (no scheme)."""
+        return self._root
+
+
+SourceFiles = LocalFiles | RemoteFiles
+
+
+def source_files(
+    path: str | os.PathLike[str], storage_options: dict[str, Any] | None = None
+) -> SourceFiles:
+    """The file access for ``path``: a URL with a scheme goes through fsspec, anything else is local."""
+    text = os.fspath(path)
+    if "://" in text and not text.startswith("file://"):
+        return RemoteFiles(text, storage_options)
+    return LocalFiles(text.removeprefix("file://"))

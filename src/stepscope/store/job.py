@@ -1,0 +1,430 @@
+"""One profiled job, whatever wrote it: :func:`open_job` and :class:`JobData`.
+
+``open_job`` recognises
+
+* a **stepscope job folder**: ``job.json`` and ``profiler-output/``;
+* a **SageMaker Debugger profiler output** (``system/`` and/or ``framework/`` at the top), or a
+  folder holding one as ``profiler-output/`` — on the local disk or at ``s3://bucket/prefix``;
+* a **PyTorch profiler (Kineto) trace** file, or a folder of them.
+
+:class:`JobData` turns the raw files into the columnar cache (:mod:`stepscope.store.cache`) on
+:meth:`JobData.refresh`, reading only what is new, and serves them as the DuckDB views
+``system`` and ``events``. Analyses, rules, the report and the UI read a job only through it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import re
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+import orjson
+import pyarrow as pa
+
+from stepscope.errors import JobNotFoundError, StoreError, UnsupportedFormatError
+from stepscope.store import layout
+from stepscope.store.cache import ColumnarCache, cache_dir_for
+from stepscope.store.filesystem import FileInfo, LocalFiles, RemoteFiles, SourceFiles, source_files
+from stepscope.store.horovod import read_horovod_timeline
+from stepscope.store.sagemaker import (
+    node_and_rank,
+    parse_pevents_name,
+    read_pevents_file,
+    read_system_file,
+)
+from stepscope.store.tfprofiler import (
+    TfProfileMarker,
+    parse_tf_metadata_name,
+    read_tf_profiler_trace,
+)
+
+__all__ = ["JobData", "JobKind", "open_job"]
+
+logger = logging.getLogger(__name__)
+
+JobKind = Literal["stepscope", "sagemaker", "kineto"]
+
+_RECOGNISED = (
+    "a stepscope job folder (job.json and profiler-output/), a SageMaker Debugger profiler "
+    "output folder (system/ and/or framework/, or a folder holding profiler-output/), local or "
+    "s3://, a PyTorch profiler (Kineto) trace file (.json, .json.gz) or a folder of them"
+)
+_KINETO_SUFFIXES = (".json", ".json.gz")
+_TF_TRACE_SUFFIX = ".trace.json.gz"
+_RAW_HOROVOD_NAME = re.compile(r"horovod_timeline.*\.json$")
+
+
+def _kineto() -> Any:
+    """The Kineto reader module, imported when a Kineto trace is met."""
+    return importlib.import_module("stepscope.store.kineto")
+
+
+@dataclass(frozen=True)
+class _RawFile:
+    """A raw file to convert, with what its reader needs."""
+
+    info: FileInfo
+    reader: str  # system | pevents | horovod | tfprofiler | kineto
+    node: str = ""
+    rank: int = -1
+    source: str = ""
+    marker: TfProfileMarker | None = None
+
+
+def open_job(
+    path: str | os.PathLike[str],
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> JobData:
+    """Open a profiled job for reading (nothing is read until :meth:`JobData.refresh`).
+
+    :param path: a stepscope job folder, a SageMaker Debugger profiler output (local or
+        ``s3://bucket/prefix``), a Kineto trace file or a folder of Kineto traces.
+    :param cache_dir: where the columnar cache goes; default ``<job>/.stepscope/cache`` when the
+        job folder is writable, else ``$STEPSCOPE_CACHE_DIR/<hash>`` or
+        ``~/.cache/stepscope/<hash>``.
+    :param storage_options: fsspec options for remote paths (e.g. ``{"endpoint_url": ...}``).
+    :raises JobNotFoundError: when nothing exists at ``path``.
+    :raises UnsupportedFormatError: when it exists but holds none of the recognised layouts.
+    """
+    text = os.fspath(path)
+    files = source_files(text, storage_options)
+    if not files.exists():
+        raise JobNotFoundError(text)
+    single_file = False
+    if isinstance(files, LocalFiles) and files.root.is_file():
+        if not _is_kineto_file(files.root):
+            raise UnsupportedFormatError(text, _RECOGNISED)
+        kind: JobKind = "kineto"
+        prefix = ""
+        single_file = True
+    else:
+        kind, prefix = _detect(files, text)
+    cache_root = Path(cache_dir) if cache_dir is not None else None
+    if cache_root is None:
+        cache_root = cache_dir_for(files, single_file=single_file)
+    return JobData(files, kind, prefix, ColumnarCache(cache_root), single_file=single_file)
+
+
+def _is_kineto_file(path: Path) -> bool:
+    if not path.name.endswith(_KINETO_SUFFIXES):
+        return False
+    return bool(_kineto().is_kineto_trace(path))
+
+
+def _detect(files: SourceFiles, text: str) -> tuple[JobKind, str]:
+    """The kind of folder and the prefix of its profiler output inside it."""
+    names = set(files.list_dir())
+    if "job.json" in names and "profiler-output" in names:
+        return "stepscope", "profiler-output/"
+    if names & {"system", "framework"}:
+        return "sagemaker", ""
+    if "profiler-output" in names:
+        return "sagemaker", "profiler-output/"
+    candidates = [n for n in names if n.endswith(_KINETO_SUFFIXES)]
+    for name in sorted(candidates):
+        with files.local_path(name) as local:
+            if _kineto().is_kineto_trace(local):
+                return "kineto", ""
+    raise UnsupportedFormatError(text, _RECOGNISED)
+
+
+class JobData:
+    """A job's data: the raw files, their columnar cache, and what is known about the job.
+
+    Built by :func:`open_job`. Reading is explicit and incremental: :meth:`refresh` converts the
+    raw files that are new or changed since the last refresh (by any process) and returns whether
+    anything was added; :meth:`connect` refreshes once if this object never did.
+
+    :ivar path: the job's path (a ``Path``, or the URL string for remote jobs).
+    :ivar name: job.json's name, else the folder (or file) name.
+    :ivar kind: ``"stepscope"``, ``"sagemaker"`` or ``"kineto"``.
+    :ivar cache_dir: the cache folder in use.
+    :ivar last_refresh_files: the raw files (relative paths) the last refresh converted.
+    """
+
+    def __init__(
+        self,
+        files: SourceFiles,
+        kind: JobKind,
+        prefix: str,
+        cache: ColumnarCache,
+        *,
+        single_file: bool = False,
+    ) -> None:
+        self._files = files
+        self._prefix = prefix
+        self._cache = cache
+        self._single_file = single_file
+        self._refreshed = False
+        self.kind: JobKind = kind
+        self.path: Path | str = files.root if isinstance(files, LocalFiles) else files.url
+        self.cache_dir = cache.root
+        self.last_refresh_files: list[str] = []
+        job = self._job_json()
+        default_name = PurePosixPath(str(self.path).rstrip("/")).name
+        if prefix and kind == "sagemaker" and default_name == "profiler-output":
+            default_name = PurePosixPath(str(self.path).rstrip("/")).parent.name
+        self.name: str = str(job.get("name") or default_name) if job else default_name
+
+    def __repr__(self) -> str:
+        return f"JobData(path={str(self.path)!r}, kind={self.kind!r})"
+
+    # ------------------------------------------------------------------ reading
+
+    def refresh(self) -> bool:
+        """Convert new or changed raw files into the cache; True when rows were added or removed.
+
+        Open ``.tmp`` files are never read. A raw file that cannot be read (damaged beyond
+        its records, or not the format its name says) is logged once and remembered, so it is
+        retried only when it changes.
+        """
+        self._refreshed = True
+        changed = False
+        read: list[str] = []
+        with self._cache.locked():
+            self._cache.load()
+            listing = self._list_files()
+            raw_files = self._classify(listing)
+            for raw in raw_files:
+                if self._cache.is_current(raw.info):
+                    continue
+                read.append(raw.info.path)
+                changed |= self._convert(raw)
+            present = {raw.info.path for raw in raw_files}
+            for gone in [p for p in self._cache.files if p not in present]:
+                changed |= bool(self._cache.files[gone].get("segment"))
+                self._cache.drop(gone)
+            self._cache.save()
+        self.last_refresh_files = read
+        return changed
+
+    def connect(self) -> Any:
+        """A DuckDB connection with the views ``system`` (SYSTEM_SCHEMA) and ``events``.
+
+        Refreshes first if this object never did. Each call returns a new connection over the
+        segments as they are now; call :meth:`refresh` and ``connect()`` again to see new data.
+        """
+        if not self._refreshed:
+            self.refresh()
+        return self._cache.connect()
+
+    def python_stats(self) -> list[Any]:
+        """The python-profiler folders of the job, their names parsed into records."""
+        module = importlib.import_module("stepscope.store.python_stats")
+        if self.kind == "kineto":
+            return []
+        if isinstance(self._files, RemoteFiles):
+            root = f"{self._files.fsspec_root}/{self._prefix}".rstrip("/")
+            return list(module.list_python_stats(root, fs=self._files.fs))
+        return list(module.list_python_stats(self._files.root / self._prefix))
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What is known about the job now (cheap: the manifest and a few small files).
+
+        Keys: ``name``, ``kind``, ``path``, ``job`` (job.json or None), ``status``, ``ended``,
+        ``nodes``, ``ranks`` (rank -> ``node``, ``node_id``, ``clock_offset_us`` and the rank
+        file's or job.json's fields, plus ``kineto`` metadata when the rank has a Kineto trace),
+        ``first_timestamp_us`` and ``last_timestamp_us`` (None without data).
+        """
+        self._cache.load()
+        job = self._job_json()
+        ended = self._has_ended()
+        entries = [e for e in self._cache.files.values() if e.get("rows")]
+        nodes: set[str] = set(job.get("nodes") or []) if job else set()
+        ranks: dict[int, dict[str, Any]] = {}
+        for key, info in ((job or {}).get("ranks") or {}).items():
+            ranks[int(key)] = dict(info)
+        for entry in entries:
+            nodes.update(entry.get("nodes") or [])
+            for rank in entry.get("ranks") or []:
+                if rank >= 0:
+                    ranks.setdefault(rank, {})
+        for rank_info in self._rank_files():
+            rank = int(rank_info.get("rank", -1))
+            if rank >= 0:
+                ranks.setdefault(rank, {}).update(rank_info)
+        for entry in self._cache.files.values():
+            kineto = entry.get("kineto")
+            if kineto is not None:
+                rank = int(kineto.get("rank") if kineto.get("rank") is not None else -1)
+                ranks.setdefault(rank, {})["kineto"] = kineto
+        firsts = [e["first_us"] for e in entries if e.get("first_us") is not None]
+        lasts = [e["last_us"] for e in entries if e.get("last_us") is not None]
+        if job and job.get("status"):
+            status = str(job["status"])
+        elif self.kind == "kineto" or ended:
+            status = "Completed"
+        else:
+            status = "Running"
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "path": str(self.path),
+            "job": job,
+            "status": status,
+            "ended": ended or self.kind == "kineto",
+            "nodes": sorted(n for n in nodes if n),
+            "ranks": dict(sorted(ranks.items())),
+            "first_timestamp_us": min(firsts) if firsts else None,
+            "last_timestamp_us": max(lasts) if lasts else None,
+        }
+
+    # ------------------------------------------------------------------ internals
+
+    def _job_json(self) -> dict[str, Any] | None:
+        if self.kind != "stepscope":
+            return None
+        try:
+            document = orjson.loads(self._files.read_bytes("job.json"))
+        except (OSError, orjson.JSONDecodeError) as exc:
+            logger.warning("Cannot read job.json of %s: %s", self.path, exc)
+            return None
+        return document if isinstance(document, dict) else None
+
+    def _has_ended(self) -> bool:
+        marker = layout.job_end_marker_path("").name
+        return any(
+            self._files.is_file(f"{self._prefix}{where}{marker}")
+            for where in ("", "system/", "framework/")
+        )
+
+    def _rank_files(self) -> Iterator[dict[str, Any]]:
+        folder = f"{self._prefix}framework/ranks"
+        for name in self._files.list_dir(folder):
+            if not name.endswith(".json"):
+                continue
+            try:
+                document = orjson.loads(self._files.read_bytes(f"{folder}/{name}"))
+            except (OSError, orjson.JSONDecodeError) as exc:
+                logger.warning("Cannot read rank file %s/%s: %s", folder, name, exc)
+                continue
+            if isinstance(document, dict):
+                yield document
+
+    def _list_files(self) -> list[FileInfo]:
+        if self._single_file:
+            assert isinstance(self._files, LocalFiles)
+            st = self._files.root.stat()
+            return [FileInfo("", st.st_size, st.st_mtime)]
+        return self._files.walk(self._prefix.rstrip("/"))
+
+    def _classify(self, listing: list[FileInfo]) -> list[_RawFile]:
+        """Which raw files hold data, and how each is read."""
+        if self.kind == "kineto":
+            return [
+                _RawFile(info, "kineto")
+                for info in listing
+                if self._single_file or info.path.endswith(_KINETO_SUFFIXES)
+            ]
+        markers: dict[str, TfProfileMarker] = {}
+        for info in listing:
+            name = info.path.rsplit("/", 1)[-1]
+            if name.endswith(".metadata") and "/detailed_profiling/" in info.path:
+                marker = parse_tf_metadata_name(name)
+                if marker is not None:
+                    markers[info.path.rsplit("/", 1)[0]] = marker
+        raw: list[_RawFile] = []
+        for info in listing:
+            rel = info.path[len(self._prefix) :]
+            name = rel.rsplit("/", 1)[-1]
+            if name.endswith(".tmp"):
+                continue
+            if rel.startswith("system/"):
+                system = layout.parse_system_file_name(name)
+                if system is not None:
+                    raw.append(_RawFile(info, "system", node=system.node))
+            elif rel.startswith("framework/pevents/"):
+                pevents = parse_pevents_name(name)
+                if pevents is not None:
+                    raw.append(
+                        _RawFile(info, "pevents", pevents.node, pevents.rank, source=pevents.source)
+                    )
+            elif "/detailed_profiling/" in rel and name.endswith(_TF_TRACE_SUFFIX):
+                if "/pytorch/" in rel:
+                    raw.append(self._kineto_raw(info, name))
+                else:
+                    step_folder = info.path.split("/plugins/profile/", 1)[0]
+                    raw.append(_RawFile(info, "tfprofiler", marker=markers.get(step_folder)))
+            elif "/detailed_profiling/" in rel and "/pytorch/" in rel:
+                if name.endswith(_KINETO_SUFFIXES):
+                    raw.append(self._kineto_raw(info, name))
+            elif rel.startswith("framework/") and _RAW_HOROVOD_NAME.search(name):
+                raw.append(_RawFile(info, "horovod"))
+        return raw
+
+    def _kineto_raw(self, info: FileInfo, name: str) -> _RawFile:
+        detailed = layout.DETAILED_TRACE_RE.match(name)
+        if detailed is None:
+            return _RawFile(info, "kineto")
+        node, rank = node_and_rank(detailed["node_id"])
+        return _RawFile(info, "kineto", node=node, rank=rank)
+
+    def _convert(self, raw: _RawFile) -> bool:
+        """Read one raw file into a segment; False when it held no rows or could not be read."""
+        rel = raw.info.path
+        display = f"{self.path}/{rel}" if rel else str(self.path)
+        kind = "system" if raw.reader == "system" else "events"
+        extra: dict[str, Any] = {}
+        try:
+            with self._batches(raw, display, extra) as batches:
+                segment, stats = self._cache.write_segment(kind, rel, batches)
+        except StoreError as exc:
+            logger.warning("Skipped %s: %s", display, exc)
+            self._cache.record(raw.info, None, {"kind": kind, "rows": 0, "error": str(exc)})
+            return False
+        except OSError as exc:  # vanished or unreadable between listing and reading
+            logger.warning("Cannot read %s now (%s); it will be retried.", display, exc)
+            return False
+        self._cache.record(raw.info, segment, {**stats, **extra})
+        return segment is not None
+
+    @contextmanager
+    def _batches(
+        self, raw: _RawFile, display: str, extra: dict[str, Any]
+    ) -> Iterator[Iterator[pa.RecordBatch]]:
+        """The record batches of one raw file, with the file open while they are consumed."""
+        rel = raw.info.path
+        if raw.reader == "kineto":
+            if isinstance(self._files, LocalFiles):
+                local_file: AbstractContextManager[Path] = nullcontext(self._files.root / rel)
+            else:
+                local_file = self._files.local_path(rel)
+            with local_file as local:
+                trace = _kineto().read_kineto_trace(
+                    local, rank_hint=raw.rank if raw.rank >= 0 else None
+                )
+                extra["kineto"] = trace.metadata
+                yield _with_node(trace.batches(), raw.node)
+            return
+        if raw.reader == "tfprofiler":
+            data = self._files.read_bytes(rel)
+            yield read_tf_profiler_trace(data, path=display, marker=raw.marker)
+            return
+        with self._files.open(rel) as stream:
+            if raw.reader == "system":
+                yield read_system_file(stream, path=display, node=raw.node)
+            elif raw.reader == "pevents":
+                yield read_pevents_file(
+                    stream, path=display, source=raw.source, node=raw.node, rank=raw.rank
+                )
+            else:
+                yield read_horovod_timeline(stream, path=display)
+
+
+def _with_node(batches: Iterator[pa.RecordBatch], node: str) -> Iterator[pa.RecordBatch]:
+    """Name the node of Kineto events by the job's ``algo-<n>`` when the file name gives it."""
+    for batch in batches:
+        if node:
+            index = batch.schema.get_field_index("node")
+            column = pa.array([node] * batch.num_rows, pa.string())
+            batch = batch.set_column(index, batch.schema.field(index), column)
+        yield batch

@@ -1,0 +1,465 @@
+"""Readers of SageMaker Debugger's raw files: system-metric JSON lines and framework event arrays.
+
+Both stream: a file becomes Arrow record batches in :data:`~stepscope.store.schema.SYSTEM_SCHEMA`
+or :data:`~stepscope.store.schema.EVENT_SCHEMA`, never a list of Python objects for the whole
+file. What the files look like (SageMaker Debugger 1.0.x):
+
+* **System records**, one JSON object per line: ``Type``, ``Name`` (optional), ``Dimension``,
+  ``Value``, ``NodeId``, ``Timestamp`` (float seconds), in
+  ``system/incremental/<YYYYMMDDHH>/<epoch_minute_s>.<node>.json``.
+* **Framework events** (``pythontimeline``, ``model_timeline``, ``horovod_timeline``,
+  ``smdataparallel_timeline``): a Chrome trace-event JSON array written one event per line. The
+  first ``process_name`` record carries ``args.start_time_since_epoch_in_micros``; ``ts`` is
+  relative to it. Every other ``process_name`` names a *phase* (``Step:ModeKeys.TRAIN``,
+  ``Forward``, ``DataLoaderWorker``...) by its ``pid``. Events are ``X`` spans, ``B``/``E``
+  pairs (Horovod) and ``i`` instants.
+
+A damaged record (a truncated last line, bytes that are not JSON) is skipped; each file logs one
+warning naming the first bad line and its byte offset, and every complete record is kept.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from stepscope.errors import CorruptFileError, UnsupportedFormatError
+from stepscope.store import layout
+from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
+
+__all__ = [
+    "FRAMEWORK_SOURCES",
+    "EventColumns",
+    "TraceEventConverter",
+    "node_and_rank",
+    "parse_pevents_name",
+    "read_event_lines",
+    "read_pevents_file",
+    "read_system_file",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Rows per record batch: big enough to amortise Arrow overhead, small enough to stay bounded.
+BATCH_ROWS = 65_536
+
+#: pevents file suffix -> the ``source`` value its events get.
+FRAMEWORK_SOURCES: dict[str, str] = {
+    "pythontimeline.json": "pythontimeline",
+    "model_timeline.json": "model_timeline",
+    "horovod_timeline.json": "horovod",
+    "smdataparallel_timeline.json": "smdataparallel",
+}
+
+_PID_HOST_NODE = re.compile(r"^(?P<pid>\d+)[-_](?P<host>.+)$")
+
+
+@dataclass(frozen=True)
+class PeventsName:
+    """What a framework file name says: when its last event ended, whose it is, what it holds."""
+
+    end_us: int
+    node_id: str
+    source: str
+    node: str
+    rank: int
+
+
+def node_and_rank(node_id: str) -> tuple[str, int]:
+    """Split a framework ``node_id`` into (node, rank).
+
+    ``0-algo-1`` is rank 0 on node ``algo-1``. The older ``<pid>_<host>`` and ``<pid>-<host>``
+    forms (written when no SageMaker resource config existed) carry a process id, not a rank:
+    they give the host as node and rank -1. Anything else is the node itself, rank -1.
+    """
+    ranked = layout.parse_node_id(node_id)
+    if ranked is not None:
+        return ranked[1], ranked[0]
+    old = _PID_HOST_NODE.match(node_id)
+    if old:
+        return old["host"], -1
+    return node_id, -1
+
+
+def parse_pevents_name(file_name: str) -> PeventsName | None:
+    """Parse ``<end_us>_<node_id>_<suffix>``; None when the name is not a closed pevents file."""
+    parsed = layout.parse_framework_file_name(file_name)
+    if parsed is None:
+        return None
+    node, rank = node_and_rank(parsed.node_id)
+    return PeventsName(parsed.end_us, parsed.node_id, FRAMEWORK_SOURCES[parsed.suffix], node, rank)
+
+
+class _CorruptRecords:
+    """Counts the bad records of one file and logs them once, at the first position."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.count = 0
+        self.first: CorruptFileError | None = None
+
+    def add(self, line_no: int, offset: int, reason: str) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = CorruptFileError(self.path, f"line {line_no} (byte {offset})", reason)
+
+    def report(self) -> None:
+        if self.first is not None:
+            logger.warning(
+                "%s; skipped %d damaged record(s) in this file and kept the rest.",
+                self.first,
+                self.count,
+            )
+
+
+# --------------------------------------------------------------------------- system records
+
+_SYSTEM_JSON_SCHEMA = pa.schema(
+    [
+        pa.field("Type", pa.string()),
+        pa.field("Name", pa.string()),
+        pa.field("Dimension", pa.string()),
+        pa.field("Value", pa.float64()),
+        pa.field("NodeId", pa.string()),
+        pa.field("Timestamp", pa.float64()),
+    ]
+)
+
+
+def read_system_file(stream: IO[bytes], *, path: str, node: str) -> Iterator[pa.RecordBatch]:
+    """Stream a system-metrics JSON-lines file as SYSTEM_SCHEMA batches.
+
+    ``Timestamp`` (float seconds) becomes ``timestamp_us`` rounded to the microsecond. A record
+    without ``NodeId`` gets ``node`` (from the file name); one without ``Name`` gets ``""``.
+
+    :param stream: the file, opened in binary mode.
+    :param path: the file's name for messages.
+    :param node: the node named by the file name.
+    """
+    data = stream.read()
+    if not data.strip():
+        return
+    try:
+        table = pa_json.read_json(
+            io.BytesIO(data),
+            read_options=pa_json.ReadOptions(use_threads=False, block_size=max(1 << 20, len(data))),
+            parse_options=pa_json.ParseOptions(
+                explicit_schema=_SYSTEM_JSON_SCHEMA, unexpected_field_behavior="ignore"
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        # Not clean JSON lines: parse line by line, keeping every good record.
+        yield from _read_system_lines(data, path=path, node=node)
+        return
+    missing = pc.sum(pc.is_null(table["Timestamp"]).cast(pa.int64())).as_py() or 0
+    missing += pc.sum(pc.is_null(table["Value"]).cast(pa.int64())).as_py() or 0
+    missing += pc.sum(pc.is_null(table["Type"]).cast(pa.int64())).as_py() or 0
+    if missing:
+        yield from _read_system_lines(data, path=path, node=node)
+        return
+    batch = pa.record_batch(
+        [
+            pc.round(pc.multiply(table["Timestamp"], 1e6)).cast(pa.int64()).combine_chunks(),
+            pc.fill_null(table["NodeId"], node).combine_chunks(),
+            table["Type"].combine_chunks(),
+            pc.fill_null(table["Name"], "").combine_chunks(),
+            pc.fill_null(table["Dimension"], "").combine_chunks(),
+            table["Value"].combine_chunks(),
+        ],
+        schema=SYSTEM_SCHEMA,
+    )
+    if batch.num_rows:
+        yield batch
+
+
+def _read_system_lines(data: bytes, *, path: str, node: str) -> Iterator[pa.RecordBatch]:
+    columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
+    timestamps, nodes, types, names, dimensions, values = columns
+    corrupt = _CorruptRecords(path)
+    offset = 0
+    for line_no, line in enumerate(data.split(b"\n"), start=1):
+        start = offset
+        offset += len(line) + 1
+        if not line.strip():
+            continue
+        try:
+            record = orjson.loads(line)
+            ts_us = round(float(record["Timestamp"]) * 1e6)
+            value = float(record["Value"])
+            kind = str(record["Type"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            corrupt.add(line_no, start, f"{type(exc).__name__}: {exc}")
+            continue
+        timestamps.append(ts_us)
+        nodes.append(str(record.get("NodeId") or node))
+        types.append(kind)
+        names.append(str(record.get("Name") or ""))
+        dimensions.append(str(record.get("Dimension") or ""))
+        values.append(value)
+    corrupt.report()
+    if timestamps:
+        yield pa.record_batch([pa.array(c) for c in columns], schema=SYSTEM_SCHEMA)
+
+
+# --------------------------------------------------------------------------- trace events
+
+
+class EventColumns:
+    """EVENT_SCHEMA rows of one (source, node, rank), gathered column by column."""
+
+    def __init__(self, source: str, node: str, rank: int) -> None:
+        self.source = source
+        self.node = node
+        self.rank = rank
+        self._reset()
+
+    def _reset(self) -> None:
+        self.category: list[str] = []
+        self.name: list[str] = []
+        self.ph: list[str] = []
+        self.start_us: list[float] = []
+        self.dur_us: list[float] = []
+        self.pid: list[int] = []
+        self.tid: list[int] = []
+        self.step: list[int] = []
+        self.device: list[int] = []
+        self.bytes: list[int] = []
+        self.args: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    def flush(self) -> pa.RecordBatch:
+        """The gathered rows as one batch; the columns start empty again."""
+        n = len(self.name)
+        minus_one = pa.array([-1] * n, pa.int64())
+        batch = pa.record_batch(
+            [
+                pa.array([self.source] * n, pa.string()),
+                pa.array([self.node] * n, pa.string()),
+                pa.array([self.rank] * n, pa.int32()),
+                pa.array(self.category, pa.string()),
+                pa.array(self.name, pa.string()),
+                pa.array(self.ph, pa.string()),
+                pa.array(self.start_us, pa.float64()),
+                pa.array(self.dur_us, pa.float64()),
+                pa.array(self.pid, pa.int64()),
+                pa.array(self.tid, pa.int64()),
+                pa.array(self.step, pa.int64()),
+                pa.array(self.device, pa.int64()),
+                minus_one,
+                minus_one,
+                minus_one,
+                pa.array(self.bytes, pa.int64()),
+                pa.array(self.args, pa.string()),
+            ],
+            schema=EVENT_SCHEMA,
+        )
+        self._reset()
+        return batch
+
+
+def _as_int(value: Any) -> int:
+    """An id or count from an event (often a string); -1 when it is not an integer."""
+    if isinstance(value, bool):
+        return -1
+    if isinstance(value, int):
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return -1
+
+
+class TraceEventConverter:
+    """Turns Chrome trace events, one at a time, into EVENT_SCHEMA rows.
+
+    It keeps what the events before told it: the start time (``start_time_since_epoch_in_micros``
+    of the ``process_name`` metadata, added to every ``ts``), the phase of each ``pid``, and the
+    open ``B`` events per (pid, tid), which their ``E`` closes into one span.
+
+    :param columns: where rows go.
+    :param start_us: the start time before any metadata says otherwise (µs since the epoch).
+    :param ts_scale: multiplies ``ts`` and ``dur`` into µs (1 for µs traces).
+    """
+
+    def __init__(self, columns: EventColumns, *, start_us: float = 0.0, ts_scale: float = 1.0):
+        self.columns = columns
+        self.start_us = start_us
+        self.ts_scale = ts_scale
+        self.phases: dict[Any, str] = {}
+        self.open_spans: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+        self.unmatched = 0
+
+    def feed(self, event: dict[str, Any]) -> None:
+        """Add one event (metadata updates the state; other phases than M/X/B/E/i are ignored)."""
+        ph = event.get("ph")
+        if ph == "X" or ph == "i" or ph == "I":
+            self._add(event, event.get("name", ""), "X" if ph == "X" else "i", event.get("ts"))
+        elif ph == "M":
+            self._metadata(event)
+        elif ph == "B":
+            self.open_spans.setdefault((event.get("pid"), event.get("tid")), []).append(event)
+        elif ph == "E":
+            stack = self.open_spans.get((event.get("pid"), event.get("tid")))
+            if not stack:
+                self.unmatched += 1
+                return
+            begin = stack.pop()
+            args = dict(begin.get("args") or {})
+            args.update(event.get("args") or {})
+            span = dict(begin)
+            span["args"] = args
+            try:
+                span["dur"] = float(event["ts"]) - float(begin["ts"])
+            except (KeyError, TypeError, ValueError):
+                self.unmatched += 1
+                return
+            if span["dur"] < 0:
+                self.unmatched += 1
+                return
+            self._add(span, begin.get("name") or event.get("name", ""), "X", begin.get("ts"))
+
+    def _metadata(self, event: dict[str, Any]) -> None:
+        if event.get("name") != "process_name":
+            return
+        args = event.get("args") or {}
+        if "start_time_since_epoch_in_micros" in args:
+            self.start_us = float(args["start_time_since_epoch_in_micros"])
+        if "name" in args:
+            self.phases[event.get("pid")] = str(args["name"])
+
+    def _add(self, event: dict[str, Any], name: Any, ph: str, ts: Any) -> None:
+        cols = self.columns
+        start_us = float(ts) * self.ts_scale + self.start_us  # raises on a missing ts: corrupt
+        dur_us = float(event.get("dur") or 0.0) * self.ts_scale if ph == "X" else 0.0
+        args = event.get("args")
+        pid = tid = step = device = nbytes = -1
+        if "tid" in event:
+            tid = _as_int(event["tid"])
+        if args:
+            if "step_num" in args:
+                step = _as_int(args.pop("step_num"))
+            if "pid" in args:
+                pid = _as_int(args.pop("pid"))
+            if "thread_id" in args:
+                tid = _as_int(args.pop("thread_id"))
+            elif "tid" in args:
+                tid = _as_int(args.pop("tid"))
+            if "bytes" in args:
+                nbytes = _as_int(args.pop("bytes"))
+            elif "bytes_fetched" in args:
+                nbytes = _as_int(args.pop("bytes_fetched"))
+            if "device" in args and _as_int(args["device"]) >= 0:
+                device = _as_int(args.pop("device"))
+            args_json = orjson.dumps(args).decode() if args else ""
+        else:
+            args_json = ""
+        cols.category.append(self.phases.get(event.get("pid"), "Unknown"))
+        cols.name.append(str(name))
+        cols.ph.append(ph)
+        cols.start_us.append(start_us)
+        cols.dur_us.append(dur_us)
+        cols.pid.append(pid)
+        cols.tid.append(tid)
+        cols.step.append(step)
+        cols.device.append(device)
+        cols.bytes.append(nbytes)
+        cols.args.append(args_json)
+
+    def finish(self, path: str) -> None:
+        """Log once what could not be paired (``E`` without ``B``, ``B`` never closed)."""
+        unclosed = sum(len(stack) for stack in self.open_spans.values())
+        if self.unmatched or unclosed:
+            logger.info(
+                "%s: %d end event(s) without a begin and %d begin event(s) never closed were "
+                "left out (a rotated or still-open timeline).",
+                path,
+                self.unmatched,
+                unclosed,
+            )
+
+
+_EXPECTED_ARRAY = "a Chrome trace-event JSON array ('[' then one event per line)"
+
+
+def read_event_lines(
+    lines: Iterable[bytes], converter: TraceEventConverter, *, path: str
+) -> Iterator[pa.RecordBatch]:
+    """Feed a trace-event array, read line by line, through ``converter``; yield full batches.
+
+    A line may hold one event (followed by ``,``), the opening ``[`` or closing ``]``, or several
+    events; a line that does not parse is counted as damaged and skipped.
+
+    :raises UnsupportedFormatError: when the content does not start like a JSON array.
+    """
+    corrupt = _CorruptRecords(path)
+    columns = converter.columns
+    offset = 0
+    started = False
+    for line_no, raw in enumerate(lines, start=1):
+        start = offset
+        offset += len(raw)
+        line = raw.strip()
+        if not started:
+            if not line:
+                continue
+            if not line.startswith(b"["):
+                raise UnsupportedFormatError(path, _EXPECTED_ARRAY)
+            started = True
+            line = line[1:].strip()
+        if line.endswith(b","):
+            line = line[:-1]
+        if not line or line == b"]":
+            continue
+        if line.endswith(b"]") and not line.startswith(b"{"):
+            line = line[:-1].strip()
+        try:
+            parsed = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            try:
+                parsed = orjson.loads(b"[" + line.removesuffix(b"]") + b"]")
+            except orjson.JSONDecodeError as exc:
+                corrupt.add(line_no, start, f"not JSON ({exc})")
+                continue
+        for event in parsed if isinstance(parsed, list) else (parsed,):
+            if not isinstance(event, dict):
+                corrupt.add(line_no, start, f"expected an event object, got {event!r:.40}")
+                continue
+            try:
+                converter.feed(event)
+            except (TypeError, ValueError, KeyError) as exc:
+                corrupt.add(line_no, start, f"bad event field ({type(exc).__name__}: {exc})")
+                continue
+        if len(columns) >= BATCH_ROWS:
+            yield columns.flush()
+    if not started:
+        corrupt.add(1, 0, "the file is empty")
+    corrupt.report()
+    converter.finish(path)
+    if len(columns):
+        yield columns.flush()
+
+
+def read_pevents_file(
+    stream: IO[bytes], *, path: str, source: str, node: str, rank: int
+) -> Iterator[pa.RecordBatch]:
+    """Stream one framework events file (``*_pythontimeline.json`` and the other suffixes).
+
+    :param stream: the file, opened in binary mode; read line by line.
+    :param path: the file's name for messages.
+    :param source: the ``source`` column (see :data:`FRAMEWORK_SOURCES`).
+    :param node: the host-level node (``algo-1``), from :func:`node_and_rank`.
+    :param rank: the rank, -1 when the file name does not give one.
+    """
+    converter = TraceEventConverter(EventColumns(source, node, rank))
+    yield from read_event_lines(stream, converter, path=path)
