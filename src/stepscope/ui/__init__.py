@@ -2,4 +2,7 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from stepscope.ui.app import create_app
+from stepscope.ui.server import serve
+
+__all__ = ["create_app", "serve"]

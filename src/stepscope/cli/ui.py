@@ -1,0 +1,36 @@
+"""``stepscope ui``: serve the Profiler UI over jobs found under the given folders."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+__all__ = ["add_arguments", "main"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from stepscope.ui.server import DEFAULT_PORT
+
+    parser.add_argument(
+        "roots",
+        nargs="*",
+        metavar="ROOT",
+        help="folders (or trace files) to list jobs from (default: ./stepscope-jobs and .)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="TCP port (default %(default)s)"
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface to bind (default %(default)s); any other address requires the printed token",
+    )
+    parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
+
+
+def main(args: argparse.Namespace) -> int:
+    from stepscope.ui.server import serve
+
+    roots = args.roots or [Path("stepscope-jobs"), Path(".")]
+    serve(roots, host=args.host, port=args.port, open_browser=not args.no_browser)
+    return 0

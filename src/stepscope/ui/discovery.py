@@ -1,0 +1,302 @@
+"""Finding profiled jobs under the UI's root folders, and naming each with an opaque id.
+
+A root may hold, at any depth up to :data:`MAX_DEPTH`:
+
+* stepscope jobs (a folder with ``job.json``);
+* SageMaker Debugger profiler output folders (``system/`` and/or ``framework/`` directly inside);
+* PyTorch profiler (Kineto) traces: a folder whose traces are the ranks of one job (file names
+  that differ only in their digits, like ``rank-0.json.gz`` / ``rank-1.json.gz``) is one job, and
+  every other trace file is a job of its own. A root may also be a single trace file.
+
+Discovery reads only names, ``job.json`` and the first bytes of candidate trace files, so listing
+stays fast on large roots; the walk is bounded in depth and in folders visited. Nothing outside a
+root is ever listed: symbolic links are not followed, and a candidate whose resolved path leaves
+its root is skipped. The browser only ever sees a job's :attr:`JobEntry.id` (a hash of the root
+and the path relative to it), never a path.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["MAX_DEPTH", "JobEntry", "JobKind", "JobStatus", "discover_jobs", "job_id"]
+
+logger = logging.getLogger(__name__)
+
+JobKind = Literal["stepscope", "sagemaker", "kineto"]
+JobStatus = Literal["running", "completed", "failed", "stopped", "unknown"]
+
+#: How deep below a root discovery looks for jobs.
+MAX_DEPTH = 4
+#: Upper bound on folders visited per root, so pointing the UI at a home folder stays quick.
+_MAX_FOLDERS = 5000
+_SKIPPED_FOLDERS = {"node_modules", "__pycache__", "site-packages"}
+_TRACE_SUFFIXES = (".json", ".json.gz")
+_SNIFF_BYTES = 4096
+_JOB_STATUS: dict[str, JobStatus] = {
+    "Running": "running",
+    "Completed": "completed",
+    "Failed": "failed",
+    "Stopped": "stopped",
+}
+_SYSTEM_FILE = re.compile(r"^(\d+)\.(algo-\d+)\.json$")
+
+
+@dataclass(frozen=True)
+class JobEntry:
+    """One job found under a root: what the job list shows before anything is loaded.
+
+    :param id: opaque, stable id (hex) — the only handle the browser gets.
+    :param path: the job folder or trace file (server side only).
+    :param root: the root it was found under.
+    :param start_us: job start in µs since the epoch, ``None`` when unknown before loading.
+    :param end_us: job end in µs since the epoch, ``None`` while running or when unknown.
+    """
+
+    id: str
+    name: str
+    kind: JobKind
+    path: Path
+    root: Path
+    status: JobStatus
+    start_us: float | None = None
+    end_us: float | None = None
+    nodes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds from start to end (to the last data seen for a running SageMaker folder)."""
+        if self.start_us is None or self.end_us is None:
+            return None
+        return max(0.0, (self.end_us - self.start_us) / 1e6)
+
+    def to_json(self) -> dict[str, Any]:
+        """The browser-facing view: no path, only the id and what the job list shows."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "kind": self.kind,
+            "status": self.status,
+            "start_us": self.start_us,
+            "end_us": self.end_us,
+            "duration_s": self.duration_s,
+            "nodes": list(self.nodes),
+            "location": str(self.path.relative_to(self.root)) if self.path != self.root else ".",
+        }
+
+
+def job_id(root: Path, path: Path) -> str:
+    """The opaque id of ``path`` under ``root``: stable across restarts, reveals no path."""
+    relative = path.relative_to(root).as_posix()
+    return hashlib.sha256(f"{root}\0{relative}".encode()).hexdigest()[:20]
+
+
+def discover_jobs(roots: Iterable[str | os.PathLike[str]]) -> list[JobEntry]:
+    """Every job under ``roots``, newest first; missing roots are skipped with a log line.
+
+    :param roots: folders (or single trace files) to look in.
+    """
+    found: dict[str, JobEntry] = {}
+    for raw_root in roots:
+        root = Path(raw_root).expanduser().resolve()
+        if not root.exists():
+            logger.info("UI root %s does not exist; nothing listed from it", root)
+            continue
+        for entry in _discover_root(root):
+            found.setdefault(entry.id, entry)
+    return sorted(found.values(), key=lambda e: (-(e.start_us or 0.0), e.name))
+
+
+def _discover_root(root: Path) -> Iterable[JobEntry]:
+    if root.is_file():
+        if _is_trace(root):
+            yield _entry(root, root.parent, "kineto", root.name, "completed")
+        return
+    visited = 0
+    pending: list[tuple[Path, int]] = [(root, 0)]
+    while pending and visited < _MAX_FOLDERS:
+        folder, depth = pending.pop()
+        visited += 1
+        try:
+            children = sorted(os.scandir(folder), key=lambda d: d.name)
+        except OSError as exc:
+            logger.debug("cannot list %s: %s", folder, exc)
+            continue
+        names = {child.name for child in children}
+        entry = _folder_job(root, folder, names)
+        if entry is not None:
+            yield entry
+            continue
+        traces = [
+            Path(c.path)
+            for c in children
+            if c.is_file(follow_symlinks=False)
+            and _inside(root, Path(c.path))
+            and _is_trace(Path(c.path))
+        ]
+        yield from _trace_jobs(root, folder, traces)
+        if depth < MAX_DEPTH:
+            pending.extend(
+                (Path(c.path), depth + 1)
+                for c in reversed(children)
+                if c.is_dir(follow_symlinks=False)
+                and not c.name.startswith(".")
+                and c.name not in _SKIPPED_FOLDERS
+            )
+    if pending:
+        logger.warning(
+            "stopped looking for jobs under %s after %d folders; pass a narrower root",
+            root,
+            _MAX_FOLDERS,
+        )
+
+
+def _inside(root: Path, path: Path) -> bool:
+    """Whether ``path`` (after resolving links) stays under ``root``."""
+    try:
+        return path.resolve().is_relative_to(root)
+    except OSError:
+        return False
+
+
+def _folder_job(root: Path, folder: Path, names: set[str]) -> JobEntry | None:
+    """The job a folder is, if it is one (a stepscope job or a SageMaker output folder)."""
+    if "job.json" in names and _inside(root, folder / "job.json"):
+        return _stepscope_entry(root, folder)
+    if names & {"system", "framework"} and _inside(root, folder):
+        return _sagemaker_entry(root, folder, folder.name)
+    return None
+
+
+def _entry(
+    path: Path,
+    root: Path,
+    kind: JobKind,
+    name: str,
+    status: JobStatus,
+    start_us: float | None = None,
+    end_us: float | None = None,
+    nodes: Sequence[str] = (),
+) -> JobEntry:
+    return JobEntry(
+        id=job_id(root, path),
+        name=name,
+        kind=kind,
+        path=path,
+        root=root,
+        status=status,
+        start_us=start_us,
+        end_us=end_us,
+        nodes=tuple(nodes),
+    )
+
+
+def _stepscope_entry(root: Path, folder: Path) -> JobEntry:
+    try:
+        meta = json.loads((folder / "job.json").read_text())
+        if not isinstance(meta, dict):
+            raise ValueError("job.json is not a JSON object")
+    except (OSError, ValueError) as exc:
+        logger.warning("cannot read %s: %s; listing the job without its details", folder, exc)
+        meta = {}
+    status = _JOB_STATUS.get(str(meta.get("status")), "unknown")
+    end_us = _number(meta.get("end_time_us"))
+    if status == "running" and (folder / "profiler-output" / "training_job_end.ts").exists():
+        status = "completed"
+    nodes = meta.get("nodes") if isinstance(meta.get("nodes"), list) else []
+    return _entry(
+        folder,
+        root,
+        "stepscope",
+        str(meta.get("name") or folder.name),
+        status,
+        _number(meta.get("start_time_us")),
+        end_us,
+        [str(n) for n in nodes],
+    )
+
+
+def _sagemaker_entry(root: Path, folder: Path, name: str) -> JobEntry:
+    """A SageMaker Debugger output folder; start, end and nodes come from system file names."""
+    minutes: list[int] = []
+    nodes: set[str] = set()
+    incremental = folder / "system" / "incremental"
+    try:
+        for hour in os.scandir(incremental):
+            if not hour.is_dir(follow_symlinks=False):
+                continue
+            for item in os.scandir(hour.path):
+                match = _SYSTEM_FILE.match(item.name)
+                if match:
+                    minutes.append(int(match.group(1)))
+                    nodes.add(match.group(2))
+    except OSError:
+        logger.debug("no system metrics folder in %s", folder)
+    ended = (folder / "training_job_end.ts").exists()
+    start_us = min(minutes) * 1e6 if minutes else None
+    end_us = (max(minutes) + 60) * 1e6 if minutes else None
+    return _entry(
+        folder,
+        root,
+        "sagemaker",
+        name,
+        "completed" if ended or minutes else "unknown",
+        start_us,
+        end_us,
+        sorted(nodes),
+    )
+
+
+def _trace_jobs(root: Path, folder: Path, traces: list[Path]) -> Iterable[JobEntry]:
+    """Traces that are ranks of one job become one job (their folder); others one job each."""
+    if len(traces) >= 2 and len({re.sub(r"\d+", "#", t.name) for t in traces}) == 1:
+        yield _entry(folder, root, "kineto", folder.name, "completed")
+        return
+    for trace in traces:
+        yield _entry(trace, root, "kineto", _trace_name(trace), "completed")
+
+
+def _trace_name(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".json", ".pt.trace"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def _is_trace(path: Path) -> bool:
+    """Whether ``path`` is a Kineto trace: the store's sniff, else a look at its first bytes."""
+    if not path.name.endswith(_TRACE_SUFFIXES):
+        return False
+    try:
+        from stepscope.store.kineto import is_kineto_trace
+    except ImportError:
+        return _sniff_trace(path)
+    return bool(is_kineto_trace(path))
+
+
+def _sniff_trace(path: Path) -> bool:
+    try:
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rb") as stream:
+                head = stream.read(_SNIFF_BYTES)
+        else:
+            with path.open("rb") as stream:
+                head = stream.read(_SNIFF_BYTES)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return False
+    return head.lstrip().startswith(b"{") and (
+        b'"traceEvents"' in head or b'"schemaVersion"' in head or b'"deviceProperties"' in head
+    )
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

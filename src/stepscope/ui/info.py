@@ -1,0 +1,204 @@
+"""The Information page's content: what is known about a loaded job, as titled sections.
+
+For a stepscope job most of it comes from ``job.json`` (command, hosts and hardware, ranks,
+versions, hyperparameters, profiler configuration); for a SageMaker Debugger folder or Kineto
+traces, from what the store recovered (nodes, ranks, a trace's ``deviceProperties`` and
+``distributedInfo``). A short "Data" section, computed from the job's views, says what was
+actually recorded. Sections are either key/value ``rows`` or a ``table`` with ``columns``; every
+value is a string or number, so the front end renders them without knowing the job's kind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from stepscope.ui.discovery import JobEntry
+
+__all__ = ["job_information"]
+
+_MAX_ROWS = 200
+_MAX_VALUE_CHARS = 2000
+
+
+def _text(value: Any) -> str | int | float:
+    if isinstance(value, bool) or value is None:
+        return "—" if value is None else ("yes" if value else "no")
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, default=str)
+    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "…"
+
+
+def _time(us: Any) -> str:
+    if not isinstance(us, (int, float)) or isinstance(us, bool):
+        return "—"
+    return datetime.fromtimestamp(us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _bytes(value: Any) -> str:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        return "—"
+    return f"{value / 2**30:,.1f} GiB"
+
+
+def _rows(title: str, items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    rows = [[str(key), _text(value)] for key, value in items][:_MAX_ROWS]
+    return {"title": title, "rows": rows}
+
+
+def _table(title: str, columns: list[str], rows: Iterable[list[Any]]) -> dict[str, Any]:
+    return {
+        "title": title,
+        "columns": columns,
+        "table": [[_text(v) for v in row] for row in rows][:_MAX_ROWS],
+    }
+
+
+def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            yield from _flatten(value, f"{name}.")
+        else:
+            yield name, value
+
+
+def _rank_details(info: Mapping[str, Any]) -> dict[str, Any]:
+    """A rank's fields, whether the store nests Kineto metadata under a key or not."""
+    merged: dict[str, Any] = {}
+    for key, value in info.items():
+        if isinstance(value, Mapping) and key in ("kineto", "trace", "metadata"):
+            merged.update(value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _gpu_names(devices: Any) -> str:
+    if not isinstance(devices, list) or not devices:
+        return "—"
+    names = [
+        f"{d.get('name', 'GPU')} ({_bytes(d.get('totalGlobalMem') or d.get('memory_bytes'))})"
+        for d in devices
+        if isinstance(d, Mapping)
+    ]
+    return ", ".join(names) or "—"
+
+
+def job_information(
+    entry: JobEntry, metadata: Mapping[str, Any], data: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The sections of the Information page.
+
+    :param entry: the job as discovery listed it.
+    :param metadata: ``JobData.metadata`` (job.json contents and what the store recovered).
+    :param data: facts measured from the views: ``first_us``, ``last_us``, ``system_samples``,
+        ``events``, ``data_nodes``, ``data_ranks``.
+    """
+    sections = [
+        _rows(
+            "Job",
+            [
+                ("Name", entry.name),
+                (
+                    "Kind",
+                    {
+                        "stepscope": "stepscope job",
+                        "sagemaker": "SageMaker Debugger output",
+                        "kineto": "PyTorch profiler trace",
+                    }[entry.kind],
+                ),
+                ("Location", entry.to_json()["location"]),
+                ("Status", str(metadata.get("status") or entry.status)),
+                ("Start", _time(metadata.get("start_time_us", entry.start_us))),
+                ("End", _time(metadata.get("end_time_us", entry.end_us))),
+                ("Exit code", metadata.get("exit_code")),
+                (
+                    "Command",
+                    " ".join(map(str, metadata["command"]))
+                    if isinstance(metadata.get("command"), list)
+                    else None,
+                ),
+                ("Working directory", metadata.get("cwd")),
+            ],
+        )
+    ]
+    sections[0]["rows"] = [row for row in sections[0]["rows"] if row[1] != "—"]
+    sections.append(
+        _rows(
+            "Data",
+            [
+                ("First record", _time(data.get("first_us"))),
+                ("Last record", _time(data.get("last_us"))),
+                ("System metric samples", data.get("system_samples", 0)),
+                ("Timeline events", data.get("events", 0)),
+                ("Nodes with data", ", ".join(data.get("data_nodes", [])) or "—"),
+                ("Ranks with data", ", ".join(map(str, data.get("data_ranks", []))) or "—"),
+            ],
+        )
+    )
+    hosts = metadata.get("hosts") if isinstance(metadata.get("hosts"), Mapping) else {}
+    hardware = metadata.get("hardware") if isinstance(metadata.get("hardware"), Mapping) else {}
+    nodes = list(dict.fromkeys([*map(str, metadata.get("nodes") or []), *hardware, *hosts]))
+    if nodes:
+        rows = []
+        for node in nodes:
+            hw = hardware.get(node) if isinstance(hardware.get(node), Mapping) else {}
+            rows.append(
+                [
+                    node,
+                    hosts.get(node, "—"),
+                    hw.get("cpu_model", "—"),
+                    hw.get("cpu_count", "—"),
+                    _bytes(hw.get("memory_bytes")),
+                    _gpu_names(hw.get("gpus")),
+                ]
+            )
+        sections.append(
+            _table(
+                "Nodes and hardware", ["Node", "Host", "CPU model", "Cores", "Memory", "GPUs"], rows
+            )
+        )
+    ranks = metadata.get("ranks") if isinstance(metadata.get("ranks"), Mapping) else {}
+    if ranks:
+        rows = []
+        for rank, raw in sorted(ranks.items(), key=lambda kv: str(kv[0]).zfill(8)):
+            info = _rank_details(raw) if isinstance(raw, Mapping) else {}
+            rows.append(
+                [
+                    str(rank),
+                    info.get("node", "—"),
+                    info.get("pid", "—"),
+                    info.get("world_size", "—"),
+                    info.get("backend", "—"),
+                    _gpu_names(info.get("device_properties")),
+                    info.get("clock_offset_us", "—"),
+                ]
+            )
+        sections.append(
+            _table(
+                "Ranks",
+                ["Rank", "Node", "PID", "World size", "Backend", "Devices", "Clock offset (µs)"],
+                rows,
+            )
+        )
+    for key, title in (
+        ("versions", "Framework and library versions"),
+        ("hyperparameters", "Hyperparameters"),
+        ("profiler_config", "Profiler configuration"),
+    ):
+        value = metadata.get(key)
+        if isinstance(value, Mapping) and value:
+            sections.append(_rows(title, _flatten(value)))
+    rules = metadata.get("rules")
+    if isinstance(rules, list) and rules:
+        sections.append(
+            _rows("Rules configured", [(str(i + 1), rule) for i, rule in enumerate(rules)])
+        )
+    return sections

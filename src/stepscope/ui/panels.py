@@ -1,0 +1,389 @@
+"""The dashboard's panels: one table from panel name to the aggregate it sends the browser.
+
+Every panel is computed on the server from a loaded job and returns a small JSON-ready dict of
+bounded size (a pie has at most ``MAX_K`` + 1 slices, a line at most ``MAX_POINTS`` points per
+node, a histogram ``HISTOGRAM_BINS`` bins), so the browser never receives raw events. Payload
+kinds, which the front end draws with plotly:
+
+* ``pies``: ``{"pies": [{"title", "labels", "values", "hover"}], "unit"}``;
+* ``lines``: ``{"series": [{"name", "x", "y"}], "x_title", "y_title"}``;
+* ``histogram``: ``{"series": [{"name", "counts", "stats"}], "edges", "unit"}``;
+* ``bars`` (stacked): ``{"categories", "series": [{"name", "values", "hover"}], "unit"}``.
+
+A panel without data returns ``{"empty": true, "message": ...}`` saying so plainly. Kernel panels
+use the kernel analyses of :mod:`stepscope.analysis`; when this installation lacks one, the panel
+says it has no data of that kind rather than failing. A panel that fails is logged with its
+traceback and reported as such, and the other panels go on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stepscope import analysis
+
+__all__ = ["DEFAULT_K", "HISTOGRAM_BINS", "MAX_K", "MAX_POINTS", "PANELS", "Panel", "PanelQuery"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_K = 15
+MAX_K = 100
+MAX_POINTS = 600
+HISTOGRAM_BINS = 40
+_LABEL_CHARS = 60
+_HOVER_CHARS = 300
+
+
+@dataclass(frozen=True)
+class PanelQuery:
+    """The validated parameters of one panel request.
+
+    :param k: number of kernels shown as their own slice (1..``MAX_K``).
+    :param annotation: the annotation name of a custom histogram.
+    """
+
+    k: int = DEFAULT_K
+    annotation: str = ""
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One dashboard panel: its title, what it computes, and which parameters it reads."""
+
+    title: str
+    compute: Callable[[Any, PanelQuery], dict[str, Any]]
+    uses_k: bool = False
+    uses_annotation: bool = False
+
+
+def empty(message: str) -> dict[str, Any]:
+    """The payload of a panel with nothing to show, and why."""
+    return {"empty": True, "message": message}
+
+
+def _analysis(name: str) -> Callable[..., Any] | None:
+    return getattr(analysis, name, None)
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _seconds(us: float) -> str:
+    return f"{us / 1e6:,.3f} s" if us >= 1e5 else f"{us / 1e3:,.3f} ms"
+
+
+# --- system metrics ----------------------------------------------------------------------------
+
+
+def _active_time(kind: str, label: str) -> Callable[[Any, PanelQuery], dict[str, Any]]:
+    def compute(job: Any, query: PanelQuery) -> dict[str, Any]:
+        frame = analysis.system_active_time(job, kind=kind)
+        if frame.empty:
+            return empty(f"No {label} utilization was recorded for this job.")
+        pies = []
+        for row in frame.itertuples(index=False):
+            values = [float(row.active_device_s), float(row.idle_device_s)]
+            counts = [int(row.active_samples), int(row.idle_samples)]
+            pct = [float(row.active_pct), 100.0 - float(row.active_pct)]
+            hover = [
+                f"{state}: {values[i]:,.1f} {label}-seconds ({pct[i]:.1f} %)<br>"
+                f"{counts[i]:,} of {int(row.samples):,} samples, {int(row.devices)} {label}s"
+                for i, state in enumerate(("Active", "Idle"))
+            ]
+            pies.append(
+                {
+                    "title": str(row.node),
+                    "labels": ["Active", "Idle"],
+                    "values": values,
+                    "hover": hover,
+                }
+            )
+        return {"kind": "pies", "pies": pies, "unit": f"{label}-seconds"}
+
+    return compute
+
+
+def _utilization(kind: str, label: str) -> Callable[[Any, PanelQuery], dict[str, Any]]:
+    def compute(job: Any, query: PanelQuery) -> dict[str, Any]:
+        frame = analysis.system_utilization_timeline(job, kind=kind, max_points=MAX_POINTS)
+        if frame.empty:
+            return empty(f"No {label} utilization was recorded for this job.")
+        series = [
+            {
+                "name": str(node),
+                "x": [round(float(v), 3) for v in group["time_s"]],
+                "y": [round(float(v), 2) for v in group["utilization_pct"]],
+            }
+            for node, group in frame.groupby("node", sort=True)
+        ]
+        return {
+            "kind": "lines",
+            "series": series,
+            "start_us": float(frame["timestamp_us"].min()),
+            "x_title": "time since start (s)",
+            "y_title": f"mean {label} utilization (%)",
+        }
+
+    return compute
+
+
+# --- kernels -----------------------------------------------------------------------------------
+
+
+def _kernel_pie(order_by: str, *, with_others: bool) -> Callable[[Any, PanelQuery], dict[str, Any]]:
+    """Kernel time (``order_by="total"``) or launch counts (``"count"``) as one pie.
+
+    Percentages are of all kernels (time or launches), also when only the top kernels are shown,
+    as SageMaker Profiler computes them.
+    """
+
+    def compute(job: Any, query: PanelQuery) -> dict[str, Any]:
+        kernel_summary = _analysis("kernel_summary")
+        if kernel_summary is None:
+            return empty("No GPU kernel data of this kind is available.")
+        top_k = query.k if with_others else DEFAULT_K
+        frame = kernel_summary(job, top_k=top_k, order_by=order_by)
+        frame = frame[frame["count"] > 0]
+        if frame.empty:
+            return empty("This job has no GPU kernels.")
+        column = "total_us" if order_by == "total" else "count"
+        grand_total = float(frame[column].sum())
+        is_others = frame["name"].astype(str) == "others"
+        if not with_others:
+            frame, is_others = frame[~is_others], is_others[~is_others]
+        labels, values, hover = [], [], []
+        for row, others in zip(frame.itertuples(index=False), is_others, strict=True):
+            name = "others" if others else str(row.name)
+            amount = float(getattr(row, column))
+            pct = 100.0 * amount / grand_total if grand_total else 0.0
+            labels.append(_short(name, _LABEL_CHARS))
+            if order_by == "total":
+                values.append(amount / 1e6)
+                detail = f"{amount / 1e6:,.4f} s ({pct:.2f} % of all kernel time)"
+            else:
+                values.append(int(amount))
+                detail = f"{int(amount):,} launches ({pct:.2f} % of all launches)"
+            hover.append(
+                f"{_short(name, _HOVER_CHARS)}<br>{detail}<br>"
+                f"{int(row.count):,} launches, {float(row.total_us) / 1e6:,.4f} s"
+            )
+        unit = "s" if order_by == "total" else "launches"
+        return {
+            "kind": "pies",
+            "pies": [{"title": "", "labels": labels, "values": values, "hover": hover}],
+            "unit": unit,
+        }
+
+    return compute
+
+
+def _share_pie(
+    function: str, label_column: str, what: str
+) -> Callable[[Any, PanelQuery], dict[str, Any]]:
+    """A pie of time per category from an analysis returning ``count, total_us, pct``."""
+
+    def compute(job: Any, query: PanelQuery) -> dict[str, Any]:
+        fn = _analysis(function)
+        if fn is None:
+            return empty(f"No {what} data of this kind is available.")
+        frame = fn(job)
+        frame = frame[frame["total_us"] > 0]
+        if frame.empty:
+            return empty(f"This job has no {what} data.")
+        total_us = float(frame["total_us"].sum())
+        hover = []
+        for row in frame.itertuples(index=False):
+            extra = f", {int(row.bytes):,} bytes" if "bytes" in frame.columns else ""
+            hover.append(
+                f"{getattr(row, label_column)}<br>{float(row.total_us) / 1e6:,.4f} s "
+                f"({100.0 * float(row.total_us) / total_us:.2f} %)<br>{int(row.count):,} events{extra}"
+            )
+        pie = {
+            "title": "",
+            "labels": [str(v) for v in frame[label_column]],
+            "values": [float(v) / 1e6 for v in frame["total_us"]],
+            "hover": hover,
+        }
+        return {"kind": "pies", "pies": [pie], "unit": "s"}
+
+    return compute
+
+
+# --- steps and annotations ---------------------------------------------------------------------
+
+_STEP_DURATIONS_SQL = """
+SELECT CASE WHEN category LIKE 'Step:%' THEN category ELSE 'ProfilerStep' END AS series, dur_us
+FROM events
+WHERE ph = 'X' AND dur_us > 0
+  AND (category LIKE 'Step:%' OR (category = 'user_annotation' AND name LIKE 'ProfilerStep#%'))
+"""
+
+
+def histogram(
+    series: dict[str, np.ndarray], *, unit_us: float = 1e3, unit: str = "ms"
+) -> dict[str, Any]:
+    """Histogram payload of durations (µs) per series, on shared bin edges, in ``unit``."""
+    values = [v for v in series.values() if len(v)]
+    if not values:
+        return empty("No durations to show.")
+    everything = np.concatenate(values) / unit_us
+    lo, hi = float(everything.min()), float(everything.max())
+    if hi <= lo:
+        hi = lo + max(abs(lo) * 0.01, 1e-6)
+    edges = np.linspace(lo, hi, HISTOGRAM_BINS + 1)
+    out = []
+    for name, durations_us in series.items():
+        if not len(durations_us):
+            continue
+        scaled = durations_us / unit_us
+        counts, _ = np.histogram(scaled, bins=edges)
+        out.append(
+            {
+                "name": name,
+                "counts": [int(c) for c in counts],
+                "stats": {
+                    "count": int(len(scaled)),
+                    "mean": float(scaled.mean()),
+                    "median": float(np.median(scaled)),
+                    "p95": float(np.percentile(scaled, 95)),
+                    "min": float(scaled.min()),
+                    "max": float(scaled.max()),
+                },
+            }
+        )
+    return {"kind": "histogram", "edges": [float(e) for e in edges], "series": out, "unit": unit}
+
+
+def _step_time(job: Any, query: PanelQuery) -> dict[str, Any]:
+    frame = job.connect().execute(_STEP_DURATIONS_SQL).df()
+    if frame.empty:
+        return empty(
+            "This job has no steps: the step time distribution appears once the training "
+            "script's steps are recorded."
+        )
+    groups = {
+        str(name).removeprefix("Step:ModeKeys."): group["dur_us"].to_numpy(dtype=float)
+        for name, group in frame.groupby("series", sort=True)
+    }
+    return histogram(groups)
+
+
+def _annotation_histogram(job: Any, query: PanelQuery) -> dict[str, Any]:
+    durations = _analysis("annotation_durations")
+    if durations is None:
+        return empty("No annotation data of this kind is available.")
+    frame = durations(job, query.annotation)
+    column = next((c for c in ("dur_us", "duration_us") if c in frame.columns), None)
+    if column is None or frame.empty:
+        return empty(f"No '{query.annotation}' annotations were recorded.")
+    payload = histogram({query.annotation: frame[column].to_numpy(dtype=float)})
+    payload["annotation"] = query.annotation
+    return payload
+
+
+def annotation_names(job: Any) -> list[str]:
+    """Names for the custom histogram's drop-down (at most 500), or ``[]`` when unavailable."""
+    names = _analysis("annotation_names")
+    if names is None:
+        return []
+    result = names(job)
+    if hasattr(result, "columns"):
+        column = "name" if "name" in result.columns else result.columns[0]
+        result = result[column]
+    return sorted({str(n) for n in list(result)})[:500]
+
+
+_BREAKDOWN_KEYS = {
+    "rank",
+    "step",
+    "node",
+    "device",
+    "start_us",
+    "end_us",
+    "duration_us",
+    "total_us",
+}
+
+
+def _step_breakdown(job: Any, query: PanelQuery) -> dict[str, Any]:
+    breakdown = _analysis("step_time_breakdown")
+    if breakdown is None:
+        return empty("No step breakdown data of this kind is available.")
+    frame = breakdown(job)
+    if frame.empty or "rank" not in frame.columns:
+        return empty("This job has no steps with kernel-level data to break down.")
+    components = [
+        c
+        for c in frame.columns
+        if c not in _BREAKDOWN_KEYS and np.issubdtype(frame[c].dtype, np.number)
+    ]
+    means = frame.groupby("rank", sort=True)[components].mean()
+    step_us = means.sum(axis=1)
+    series = []
+    for component in components:
+        values_ms = [float(v) / 1e3 for v in means[component]]
+        hover = [
+            f"rank {rank}: {component} {v:,.3f} ms per step "
+            f"({100.0 * v * 1e3 / total if total else 0.0:.1f} %)"
+            for rank, v, total in zip(means.index, values_ms, step_us, strict=True)
+        ]
+        series.append({"name": component.removesuffix("_us"), "values": values_ms, "hover": hover})
+    return {
+        "kind": "bars",
+        "categories": [f"rank {int(r)}" for r in means.index],
+        "series": series,
+        "unit": "ms per step (mean)",
+    }
+
+
+PANELS: dict[str, Panel] = {
+    "gpu_active_time": Panel("GPU active time", _active_time("gpu", "GPU")),
+    "gpu_utilization": Panel("GPU utilization over time", _utilization("gpu", "GPU")),
+    "cpu_active_time": Panel("CPU active time", _active_time("cpu", "CPU")),
+    "cpu_utilization": Panel("CPU utilization over time", _utilization("cpu", "CPU")),
+    "kernel_time_all": Panel(
+        "Time spent by all GPU kernels", _kernel_pie("total", with_others=True), uses_k=True
+    ),
+    "kernel_time_top": Panel(
+        "Time spent by the top 15 GPU kernels", _kernel_pie("total", with_others=False)
+    ),
+    "kernel_launches_all": Panel(
+        "Launch counts of all GPU kernels", _kernel_pie("count", with_others=True), uses_k=True
+    ),
+    "kernel_launches_top": Panel(
+        "Launch counts of the top 15 GPU kernels", _kernel_pie("count", with_others=False)
+    ),
+    "step_time": Panel("Step time distribution", _step_time),
+    "kernel_precision": Panel(
+        "Kernel precision distribution",
+        _share_pie("kernel_precision", "precision", "kernel precision"),
+    ),
+    "gpu_activity": Panel(
+        "GPU activity distribution", _share_pie("gpu_activity", "activity", "GPU activity")
+    ),
+    "memory_operations": Panel(
+        "GPU memory operations distribution",
+        _share_pie("memory_operations", "kind", "GPU memory operation"),
+    ),
+    "step_breakdown": Panel("Step time breakdown per rank", _step_breakdown),
+    "annotation_histogram": Panel(
+        "Custom annotation histogram", _annotation_histogram, uses_annotation=True
+    ),
+}
+
+
+def compute_panel(name: str, job: Any, query: PanelQuery) -> dict[str, Any]:
+    """The payload of panel ``name`` for ``job``, titled, or an explanation when it failed."""
+    panel = PANELS[name]
+    try:
+        payload = panel.compute(job, query)
+    except Exception:  # one guard per panel: a failing panel must not blank the whole dashboard
+        logger.exception("dashboard panel %s failed", name)
+        payload = empty("This panel could not be computed; the server log has the details.")
+    return {"panel": name, "title": panel.title, "empty": False, **payload}

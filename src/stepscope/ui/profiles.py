@@ -1,0 +1,163 @@
+"""Loaded profiles: the jobs the user loaded, their load state, and a result cache per job.
+
+Loading a job opens it through the store (``open_job``) and brings its columnar cache up to date
+(``JobData.refresh()``) in a background thread, so the page stays responsive while a large job
+is read; the job list shows the state (``loading``, ``loaded``, ``error``). A running job stays
+live: before answering a dashboard question, a profile whose job is still running refreshes
+itself at most every ``refresh_interval_s`` and drops its cached answers when new data arrived.
+
+Each profile caches computed panels by key (bounded, oldest dropped first) and serializes work on
+its job with a lock, since one DuckDB connection is not meant for concurrent queries.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from stepscope.errors import StepscopeError
+from stepscope.ui.discovery import JobEntry
+
+__all__ = ["JobOpener", "LoadState", "LoadedProfile", "ProfileRegistry"]
+
+logger = logging.getLogger(__name__)
+
+LoadState = Literal["loading", "loaded", "error"]
+#: Opens a job path as a JobData (``stepscope.store.open_job``; tests pass their own).
+JobOpener = Callable[[Any], Any]
+
+_CACHE_ENTRIES = 128
+
+
+@dataclass
+class LoadedProfile:
+    """One loaded job: its entry, its JobData once loaded, and its cached answers."""
+
+    entry: JobEntry
+    state: LoadState = "loading"
+    error: str = ""
+    job: Any = None  # Any: a stepscope.store.JobData (typed loosely to keep the seam open)
+    loaded_at_s: float = 0.0
+    refreshed_at_s: float = 0.0
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    cache: OrderedDict[Hashable, Any] = field(default_factory=OrderedDict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.entry.id,
+            "name": self.entry.name,
+            "state": self.state,
+            "error": self.error,
+            "status": self.entry.status,
+        }
+
+
+class ProfileRegistry:
+    """The set of loaded profiles, shared by every request of one app.
+
+    :param opener: opens a job path (``stepscope.store.open_job``).
+    :param refresh_interval_s: how often a running job's profile rereads new data at most.
+    """
+
+    def __init__(self, opener: JobOpener, *, refresh_interval_s: float = 5.0) -> None:
+        self._opener = opener
+        self._refresh_interval_s = refresh_interval_s
+        self._profiles: dict[str, LoadedProfile] = {}
+        self._lock = threading.Lock()
+
+    def load(self, entry: JobEntry, *, wait: bool = False) -> LoadedProfile:
+        """Start loading ``entry`` (no-op when already loaded or loading).
+
+        :param wait: load in the calling thread instead of in the background.
+        """
+        with self._lock:
+            profile = self._profiles.get(entry.id)
+            if profile is not None and profile.state != "error":
+                return profile
+            profile = LoadedProfile(entry=entry)
+            self._profiles[entry.id] = profile
+        if wait:
+            self._open(profile)
+        else:
+            threading.Thread(
+                target=self._open, args=(profile,), name="stepscope-ui-load", daemon=True
+            ).start()
+        return profile
+
+    def unload(self, job_id: str) -> bool:
+        with self._lock:
+            profile = self._profiles.pop(job_id, None)
+        if profile is None:
+            return False
+        with profile.lock:
+            profile.cache.clear()
+            profile.job = None
+        return True
+
+    def update_entries(self, entries: list[JobEntry]) -> None:
+        """Take fresh job-list entries (a running job may have completed since it was loaded)."""
+        by_id = {entry.id: entry for entry in entries}
+        with self._lock:
+            for job_id, profile in self._profiles.items():
+                if job_id in by_id:
+                    profile.entry = by_id[job_id]
+
+    def get(self, job_id: str) -> LoadedProfile | None:
+        with self._lock:
+            return self._profiles.get(job_id)
+
+    def all(self) -> list[LoadedProfile]:
+        with self._lock:
+            return sorted(self._profiles.values(), key=lambda p: p.loaded_at_s)
+
+    def compute(self, profile: LoadedProfile, key: Hashable, fn: Callable[[Any], Any]) -> Any:
+        """``fn(job)`` for a loaded profile, cached under ``key`` until new data arrives."""
+        with profile.lock:
+            if profile.job is None:
+                raise LookupError(f"profile {profile.entry.name!r} is not loaded")
+            self._refresh_if_live(profile)
+            if key in profile.cache:
+                profile.cache.move_to_end(key)
+                return profile.cache[key]
+            value = fn(profile.job)
+            profile.cache[key] = value
+            while len(profile.cache) > _CACHE_ENTRIES:
+                profile.cache.popitem(last=False)
+            return value
+
+    def _open(self, profile: LoadedProfile) -> None:
+        started = time.monotonic()
+        try:
+            job = self._opener(profile.entry.path)
+            with profile.lock:
+                job.refresh()
+                profile.job = job
+                profile.refreshed_at_s = time.monotonic()
+        except (StepscopeError, OSError, ValueError) as exc:
+            logger.warning("could not load %s: %s", profile.entry.name, exc, exc_info=True)
+            profile.error = str(exc)
+            profile.state = "error"
+            return
+        profile.loaded_at_s = time.time()
+        profile.state = "loaded"
+        logger.info("loaded %s in %.1f s", profile.entry.name, time.monotonic() - started)
+
+    def _refresh_if_live(self, profile: LoadedProfile) -> None:
+        if profile.entry.status != "running":
+            return
+        now = time.monotonic()
+        if now - profile.refreshed_at_s < self._refresh_interval_s:
+            return
+        profile.refreshed_at_s = now
+        try:
+            changed = profile.job.refresh()
+        except (StepscopeError, OSError, ValueError) as exc:
+            logger.warning("refreshing %s failed: %s", profile.entry.name, exc, exc_info=True)
+            return
+        if changed:
+            profile.cache.clear()

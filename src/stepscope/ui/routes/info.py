@@ -1,0 +1,59 @@
+"""``/api/jobs/{id}/info``: the Information page's sections for a loaded job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from stepscope.ui.info import job_information
+from stepscope.ui.state import State
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api")
+
+_MAX_LISTED = 256
+
+
+def _measured(job: Any) -> dict[str, Any]:
+    """What the views hold: time range, counts, nodes and ranks seen (bounded lists)."""
+    con = job.connect()
+    first_sys, last_sys, samples = con.execute(
+        "SELECT min(timestamp_us), max(timestamp_us), count(*) FROM system"
+    ).fetchone()
+    first_ev, last_ev, events = con.execute(
+        "SELECT min(start_us), max(start_us + dur_us), count(*) FROM events"
+    ).fetchone()
+    nodes = con.execute(
+        "SELECT node FROM (SELECT node FROM system UNION SELECT node FROM events) "
+        f"WHERE node <> '' ORDER BY node LIMIT {_MAX_LISTED}"
+    ).fetchall()
+    ranks = con.execute(
+        f"SELECT DISTINCT rank FROM events WHERE rank >= 0 ORDER BY rank LIMIT {_MAX_LISTED}"
+    ).fetchall()
+    firsts = [t for t in (first_sys, first_ev) if t is not None]
+    lasts = [t for t in (last_sys, last_ev) if t is not None]
+    return {
+        "first_us": min(firsts) if firsts else None,
+        "last_us": max(lasts) if lasts else None,
+        "system_samples": int(samples),
+        "events": int(events),
+        "data_nodes": [str(n) for (n,) in nodes],
+        "data_ranks": [int(r) for (r,) in ranks],
+    }
+
+
+@router.get("/jobs/{job_id}/info")
+def job_info(job_id: str, state: State) -> dict[str, Any]:
+    """Hosts and hardware, ranks, versions, command, hyperparameters and profiler config."""
+    profile = state.loaded(job_id)
+
+    def build(job: Any) -> dict[str, Any]:
+        metadata = job.metadata if isinstance(job.metadata, dict) else {}
+        return {
+            "name": profile.entry.name,
+            "sections": job_information(profile.entry, metadata, _measured(job)),
+        }
+
+    return state.registry.compute(profile, ("info",), build)

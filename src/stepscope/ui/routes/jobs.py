@@ -1,0 +1,48 @@
+"""``/api/jobs``: the job list, and loading and unloading profiles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from stepscope.ui.state import State
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api")
+
+
+@router.get("/jobs")
+def list_jobs(state: State) -> dict[str, Any]:
+    """Every job under the roots with its load state (``not_loaded`` unless loaded)."""
+    jobs = []
+    for entry in state.jobs():
+        profile = state.registry.get(entry.id)
+        item = entry.to_json()
+        item["load_state"] = profile.state if profile else "not_loaded"
+        item["load_error"] = profile.error if profile else ""
+        jobs.append(item)
+    return {"jobs": jobs, "roots": len(state.roots)}
+
+
+@router.get("/loaded")
+def list_loaded(state: State) -> dict[str, Any]:
+    """The loaded profiles, in load order."""
+    return {"loaded": [p.to_json() for p in state.registry.all()]}
+
+
+@router.post("/jobs/{job_id}/load", status_code=202)
+def load_job(job_id: str, state: State) -> dict[str, Any]:
+    """Start loading a job; poll ``/api/loaded`` (or the job list) for ``loaded``."""
+    profile = state.registry.load(state.entry(job_id))
+    return profile.to_json()
+
+
+@router.delete("/jobs/{job_id}/load", status_code=204)
+def unload_job(job_id: str, state: State) -> Response:
+    """Unload a job (its cached answers go with it); 404 when it was not loaded."""
+    entry = state.entry(job_id)
+    if not state.registry.unload(entry.id):
+        return Response(status_code=404)
+    return Response(status_code=204)

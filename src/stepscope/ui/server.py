@@ -1,0 +1,72 @@
+"""Serving the UI with uvicorn: binding, the start-up line, the browser, auto shutdown.
+
+:func:`serve` is what ``stepscope ui`` calls. It binds 127.0.0.1 unless told otherwise; any
+other address gets a token (generated unless given) that the printed URL carries.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import webbrowser
+from collections.abc import Sequence
+
+from stepscope.ui.app import create_app
+from stepscope.ui.security import is_loopback, new_token
+
+__all__ = ["DEFAULT_PORT", "serve"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8765
+
+
+def serve(
+    roots: Sequence[str | os.PathLike[str]],
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    open_browser: bool = True,
+    settings_path: str | os.PathLike[str] | None = None,
+    idle_threshold_s: float | None = None,
+) -> None:
+    """Serve the Profiler UI until interrupted or shut down for inactivity.
+
+    :param roots: folders (or trace files) to list jobs from.
+    :param host: interface to bind; anything but loopback requires a token.
+    :param port: TCP port.
+    :param token: the token for a non-loopback bind (generated when ``None``); ignored on
+        loopback, where the Host header check applies instead.
+    :param open_browser: open the UI in the default browser once it listens.
+    :param settings_path: see :func:`~stepscope.ui.app.create_app`.
+    :param idle_threshold_s: see :func:`~stepscope.ui.app.create_app`.
+    """
+    import uvicorn
+
+    if is_loopback(host):
+        token = None
+    elif token is None:
+        token = new_token()
+    holder: dict[str, uvicorn.Server] = {}
+
+    def stop_serving() -> None:
+        holder["server"].should_exit = True
+
+    app = create_app(
+        roots,
+        token=token,
+        settings_path=settings_path,
+        idle_threshold_s=idle_threshold_s,
+        on_idle=stop_serving,
+    )
+    shown_host = f"[{host}]" if ":" in host else host
+    url = f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    holder["server"] = server
+    logger.info("Profiler UI at %s (Ctrl+C to stop)", url)
+    if open_browser:
+        threading.Timer(1.0, webbrowser.open, args=(url,)).start()
+    server.run()
