@@ -1,0 +1,136 @@
+"""``stepscope update <job-dir> [options]``: change what a running job profiles.
+
+A thin wrapper over :func:`stepscope.config.update_job_config`: it rewrites the job's
+``profiler-config.json`` atomically (the running job picks the change up at its next step) and
+prints each setting that changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_arguments", "main"]
+
+_RANGE_HELP = "START:NUM to profile NUM steps from step START, or 'off'"
+
+
+def _option_change(text: str) -> tuple[int, int] | bool:
+    """``START:NUM`` as a pair of integers, or ``off`` as False."""
+    if text.strip().casefold() == "off":
+        return False
+    start, sep, num = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return int(start), int(num)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected START:NUM (e.g. 100:5) or 'off', got {text!r}"
+        ) from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from stepscope.config import SYSTEM_MONITOR_INTERVALS_MS, PythonProfiler, cProfileTimer
+
+    parser.add_argument("job_dir", type=Path, help="the job folder (it holds profiler-config.json)")
+    for option, what in (
+        ("detailed", "detailed (kernel-level) profiling"),
+        ("dataloader", "data-loader profiling"),
+        ("python", "Python profiling"),
+        ("distributed", "distributed (collectives) profiling"),
+    ):
+        parser.add_argument(
+            f"--{option}",
+            type=_option_change,
+            metavar="START:NUM",
+            help=f"{what}: {_RANGE_HELP}",
+        )
+    parser.add_argument(
+        "--python-profiler",
+        choices=[member.value for member in PythonProfiler],
+        type=str.lower,
+        help="the Python profiler",
+    )
+    parser.add_argument(
+        "--cprofile-timer",
+        choices=[member.value for member in cProfileTimer],
+        type=str.lower,
+        help="the clock cProfile uses ('default' cycles through the three)",
+    )
+    parser.add_argument(
+        "--system-interval-ms",
+        type=int,
+        choices=SYSTEM_MONITOR_INTERVALS_MS,
+        metavar="N",
+        help="system-metrics interval in ms: "
+        + ", ".join(str(ms) for ms in SYSTEM_MONITOR_INTERVALS_MS),
+    )
+    switch = parser.add_mutually_exclusive_group()
+    switch.add_argument(
+        "--disable", action="store_true", help="turn all profiling off (disable_profiler)"
+    )
+    switch.add_argument("--enable", action="store_true", help="turn profiling back on")
+
+
+def _range_text(config: Any) -> str:
+    if config is None:
+        return "off"
+    if config.start_step is not None:
+        last = config.start_step + config.num_steps - 1
+        text = f"step {last}" if config.num_steps == 1 else f"steps {config.start_step}-{last}"
+    elif config.duration is not None:
+        text = f"{config.duration}s from {config.start_unix_time or 'the next step'}"
+    else:
+        text = f"one step after {config.start_unix_time}"
+    extras = []
+    for name in ("python_profiler", "cprofile_timer", "metrics_regex"):
+        value = getattr(config, name, None)
+        if value is not None:
+            extras.append(str(getattr(value, "value", value)))
+    return f"{text} ({', '.join(extras)})" if extras else text
+
+
+def _summary(config: Any) -> dict[str, str]:
+    """Each setting a user cares about, as text: the effective range of every option."""
+    from stepscope.config import OPTIONS
+
+    framework = config.framework_profile_params
+    summary = {
+        "profiler": "disabled" if config.disable_profiler else "enabled",
+        "system interval": f"{config.system_monitor_interval_millis} ms",
+    }
+    for option in OPTIONS:
+        effective = None if framework is None else framework.effective_config(option)
+        summary[option] = _range_text(effective)
+    return summary
+
+
+def main(args: argparse.Namespace) -> int:
+    from stepscope.config import ProfilerConfig, job_config_path, update_job_config
+
+    path = job_config_path(args.job_dir)
+    before = ProfilerConfig.from_file(path) if path.is_file() else None
+    after = update_job_config(
+        args.job_dir,
+        detailed=args.detailed,
+        dataloader=args.dataloader,
+        python=args.python,
+        smdataparallel=args.distributed,
+        python_profiler=args.python_profiler,
+        cprofile_timer=args.cprofile_timer,
+        system_monitor_interval_millis=args.system_interval_ms,
+        disable_profiler=True if args.disable else (False if args.enable else None),
+    )
+    old = _summary(before) if before is not None else {}
+    new = _summary(after)
+    changes = [key for key in new if old.get(key) != new[key]]
+    if not changes:
+        print(f"{path}: nothing changed")
+        return 0
+    print(f"updated {path}")
+    width = max(len(key) for key in changes)
+    for key in changes:
+        print(f"  {key:<{width}}  {old.get(key, '-')} -> {new[key]}")
+    return 0

@@ -1,0 +1,201 @@
+"""SageMaker's ``profilerconfig.json`` shape, translated into the dict ``ProfilerConfig.from_dict`` reads.
+
+The shape (what the SageMaker Python SDK sends and SageMaker Debugger reads)::
+
+    {"ProfilingIntervalInMilliseconds": 500, "DisableProfiler": false,
+     "ProfilingParameters": {"LocalPath": "/opt/ml/output/profiler",
+                             "RotateMaxFileSizeInBytes": "10485760",
+                             "DetailedProfilingConfig": "{\\"StartStep\\": 5, \\"NumSteps\\": 1, }", ...}}
+
+Keys are matched without regard to case, as SageMaker Debugger does; values never change case
+(SageMaker Debugger lower-cases the whole file, so a ``LocalPath`` of ``/tmp/MyRun`` became
+``/tmp/myrun``; here it stays ``/tmp/MyRun``). Numbers may be strings. A metrics config may be a
+mapping or a string holding one: it is parsed with :mod:`json` (after dropping the trailing comma
+the SDK writes), never evaluated. Unknown keys log one warning each and are skipped, so files from
+newer SDKs still load.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from stepscope.config.options import (
+    DataloaderProfilingConfig,
+    DetailedProfilingConfig,
+    HorovodProfilingConfig,
+    ProfilingOptionConfig,
+    PythonProfilingConfig,
+    SMDataParallelProfilingConfig,
+)
+from stepscope.errors import ConfigError
+
+__all__ = ["from_sagemaker_dict", "is_sagemaker_shape"]
+
+logger = logging.getLogger(__name__)
+
+_TOP_LEVEL = {
+    "profilingparameters",
+    "disableprofiler",
+    "profilingintervalinmilliseconds",
+    "s3outputpath",
+}
+_WRAPPER = "profilerconfig"
+_OPTION_BY_KEY: dict[str, type[ProfilingOptionConfig]] = {
+    cls.sagemaker_key.casefold(): cls
+    for cls in (
+        DetailedProfilingConfig,
+        DataloaderProfilingConfig,
+        PythonProfilingConfig,
+        HorovodProfilingConfig,
+        SMDataParallelProfilingConfig,
+    )
+}
+#: SageMaker metrics-config field (folded) -> (our parameter, kind of value)
+_RANGE_FIELDS = {
+    "startstep": ("start_step", "step"),
+    "numsteps": ("num_steps", "count"),
+    "starttimeinsecsinceepoch": ("start_unix_time", "number"),
+    "durationinseconds": ("duration", "number"),
+    "duration": ("duration", "number"),  # the key the SDK's TimeRange writes
+    "defaultprofiling": ("profile_default_steps", "bool"),
+}
+_EXTRA_FIELDS = {
+    DataloaderProfilingConfig: {"metricsregex": ("metrics_regex", "text")},
+    PythonProfilingConfig: {
+        "profilername": ("python_profiler", "text"),
+        "cprofiletimer": ("cprofile_timer", "text"),
+    },
+}
+_FILE_FIELDS = {
+    "localpath": ("local_path", "text"),
+    "rotatemaxfilesizeinbytes": ("file_max_size", "count"),
+    "rotatefilecloseintervalinseconds": ("file_close_interval", "number"),
+    "fileopenfailthreshold": ("file_open_fail_threshold", "count"),
+}
+_IGNORED = {"profilerenabled"}
+_INT_TEXT = re.compile(r"[+-]?\d+")
+_TRAILING_COMMA = re.compile(r",\s*}\s*$")
+
+
+def _folded(data: dict[str, Any]) -> dict[str, tuple[str, Any]]:
+    return {str(key).casefold(): (str(key), value) for key, value in data.items()}
+
+
+def is_sagemaker_shape(data: dict[str, Any]) -> bool:
+    """Whether ``data`` uses SageMaker's keys (``ProfilingParameters``, ...) rather than ours."""
+    return any(str(key).casefold() in (_TOP_LEVEL | {_WRAPPER}) for key in data)
+
+
+def _convert(parameter: str, value: Any, kind: str) -> Any:
+    """``value`` (often a string: the SDK sends every value as one) as the ``kind`` it should be."""
+    if kind == "text":
+        if not isinstance(value, str):
+            raise ConfigError(parameter, value, "a string")
+        return value
+    if kind == "bool":
+        if isinstance(value, str) and value.strip().casefold() in ("true", "false"):
+            return value.strip().casefold() == "true"
+        if not isinstance(value, bool):
+            raise ConfigError(parameter, value, "true or false")
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if _INT_TEXT.fullmatch(text):
+            return int(text)
+        if kind == "number":
+            try:
+                return float(text)
+            except ValueError:
+                pass
+        minimum = "0" if kind == "step" else "1"
+        allowed = "a number > 0" if kind == "number" else f"an integer >= {minimum}"
+        raise ConfigError(parameter, value, allowed)
+    return value  # typed values are checked by the config classes
+
+
+def _warn_unknown(where: str, key: str) -> None:
+    logger.warning("%s: unknown key %r skipped (not a SageMaker profiler setting)", where, key)
+
+
+def _option_dict(cls: type[ProfilingOptionConfig], value: Any) -> dict[str, Any] | None:
+    """Our dict for one metrics config, or None when SageMaker would leave the option off."""
+    where = f"ProfilingParameters.{cls.sagemaker_key}"
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        try:
+            value = json.loads(_TRAILING_COMMA.sub("}", text))
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                where, value, "a JSON object (or a string holding one)", hint=exc.msg
+            ) from None
+    if not isinstance(value, dict):
+        raise ConfigError(where, value, "a JSON object (or a string holding one)")
+    if not value:
+        return None
+    table = {**_RANGE_FIELDS, **_EXTRA_FIELDS.get(cls, {})}
+    result: dict[str, Any] = {}
+    for folded, (key, item) in _folded(value).items():
+        if folded not in table:
+            _warn_unknown(where, key)
+            continue
+        name, kind = table[folded]
+        result[name] = _convert(f"{where}.{key}", item, kind)
+    return result
+
+
+def _framework_dict(parameters: Any) -> dict[str, Any] | None:
+    if isinstance(parameters, str):
+        try:
+            parameters = json.loads(parameters) if parameters.strip() else {}
+        except json.JSONDecodeError:
+            raise ConfigError("ProfilingParameters", parameters, "a JSON object") from None
+    if not isinstance(parameters, dict):
+        raise ConfigError("ProfilingParameters", parameters, "a JSON object")
+    if not parameters:
+        return None  # SageMaker Debugger profiles no framework metrics without parameters
+    result: dict[str, Any] = {}
+    for folded, (key, value) in _folded(parameters).items():
+        if folded in _FILE_FIELDS:
+            name, kind = _FILE_FIELDS[folded]
+            result[name] = _convert(f"ProfilingParameters.{key}", value, kind)
+        elif folded in _OPTION_BY_KEY:
+            cls = _OPTION_BY_KEY[folded]
+            option = _option_dict(cls, value)
+            if option is not None:
+                result[f"{cls.option}_profiling_config"] = option
+        elif folded not in _IGNORED:
+            _warn_unknown("ProfilingParameters", key)
+    if not any(name.endswith("_profiling_config") for name in result):
+        logger.info(
+            "ProfilingParameters names no profiling option: every option profiles its default "
+            "steps (SageMaker Debugger would record only the step timeline)"
+        )
+    return result
+
+
+def from_sagemaker_dict(data: dict[str, Any]) -> dict[str, Any]:
+    """Translate SageMaker's profiler configuration into ``ProfilerConfig.to_dict()``'s shape."""
+    folded = _folded(data)
+    if _WRAPPER in folded and len(folded) == 1:
+        inner = folded[_WRAPPER][1]
+        if not isinstance(inner, dict):
+            raise ConfigError("ProfilerConfig", inner, "a JSON object")
+        return from_sagemaker_dict(inner)
+    result: dict[str, Any] = {"framework_profile_params": None}
+    for key_folded, (key, value) in folded.items():
+        if key_folded == "profilingparameters":
+            result["framework_profile_params"] = _framework_dict(value)
+        elif key_folded == "disableprofiler":
+            result["disable_profiler"] = _convert(key, value, "bool")
+        elif key_folded == "profilingintervalinmilliseconds":
+            result["system_monitor_interval_millis"] = _convert(key, value, "count")
+        elif key_folded == "s3outputpath":
+            result["s3_output_path"] = _convert(key, value, "text")
+        else:
+            _warn_unknown("profiler configuration", key)
+    return result

@@ -1,0 +1,105 @@
+"""Configuration files: JSON or YAML chosen by extension, read into plain dicts, written atomically.
+
+Writes go to a temporary file in the same folder that is then renamed over the target, so a
+process watching the file (:class:`ConfigWatcher`) sees the old content or the new, never half.
+PyYAML is imported only when a YAML file is read or written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from stepscope.errors import ConfigError
+
+__all__ = ["FORMATS", "file_format", "parse_config_bytes", "read_config_file", "write_config_file"]
+
+#: file extension -> format name
+FORMATS: dict[str, str] = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+
+
+def file_format(path: str | os.PathLike[str]) -> str:
+    """``"json"`` or ``"yaml"`` from the extension of ``path``; anything else raises."""
+    fmt = FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise ConfigError(
+            "configuration file name", str(path), "a name ending in .json, .yaml or .yml"
+        )
+    return fmt
+
+
+def parse_config_bytes(raw: bytes, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The mapping held by ``raw``, the content of ``path`` (its extension picks the format)."""
+    fmt = file_format(path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"configuration file {str(path)!r}", exc.reason, "UTF-8 text") from None
+    if fmt == "json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"configuration file {str(path)!r}",
+                f"{exc.msg} at line {exc.lineno} column {exc.colno}",
+                "valid JSON",
+            ) from None
+    else:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(
+                f"configuration file {str(path)!r}", str(exc).replace("\n", " "), "valid YAML"
+            ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"configuration file {str(path)!r}", type(data).__name__, "a mapping at the top level"
+        )
+    return data
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The mapping stored in the JSON or YAML file ``path``."""
+    file_format(path)
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError("configuration file", str(path), "an existing file") from None
+    except OSError as exc:
+        raise ConfigError(
+            "configuration file", str(path), "a readable file", hint=f"({exc.strerror})"
+        ) from None
+    return parse_config_bytes(raw, path)
+
+
+def _dump(data: dict[str, Any], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(data, indent=2) + "\n"
+    import yaml
+
+    return str(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+
+
+def write_config_file(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file + rename); creates the folder."""
+    target = Path(path)
+    text = _dump(data, file_format(target))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; the training processes must read it
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
