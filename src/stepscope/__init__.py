@@ -16,15 +16,26 @@ __version__ = "0.1.0"
 _PUBLIC: dict[str, str] = {
     "ConfigError": "stepscope.errors",
     "CorruptFileError": "stepscope.errors",
+    "DataloaderProfilingConfig": "stepscope.config",
+    "DetailedProfilingConfig": "stepscope.config",
+    "DistributedProfilingConfig": "stepscope.config",
+    "FrameworkProfile": "stepscope.config",
+    "HorovodProfilingConfig": "stepscope.config",
     "Job": "stepscope.launch",
     "JobNotFoundError": "stepscope.errors",
     "MissingDependencyError": "stepscope.errors",
+    "ProfilerConfig": "stepscope.config",
+    "PythonProfiler": "stepscope.config",
+    "PythonProfilingConfig": "stepscope.config",
     "RuleError": "stepscope.errors",
+    "SMDataParallelProfilingConfig": "stepscope.config",
     "SessionError": "stepscope.errors",
     "StepscopeError": "stepscope.errors",
     "StoreError": "stepscope.errors",
     "UnsupportedFormatError": "stepscope.errors",
+    "cProfileTimer": "stepscope.config",
     "launch": "stepscope.launch",
+    "open_job": "stepscope.store",
 }
 
 __all__ = sorted([*_PUBLIC, "__version__"])
