@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+from stepscope.store.job import JobData, open_job
 from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
+from stepscope.store.system_writer import SystemMetricsWriter, SystemRecord, write_job_end_marker
+from stepscope.store.timeline_writer import TimelineWriter
 
-__all__ = ["EVENT_SCHEMA", "SYSTEM_SCHEMA"]
+__all__ = [
+    "EVENT_SCHEMA",
+    "JobData",
+    "SYSTEM_SCHEMA",
+    "SystemMetricsWriter",
+    "SystemRecord",
+    "TimelineWriter",
+    "open_job",
+    "write_job_end_marker",
+]

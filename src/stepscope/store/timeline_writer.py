@@ -1,0 +1,534 @@
+"""The framework timeline writer: events to rotating SageMaker "pevents" Chrome-trace files.
+
+Files come out exactly in SageMaker Debugger's format, so its readers and ours read them::
+
+    [
+    {"name":"process_name","ph":"M","pid":0,"args":{"start_time_since_epoch_in_micros":<µs>}},
+    {"name":"process_sort_index","ph":"M","pid":0,"args":{"sort_index":0}},
+    {"name":"process_name","ph":"M","pid":1,"args":{"name":"Step:ModeKeys.TRAIN"}},
+    {"name":"process_sort_index","ph":"M","pid":1,"args":{"sort_index":1}},
+    {"name":"Step:ModeKeys.TRAIN","pid":1,"ph":"X","ts":<µs since start>,"dur":<µs>,"args":{...}}
+    ]
+
+One record a line; a phase's ``process_name``/``process_sort_index`` pair is written the first
+time the phase appears in a file. Phase pids are stable for the writer's life and start at 1.
+
+**Off the training thread.** :meth:`TimelineWriter.write_event` only puts a tuple into a bounded
+queue (``put_nowait``): when the queue is full the event is dropped and counted, never waited
+for. A daemon thread serializes events in batches and writes each batch with one ``write`` call.
+
+**Rotation.** The open file (``framework/<node_id>_<suffix>.<pid>.tmp``) is closed when it grows
+past ``file_max_size`` bytes (it exceeds it by at most one event) or ``file_close_interval_s``
+seconds after it was opened, also while no event arrives. Closing finishes the JSON array, fsyncs,
+and moves the file to ``framework/pevents/<YYYYMMDDHH>/<end_us>_<node_id>_<suffix>``, where
+``end_us`` is the latest event end in the file; the move never overwrites (an equal name gets the
+next µs). A closed file is therefore always complete, valid JSON, whatever happens to the process
+afterwards; a ``kill -9`` loses only the open ``.tmp`` file.
+
+**Failures never reach the caller.** An unwritable or full disk logs one warning and drops the
+affected events. Consecutive failures to open or write a file are counted, and the count is reset
+by every file closed successfully; when it reaches ``file_open_fail_threshold`` the writer logs
+one warning and disables itself (every later event is dropped and counted). Differences from
+SageMaker Debugger: its counter is cumulative (never reset) and counts only failed opens; its
+queue blocks the training thread when full; it flushes after every event; its first phase gets
+pid 0, colliding with the start-time metadata; its interval counts from the last close, so an
+idle writer keeps its file open until the next event.
+
+**Fork.** A writer inherited through ``fork`` (DataLoader workers) notices the pid change at its
+next call and starts afresh in the child: a new queue and thread and its own ``.tmp`` file (the
+parent's open file is left untouched), and it is closed at the child's exit, including the
+``os._exit`` of ``multiprocessing`` workers. Phase pids carry on from the parent's.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import logging
+import os
+import queue
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from stepscope.errors import ConfigError
+from stepscope.store.layout import (
+    TIMELINE_SUFFIXES,
+    framework_dir,
+    pevents_file_path,
+    timeline_tmp_path,
+)
+
+__all__ = ["TimelineWriter"]
+
+logger = logging.getLogger(__name__)
+
+#: Events a writer thread takes from the queue before writing them with one system call.
+_BATCH_EVENTS = 4096
+#: How long ``close()`` waits for the writer thread (also at interpreter exit).
+_CLOSE_TIMEOUT_S = 5.0
+#: How many next-µs names are tried when a closed file's name is taken.
+_NAME_ATTEMPTS = 1000
+_CLOSE = object()
+_DUMPS_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+_Event = tuple[str, str, float, float, "dict[str, Any] | None", str]
+
+
+class TimelineWriter:
+    """Writes framework events of one node id into rotating pevents files, off the caller's thread.
+
+    :param profiler_output_dir: the profiler output folder (SageMaker's ``LocalPath``).
+    :param node_id: ``<rank>-algo-<n>`` (see :func:`stepscope.store.layout.node_id_for`).
+    :param suffix: the file kind, one of :data:`stepscope.store.layout.TIMELINE_SUFFIXES`.
+    :param file_max_size: rotate once the open file is larger than this many bytes
+        (SageMaker's ``RotateMaxFileSizeInBytes``; default 10 MiB).
+    :param file_close_interval_s: close the open file this many seconds after opening it
+        (SageMaker's ``RotateFileCloseIntervalInSeconds``; default 60).
+    :param file_open_fail_threshold: consecutive failures to open or write a file after which the
+        writer disables itself (SageMaker's ``FileOpenFailThreshold``; default 50).
+    :param queue_size: events held in memory while the writer thread catches up; more are dropped.
+    :param clock_s: wall clock in seconds since the epoch, used for each file's start time.
+    :raises ConfigError: when a size, interval or threshold is not positive, or the suffix unknown.
+    """
+
+    def __init__(
+        self,
+        profiler_output_dir: str | Path,
+        node_id: str,
+        *,
+        suffix: str = "pythontimeline.json",
+        file_max_size: int = 10485760,
+        file_close_interval_s: float = 60,
+        file_open_fail_threshold: int = 50,
+        queue_size: int = 100_000,
+        clock_s: Callable[[], float] = time.time,
+    ) -> None:
+        if suffix not in TIMELINE_SUFFIXES:
+            raise ConfigError("TimelineWriter.suffix", suffix, f"one of {list(TIMELINE_SUFFIXES)}")
+        _require_positive("file_max_size", file_max_size, integer=True)
+        _require_positive("file_close_interval_s", file_close_interval_s, integer=False)
+        _require_positive("file_open_fail_threshold", file_open_fail_threshold, integer=True)
+        _require_positive("queue_size", queue_size, integer=True)
+        self._output_dir = Path(profiler_output_dir)
+        self._node_id = node_id
+        self._suffix = suffix
+        self._file_max_size = file_max_size
+        self._file_close_interval_s = float(file_close_interval_s)
+        self._fail_threshold = file_open_fail_threshold
+        self._queue_size = queue_size
+        self._clock_s = clock_s
+        # Stable for the writer's life, shared by all its files: a reader maps pid -> phase per
+        # file, and SageMaker's maps it across files too.
+        self._phase_pids: dict[str, int] = {}
+        self._warned: set[str] = set()
+        self._disabled = False
+        self._closed = False
+        self._dropped = 0
+        self._atexit = functools.partial(_close_at_exit, weakref.ref(self))
+        atexit.register(self._atexit)
+        self._start_process_state()
+
+    # -- caller side -------------------------------------------------------------------------
+
+    @property
+    def dropped_events(self) -> int:
+        """Events dropped so far: queue full, writer disabled or closed, or a failed file."""
+        return self._dropped
+
+    @property
+    def disabled(self) -> bool:
+        """Whether the writer gave up after ``file_open_fail_threshold`` consecutive failures."""
+        return self._disabled
+
+    def write_event(
+        self,
+        name: str,
+        phase: str,
+        start_us: float,
+        dur_us: float,
+        args: dict[str, Any] | None = None,
+        ph: str = "X",
+    ) -> bool:
+        """Queue one event for writing; never blocks and never raises.
+
+        :param name: the event name (SageMaker's op name, e.g. the module name).
+        :param phase: the training phase, written as the event's process name
+            (``"Step:ModeKeys.TRAIN"``, ``"Forward"``, ``"DataLoaderWorker"`` ...).
+        :param start_us: start, µs since the epoch.
+        :param dur_us: duration in µs (ignored for instant events).
+        :param args: JSON-able details (``step_num``, ``pid``, ``worker_id`` ...); the dict must
+            not be changed after the call, it is serialized later on the writer thread.
+        :param ph: ``"X"`` (span), ``"i"`` (instant), ``"B"``/``"E"`` (begin/end).
+        :returns: ``False`` when the event was dropped.
+        """
+        try:
+            if self._pid != os.getpid():
+                self._restart_after_fork()
+            if self._disabled or self._closed:
+                self._count_dropped(1)
+                return False
+            if self._thread is None:
+                self._start_thread()
+            self._queue.put_nowait((name, phase, start_us, dur_us, args, ph))
+            return True
+        except queue.Full:
+            self._count_dropped(1)
+            self._warn_once(
+                "queue-full",
+                "Timeline writer %s: %d events are waiting to be written; dropping events until "
+                "the writer catches up. Lower the event rate or raise queue_size.",
+                self._node_id,
+                self._queue_size,
+            )
+            return False
+        except Exception:  # the guard of the training-thread entry point: never raise into it
+            self._count_dropped(1)
+            if "write-event" not in self._warned:
+                self._warned.add("write-event")
+                logger.exception("Timeline writer %s failed to queue an event", self._node_id)
+            return False
+
+    def close(self, timeout_s: float = _CLOSE_TIMEOUT_S) -> None:
+        """Write every queued event, close the open file into ``pevents/`` and stop the thread.
+
+        Idempotent, never raises; waits at most about ``timeout_s`` seconds. Called at
+        interpreter exit for a writer that was not closed.
+        """
+        try:
+            if self._pid != os.getpid():
+                self._restart_after_fork()
+            with self._lock:
+                if self._closed:
+                    return
+                self._closed = True
+            atexit.unregister(self._atexit)
+            thread = self._thread
+            if thread is not None and thread.is_alive():
+                try:
+                    self._queue.put(_CLOSE, timeout=timeout_s)
+                except queue.Full:
+                    self._stop.set()
+                thread.join(timeout_s)
+                if thread.is_alive():
+                    logger.warning(
+                        "Timeline writer %s did not finish within %.1f s; its open file may be "
+                        "lost.",
+                        self._node_id,
+                        timeout_s,
+                    )
+                    return
+            self._drop_queued()  # events queued while the writer was being disabled
+        except Exception:  # close() is called from exit paths: never raise there
+            logger.exception("Timeline writer %s failed to close", self._node_id)
+
+    # -- per-process state -------------------------------------------------------------------
+
+    def _start_process_state(self) -> None:
+        """Fresh thread, queue and locks for the current process (construction and after fork)."""
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=self._queue_size)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._fd: int | None = None
+        self._tmp_path: Path | None = None
+        self._file_size = 0
+        self._file_opened_s = 0.0
+        self._file_start_us = 0
+        self._file_end_us = 0.0
+        self._file_phases: set[str] = set()
+        self._consecutive_failures = 0
+
+    def _restart_after_fork(self) -> None:
+        """Forget the parent's thread and open file in a forked child (see the module docstring)."""
+        inherited_fd = self._fd
+        was_closed = self._closed
+        self._start_process_state()
+        if inherited_fd is not None:
+            try:
+                os.close(inherited_fd)  # the child's copy only; the parent keeps writing its file
+            except OSError:
+                logger.debug("inherited timeline fd already closed", exc_info=True)
+        if was_closed:
+            return
+        atexit.unregister(self._atexit)  # os.fork keeps the parent's registration: keep one
+        atexit.register(self._atexit)
+        mp_util = sys.modules.get("multiprocessing.util")
+        if mp_util is not None:
+            # multiprocessing children leave through os._exit, which skips atexit handlers.
+            mp_util.Finalize(self, self.close, exitpriority=10)
+
+    def _start_thread(self) -> None:
+        with self._lock:
+            if self._thread is not None or self._closed:
+                return
+            self._thread = threading.Thread(
+                target=self._run, name=f"stepscope-timeline-{self._suffix}", daemon=True
+            )
+            self._thread.start()
+
+    def _count_dropped(self, count: int) -> None:
+        with self._lock:
+            self._dropped += count
+
+    def _warn_once(self, key: str, message: str, *args: Any) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning(message, *args)
+
+    # -- writer thread -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception:
+            logger.exception(
+                "Timeline writer %s stopped on an unexpected error; events are dropped from now on",
+                self._node_id,
+            )
+            self._disabled = True
+        finally:
+            self._close_file()
+            self._drop_queued()
+
+    def _loop(self) -> None:
+        while not self._disabled:
+            try:
+                item = self._queue.get(timeout=self._seconds_to_interval_close())
+            except queue.Empty:
+                self._close_file()  # idle past the interval
+                continue
+            batch = [item]
+            while len(batch) < _BATCH_EVENTS:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = _CLOSE in batch
+            self._write_batch([event for event in batch if event is not _CLOSE])
+            if self._fd is not None and self._seconds_to_interval_close() == 0.0:
+                self._close_file()
+            if stop or self._stop.is_set():
+                return
+
+    def _seconds_to_interval_close(self) -> float | None:
+        if self._fd is None:
+            return None
+        elapsed_s = time.monotonic() - self._file_opened_s
+        return max(0.0, self._file_close_interval_s - elapsed_s)
+
+    def _write_batch(self, events: list[_Event]) -> None:
+        chunks: list[bytes] = []  # serialized, not yet written (all for the open file)
+        pending = 0  # events in ``chunks``
+        for index, event in enumerate(events):
+            if self._disabled:  # only after a failure, which leaves no open file and no chunks
+                self._count_dropped(len(events) - index)
+                return
+            if self._fd is None and not self._open_file(event[2]):
+                self._count_dropped(1)
+                continue
+            chunks.append(self._serialize(event))
+            pending += 1
+            self._file_size += len(chunks[-1])
+            self._file_end_us = max(
+                self._file_end_us, event[2] + (event[3] if event[5] == "X" else 0)
+            )
+            if self._file_size > self._file_max_size:
+                if self._flush(chunks, pending):
+                    self._close_file()
+                chunks, pending = [], 0
+        if chunks:
+            self._flush(chunks, pending)
+
+    def _serialize(self, event: _Event) -> bytes:
+        name, phase, start_us, dur_us, args, ph = event
+        pid = self._phase_pids.get(phase)
+        if pid is None:
+            pid = self._phase_pids[phase] = len(self._phase_pids) + 1
+        parts = []
+        if phase not in self._file_phases:
+            self._file_phases.add(phase)
+            parts.append(
+                _record({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": phase}})
+            )
+            parts.append(
+                _record(
+                    {
+                        "name": "process_sort_index",
+                        "ph": "M",
+                        "pid": pid,
+                        "args": {"sort_index": pid},
+                    }
+                )
+            )
+        record: dict[str, Any] = {
+            "name": name,
+            "pid": pid,
+            "ph": ph,
+            "ts": round(start_us - self._file_start_us, 3),
+        }
+        if ph == "X":
+            record["dur"] = round(dur_us, 3)
+        elif ph == "i":
+            record["s"] = "p"
+        record["args"] = args if args is not None else {}
+        try:
+            parts.append(_record(record))
+        except (TypeError, orjson.JSONEncodeError):
+            record["args"] = {"unserializable_args": repr(args)}
+            parts.append(_record(record))
+        return b"".join(parts)
+
+    def _open_file(self, first_start_us: float) -> bool:
+        tmp_path = timeline_tmp_path(self._output_dir, self._node_id, self._suffix, self._pid)
+        try:
+            framework_dir(self._output_dir).mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            self._record_failure(f"could not open {tmp_path}: {exc}")
+            return False
+        self._fd = fd
+        self._tmp_path = tmp_path
+        self._file_opened_s = time.monotonic()
+        self._file_start_us = int(min(self._clock_s() * 1e6, first_start_us))
+        self._file_end_us = float(self._file_start_us)
+        self._file_phases = set()
+        start_record = {
+            "name": "process_name",
+            "ph": "M",
+            "pid": 0,
+            "args": {"start_time_since_epoch_in_micros": self._file_start_us},
+        }
+        sort_record = {"name": "process_sort_index", "ph": "M", "pid": 0, "args": {"sort_index": 0}}
+        # Every record starts with ",\n" (so closing only appends "\n]\n"); the first one's goes.
+        header = b"[\n" + _record(start_record)[2:] + _record(sort_record)
+        self._file_size = len(header)
+        return self._flush([header], 0)
+
+    def _flush(self, chunks: list[bytes], events: int) -> bool:
+        """Write ``chunks`` (holding ``events`` events) to the open file in one call."""
+        data = b"".join(chunks)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)  # type: ignore[arg-type]
+                view = view[written:]
+        except OSError as exc:
+            self._count_dropped(events)
+            self._abandon_file(f"could not write {self._tmp_path}: {exc}")
+            return False
+        return True
+
+    def _close_file(self) -> None:
+        """Finish the JSON array, fsync, and move the open file into ``pevents/``."""
+        fd, tmp_path = self._fd, self._tmp_path
+        if fd is None or tmp_path is None:
+            return
+        self._fd = None
+        try:
+            os.write(fd, b"\n]\n")
+            os.fsync(fd)
+        except OSError as exc:
+            _close_fd(fd)
+            self._discard(tmp_path)
+            self._record_failure(f"could not finish {tmp_path}: {exc}")
+            return
+        _close_fd(fd)
+        end_us = int(self._file_end_us)
+        for attempt in range(_NAME_ATTEMPTS):
+            final = pevents_file_path(
+                self._output_dir, end_us + attempt, self._node_id, self._suffix
+            )
+            try:
+                final.parent.mkdir(parents=True, exist_ok=True)
+                os.link(tmp_path, final)  # fails if the name is taken: never overwrite a file
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                self._record_failure(f"could not move {tmp_path} to {final}: {exc}")
+                return
+            self._discard(tmp_path)
+            self._consecutive_failures = 0
+            return
+        self._record_failure(f"no free name for {tmp_path} near {end_us} µs")
+
+    def _abandon_file(self, reason: str) -> None:
+        """Drop the open file after a failed write (its tail is unknown, so it cannot be kept)."""
+        fd, tmp_path = self._fd, self._tmp_path
+        self._fd = None
+        if fd is not None:
+            _close_fd(fd)
+        if tmp_path is not None:
+            self._discard(tmp_path)
+        self._record_failure(reason)
+
+    def _discard(self, path: Path) -> None:
+        try:
+            path.unlink()
+        except OSError:
+            logger.debug("could not remove %s", path, exc_info=True)
+
+    def _record_failure(self, reason: str) -> None:
+        self._consecutive_failures += 1
+        self._warn_once(
+            "file-failure",
+            "Timeline writer %s: %s. Events are dropped while files cannot be written; "
+            "check free space and permissions of the profiler output folder.",
+            self._node_id,
+            reason,
+        )
+        if self._consecutive_failures >= self._fail_threshold and not self._disabled:
+            self._disabled = True
+            logger.warning(
+                "Timeline writer %s disabled after %d consecutive file failures "
+                "(FrameworkProfile.file_open_fail_threshold=%d); last: %s. No more %s events "
+                "are written by this process.",
+                self._node_id,
+                self._consecutive_failures,
+                self._fail_threshold,
+                reason,
+                self._suffix,
+            )
+
+    def _drop_queued(self) -> None:
+        dropped = 0
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _CLOSE:
+                dropped += 1
+        self._count_dropped(dropped)
+
+
+def _record(record: dict[str, Any]) -> bytes:
+    """One array element as written in the file: ``,\\n`` then the compact JSON object."""
+    return b",\n" + orjson.dumps(record, default=repr, option=_DUMPS_OPTIONS)
+
+
+def _close_fd(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        logger.debug("closing a timeline file failed", exc_info=True)
+
+
+def _require_positive(parameter: str, value: Any, *, integer: bool) -> None:
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
+        allowed = "an integer > 0" if integer else "a number > 0"
+        raise ConfigError(f"TimelineWriter.{parameter}", value, allowed)
+
+
+def _close_at_exit(writer_ref: weakref.ref[TimelineWriter]) -> None:
+    writer = writer_ref()
+    if writer is not None:
+        writer.close()

@@ -1,0 +1,303 @@
+"""TimelineWriter: SageMaker pevents files, rotation, durability, failures and fork safety."""
+
+from __future__ import annotations
+
+import calendar
+import json
+import logging
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stepscope.errors import ConfigError
+from stepscope.store import TimelineWriter
+
+NODE = "0-algo-1"
+# 2026-02-03 10:59:58 UTC: close to an hour boundary on purpose.
+T0_US = calendar.timegm((2026, 2, 3, 10, 59, 58)) * 1_000_000
+
+
+def closed_files(root: Path) -> list[Path]:
+    return sorted((root / "framework" / "pevents").glob("*/*"))
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """Check one closed file against SageMaker's format and return its events, times absolute."""
+    records = json.loads(path.read_text())
+    assert path.read_bytes().startswith(b"[\n") and path.read_bytes().endswith(b"\n]\n")
+    assert records[0]["name"] == "process_name" and records[0]["pid"] == 0
+    start_us = records[0]["args"]["start_time_since_epoch_in_micros"]
+    assert isinstance(start_us, int)
+    assert records[1] == {
+        "name": "process_sort_index",
+        "ph": "M",
+        "pid": 0,
+        "args": {"sort_index": 0},
+    }
+    phases: dict[int, str] = {}
+    events = []
+    for index, record in enumerate(records[2:], start=2):
+        if record["ph"] == "M":
+            assert record["pid"] >= 1  # pid 0 is the start-time process
+            if record["name"] == "process_name":
+                assert record["pid"] not in phases, "phase declared twice in one file"
+                phases[record["pid"]] = record["args"]["name"]
+                assert records[index + 1] == {
+                    "name": "process_sort_index",
+                    "ph": "M",
+                    "pid": record["pid"],
+                    "args": {"sort_index": record["pid"]},
+                }
+            continue
+        assert record["pid"] in phases, "event before its phase metadata"
+        assert set(record) == {"name", "pid", "ph", "ts", "dur", "args"}
+        events.append(
+            {
+                "phase": phases[record["pid"]],
+                "pid": record["pid"],
+                "name": record["name"],
+                "start_us": start_us + record["ts"],
+                "dur_us": record["dur"],
+                "args": record["args"],
+            }
+        )
+    return events
+
+
+def all_events(root: Path) -> list[dict[str, Any]]:
+    return [event for path in closed_files(root) for event in read_events(path)]
+
+
+def test_file_is_in_sagemaker_pevents_format_named_by_last_event_end(tmp_path: Path) -> None:
+    writer = TimelineWriter(tmp_path, NODE)
+    writer.write_event(
+        "Step:ModeKeys.TRAIN", "Step:ModeKeys.TRAIN", T0_US, 900.0, {"step_num": "0"}
+    )
+    writer.write_event("Net", "Forward", T0_US + 100, 300.0, {"step_num": "0", "pid": 77})
+    writer.write_event("Step:ModeKeys.TRAIN", "Step:ModeKeys.TRAIN", T0_US + 1000, 500.0)
+    writer.close()
+
+    [path] = closed_files(tmp_path)
+    assert path.parent.name == "2026020310"
+    assert path.name == f"{T0_US + 1500}_{NODE}_pythontimeline.json"
+    events = read_events(path)
+    assert [(e["phase"], e["pid"], e["name"]) for e in events] == [
+        ("Step:ModeKeys.TRAIN", 1, "Step:ModeKeys.TRAIN"),
+        ("Forward", 2, "Net"),
+        ("Step:ModeKeys.TRAIN", 1, "Step:ModeKeys.TRAIN"),
+    ]
+    assert [e["start_us"] for e in events] == [T0_US, T0_US + 100, T0_US + 1000]
+    assert [e["dur_us"] for e in events] == [900.0, 300.0, 500.0]
+    assert events[1]["args"] == {"step_num": "0", "pid": 77}
+    assert not list((tmp_path / "framework").glob("*.tmp"))
+    assert writer.dropped_events == 0
+
+
+def test_start_time_never_follows_the_first_event(tmp_path: Path) -> None:
+    late_clock_s = (T0_US + 5_000_000) / 1e6
+    writer = TimelineWriter(tmp_path, NODE, clock_s=lambda: late_clock_s)
+    writer.write_event("a", "Forward", T0_US, 10.0)
+    writer.close()
+    [path] = closed_files(tmp_path)
+    records = json.loads(path.read_text())
+    assert records[0]["args"]["start_time_since_epoch_in_micros"] == T0_US
+    assert records[-1]["ts"] == 0
+
+
+def test_rotation_by_size_keeps_every_event_once_and_every_file_valid(tmp_path: Path) -> None:
+    writer = TimelineWriter(tmp_path, NODE, suffix="model_timeline.json", file_max_size=2000)
+    count = 200
+    for i in range(count):
+        phase = "DataLoaderIter" if i % 3 else "DataLoaderWorker"
+        writer.write_event(f"e{i}", phase, T0_US + i * 1000, 100.0, {"i": i})
+    writer.close()
+
+    files = closed_files(tmp_path)
+    assert len(files) > 5
+    sizes = [path.stat().st_size for path in files]
+    longest_record = max(len(line) for path in files for line in path.read_bytes().splitlines())
+    assert max(sizes) <= 2000 + 2 * longest_record + 3
+    events = all_events(tmp_path)
+    assert [e["args"]["i"] for e in events] == list(range(count))
+    # a phase keeps its pid in every file, and the file name is its last event's end
+    assert {e["phase"]: e["pid"] for e in events} == {"DataLoaderWorker": 1, "DataLoaderIter": 2}
+    for path in files:
+        last_end = max(e["start_us"] + e["dur_us"] for e in read_events(path))
+        assert path.name == f"{int(last_end)}_{NODE}_model_timeline.json"
+
+
+def test_files_go_to_the_hour_folder_of_their_last_event(tmp_path: Path) -> None:
+    writer = TimelineWriter(tmp_path, NODE, file_max_size=1)  # one event per file
+    writer.write_event("before", "Forward", T0_US, 1000.0)  # ends 10:59:58.001
+    writer.write_event("after", "Forward", T0_US + 2_500_000, 1000.0)  # 11:00:00.5
+    writer.close()
+    assert [(p.parent.name, read_events(p)[0]["name"]) for p in closed_files(tmp_path)] == [
+        ("2026020310", "before"),
+        ("2026020311", "after"),
+    ]
+
+
+def wait_for(condition: Any, timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def test_idle_file_is_closed_on_the_interval(tmp_path: Path) -> None:
+    writer = TimelineWriter(tmp_path, NODE, file_close_interval_s=0.2)
+    try:
+        writer.write_event("first", "Forward", T0_US, 10.0)
+        # no further event and no close(): the interval alone must close the file
+        assert wait_for(lambda: len(closed_files(tmp_path)) == 1)
+        assert [e["name"] for e in all_events(tmp_path)] == ["first"]
+        writer.write_event("second", "Forward", T0_US + 1000, 10.0)
+        assert wait_for(lambda: len(closed_files(tmp_path)) == 2)
+    finally:
+        writer.close()
+    assert [e["name"] for e in all_events(tmp_path)] == ["first", "second"]
+
+
+class _BlockingClock:
+    """A clock that holds the writer thread at its first file open until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def __call__(self) -> float:
+        self.release.wait(timeout=30)
+        return T0_US / 1e6
+
+
+def test_full_queue_drops_and_counts_without_blocking(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = _BlockingClock()
+    writer = TimelineWriter(tmp_path, NODE, queue_size=10, clock_s=clock)
+    with caplog.at_level(logging.WARNING, logger="stepscope.store.timeline_writer"):
+        accepted = [writer.write_event(f"e{i}", "Forward", T0_US + i, 1.0) for i in range(100)]
+    dropped = accepted.count(False)
+    assert dropped > 0 and writer.dropped_events == dropped
+    assert sum("dropping events" in r.getMessage() for r in caplog.records) == 1
+    clock.release.set()
+    writer.close()
+    written = [e["name"] for e in all_events(tmp_path)]
+    assert written == [f"e{i}" for i, ok in enumerate(accepted) if ok]
+
+
+def test_unwritable_folder_disables_after_threshold_and_never_raises(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("a file where a folder should be")
+    writer = TimelineWriter(blocker / "sub", NODE, file_open_fail_threshold=5)
+    with caplog.at_level(logging.WARNING, logger="stepscope.store.timeline_writer"):
+        results = []
+        for i in range(300):
+            results.append(writer.write_event("e", "Forward", T0_US + i, 1.0))
+            if i == 150:
+                assert wait_for(lambda: writer.disabled)
+        writer.close()
+    assert writer.disabled
+    assert results[-1] is False  # after disabling, events are refused at once
+    assert writer.dropped_events == 300
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2  # one warning for the failure, one for disabling
+    assert "could not open" in messages[0]
+    assert "disabled after 5 consecutive file failures" in messages[1]
+
+
+def test_invalid_settings_are_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="TimelineWriter.file_max_size must be an integer > 0"):
+        TimelineWriter(tmp_path, NODE, file_max_size=0)
+    with pytest.raises(ConfigError, match="TimelineWriter.suffix"):
+        TimelineWriter(tmp_path, NODE, suffix="timeline.json")
+
+
+_KILLED_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from stepscope.store import TimelineWriter
+    writer = TimelineWriter(sys.argv[1], "0-algo-1", file_max_size=3000)
+    i = 0
+    while True:
+        writer.write_event(f"e{i}", "Forward", 1_700_000_000_000_000 + i * 10, 5.0, {"i": i})
+        i += 1
+        if i % 200 == 0:
+            time.sleep(0.01)
+    """
+)
+
+
+def test_kill_9_loses_nothing_that_was_closed(tmp_path: Path) -> None:
+    process = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(tmp_path)])
+    try:
+        assert wait_for(lambda: len(closed_files(tmp_path)) >= 5, timeout_s=60)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    indices = [e["args"]["i"] for e in all_events(tmp_path)]  # every closed file parses
+    assert indices == list(range(len(indices)))  # and holds a gapless prefix of the events
+    assert len(indices) > 0
+
+
+_EXITING_WRITER = textwrap.dedent(
+    """
+    import sys
+    from stepscope.store import TimelineWriter
+    writer = TimelineWriter(sys.argv[1], "0-algo-1")
+    for i in range(50):
+        writer.write_event(f"e{i}", "Forward", 1_700_000_000_000_000 + i, 1.0)
+    # no close(): the interpreter exit must close the file
+    """
+)
+
+
+def test_interpreter_exit_closes_the_open_file(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-c", _EXITING_WRITER, str(tmp_path)], check=True, timeout=60)
+    assert [e["name"] for e in all_events(tmp_path)] == [f"e{i}" for i in range(50)]
+
+
+def _write_in_child(writer: TimelineWriter, count: int) -> None:
+    for i in range(count):
+        writer.write_event(f"child{i}", "DataLoaderWorker", T0_US + 10_000 + i, 1.0, {"i": i})
+    # multiprocessing children leave through os._exit: no close(), no atexit
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_forked_child_writes_its_own_files_and_leaves_the_parents_intact(tmp_path: Path) -> None:
+    writer = TimelineWriter(tmp_path, NODE, suffix="model_timeline.json")
+    for i in range(20):
+        writer.write_event(f"parent{i}", "DataLoaderIter", T0_US + i, 1.0)
+    context = multiprocessing.get_context("fork")
+    children = [context.Process(target=_write_in_child, args=(writer, 30)) for _ in range(2)]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(60)
+        assert child.exitcode == 0
+    for i in range(20, 40):
+        writer.write_event(f"parent{i}", "DataLoaderIter", T0_US + i, 1.0)
+    writer.close()
+
+    names = [e["name"] for e in all_events(tmp_path)]
+    assert sorted(n for n in names if n.startswith("parent")) == sorted(
+        f"parent{i}" for i in range(40)
+    )
+    assert sorted(n for n in names if n.startswith("child")) == sorted(
+        f"child{i}" for i in range(30) for _ in range(2)
+    )
+    assert not list((tmp_path / "framework").glob("*.tmp"))
+    assert len({p.name for p in closed_files(tmp_path)}) == len(closed_files(tmp_path)) == 3
+    assert os.getpid() == writer._pid  # the parent's writer was not reset by the children
