@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import duckdb
-import pyarrow as pa
 import pytest
 
 from stepscope.errors import ConfigError
@@ -15,104 +12,13 @@ from stepscope.export import parse_range
 from stepscope.export.chrome import write_chrome_trace
 from stepscope.export.perfetto import write_perfetto_trace
 from stepscope.export.window import Window, resolve_window
-from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
 from tests.export.tracecheck import check_chrome, check_perfetto, load_chrome
-
-T0 = 1_700_000_000_000_000.0  # epoch µs
-
-DEFAULTS: dict[str, Any] = {
-    "source": "kineto",
-    "node": "algo-1",
-    "rank": 0,
-    "ph": "X",
-    "pid": 1,
-    "tid": 1,
-    "step": -1,
-    "device": -1,
-    "stream": -1,
-    "correlation": -1,
-    "external_id": -1,
-    "bytes": -1,
-    "args": "",
-}
-
-
-def _event(category: str, name: str, start: float, dur: float, **extra: Any) -> dict[str, Any]:
-    return {
-        **DEFAULTS,
-        "category": category,
-        "name": name,
-        "start_us": T0 + start,
-        "dur_us": dur,
-        **extra,
-    }
-
-
-def _connection(
-    events: list[dict[str, Any]], system: list[dict[str, Any]]
-) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
-    con.register("events_table", pa.Table.from_pylist(events, schema=EVENT_SCHEMA))
-    con.register("system_table", pa.Table.from_pylist(system, schema=SYSTEM_SCHEMA))
-    con.execute("CREATE VIEW events AS SELECT * FROM events_table")
-    con.execute("CREATE VIEW system AS SELECT * FROM system_table")
-    return con
-
-
-EVENTS = [
-    _event("user_annotation", "ProfilerStep#3", 0, 1000, step=3),
-    _event("cpu_op", "aten::linear", 10, 200, step=3, external_id=5),
-    # ns rounding: the child ends 0.4 µs after its parent, and must still nest
-    _event("cpu_op", "aten::addmm", 20, 190.4, step=3, external_id=6),
-    _event("cuda_runtime", "cudaLaunchKernel", 50, 10, step=3, correlation=77, external_id=6),
-    _event(
-        "kernel",
-        "volta_sgemm_128x64_nn",
-        300,
-        120,
-        device=0,
-        stream=7,
-        correlation=77,
-        args=json.dumps({"grid": [1, 2, 1]}),
-    ),
-    _event("cpu_op", "aten::relu", 400, 50, step=3),
-    _event("user_annotation", "ProfilerStep#4", 1000, 800, step=4),
-    _event("cpu_op", "aten::mul", 1100, 30, step=4),
-    # two annotations that overlap without nesting: the second goes to a second lane
-    _event("Annotation", "load", 2000, 100, source="pythontimeline", tid=-1),
-    _event("Annotation", "decode", 2050, 100, source="pythontimeline", tid=-1),
-    _event(
-        "cpu_instant_event",
-        "[memory]",
-        60,
-        0,
-        ph="i",
-        device=0,
-        args=json.dumps({"Total Allocated": 1024, "Total Reserved": 4096}),
-    ),
-]
-SYSTEM = [
-    {
-        "timestamp_us": int(T0) + 500_000 * k,
-        "node": "algo-1",
-        "type": kind,
-        "name": name,
-        "dimension": dim,
-        "value": value,
-    }
-    for k in range(3)
-    for kind, name, dim, value in [
-        ("cpu", "cpu0", "CPUUtilization", 50.0 + k),
-        ("cpu", "cpu1", "CPUUtilization", 70.0 + k),
-        ("gpu", "gpu0", "GPUUtilization", 90.0),
-        ("memory", "MemoryUsedPercent", "", 40.0),
-    ]
-]
+from tests.tables import SAMPLE_EVENTS, SAMPLE_SYSTEM, T0, connection
 
 
 @pytest.fixture
 def con() -> duckdb.DuckDBPyConnection:
-    return _connection(EVENTS, SYSTEM)
+    return connection(SAMPLE_EVENTS, SAMPLE_SYSTEM)
 
 
 def test_chrome_export_nests_every_thread_and_keeps_every_slice(con, tmp_path: Path) -> None:
