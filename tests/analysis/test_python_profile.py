@@ -1,0 +1,272 @@
+"""cProfile and pyinstrument profile queries, on profiles made here and on recorded ones."""
+
+from __future__ import annotations
+
+import cProfile
+import logging
+import math
+import pstats
+from pathlib import Path
+
+import pytest
+
+from stepscope.analysis.python_profile import (
+    TOP_COLUMNS,
+    Metrics,
+    PyinstrumentAnalysis,
+    PyinstrumentStats,
+    PyinstrumentStepStats,
+    cProfileAnalysis,
+)
+from stepscope.errors import ConfigError
+from stepscope.store.python_stats import PythonProfileModes
+
+T = 1_700_000_000_000_000
+
+
+def _folder(
+    mode: str, step: str, phase: str, t0: int, emode: str, estep: str, ephase: str, t1: int
+) -> str:
+    return f"{mode}-{step}-{phase}-{t0}.0_{emode}-{estep}-{ephase}-{t1}.0"
+
+
+def busy_loader(n: int) -> int:
+    return sum(i * i for i in range(n))
+
+
+def busy_trainer(n: int) -> int:
+    return sum(i % 7 for i in range(n))
+
+
+def _profile_into(path: Path, work, calls: int) -> None:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        work(2000)
+    profiler.disable()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    profiler.dump_stats(str(path))
+
+
+@pytest.fixture
+def cprofile_job(tmp_path: Path) -> Path:
+    """A job folder with real cProfile dumps: pre-step-zero, TRAIN steps 1 and 2, post-hook-close."""
+    base = tmp_path / "job" / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
+    _profile_into(
+        base
+        / _folder("prestepzero", "*", "start", T, "train", "0", "stepstart", T + 10)
+        / "python_stats",
+        busy_loader,
+        3,
+    )
+    _profile_into(
+        base
+        / _folder("train", "1", "stepstart", T + 20, "train", "1", "stepend", T + 30)
+        / "python_stats",
+        busy_trainer,
+        4,
+    )
+    _profile_into(
+        base
+        / _folder("train", "2", "stepstart", T + 40, "train", "2", "stepend", T + 50)
+        / "python_stats",
+        busy_trainer,
+        5,
+    )
+    _profile_into(
+        base
+        / _folder("train", "2", "stepend", T + 60, "posthookclose", "*", "end", T + 70)
+        / "python_stats",
+        busy_loader,
+        1,
+    )
+    return tmp_path / "job"
+
+
+def _calls(stats: pstats.Stats, function: str) -> int:
+    return sum(v[1] for k, v in stats.stats.items() if k[2] == function)  # type: ignore[attr-defined]
+
+
+def test_steps_are_merged_and_other_intervals_left_out(cprofile_job: Path) -> None:
+    analysis = cProfileAnalysis(local_profile_dir=cprofile_job)
+    result = analysis.fetch_profile_stats_by_step(1, 2)
+    assert len(result.records) == 2
+    assert _calls(result.ps, "busy_trainer") == 9
+    assert _calls(result.ps, "busy_loader") == 0
+    table = result.top_functions(n=50)
+    row = table[table["function"] == "busy_trainer"].iloc[0]
+    assert row["total_calls"] == 9 and row["prim_calls"] == 9
+    assert row["file"] == __file__
+    assert row["line"] == busy_trainer.__code__.co_firstlineno
+    assert row["per_call_s"] == pytest.approx(row["cumulative_time_s"] / 9)
+
+
+def test_one_step_is_that_step_only(cprofile_job: Path) -> None:
+    result = cProfileAnalysis(cprofile_job).fetch_profile_stats_by_step(2)
+    assert [r.start_step for r in result.records] == [2]
+    assert _calls(result.ps, "busy_trainer") == 5
+
+
+def test_pre_step_zero_and_post_hook_close_have_their_own_queries(cprofile_job: Path) -> None:
+    analysis = cProfileAnalysis(cprofile_job)
+    assert _calls(analysis.fetch_pre_step_zero_profile_stats().ps, "busy_loader") == 3
+    assert _calls(analysis.fetch_post_hook_close_profile_stats().ps, "busy_loader") == 1
+
+
+def test_job_phases_split_initialization_training_loop_and_finalization(cprofile_job: Path) -> None:
+    phases = cProfileAnalysis(cprofile_job).fetch_profile_stats_by_job_phase()
+    assert _calls(phases["initialization"].ps, "busy_loader") == 3
+    assert _calls(phases["training_loop"].ps, "busy_trainer") == 9
+    assert _calls(phases["finalization"].ps, "busy_loader") == 1
+
+
+def test_training_phases_are_the_mode_pairs_present(cprofile_job: Path) -> None:
+    phases = cProfileAnalysis(cprofile_job).fetch_profile_stats_by_training_phase()
+    m = PythonProfileModes
+    assert set(phases) == {
+        (m.PRE_STEP_ZERO, m.TRAIN),
+        (m.TRAIN, m.TRAIN),
+        (m.TRAIN, m.POST_HOOK_CLOSE),
+    }
+    assert len(phases[(m.TRAIN, m.TRAIN)].records) == 2
+
+
+def test_time_query_selects_profiles_overlapping_the_interval(cprofile_job: Path) -> None:
+    analysis = cProfileAnalysis(cprofile_job)
+    result = analysis.fetch_profile_stats_by_time((T + 15) / 1e6, (T + 45) / 1e6)
+    assert [r.start_step for r in result.records] == [1, 2]
+    # An interval inside one profile selects it (SageMaker's start-or-end test did not).
+    inside = analysis.fetch_profile_stats_by_time((T + 22) / 1e6, (T + 28) / 1e6)
+    assert [r.start_step for r in inside.records] == [1]
+
+
+def test_an_empty_query_returns_an_empty_result_and_says_why(
+    cprofile_job: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="stepscope.analysis.python_profile"):
+        result = cProfileAnalysis(cprofile_job).fetch_profile_stats_by_step(7, 9)
+    assert result.empty
+    assert list(result.top_functions().columns) == TOP_COLUMNS
+    assert result.top_functions().empty
+    assert "No cprofile profiles match train steps 7..9" in caplog.text
+
+
+def test_listing_and_node_ids(cprofile_job: Path) -> None:
+    analysis = cProfileAnalysis(cprofile_job)
+    listing = analysis.list_profile_stats()
+    assert len(listing) == 4
+    assert listing["start_mode"].tolist() == ["prestepzero", "train", "train", "train"]
+    assert analysis.list_available_node_ids() == ["0-algo-1"]
+
+
+def test_a_wrong_sort_key_is_a_config_error(cprofile_job: Path) -> None:
+    result = cProfileAnalysis(cprofile_job).fetch_profile_stats_by_step(1)
+    with pytest.raises(ConfigError, match="top_functions.by"):
+        result.top_functions(by="speed")
+
+
+def test_no_directory_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="local_profile_dir"):
+        cProfileAnalysis()
+
+
+# -- recorded cProfile dumps ---------------------------------------------------------------------
+
+
+def _recorded(shared_fixtures: Path) -> tuple[Path, list[Path]]:
+    root = shared_fixtures / "smdebug" / "cprofile_layout"
+    node = root / "framework" / "tensorflow" / "cprofile" / "151-algo-1"
+    files = sorted(node.glob("*/python_stats"))
+    return root, files
+
+
+def test_recorded_steps_two_and_three_equal_pstats_of_the_same_files(shared_fixtures: Path) -> None:
+    root, files = _recorded(shared_fixtures)
+    step_files = [f for f in files if f.parent.name.startswith("train-")]
+    assert len(step_files) == 2
+    expected = pstats.Stats(*(str(f) for f in step_files))
+    result = cProfileAnalysis(
+        root / "framework" / "tensorflow" / "cprofile"
+    ).fetch_profile_stats_by_step(2, 3)
+    assert result.ps.stats.keys() == expected.stats.keys()  # type: ignore[attr-defined]
+    assert result.ps.total_calls == expected.total_calls  # type: ignore[attr-defined]
+    top = result.top_functions(n=3, by=Metrics.TOTAL_TIME)
+    by_tottime = sorted(expected.stats.items(), key=lambda kv: kv[1][2], reverse=True)  # type: ignore[attr-defined]
+    (file, line, function), (prim, total, tottime, cumtime, _) = by_tottime[0]
+    assert top.iloc[0][["function", "file", "line"]].tolist() == [function, file, line]
+    assert top.iloc[0]["total_time_s"] == pytest.approx(tottime)
+    assert top.iloc[0]["cumulative_time_s"] == pytest.approx(cumtime)
+    assert top.iloc[0]["total_calls"] == total
+
+
+def test_recorded_pre_step_zero_equals_pstats_of_that_file(shared_fixtures: Path) -> None:
+    root, files = _recorded(shared_fixtures)
+    (pre,) = [f for f in files if f.parent.name.startswith("prestepzero-")]
+    expected = pstats.Stats(str(pre))
+    result = cProfileAnalysis(root).fetch_pre_step_zero_profile_stats()
+    assert result.ps.stats == expected.stats  # type: ignore[attr-defined]
+    functions = result.get_function_stats()
+    assert len(functions) == len(expected.stats)  # type: ignore[attr-defined]
+    assert functions["total_calls"].sum() == expected.total_calls  # type: ignore[attr-defined]
+
+
+# -- pyinstrument --------------------------------------------------------------------------------
+
+
+def test_a_real_pyinstrument_profile_gives_a_top_function_table(tmp_path: Path) -> None:
+    pyinstrument = pytest.importorskip("pyinstrument")
+    from pyinstrument.renderers import HTMLRenderer, JSONRenderer
+
+    profiler = pyinstrument.Profiler(interval=0.0005)
+    profiler.start()
+    for _ in range(40):
+        busy_trainer(20000)
+    profiler.stop()
+    folder = (
+        tmp_path
+        / "framework"
+        / "pytorch"
+        / "pyinstrument"
+        / "0-algo-1"
+        / _folder("train", "4", "stepstart", T, "train", "4", "stepend", T + 1)
+    )
+    folder.mkdir(parents=True)
+    (folder / "python_stats.json").write_text(profiler.output(JSONRenderer()))
+    (folder / "python_stats.html").write_text(profiler.output(HTMLRenderer()))
+
+    result = PyinstrumentAnalysis(tmp_path).fetch_profile_stats_by_step(4)
+    assert len(result) == 1
+    assert result[0].html_file_path.endswith("python_stats.html")
+    assert result[0].json_stats["root_frame"]
+    table = result.top_functions(n=100, by=Metrics.CUMULATIVE_TIME)
+    assert list(table.columns) == TOP_COLUMNS
+    row = table[table["function"] == "busy_trainer"].iloc[0]
+    assert row["cumulative_time_s"] > 0
+    assert row["total_time_s"] <= row["cumulative_time_s"] + 1e-9
+    assert math.isnan(row["total_calls"])
+
+
+def test_pyinstrument_recursion_counts_inclusive_time_once() -> None:
+    def frame(function: str, time_s: float, *children: dict) -> dict:
+        return {
+            "function": function,
+            "file_path": "train.py",
+            "line_no": {"main": 1, "f": 10, "g": 20}[function],
+            "time": time_s,
+            "children": list(children),
+        }
+
+    tree = {"root_frame": frame("main", 1.0, frame("f", 0.8, frame("f", 0.5, frame("g", 0.3))))}
+    stats = PyinstrumentStats([PyinstrumentStepStats("", tree)])
+    table = stats.get_function_stats().set_index("function")
+    assert table.loc["f", "total_time_s"] == pytest.approx(0.5)  # 0.3 + 0.2 of its own
+    assert table.loc["f", "cumulative_time_s"] == pytest.approx(0.8)  # not 1.3
+    assert table.loc["g", "cumulative_time_s"] == pytest.approx(0.3)
+    assert table.loc["main", "total_time_s"] == pytest.approx(0.2)
+    assert stats.top_functions(n=1, by="total_time_s")["function"].tolist() == ["f"]
+
+
+def test_pyinstrument_empty_query_is_an_empty_sequence(tmp_path: Path) -> None:
+    result = PyinstrumentAnalysis(tmp_path).fetch_pre_step_zero_profile_stats()
+    assert result.empty and len(result) == 0
+    assert result.top_functions().empty
