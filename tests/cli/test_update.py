@@ -1,0 +1,99 @@
+"""``stepscope update``: rewrites a job's profiler-config.json and prints what changed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from stepscope.cli import main
+from stepscope.config import FrameworkProfile, ProfileRange, ProfilerConfig, PythonProfiler
+
+
+@pytest.fixture
+def job(tmp_path):
+    job_dir = tmp_path / "job"
+    ProfilerConfig(framework_profile_params=FrameworkProfile(local_path="/tmp/MyRun")).to_file(
+        job_dir / "profiler-config.json"
+    )
+    return job_dir
+
+
+def _config(job) -> ProfilerConfig:
+    return ProfilerConfig.from_file(job / "profiler-config.json")
+
+
+def test_update_rewrites_the_config_and_prints_the_changes(job, capsys) -> None:
+    code = main(["update", str(job), "--detailed", "100:5", "--python-profiler", "Pyinstrument"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "detailed" in out and "step 5 -> steps 100-104" in out
+    assert "pyinstrument" in out
+    assert "dataloader" not in out, "unchanged settings are not listed"
+    framework = _config(job).framework_profile_params
+    assert framework is not None
+    assert framework.range_for("detailed") == ProfileRange(start_step=100, num_steps=5)
+    assert framework.python_profiling_config is not None
+    assert framework.python_profiling_config.python_profiler is PythonProfiler.PYINSTRUMENT
+    assert framework.local_path == "/tmp/MyRun"
+
+
+def test_disable_enable_interval_and_off(job, capsys) -> None:
+    assert (
+        main(
+            ["update", str(job), "--disable", "--system-interval-ms", "1000", "--dataloader", "off"]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "enabled -> disabled" in out and "500 ms -> 1000 ms" in out and "-> off" in out
+    config = _config(job)
+    assert config.disable_profiler and config.system_monitor_interval_millis == 1000
+    assert main(["update", str(job), "--enable"]) == 0
+    assert _config(job).disable_profiler is False
+
+
+def test_nothing_to_change(job, capsys) -> None:
+    assert main(["update", str(job)]) == 0
+    assert "nothing changed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["--detailed", "5"],
+        ["--detailed", "a:b"],
+        ["--python-profiler", "yappi"],
+        ["--system-interval-ms", "300"],
+        ["--disable", "--enable"],
+    ],
+)
+def test_bad_arguments_exit_2_and_keep_the_file(job, arguments) -> None:
+    before = (job / "profiler-config.json").read_bytes()
+    with pytest.raises(SystemExit) as caught:
+        main(["update", str(job), *arguments])
+    assert caught.value.code == 2
+    assert (job / "profiler-config.json").read_bytes() == before
+
+
+def test_an_invalid_value_is_a_config_error_exit_2(job, capsys) -> None:
+    assert main(["update", str(job), "--detailed", "3:0"]) == 2
+    assert "DetailedProfilingConfig.num_steps must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_a_folder_that_is_not_a_job_exits_1(tmp_path, capsys) -> None:
+    assert main(["update", str(tmp_path), "--detailed", "1:1"]) == 1
+    assert "profiler-config.json" in capsys.readouterr().err
+
+
+def test_the_console_command_runs_in_its_own_process(job) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "update", str(job), "--python", "20:2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "steps 9-11" in result.stdout and "steps 20-21" in result.stdout
+    assert _config(job).range_for("python") == ProfileRange(start_step=20, num_steps=2)
