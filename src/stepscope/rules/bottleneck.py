@@ -1,0 +1,133 @@
+"""Counting bottleneck snapshots: low GPU utilization while a host metric is high (CPU or I/O wait).
+
+CPUBottleneck and IOBottleneck differ only in the host metric, so they share this tally.
+
+**What "high" means.** A snapshot of one node is *high* when the **mean** of the metric over the
+node's cores exceeds the threshold, and *low GPU* when the **mean** utilization over the node's
+GPUs is below ``gpu_threshold``. SageMaker used "any single core" and "any single GPU": the Python
+main thread keeps one core near 100 % in nearly every training loop, so any-core flagged almost
+every snapshot of a CPU-light job, and an idle spare GPU flagged every snapshot. The mean answers
+the rule's question -- is the host as a whole saturated while the GPUs wait -- and is what adding
+workers or a bigger instance changes. The hottest core is still reported in the details.
+
+Snapshots are grouped per node (see :mod:`stepscope.rules.window`), so several nodes' records
+interleaving in time no longer break the count.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stepscope.rules.base import Verdict
+from stepscope.rules.distribution import IntervalList
+
+__all__ = ["BottleneckTally"]
+
+
+class BottleneckTally:
+    """Per-node counts of snapshots, low-GPU snapshots and bottleneck snapshots.
+
+    :param metric: the per-snapshot column of the host metric (``"cpu_mean_pct"`` or
+        ``"iowait_mean_pct"``), see :meth:`ScanWindow.snapshots`.
+    :param interval_gap_us: bottleneck snapshots closer than this form one violation interval.
+    """
+
+    def __init__(self, metric: str, interval_gap_us: int) -> None:
+        self.metric = metric
+        self.per_node: dict[str, dict[str, Any]] = {}
+        self.intervals = IntervalList(interval_gap_us)
+
+    def add(self, snapshots: dict[str, np.ndarray], high_pct: float, gpu_low_pct: float) -> None:
+        """Count the snapshots of one window (only those that have GPU metrics)."""
+        if len(snapshots["node"]) == 0:
+            return
+        has_gpu = snapshots["gpus"] > 0
+        nodes = snapshots["node"][has_gpu]
+        times = snapshots["snapshot_us"][has_gpu]
+        metric = np.nan_to_num(snapshots[self.metric][has_gpu], nan=0.0)
+        peak_column = "cpu_max_pct" if self.metric == "cpu_mean_pct" else "iowait_max_pct"
+        peak = np.nan_to_num(snapshots[peak_column][has_gpu], nan=0.0)
+        low_gpu = snapshots["gpu_mean_pct"][has_gpu] < gpu_low_pct
+        bottleneck = low_gpu & (metric > high_pct)
+        for node in np.unique(nodes).tolist():
+            mine = nodes == node
+            entry = self.per_node.setdefault(
+                node,
+                {"datapoints": 0, "low_gpu": 0, "high": 0, "bottlenecks": 0, "peak_core_pct": 0.0},
+            )
+            entry["datapoints"] += int(mine.sum())
+            entry["low_gpu"] += int((low_gpu & mine).sum())
+            entry["high"] += int(((metric > high_pct) & mine).sum())
+            entry["bottlenecks"] += int((bottleneck & mine).sum())
+            if mine.any():
+                entry["peak_core_pct"] = max(entry["peak_core_pct"], float(peak[mine].max()))
+        hits = np.sort(times[bottleneck])
+        self.intervals.add(hits, hits)
+
+    @property
+    def datapoints(self) -> int:
+        return sum(entry["datapoints"] for entry in self.per_node.values())
+
+    @property
+    def bottlenecks(self) -> int:
+        return sum(entry["bottlenecks"] for entry in self.per_node.values())
+
+    @property
+    def low_gpu(self) -> int:
+        return sum(entry["low_gpu"] for entry in self.per_node.values())
+
+    def details(self) -> dict[str, Any]:
+        """Per-node counts and percentages for the report."""
+        nodes = {}
+        for node, entry in sorted(self.per_node.items()):
+            points = max(entry["datapoints"], 1)
+            nodes[node] = {
+                **entry,
+                "bottleneck_pct": round(100.0 * entry["bottlenecks"] / points, 2),
+                "low_gpu_pct": round(100.0 * entry["low_gpu"] / points, 2),
+            }
+        return {
+            "nodes": nodes,
+            "datapoints": self.datapoints,
+            "bottlenecks": self.bottlenecks,
+            "low_gpu_utilization": self.low_gpu,
+        }
+
+    def verdict(self, parameters: dict[str, Any], label: str, high_parameter: str) -> Verdict:
+        """The verdict shared by CPUBottleneck and IOBottleneck (``label`` is "CPU" or "I/O wait")."""
+        points, hits = self.datapoints, self.bottlenecks
+        if points == 0:
+            return Verdict(applicable=False, message="No snapshot with GPU metrics yet.")
+        pct = 100.0 * hits / points
+        triggered = points > parameters["patience"] and pct > parameters["threshold"]
+        high = parameters[high_parameter]
+        low = parameters["gpu_threshold"]
+        message = (
+            f"{hits} of {points} snapshots ({pct:.1f} %) had GPUs below {low:g} % while mean "
+            f"{label} was above {high:g} % (threshold {parameters['threshold']:g} %)."
+        )
+        if points <= parameters["patience"]:
+            message += f" Waiting for {parameters['patience']} snapshots before deciding."
+        if label == "CPU":
+            recommendation = (
+                f"In {pct:.0f} % of the time the GPUs waited while the CPU was saturated. Move data "
+                "preprocessing to the GPU or precompute it, use lighter augmentations, or choose an "
+                "instance with more CPU cores per GPU."
+            )
+        else:
+            recommendation = (
+                f"In {pct:.0f} % of the time the GPUs waited while the cores waited on I/O. Use faster "
+                "storage or a local copy of the data, prefetch and cache it, read larger files "
+                "(e.g. sharded record files), and raise the data loader's num_workers/prefetch_factor."
+            )
+        return Verdict(
+            triggered=triggered,
+            violations=hits,
+            datapoints=points,
+            message=message,
+            recommendation=recommendation,
+            details=self.details(),
+            intervals=self.intervals.as_list(),
+        )

@@ -1,0 +1,232 @@
+"""Dataloader: too few or too many data-loading processes for the node's cores.
+
+Reads the node's core count (distinct ``CPUUtilization`` names), the PyTorch data-loader events
+(``DataLoaderWorker`` and ``DataLoaderIter`` GetNext, whose ``args.pid`` is the process) and
+``DataLoaderIterInitialize`` (``num_workers``, ``pin_memory``). Per node and second of data time
+it counts the distinct processes loading data; it triggers once more than ``patience`` seconds
+were seen and the median count is below ``min_threshold`` % or above ``max_threshold`` % of the
+cores. It also reports GetNext durations (how long the training loop waited for a batch) and
+their share of step time. This is SageMaker's twelfth, undocumented rule, with its defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.distribution import QuantileSketch
+from stepscope.rules.parameters import Param
+from stepscope.rules.window import ScanWindow, split_by
+
+__all__ = ["Dataloader"]
+
+_PID = "coalesce(try_cast(json_extract_string(args, '$.pid') AS BIGINT), pid)"
+
+_LOADERS_SQL = f"""
+SELECT node, CAST(floor(start_us / 1e6) AS BIGINT) AS second, count(DISTINCT {_PID}) AS loaders
+FROM {{events}}
+WHERE category IN ('DataLoaderWorker', 'DataLoaderIter')
+GROUP BY ALL ORDER BY node
+"""
+
+_WAIT_SQL = """
+SELECT node,
+    sum(dur_us) FILTER (WHERE category = 'DataLoaderIter') AS getnext_us,
+    sum(dur_us) FILTER (WHERE category LIKE 'Step:ModeKeys.%') AS step_us
+FROM {events}
+WHERE category = 'DataLoaderIter' OR category LIKE 'Step:ModeKeys.%'
+GROUP BY node ORDER BY node
+"""
+
+_GETNEXT_SQL = "SELECT dur_us FROM {events} WHERE category = 'DataLoaderIter'"
+
+_INIT_SQL = """
+SELECT node, rank, start_us, name, args FROM {events}
+WHERE category = 'DataLoaderIterInitialize' ORDER BY start_us
+"""
+
+
+class Dataloader(Rule):
+    description = (
+        "Checks that the data loader runs enough parallel processes for the node: the median "
+        "number of processes loading data at the same time should be between min_threshold % "
+        "and max_threshold % of the CPU cores. Too few leaves cores idle while the GPU waits for "
+        "batches; too many makes the processes compete for cores and memory."
+    )
+    parameter_specs = {
+        "min_threshold": Param(
+            70, float, "Lowest healthy share of cores loading data (%).", minimum=0
+        ),
+        "max_threshold": Param(
+            200, float, "Highest healthy share of cores loading data (%).", minimum=0
+        ),
+        "patience": Param(
+            10, int, "Seconds with data-loading activity before the rule may trigger.", minimum=0
+        ),
+    }
+
+    def __init__(self, **parameters: object) -> None:
+        super().__init__(**parameters)
+        self.loaders: dict[str, dict[int, int]] = {}
+        self.cores: dict[str, int] = {}
+        self.getnext = QuantileSketch()
+        self.wait: dict[str, list[float]] = {}
+        self.init: dict[str, dict[str, Any]] = {}
+        self.ranks: dict[str, set[int]] = {}
+
+    def scan(self, window: ScanWindow) -> None:
+        for (node,), rows in split_by(window.snapshots(), "node"):
+            self.cores[node] = max(self.cores.get(node, 0), int(rows["cores"].max()))
+        for (node,), rows in split_by(window.query(_LOADERS_SQL), "node"):
+            counts = self.loaders.setdefault(node, {})
+            values, n = np.unique(rows["loaders"], return_counts=True)
+            for value, times in zip(values.tolist(), n.tolist(), strict=True):
+                counts[value] = counts.get(value, 0) + times
+        wait = window.query(_WAIT_SQL)
+        for node, getnext_us, step_us in zip(
+            wait["node"].tolist(),
+            wait["getnext_us"].tolist(),
+            wait["step_us"].tolist(),
+            strict=True,
+        ):
+            entry = self.wait.setdefault(node, [0.0, 0.0])
+            entry[0] += 0.0 if _missing(getnext_us) else getnext_us
+            entry[1] += 0.0 if _missing(step_us) else step_us
+        self.getnext.add(window.query(_GETNEXT_SQL)["dur_us"] / 1e3)
+        init = window.query(_INIT_SQL)
+        for node, rank, name, args in zip(
+            init["node"].tolist(),
+            init["rank"].tolist(),
+            init["name"].tolist(),
+            init["args"].tolist(),
+            strict=True,
+        ):
+            self.init[node] = {"name": name, **_args(args)}
+            self.ranks.setdefault(node, set()).add(int(rank))
+
+    def evaluate(self) -> Verdict:
+        if not self.loaders:
+            return Verdict(applicable=False, message="No PyTorch data-loader events.")
+        p = self.parameters
+        nodes: dict[str, Any] = {}
+        problems = []
+        datapoints = 0
+        for node, counts in sorted(self.loaders.items()):
+            buckets = sum(counts.values())
+            datapoints += buckets
+            median = _median(counts)
+            cores = self.cores.get(node, 0)
+            init = self.init.get(node, {})
+            getnext_us, step_us = self.wait.get(node, [0.0, 0.0])
+            entry = {
+                "cores": cores,
+                "dataloaders": median,
+                "seconds": buckets,
+                "num_workers": init.get("num_workers"),
+                "pin_memory": init.get("pin_memory"),
+                "loader": init.get("name"),
+                "getnext_share_of_step_pct": round(100 * getnext_us / step_us, 2)
+                if step_us
+                else None,
+                "min_dataloaders": round(cores * p["min_threshold"] / 100, 2),
+                "max_dataloaders": round(cores * p["max_threshold"] / 100, 2),
+            }
+            nodes[node] = entry
+            if cores and buckets > p["patience"]:
+                if median < entry["min_dataloaders"] or median > entry["max_dataloaders"]:
+                    problems.append(node)
+        details: dict[str, Any] = {"nodes": nodes}
+        if self.getnext.count:
+            details["getnext_ms"] = {
+                "p25": round(self.getnext.quantile(0.25), 3),
+                "p50": round(self.getnext.quantile(0.5), 3),
+                "p95": round(self.getnext.quantile(0.95), 3),
+                "max": round(self.getnext.maximum, 3),
+                "count": self.getnext.count,
+                "histogram": self.getnext.histogram(),
+            }
+        if not any(entry["cores"] for entry in nodes.values()):
+            return Verdict(
+                applicable=False,
+                details=details,
+                datapoints=datapoints,
+                message="No CPU metrics to compare the data-loader processes with.",
+            )
+        summary = "; ".join(
+            f"{node}: median {e['dataloaders']:g} data-loading processes on {e['cores']} cores"
+            for node, e in nodes.items()
+        )
+        if not problems:
+            return Verdict(datapoints=datapoints, details=details, message=summary + ".")
+        return Verdict(
+            triggered=True,
+            violations=len(problems),
+            datapoints=datapoints,
+            details=details,
+            message=summary
+            + f" (healthy: {p['min_threshold']:g}-{p['max_threshold']:g} % of cores).",
+            recommendation=" ".join(self._advice(node, nodes[node]) for node in problems),
+        )
+
+    def _advice(self, node: str, entry: dict[str, Any]) -> str:
+        ranks = max(1, len(self.ranks.get(node, ())))
+        workers = entry["num_workers"]
+        cores = entry["cores"]
+        wait = entry["getnext_share_of_step_pct"]
+        waiting = f" and the loop waited on GetNext for {wait:.0f} % of step time" if wait else ""
+        if entry["dataloaders"] < entry["min_dataloaders"]:
+            target = max(1, math.ceil(entry["min_dataloaders"] / ranks))
+            idle = max(0, cores - int(entry["dataloaders"]))
+            change = (
+                f"raise num_workers from {workers} to {target}"
+                if workers is not None
+                else (f"use a DataLoader with num_workers={target}")
+            )
+            text = f"{node}: {idle} of {cores} cores did not load data{waiting}: {change}"
+            text += f" per rank ({ranks} rank(s) on the node)." if ranks > 1 else "."
+        else:
+            target = max(0, math.floor(entry["max_dataloaders"] / ranks))
+            text = (
+                f"{node}: a median of {entry['dataloaders']:g} processes loaded data on {cores} "
+                f"cores: lower num_workers from {workers} to {target}."
+            )
+        if entry["pin_memory"] is False:
+            text += " Set pin_memory=True to copy batches to the GPU faster."
+        return text
+
+
+def _median(counts: dict[int, int]) -> float:
+    """The median of a value -> occurrences histogram."""
+    values = sorted(counts)
+    cumulative = np.cumsum([counts[value] for value in values])
+
+    def at(rank: int) -> int:
+        return values[int(np.searchsorted(cumulative, rank, side="right"))]
+
+    total = int(cumulative[-1])
+    return (at((total - 1) // 2) + at(total // 2)) / 2
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _args(text: str) -> dict[str, Any]:
+    """``num_workers`` and ``pin_memory`` from a DataLoaderIterInitialize event's args."""
+    try:
+        args = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    out: dict[str, Any] = {}
+    if "num_workers" in args:
+        try:
+            out["num_workers"] = int(args["num_workers"])
+        except (TypeError, ValueError):
+            out["num_workers"] = args["num_workers"]
+    if "pin_memory" in args:
+        out["pin_memory"] = str(args["pin_memory"]).lower() in ("true", "1")
+    return out

@@ -1,0 +1,125 @@
+"""GPUMemoryIncrease: a GPU's memory use grows by more than ``increase`` percentage points.
+
+Reads ``GPUMemoryUtilization`` per (node, GPU). After each GPU's first ``patience`` samples, the
+series is cut into blocks of ``window`` samples; a block is a violation when its mean exceeds the
+lowest earlier block mean of that GPU (its baseline) by more than ``increase`` points. SageMaker
+compared a window with the same window shifted by one sample, so it only caught sharp jumps and
+never a slow leak; comparing with the baseline catches both. Defaults follow the AWS
+documentation (increase 10, patience 100, window 500; the original code used 5, 1000 and 10).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.distribution import IntervalList, QuantileSketch, SampleBlocks, box_stats
+from stepscope.rules.parameters import Param
+from stepscope.rules.window import ScanWindow, split_by
+
+__all__ = ["GPUMemoryIncrease"]
+
+
+class GPUMemoryIncrease(Rule):
+    description = (
+        "Checks whether GPU memory use keeps growing: the mean memory utilization of each block "
+        "of window samples is compared with the GPU's lowest earlier block mean, and a rise of "
+        "more than increase percentage points is a violation. Growing memory often means tensors "
+        "kept alive across steps (losses accumulated with their graph, caches) and ends in an "
+        "out-of-memory error."
+    )
+    parameter_specs = {
+        "increase": Param(
+            10,
+            float,
+            "Rise of mean memory utilization (percentage points) that is a violation.",
+            0,
+            100,
+        ),
+        "patience": Param(100, int, "Samples of each GPU skipped at the start.", minimum=0),
+        "window": Param(500, int, "Samples per compared block.", minimum=1),
+    }
+
+    def __init__(self, **parameters: object) -> None:
+        super().__init__(**parameters)
+        p = self.parameters
+        self.blocks = SampleBlocks(p["window"], p["patience"])
+        self.sketches: dict[tuple[str, ...], QuantileSketch] = {}
+        self.state: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.intervals = IntervalList(join_gap_us=0)
+
+    def scan(self, window: ScanWindow) -> None:
+        for key, rows in split_by(window.gpu_samples(), "node", "gpu"):
+            memory = rows["memory_pct"]
+            keep = ~np.isnan(memory)
+            if not keep.any():
+                continue
+            memory, times = memory[keep], rows["snapshot_us"][keep]
+            self.sketches.setdefault(key, QuantileSketch()).add(memory)
+            for block in self.blocks.feed(key, np.column_stack([times, memory])):
+                self._compare(key, block)
+
+    def _compare(self, key: tuple[str, ...], block: np.ndarray) -> None:
+        mean = float(block[:, 1].mean())
+        entry = self.state.setdefault(
+            key, {"blocks": 0, "violations": 0, "baseline_pct": None, "max_increase_pct": 0.0}
+        )
+        entry["blocks"] += 1
+        baseline = entry["baseline_pct"]
+        if baseline is not None:
+            rise = mean - baseline
+            entry["max_increase_pct"] = round(max(entry["max_increase_pct"], rise), 2)
+            if rise > self.parameters["increase"]:
+                entry["violations"] += 1
+                self.intervals.add([block[0, 0]], [block[-1, 0]])
+        entry["baseline_pct"] = mean if baseline is None else min(baseline, mean)
+        entry["last_mean_pct"] = round(mean, 2)
+
+    def evaluate(self) -> Verdict:
+        if not self.sketches:
+            return Verdict(applicable=False, message="No GPU memory metrics.")
+        p = self.parameters
+        gpus: dict[str, Any] = {}
+        flagged = []
+        for key in sorted(self.sketches):
+            entry = dict(
+                self.state.get(key, {"blocks": 0, "violations": 0, "max_increase_pct": 0.0})
+            )
+            if entry.get("baseline_pct") is not None:
+                entry["baseline_pct"] = round(entry["baseline_pct"], 2)
+            entry.update(box_stats(self.sketches[key]))
+            gpus["/".join(key)] = entry
+            if entry["violations"]:
+                flagged.append(("/".join(key), entry))
+        violations = sum(e["violations"] for _, e in flagged)
+        datapoints = sum(e["blocks"] for e in gpus.values())
+        details = {"gpus": gpus, "flagged": [name for name, _ in flagged]}
+        if not flagged:
+            return Verdict(
+                datapoints=datapoints,
+                details=details,
+                message=f"No GPU memory rise above {p['increase']:g} points in {datapoints} blocks.",
+            )
+        worst_name, worst = max(flagged, key=lambda item: item[1]["max_increase_pct"])
+        message = (
+            f"GPU memory grew on {len(flagged)} GPU(s); {worst_name} rose "
+            f"{worst['max_increase_pct']:.1f} points above its baseline of "
+            f"{worst['baseline_pct']:.1f} % (limit {p['increase']:g})."
+        )
+        recommendation = (
+            f"Memory on {worst_name} rose from {worst['baseline_pct']:.1f} % to "
+            f"{worst['last_mean_pct']:.1f} %. Look for tensors kept across steps (e.g. "
+            "accumulating a loss without .item() or .detach()), growing caches or lists of "
+            "outputs; if the growth is expected, make sure the peak fits in memory."
+        )
+        return Verdict(
+            triggered=True,
+            violations=violations,
+            datapoints=datapoints,
+            message=message,
+            recommendation=recommendation,
+            details=details,
+            intervals=self.intervals.as_list(),
+        )

@@ -1,0 +1,145 @@
+"""LowGPUUtilization: a GPU is underused (low p95) or fluctuates (high p95, very low p5).
+
+Reads every ``GPUUtilization`` sample per (node, GPU). After skipping each GPU's first
+``patience`` samples, the series is cut into consecutive blocks of ``window`` samples and each
+block is judged once: *underused* when its p95 is below ``threshold_p95``, *fluctuating* when its
+p95 is at or above ``threshold_p95`` and its p5 below ``threshold_p5``. A violation is one judged
+block; the rule triggers on the first one. At the end, a last partial block of at least half a
+window is judged too, so a short job is not left unjudged by a few samples. SageMaker re-judged
+the last ``window`` samples on every scan, so its counts depended on the scan interval; blocks
+make the verdict the same live and offline. Box-plot figures are over all samples of each GPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.distribution import IntervalList, QuantileSketch, SampleBlocks, box_stats
+from stepscope.rules.parameters import Param
+from stepscope.rules.window import ScanWindow, split_by
+
+__all__ = ["LowGPUUtilization"]
+
+
+class LowGPUUtilization(Rule):
+    description = (
+        "Checks each GPU for low or fluctuating utilization: in each block of window samples, a "
+        "95th percentile below threshold_p95 means the GPU is underused, and a 95th percentile "
+        "above threshold_p95 with a 5th percentile below threshold_p5 means its load fluctuates "
+        "(typically a GPU that alternates between work and waiting for data or other workers)."
+    )
+    parameter_specs = {
+        "threshold_p95": Param(
+            70, float, "p95 utilization (%) below which a GPU is underused.", 0, 100
+        ),
+        "threshold_p5": Param(
+            10, float, "p5 utilization (%) below which a busy GPU fluctuates.", 0, 100
+        ),
+        "window": Param(500, int, "Samples per judged block.", minimum=1),
+        "patience": Param(1000, int, "Samples of each GPU skipped at the start.", minimum=0),
+    }
+
+    def __init__(self, **parameters: object) -> None:
+        super().__init__(**parameters)
+        p = self.parameters
+        self.blocks = SampleBlocks(p["window"], p["patience"])
+        self.sketches: dict[tuple[str, ...], QuantileSketch] = {}
+        self.judged: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.intervals = IntervalList(join_gap_us=0)
+
+    def scan(self, window: ScanWindow) -> None:
+        samples = window.gpu_samples()
+        for key, rows in split_by(samples, "node", "gpu"):
+            util = rows["util_pct"]
+            keep = ~np.isnan(util)
+            util, times = util[keep], rows["snapshot_us"][keep]
+            if util.size == 0:
+                continue
+            self.sketches.setdefault(key, QuantileSketch()).add(util)
+            blocks = self.blocks.feed(key, np.column_stack([times, util]))
+            for block in blocks:
+                self._judge(key, block, record=True)
+
+    def _judge(self, key: tuple[str, ...], block: np.ndarray, *, record: bool) -> str:
+        p = self.parameters
+        p95, p5 = np.percentile(block[:, 1], [95, 5])
+        kind = ""
+        if p95 < p["threshold_p95"]:
+            kind = "underused"
+        elif p5 < p["threshold_p5"]:
+            kind = "fluctuating"
+        if record:
+            entry = self.judged.setdefault(
+                key,
+                {"blocks": 0, "underused": 0, "fluctuating": 0, "last_p95": 0.0, "last_p5": 0.0},
+            )
+            entry["blocks"] += 1
+            entry["last_p95"], entry["last_p5"] = round(float(p95), 2), round(float(p5), 2)
+            if kind:
+                entry[kind] += 1
+                self.intervals.add([block[0, 0]], [block[-1, 0]])
+        return kind
+
+    def evaluate(self) -> Verdict:
+        if not self.sketches:
+            return Verdict(applicable=False, message="No GPU utilization metrics.")
+        p = self.parameters
+        gpus: dict[str, Any] = {}
+        violations = datapoints = 0
+        flagged = []
+        for key in sorted(self.sketches):
+            entry = dict(self.judged.get(key, {"blocks": 0, "underused": 0, "fluctuating": 0}))
+            tail = self.blocks.unfinished(key)
+            if len(tail) >= max(1, p["window"] // 2) and tail.shape[1] == 2:
+                kind = self._judge(key, tail, record=False)
+                entry["blocks"] += 1
+                if kind:
+                    entry[kind] += 1
+            entry.update(box_stats(self.sketches[key]))
+            gpus["/".join(key)] = entry
+            datapoints += entry["blocks"]
+            bad = entry["underused"] + entry["fluctuating"]
+            violations += bad
+            if bad:
+                flagged.append((key, entry))
+        details = {"gpus": gpus, "flagged": ["/".join(k) for k, _ in flagged]}
+        if datapoints == 0:
+            samples = max(self.blocks.total(k) for k in self.sketches)
+            return Verdict(
+                datapoints=0,
+                details=details,
+                message=f"{samples} samples per GPU so far; judging starts after "
+                f"{p['patience']} + {p['window'] // 2} samples.",
+            )
+        if not flagged:
+            return Verdict(
+                datapoints=datapoints,
+                details=details,
+                message=f"All {len(gpus)} GPUs were well used in {datapoints} judged blocks.",
+            )
+        parts = []
+        for key, entry in flagged:
+            what = "underused" if entry["underused"] >= entry["fluctuating"] else "fluctuating"
+            parts.append(
+                f"{'/'.join(key)} {what} (p95 {entry['p95']:.0f} %, p50 {entry['p50']:.0f} %)"
+            )
+        names = ", ".join(parts[:8]) + (" ..." if len(parts) > 8 else "")
+        message = f"{len(flagged)} of {len(gpus)} GPUs had low or fluctuating utilization: {names}."
+        recommendation = (
+            f"{names}. If only some GPUs are affected, check the work split between GPUs "
+            "(LoadBalancing) and the data each rank gets; if all are, increase the batch size or "
+            "the model work per step, or fix input stalls (Dataloader, IOBottleneck), or use "
+            "fewer or smaller GPUs."
+        )
+        return Verdict(
+            triggered=True,
+            violations=violations,
+            datapoints=datapoints,
+            message=message,
+            recommendation=recommendation,
+            details=details,
+            intervals=self.intervals.as_list(),
+        )

@@ -1,0 +1,133 @@
+"""MaxInitializationTime: the first training step comes too late.
+
+Keeps the first and last data timestamps (system samples and events), the start of the first
+step and the end of the last one. Triggers when the first step started more than ``threshold``
+minutes after the job's first data, or when no step has started ``threshold`` minutes into the
+job. Its details (initialization, training loop and finalization times) feed the report's job
+summary. Unlike SageMaker's, it fires under ProfilerReport too: the engine gives every rule the
+same windows and nothing depends on a rule's private clock.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.parameters import Param
+from stepscope.rules.window import ScanWindow
+
+__all__ = ["MaxInitializationTime"]
+
+_BOUNDS_SQL = """
+SELECT
+    (SELECT min(timestamp_us) FROM system WHERE timestamp_us >= {start} AND timestamp_us < {end}) AS sys_first,
+    (SELECT max(timestamp_us) FROM system WHERE timestamp_us >= {start} AND timestamp_us < {end}) AS sys_last,
+    (SELECT min(start_us) FROM {{events}}) AS ev_first,
+    (SELECT max(start_us + dur_us) FROM {{events}}) AS ev_last,
+    (SELECT min(start_us) FROM {{events}} WHERE ph = 'X' AND (category LIKE 'Step:ModeKeys.%'
+        OR (name LIKE 'ProfilerStep#%' AND category <> 'gpu_user_annotation'))) AS step_first,
+    (SELECT max(start_us + dur_us) FROM {{events}} WHERE ph = 'X' AND (category LIKE 'Step:ModeKeys.%'
+        OR (name LIKE 'ProfilerStep#%' AND category <> 'gpu_user_annotation'))) AS step_last,
+    (SELECT count(*) FROM {{events}} WHERE ph = 'X' AND (category LIKE 'Step:ModeKeys.%'
+        OR (name LIKE 'ProfilerStep#%' AND category <> 'gpu_user_annotation'))) AS steps
+"""
+
+
+class MaxInitializationTime(Rule):
+    description = (
+        "Checks how long the job takes to start training: the time from the job's first "
+        "recorded data to the first training step must stay below threshold minutes. Long "
+        "initialization usually comes from downloading or preprocessing data, loading a large "
+        "checkpoint, or compiling the model before the loop."
+    )
+    parameter_specs = {
+        "threshold": Param(20, float, "Minutes allowed before the first step.", minimum=0),
+    }
+
+    def __init__(self, **parameters: object) -> None:
+        super().__init__(**parameters)
+        self.bounds: dict[str, float] = {}
+        self.steps = 0
+
+    def scan(self, window: ScanWindow) -> None:
+        row = window.query(_BOUNDS_SQL.format(start=window.start_us, end=window.end_us))
+        values = {name: float(column[0]) for name, column in row.items()}
+        self.steps += int(values.pop("steps"))
+        for name in ("sys_first", "ev_first", "step_first"):
+            self._keep(name, values[name], min)
+        for name in ("sys_last", "ev_last", "step_last"):
+            self._keep(name, values[name], max)
+
+    def _keep(self, name: str, value: float, pick: Any) -> None:
+        if math.isnan(value):
+            return
+        self.bounds[name] = pick(self.bounds.get(name, value), value)
+
+    def evaluate(self) -> Verdict:
+        b = self.bounds
+        starts = [b[k] for k in ("sys_first", "ev_first") if k in b]
+        ends = [b[k] for k in ("sys_last", "ev_last") if k in b]
+        if not starts:
+            return Verdict(applicable=False, message="No data yet.")
+        limit_us = self.parameters["threshold"] * 60e6
+        job_start, job_end = min(starts), max(ends)
+        details: dict[str, Any] = {
+            "job_start_us": int(job_start),
+            "job_end_us": int(job_end),
+            "job_duration_s": round((job_end - job_start) / 1e6, 3),
+            "steps": self.steps,
+        }
+        if "step_first" not in b:
+            waited_min = (job_end - job_start) / 60e6
+            if waited_min * 60e6 <= limit_us:
+                return Verdict(
+                    applicable=False,
+                    details=details,
+                    message=f"No training step yet after {waited_min:.1f} min.",
+                )
+            return Verdict(
+                triggered=True,
+                violations=1,
+                datapoints=1,
+                details=details,
+                intervals=[[int(job_start), int(job_end)]],
+                message=f"No training step after {waited_min:.1f} min "
+                f"(threshold {self.parameters['threshold']:g} min).",
+                recommendation=_ADVICE,
+            )
+        first, last = b["step_first"], b["step_last"]
+        total = max(job_end - job_start, 1.0)
+        init, loop, final = first - job_start, last - first, max(0.0, job_end - last)
+        details.update(
+            training_loop_start_us=int(first),
+            training_loop_end_us=int(last),
+            initialization_s=round(init / 1e6, 3),
+            training_loop_s=round(loop / 1e6, 3),
+            finalization_s=round(final / 1e6, 3),
+            initialization_pct=round(100 * init / total, 2),
+            training_loop_pct=round(100 * loop / total, 2),
+            finalization_pct=round(100 * final / total, 2),
+        )
+        triggered = init > limit_us
+        message = (
+            f"The first step started {init / 60e6:.2f} min after the job's first data "
+            f"(threshold {self.parameters['threshold']:g} min)."
+        )
+        return Verdict(
+            triggered=triggered,
+            violations=int(triggered),
+            datapoints=1,
+            details=details,
+            intervals=[[int(job_start), int(first)]] if triggered else [],
+            message=message,
+            recommendation=f"Initialization took {init / 60e6:.1f} min. {_ADVICE}"
+            if triggered
+            else "",
+        )
+
+
+_ADVICE = (
+    "Stream the data instead of downloading it all first (or cache it on local disk), "
+    "preprocess it once offline, and load checkpoints lazily."
+)

@@ -1,0 +1,166 @@
+"""OverallFrameworkMetrics: where the training loop's time goes; never triggers.
+
+Sums event durations per category over the whole job into SageMaker's report groups: step time
+per mode versus the rest of the loop ("others"), forward versus backward, CPU versus GPU
+operators (with the top operators of each), general framework operations (data loading,
+annotations) and collectives (Horovod, smdataparallel, torch.distributed). Operator totals are
+kept per name; past 5,000 names only the 2,000 largest are kept (a Kineto trace has thousands of
+kernel names), which can only under-count the smallest ones. SageMaker swapped the CPU and GPU
+labels of its ratio; here ``ratio`` is ``{"CPU": cpu_us, "GPU": gpu_us}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.window import ScanWindow
+
+__all__ = ["OverallFrameworkMetrics"]
+
+_NAME_LIMIT, _NAME_KEEP = 5000, 2000
+
+_TOTALS_SQL = """
+SELECT
+    CASE
+        WHEN category LIKE 'Step:ModeKeys.%' OR (name LIKE 'ProfilerStep#%' AND category <> 'gpu_user_annotation') THEN 'step'
+        WHEN category IN ('Forward', 'Forward-SubModuleInternal') THEN 'forward'
+        WHEN category IN ('Backward(post-forward)', 'Backward-SubModuleInternal') THEN 'backward'
+        WHEN source IN ('horovod', 'smdataparallel', 'collective') OR category = 'Collective'
+             OR name LIKE 'nccl%' THEN 'collective'
+        WHEN lower(category) IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'memcpy', 'memset')
+             OR lower(category) LIKE '%gpu%' THEN 'gpu'
+        WHEN lower(category) LIKE '%cpu%' OR lower(category) = 'operator' THEN 'cpu'
+        ELSE 'general'
+    END AS grp,
+    CASE WHEN category LIKE 'Step:ModeKeys.%' THEN replace(category, 'Step:ModeKeys.', '')
+         WHEN name LIKE 'ProfilerStep#%' THEN 'TRAIN' ELSE category END AS category,
+    CASE WHEN name LIKE 'ProfilerStep#%' OR category LIKE 'Step:ModeKeys.%' THEN category ELSE name END AS name,
+    node, rank,
+    sum(dur_us) AS total_us, count(*) AS n, min(start_us) AS first_us, max(start_us + dur_us) AS last_us
+FROM {events}
+WHERE ph = 'X'
+GROUP BY ALL
+"""
+
+
+class OverallFrameworkMetrics(Rule):
+    description = (
+        "Summarises where the training loop spends its time: steps per mode and the time "
+        "between steps, forward versus backward pass, CPU versus GPU operators and their top "
+        "operators, data loading and other framework operations, and collective communication. "
+        "It never triggers."
+    )
+
+    def __init__(self, **parameters: object) -> None:
+        super().__init__(**parameters)
+        self.groups: dict[str, float] = {}
+        self.categories: dict[tuple[str, str], float] = {}
+        self.names: dict[tuple[str, str], list[float]] = {}
+        self.step_spans: dict[tuple[str, int], list[float]] = {}
+        self.events = 0
+
+    def scan(self, window: ScanWindow) -> None:
+        rows = window.query(_TOTALS_SQL)
+        if len(rows["grp"]) == 0:
+            return
+        for grp, category, name, node, rank, total, n, first, last in zip(
+            rows["grp"].tolist(),
+            rows["category"].tolist(),
+            rows["name"].tolist(),
+            rows["node"].tolist(),
+            rows["rank"].tolist(),
+            rows["total_us"].tolist(),
+            rows["n"].tolist(),
+            rows["first_us"].tolist(),
+            rows["last_us"].tolist(),
+            strict=True,
+        ):
+            self.events += int(n)
+            self.groups[grp] = self.groups.get(grp, 0.0) + total
+            self.categories[(grp, category)] = self.categories.get((grp, category), 0.0) + total
+            entry = self.names.setdefault((grp, name), [0.0, 0])
+            entry[0] += total
+            entry[1] += n
+            if grp == "step":
+                span = self.step_spans.setdefault((node, int(rank)), [first, last, 0.0])
+                span[0], span[1] = min(span[0], first), max(span[1], last)
+                span[2] += total
+        if len(self.names) > _NAME_LIMIT:
+            keep = sorted(self.names.items(), key=lambda item: -item[1][0])[:_NAME_KEEP]
+            self.names = dict(keep)
+
+    def evaluate(self) -> Verdict:
+        if not self.events:
+            return Verdict(applicable=False, message="No framework events.")
+        phase = {
+            cat: round(us / 1e6, 6)
+            for (grp, cat), us in sorted(self.categories.items())
+            if grp == "step"
+        }
+        between = sum(
+            max(0.0, last - first - busy) for first, last, busy in self.step_spans.values()
+        )
+        if phase:
+            phase["others"] = round(between / 1e6, 6)
+        forward_backward = {
+            "forward": round(self.groups.get("forward", 0.0) / 1e6, 6),
+            "backward": round(self.groups.get("backward", 0.0) / 1e6, 6),
+        }
+        ratio = {
+            "CPU": round(self.groups.get("cpu", 0.0) / 1e6, 6),
+            "GPU": round(self.groups.get("gpu", 0.0) / 1e6, 6),
+        }
+        general = {
+            cat: round(us / 1e6, 6)
+            for (grp, cat), us in sorted(self.categories.items())
+            if grp == "general"
+        }
+        collective = {
+            cat: round(us / 1e6, 6)
+            for (grp, cat), us in sorted(self.categories.items())
+            if grp == "collective"
+        }
+        details: dict[str, Any] = {
+            "unit": "s",
+            "phase": phase,
+            "forward_backward": forward_backward if any(forward_backward.values()) else {},
+            "ratio": ratio if any(ratio.values()) else {},
+            "general": general,
+            "horovod": collective,
+            "CPU": self._top("cpu"),
+            "GPU": self._top("gpu"),
+        }
+        total_steps = sum(v for k, v in phase.items() if k != "others")
+        message = f"{self.events} framework events"
+        if phase:
+            message += f"; {total_steps:.1f} s in steps, {phase['others']:.1f} s between steps"
+        return Verdict(datapoints=self.events, details=details, message=message + ".")
+
+    def _top(self, grp: str, limit: int = 15) -> list[dict[str, Any]]:
+        rows = sorted(
+            ((name, total, n) for (g, name), (total, n) in self.names.items() if g == grp),
+            key=lambda row: -row[1],
+        )
+        whole = sum(total for _, total, _ in rows) or 1.0
+        top = [
+            {
+                "name": name,
+                "total_s": round(total / 1e6, 6),
+                "count": int(n),
+                "pct": round(100 * total / whole, 2),
+            }
+            for name, total, n in rows[:limit]
+        ]
+        rest = rows[limit:]
+        if rest:
+            others = sum(total for _, total, _ in rest)
+            top.append(
+                {
+                    "name": "others",
+                    "total_s": round(others / 1e6, 6),
+                    "count": int(sum(n for _, _, n in rest)),
+                    "pct": round(100 * others / whole, 2),
+                }
+            )
+        return top

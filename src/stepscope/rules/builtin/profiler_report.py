@@ -1,0 +1,108 @@
+"""ProfilerReport: runs every built-in rule and summarises their verdicts for the report.
+
+``ProfilerReport(CPUBottleneck_cpu_threshold=90, IOBottleneck_threshold=90)`` customises the
+sub-rules: each keyword is split at its first ``_``; the part before is a rule name (matched
+case-insensitively; OverallFrameworkMetrics takes no parameters), the rest one of that rule's
+parameters, validated like any rule parameter. ``scan_interval_us`` applies to every sub-rule.
+The engine scans the sub-rules itself, so a crashing sub-rule is marked Error and the others go on
+(SageMaker's error branch crashed the whole report). It triggers when any sub-rule triggered.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from stepscope.errors import ConfigError
+from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.parameters import SCAN_INTERVAL
+from stepscope.rules.window import ScanWindow
+
+__all__ = ["ProfilerReport"]
+
+logger = logging.getLogger(__name__)
+
+#: Sub-rules whose parameters cannot be customised through ProfilerReport (as in SageMaker).
+NOT_CUSTOMISABLE = ("OverallFrameworkMetrics",)
+
+
+class ProfilerReport(Rule):
+    description = (
+        "Runs all built-in profiler rules with their default or customised parameters and "
+        "writes the profiling report, updated while the job trains."
+    )
+
+    def __init__(self, **parameters: Any) -> None:
+        from stepscope.rules.builtin import SUB_RULES
+
+        own = {
+            "scan_interval_us": SCAN_INTERVAL.coerce(
+                "ProfilerReport.scan_interval_us",
+                parameters.pop("scan_interval_us", SCAN_INTERVAL.default),
+            )
+        }
+        customisable = {name.lower(): name for name in SUB_RULES if name not in NOT_CUSTOMISABLE}
+        per_rule: dict[str, dict[str, Any]] = {name: {} for name in SUB_RULES}
+        for key, value in parameters.items():
+            prefix, _, parameter = key.partition("_")
+            rule = customisable.get(prefix.lower())
+            if rule is None or not parameter:
+                raise ConfigError(
+                    "ProfilerReport parameter",
+                    key,
+                    "<RuleName>_<parameter> with RuleName one of "
+                    + ", ".join(sorted(customisable.values())),
+                    "OverallFrameworkMetrics has no parameters."
+                    if prefix.lower() == "overallframeworkmetrics"
+                    else "",
+                )
+            per_rule[rule][parameter] = value
+        self.parameters = {**own, **parameters}
+        self.rules: list[Rule] = []
+        for name, rule_class in SUB_RULES.items():
+            rule_parameters = {"scan_interval_us": own["scan_interval_us"], **per_rule[name]}
+            self.rules.append(rule_class(**rule_parameters))
+
+    @classmethod
+    def all_parameter_specs(cls) -> dict[str, Any]:
+        return {"scan_interval_us": SCAN_INTERVAL}
+
+    def subrules(self) -> list[Rule]:
+        return list(self.rules)
+
+    def scan(self, window: ScanWindow) -> None:
+        """Nothing: the engine scans the sub-rules, each guarded on its own."""
+
+    def evaluate(self) -> Verdict:
+        triggered, failed, pending = [], [], 0
+        statuses: dict[str, Any] = {}
+        for rule in self.rules:
+            try:
+                verdict = rule.evaluate()
+            except Exception:
+                logger.exception("rule %s failed to evaluate", rule.rule_name())
+                failed.append(rule.rule_name())
+                statuses[rule.rule_name()] = "Error"
+                continue
+            statuses[rule.rule_name()] = (
+                "IssuesFound"
+                if verdict.triggered
+                else "NoIssuesFound"
+                if verdict.applicable
+                else "NotApplicable"
+            )
+            if verdict.triggered:
+                triggered.append(rule.rule_name())
+            pending += 0 if verdict.applicable else 1
+        message = f"{len(triggered)} of {len(self.rules)} rules found issues"
+        message += f": {', '.join(triggered)}." if triggered else "."
+        if failed:
+            message += f" Failed: {', '.join(failed)}."
+        return Verdict(
+            triggered=bool(triggered),
+            violations=len(triggered),
+            datapoints=len(self.rules),
+            message=message,
+            recommendation="See the rules summary of the profiling report." if triggered else "",
+            details={"rules": statuses},
+        )

@@ -1,0 +1,192 @@
+"""StepOutlier: steps much slower (or faster) than the others of the same node and phase.
+
+Reads ``Step:ModeKeys.<MODE>`` events (and Kineto ``ProfilerStep#N`` annotations, as TRAIN). For
+each (node, mode) it keeps the count, sum and sum of squares of step durations, a duration sketch
+and the 1,000 longest and shortest steps. An outlier is a step whose duration differs from the
+mean by more than ``stddev`` standard deviations (mean and deviation over every step of that node
+and mode seen so far); it triggers when there are more than ``n_outliers`` outliers.
+
+Differences from SageMaker: each outlier is counted once (SageMaker re-added them all in every
+window), ``mode`` filters (TRAIN, EVAL, PREDICT or GLOBAL; by default every mode, each judged
+apart), TRAIN and EVAL details are kept apart, no hard 100-step minimum, durations in seconds and
+labelled so. ``stddev`` defaults to 5 as the AWS documentation says (the code used 3).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.distribution import IntervalList, QuantileSketch
+from stepscope.rules.parameters import Param
+from stepscope.rules.window import ScanWindow, split_by
+
+__all__ = ["StepOutlier"]
+
+#: Longest and shortest steps kept per (node, mode): the candidates for outliers.
+_CANDIDATES = 1000
+
+_STEPS_SQL = """
+SELECT node, phase, step, rank, start_us, dur_us FROM (
+    SELECT node, rank, start_us, dur_us,
+        CASE WHEN category LIKE 'Step:ModeKeys.%' THEN replace(category, 'Step:ModeKeys.', '')
+             ELSE 'TRAIN' END AS phase,
+        CASE WHEN step >= 0 THEN step
+             ELSE coalesce(try_cast(json_extract_string(args, '$.step_num') AS BIGINT),
+                           try_cast(regexp_extract(name, '#(\\d+)$', 1) AS BIGINT), -1) END AS step
+    FROM {events}
+    WHERE ph = 'X' AND (category LIKE 'Step:ModeKeys.%'
+                        OR (name LIKE 'ProfilerStep#%' AND category <> 'gpu_user_annotation'))
+)
+ORDER BY node, phase, start_us
+"""
+
+_MODES = ("TRAIN", "EVAL", "PREDICT", "GLOBAL")
+
+
+class StepOutlier(Rule):
+    description = (
+        "Checks for steps whose duration is an outlier: more than stddev standard deviations "
+        "away from the mean duration of the steps of the same node and mode (TRAIN and EVAL are "
+        "judged apart). Sudden slow steps come from data stalls, checkpointing, evaluation, "
+        "garbage collection, other processes or hardware throttling."
+    )
+    parameter_specs = {
+        "stddev": Param(
+            5,
+            float,
+            "Number of standard deviations from the mean that makes an outlier.",
+            minimum=0,
+        ),
+        "mode": Param(
+            None, str, "Only judge steps of this mode (default: every mode, apart).", choices=_MODES
+        ),
+        "n_outliers": Param(10, int, "Outliers tolerated before the rule triggers.", minimum=0),
+    }
+
+    def __init__(self, **parameters: object) -> None:
+        super().__init__(**parameters)
+        self.series: dict[tuple[str, ...], dict[str, Any]] = {}
+
+    def scan(self, window: ScanWindow) -> None:
+        steps = window.query(_STEPS_SQL)
+        mode = self.parameters["mode"]
+        for key, rows in split_by(steps, "node", "phase"):
+            if mode is not None and key[1] != mode:
+                continue
+            self._add(key, rows)
+
+    def _add(self, key: tuple[str, ...], rows: dict[str, np.ndarray]) -> None:
+        entry = self.series.setdefault(
+            key,
+            {
+                "count": 0,
+                "sum": 0.0,
+                "sumsq": 0.0,
+                "sketch": QuantileSketch(),
+                "longest": np.empty((0, 4)),
+                "shortest": np.empty((0, 4)),
+            },
+        )
+        dur_s = rows["dur_us"].astype(np.float64) / 1e6
+        entry["count"] += dur_s.size
+        entry["sum"] += float(dur_s.sum())
+        entry["sumsq"] += float(np.square(dur_s).sum())
+        entry["sketch"].add(dur_s)
+        table = np.column_stack(
+            [
+                dur_s,
+                rows["step"].astype(np.float64),
+                rows["start_us"].astype(np.float64),
+                rows["rank"].astype(np.float64),
+            ]
+        )
+        entry["longest"] = _extreme(np.concatenate([entry["longest"], table]), longest=True)
+        entry["shortest"] = _extreme(np.concatenate([entry["shortest"], table]), longest=False)
+
+    def evaluate(self) -> Verdict:
+        if not self.series:
+            return Verdict(applicable=False, message="No step events.")
+        k = self.parameters["stddev"]
+        details: dict[str, Any] = {}
+        outliers_all: list[tuple[float, float, float, float]] = []
+        datapoints = 0
+        for (node, phase), entry in sorted(self.series.items()):
+            n = entry["count"]
+            datapoints += n
+            mean = entry["sum"] / n
+            std = math.sqrt(max(0.0, entry["sumsq"] / n - mean * mean))
+            high, low = mean + k * std, mean - k * std
+            if n >= 2 and std > 0:
+                slow = entry["longest"][entry["longest"][:, 0] > high]
+                fast = entry["shortest"][entry["shortest"][:, 0] < low]
+                found = np.concatenate([slow, fast])
+            else:
+                found = np.empty((0, 4))
+            found = found[np.argsort(found[:, 2], kind="stable")]
+            outliers_all.extend(map(tuple, found.tolist()))
+            sketch = entry["sketch"]
+            details.setdefault(node, {})[phase] = {
+                "step_stats": {
+                    "mean": round(mean, 6),
+                    "std": round(std, 6),
+                    "max": sketch.maximum,
+                    "p99": round(sketch.quantile(0.99), 6),
+                    "p95": round(sketch.quantile(0.95), 6),
+                    "p50": round(sketch.quantile(0.5), 6),
+                    "min": sketch.minimum,
+                    "unit": "s",
+                },
+                "steps": n,
+                "threshold_s": round(high, 6),
+                "number_of_outliers": int(len(found)),
+                "outliers": [
+                    {"step": int(s), "rank": int(r), "duration_s": round(d, 6), "start_us": int(t)}
+                    for d, s, t, r in found.tolist()
+                ],
+                "histogram_s": sketch.histogram(),
+            }
+        outliers_all.sort(key=lambda row: row[2])
+        intervals = IntervalList(join_gap_us=0)
+        for d, _, t, _ in outliers_all:
+            intervals.add([t], [t + d * 1e6])
+        count = len(outliers_all)
+        n_allowed = self.parameters["n_outliers"]
+        triggered = count > n_allowed
+        steps_text = ", ".join(str(int(s)) for _, s, _, _ in outliers_all[:12])
+        if count > 12:
+            steps_text += ", ..."
+        message = (
+            f"{count} outlier step(s) beyond {k:g} standard deviations in {datapoints} steps"
+            + (f" (steps {steps_text})" if count else "")
+            + f"; {n_allowed} tolerated."
+        )
+        recommendation = ""
+        if triggered:
+            worst = max(outliers_all, key=lambda row: row[0])
+            recommendation = (
+                f"{count} steps were outliers, the slowest step {int(worst[1])} took "
+                f"{worst[0]:.3f} s. Look at what runs at those steps (checkpoints, evaluation, "
+                "logging, data-loader restarts, garbage collection) in the timeline, and move it "
+                "off the training loop or make it asynchronous."
+            )
+        return Verdict(
+            triggered=triggered,
+            violations=count,
+            datapoints=datapoints,
+            message=message,
+            recommendation=recommendation,
+            details={"step_details": details},
+            intervals=intervals.as_list(),
+        )
+
+
+def _extreme(table: np.ndarray, *, longest: bool) -> np.ndarray:
+    """The ``_CANDIDATES`` rows with the largest (or smallest) duration, ties broken by start."""
+    if len(table) <= _CANDIDATES:
+        return table
+    order = np.lexsort((table[:, 2], -table[:, 0] if longest else table[:, 0]))
+    return table[order[:_CANDIDATES]]

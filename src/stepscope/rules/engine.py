@@ -1,0 +1,183 @@
+"""Running rules over a job: the incremental scan shared by the live and offline engines.
+
+A :class:`RuleSession` owns the rule instances of one job and a watermark. Each
+:meth:`RuleSession.advance` asks the job for new data (``JobData.refresh()``), scans the window
+from the watermark to the end of what is safely complete, and moves the watermark, so every
+sample and event is scanned exactly once. While the job runs, "safely complete" is the earlier of
+the newest system sample and the newest event start (framework files are closed up to a minute
+after their events; when a job has produced no events yet, system data is held back two minutes
+for them), floored to a whole second. The final pass takes everything.
+
+A rule that raises is marked Error with the reason; the others go on. Offline,
+:func:`run_rules` makes one final pass over the whole job: because rules are incremental and
+window-independent, that gives the same verdicts as the live engine's sixty one-minute scans.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from stepscope.errors import ConfigError
+from stepscope.rules.base import Rule, RuleResult
+from stepscope.rules.configs import build_rules
+from stepscope.rules.status import write_results
+from stepscope.rules.window import ScanWindow
+
+__all__ = ["RuleSession", "open_input", "rule_output_dir", "run_rules"]
+
+logger = logging.getLogger(__name__)
+
+#: Without any event yet, system data is scanned only up to this long before its newest sample.
+_EVENT_GRACE_US = 120_000_000
+
+_END_SQL = """
+SELECT
+    (SELECT max(timestamp_us) FROM system) AS system_last,
+    (SELECT max(start_us) FROM events) AS events_last
+"""
+
+
+class RuleSession:
+    """The rules of one job and how far they have scanned.
+
+    :param job: a ``JobData`` (anything with ``refresh()`` and ``connect()``).
+    :param rules: configured rules (see :func:`~stepscope.rules.configs.build_rules`).
+    """
+
+    def __init__(self, job: Any, rules: Sequence[Any] | None = None) -> None:
+        self.job = job
+        self.rules: list[Rule] = build_rules(rules)
+        self.active: list[Rule] = [r for rule in self.rules for r in (rule, *rule.subrules())]
+        self.failed: dict[str, str] = {}
+        self.watermark_us = 0
+        self.final = False
+
+    @property
+    def scan_interval_us(self) -> int:
+        """The shortest ``scan_interval_us`` of the rules: how often the live engine scans."""
+        return min(int(rule.parameters["scan_interval_us"]) for rule in self.active)
+
+    def advance(self, *, final: bool = False) -> bool:
+        """Scan the new data; ``final`` takes everything. Returns True if a window was scanned."""
+        refresh = getattr(self.job, "refresh", None)
+        if callable(refresh):
+            refresh()
+        con = self.job.connect()
+        end_us = self._end_us(con, final)
+        self.final = self.final or final
+        if end_us is None or end_us <= self.watermark_us:
+            return False
+        window = ScanWindow(con, self.watermark_us, end_us, final=final)
+        try:
+            for rule in self.active:
+                if rule.rule_name() not in self.failed:
+                    self._scan(rule, window)
+        finally:
+            window.close()
+        self.watermark_us = end_us
+        return True
+
+    def _scan(self, rule: Rule, window: ScanWindow) -> None:
+        try:
+            rule.scan(window)
+        except Exception as exc:
+            logger.exception("rule %s failed; the other rules go on", rule.rule_name())
+            self.failed[rule.rule_name()] = f"{type(exc).__name__}: {exc}"
+
+    def _end_us(self, con: Any, final: bool) -> int | None:
+        system_last, events_last = con.execute(_END_SQL).fetchone()
+        known = [int(v) for v in (system_last, events_last) if v is not None]
+        if not known:
+            return None
+        if final:
+            return max(known) + 1
+        if events_last is None:
+            end = int(system_last) - _EVENT_GRACE_US
+        elif system_last is None:
+            end = int(events_last)
+        else:
+            end = min(int(system_last), int(events_last))
+        return (end // 1_000_000) * 1_000_000
+
+    def results(self) -> dict[str, RuleResult]:
+        """Every rule's current result (sub-rules of ProfilerReport included), by rule name."""
+        results: dict[str, RuleResult] = {}
+        for rule in self.active:
+            name = rule.rule_name()
+            if name in self.failed:
+                results[name] = RuleResult.error(rule, self.failed[name])
+                continue
+            try:
+                verdict = rule.evaluate()
+            except Exception as exc:
+                logger.exception("rule %s failed to evaluate", name)
+                results[name] = RuleResult.error(rule, f"{type(exc).__name__}: {exc}")
+                continue
+            if rule.subrules():
+                statuses = verdict.details.setdefault("rules", {})
+                for failed in self.failed:
+                    if failed in statuses:
+                        statuses[failed] = "Error"
+            results[name] = RuleResult.from_verdict(rule, verdict, final=self.final)
+        return results
+
+
+def open_input(path_or_job: Any) -> Any:
+    """A ``JobData`` for a path (through ``stepscope.store.open_job``), or the object itself."""
+    if hasattr(path_or_job, "connect"):
+        return path_or_job
+    from stepscope.store import open_job
+
+    return open_job(path_or_job)
+
+
+def rule_output_dir(job: Any, output_dir: str | os.PathLike[str] | None) -> Path:
+    """Where results go: ``output_dir``, else ``<job>/rule-output`` for a writable job folder.
+
+    :raises ConfigError: the input is read-only (a trace file, an S3 path, a read-only folder)
+        and no ``output_dir`` was given.
+    """
+    if output_dir is not None:
+        return Path(output_dir)
+    path = getattr(job, "path", None)
+    local = Path(str(path)) if path is not None and "://" not in str(path) else None
+    if local is not None and local.is_dir() and os.access(local, os.W_OK):
+        return local / "rule-output"
+    raise ConfigError(
+        "output_dir",
+        None,
+        "a writable folder for a read-only input",
+        f"{path} is not a writable job folder; pass --output-dir DIR (or output_dir=...).",
+    )
+
+
+def run_rules(
+    path: Any,
+    rules: Sequence[Any] | None = None,
+    *,
+    output_dir: str | os.PathLike[str] | None = None,
+) -> dict[str, RuleResult]:
+    """Run rules over a recorded job and write their status files and report JSONs.
+
+    :param path: a job folder, a SageMaker Debugger output folder (local or ``s3://``), a Kineto
+        trace or a folder of traces -- anything ``open_job`` reads -- or a ``JobData``.
+    :param rules: ``ProfilerRule`` objects, ``rule_configs.<Rule>()`` configs, Rule subclasses
+        or instances, or rule names; default ``ProfilerReport`` (all built-in rules).
+    :param output_dir: where to write; default ``<job>/rule-output``, required for read-only
+        inputs.
+    :returns: every rule's result by name (ProfilerReport's sub-rules included).
+    """
+    job = open_input(path)
+    session = RuleSession(job, rules)
+    destination = rule_output_dir(job, output_dir)
+    started = time.perf_counter()
+    session.advance(final=True)
+    results = session.results()
+    write_results(destination, results)
+    logger.debug("ran %d rules in %.2f s", len(results), time.perf_counter() - started)
+    return results

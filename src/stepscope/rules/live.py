@@ -1,0 +1,156 @@
+"""The live rule engine: a process beside the training job that scans new data as it arrives.
+
+:func:`start_rule_engine` starts it (``spawn``, so nothing of the training process is inherited).
+Every ``scan_interval_us`` it refreshes the job's columnar store, scans only the data added
+since the previous scan (:class:`~stepscope.rules.engine.RuleSession`), and rewrites each rule's
+``status.json`` and report JSON. When ``training_job_end.ts`` appears, or the handle's
+:meth:`RuleEngineHandle.finish` is called, it makes the final pass and exits.
+
+After each scan that changed a verdict, and at most every ``report_interval_s``, it rewrites the
+HTML report through the hook named by ``report_hook`` (an import path resolved in the engine
+process at run time, so this package does not import the report package, which builds on it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import multiprocessing
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from stepscope.rules.base import Rule
+from stepscope.rules.configs import build_rules
+from stepscope.rules.engine import RuleSession, open_input
+from stepscope.rules.status import write_results
+
+__all__ = ["DEFAULT_REPORT_HOOK", "RuleEngineHandle", "start_rule_engine"]
+
+logger = logging.getLogger(__name__)
+
+#: The function the engine calls with the job folder to rewrite the HTML report.
+DEFAULT_REPORT_HOOK = "stepscope.report:write_report"
+
+_END_MARKER = "training_job_end.ts"
+
+
+class RuleEngineHandle:
+    """The running engine process: ``finish()`` for the final pass, ``stop()`` to abandon it."""
+
+    def __init__(self, process: Any, finish_event: Any) -> None:
+        self._process = process
+        self._finish = finish_event
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def is_alive(self) -> bool:
+        return bool(self._process.is_alive())
+
+    def finish(self, timeout_s: float = 120.0) -> bool:
+        """Ask for the final pass and wait for it; True when the engine finished in time."""
+        self._finish.set()
+        self._process.join(timeout_s)
+        if self._process.is_alive():
+            logger.warning(
+                "the rule engine did not finish its final pass within %.0f s; stopping it "
+                "(run `stepscope rules <job>` to compute the verdicts afterwards)",
+                timeout_s,
+            )
+            self.stop()
+            return False
+        return self._process.exitcode == 0
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """End the engine without a final pass."""
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join(timeout_s)
+            if self._process.is_alive():
+                self._process.kill()
+                self._process.join(timeout_s)
+
+
+def start_rule_engine(
+    job_dir: str | os.PathLike[str],
+    rules: Sequence[Any] | None = None,
+    *,
+    scan_interval_us: int | None = None,
+    report_hook: str | None = DEFAULT_REPORT_HOOK,
+    report_interval_s: float = 30.0,
+) -> RuleEngineHandle:
+    """Start the live rule engine for the job being written at ``job_dir``.
+
+    :param job_dir: the job folder (``rule-output/`` is written inside it).
+    :param rules: as for :func:`~stepscope.rules.run_rules`; validated here, before the process
+        starts, so a bad parameter fails at once.
+    :param scan_interval_us: time between scans; default the rules' shortest
+        ``scan_interval_us`` (60 s unless customised).
+    :param report_hook: ``"module:function"`` called with the job folder to rewrite the HTML
+        report; None for no report.
+    :param report_interval_s: the report is rewritten at most this often.
+    """
+    built = build_rules(rules)
+    context = multiprocessing.get_context("spawn")
+    finish = context.Event()
+    process = context.Process(
+        target=_run,
+        args=(str(job_dir), built, scan_interval_us, report_hook, report_interval_s, finish),
+        name="stepscope-rules",
+        daemon=True,
+    )
+    process.start()
+    return RuleEngineHandle(process, finish)
+
+
+def _run(
+    job_dir: str,
+    rules: list[Rule],
+    scan_interval_us: int | None,
+    report_hook: str | None,
+    report_interval_s: float,
+    finish: Any,
+) -> None:
+    """The engine process: scan until the job ends, then the final pass."""
+    logging.basicConfig(level=logging.INFO, format="stepscope rules: %(message)s")
+    root = Path(job_dir)
+    output = root / "rule-output"
+    session: RuleSession | None = None
+    interval_s = 60.0
+    last_report = 0.0
+    while True:
+        ended = finish.is_set() or _job_ended(root)
+        try:
+            if session is None:
+                session = RuleSession(open_input(root), rules)
+                interval_s = (scan_interval_us or session.scan_interval_us) / 1e6
+                write_results(output, session.results())
+            changed = session.advance(final=ended)
+            if changed or ended:
+                write_results(output, session.results())
+                if report_hook and (ended or time.monotonic() - last_report >= report_interval_s):
+                    _write_report(report_hook, root)
+                    last_report = time.monotonic()
+        except Exception:
+            logger.exception("rule engine scan failed; retrying at the next interval")
+            if ended:
+                raise
+        if ended:
+            return
+        finish.wait(interval_s)
+
+
+def _job_ended(root: Path) -> bool:
+    return (root / "profiler-output" / _END_MARKER).exists() or (root / _END_MARKER).exists()
+
+
+def _write_report(hook: str, root: Path) -> None:
+    module, _, function = hook.partition(":")
+    try:
+        getattr(importlib.import_module(module), function)(root)
+    except Exception:
+        logger.exception("the profiling report could not be updated")

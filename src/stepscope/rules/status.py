@@ -1,0 +1,58 @@
+"""Where rule results go on disk: ``<Rule>/status.json`` and ``profiler-reports/<Rule>.json``.
+
+Both files are replaced atomically (written beside, then renamed), so the UI, ``stepscope run``
+and the report never read a half-written file while the engine updates them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from stepscope.rules.base import RuleResult
+
+__all__ = ["read_results", "write_json_atomic", "write_results"]
+
+logger = logging.getLogger(__name__)
+
+_JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` through a temporary file and a rename (NaN -> null)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(orjson.dumps(data, option=_JSON_OPTIONS))
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_results(output_dir: Path, results: Mapping[str, RuleResult]) -> None:
+    """Write every result's status file and report JSON under ``output_dir`` (``rule-output``)."""
+    for name, result in results.items():
+        write_json_atomic(output_dir / name / "status.json", result.to_status())
+        write_json_atomic(output_dir / "profiler-reports" / f"{name}.json", result.to_report())
+
+
+def read_results(output_dir: Path) -> dict[str, RuleResult]:
+    """The results written under ``output_dir``, by rule name; unreadable files are skipped."""
+    results: dict[str, RuleResult] = {}
+    for report in sorted((output_dir / "profiler-reports").glob("*.json")):
+        try:
+            data = orjson.loads(report.read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            logger.warning("skipping unreadable rule report %s: %s", report, exc)
+            continue
+        result = RuleResult.from_report(data)
+        results[result.rule or report.stem] = result
+    return results
