@@ -1,0 +1,378 @@
+"""``PandasFrame``: SageMaker's DataFrame access to system and framework metrics.
+
+The column names and meanings are SageMaker's (``smdebug`` 1.0.34 ``PandasFrame``), computed by
+DuckDB over the job's columnar store instead of re-parsing JSON files in Python. Where we differ,
+on purpose:
+
+* ``use_in_memory_cache`` and ``scan_interval`` are accepted and ignored: the columnar store
+  already reads each raw file once, and the database streams its scans, so there is nothing to
+  cache and no need to read in time chunks. ``cache_metrics`` is accepted and ignored the same
+  way: every call returns exactly its own window.
+* Each table also carries absolute times (``timestamp_epoch_us``, ``start_time_epoch_us``,
+  ``end_time_epoch_us``, µs since the epoch), since the SageMaker ``*_us`` columns are relative
+  to :attr:`PandasFrame.start_time` (the minute of the first system sample, as SageMaker's first
+  system file) and the text timestamps are slow to compare.
+* Framework tables carry ``rank`` and ``source`` (``pythontimeline``, ``model_timeline``,
+  ``kineto`` ...); ``nodeID`` is the host-level node (``algo-1``) in both tables, so system and
+  framework rows of a node compare equal (SageMaker's never did).
+* No duplicate-dropping pass: the store holds every event once.
+* ``get_profiler_data_by_step`` selects in the database instead of loading everything first.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+__all__ = ["FRAMEWORK_METRIC_SQL", "PandasFrame", "connect_source", "to_epoch_us"]
+
+logger = logging.getLogger(__name__)
+
+#: SageMaker's text timestamp format (UTC).
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S:%f"
+
+#: The SageMaker ``framework_metric`` of an event: ``args.layer_name``, else ``args.name``, else
+#: the event name. Reused by the statistics so both agree on what a metric is called.
+FRAMEWORK_METRIC_SQL = (
+    "coalesce(try(json_extract_string(args, '$.layer_name')), "
+    "try(json_extract_string(args, '$.name')), name)"
+)
+
+
+def _arg_int(key: str) -> str:
+    return f"coalesce(try(CAST(json_extract_string(args, '$.{key}') AS BIGINT)), -1)"
+
+
+def connect_source(source: Any) -> tuple[Any, duckdb.DuckDBPyConnection]:
+    """Resolve what the analyses accept into ``(job or None, connection)``.
+
+    :param source: a path (job folder, SageMaker profiler output, trace), a ``JobData`` from
+        :func:`stepscope.store.open_job`, or a DuckDB connection that has ``system`` and ``events``
+        views in the store's schemas.
+    """
+    import duckdb
+
+    if isinstance(source, duckdb.DuckDBPyConnection):
+        return None, source
+    job = source
+    if isinstance(source, (str, os.PathLike)):
+        from stepscope.store import open_job  # type: ignore[attr-defined]
+
+        job = open_job(source)
+    job.refresh()
+    return job, job.connect()
+
+
+def to_epoch_us(timestamp: Any) -> int:
+    """A SageMaker text timestamp (``%Y-%m-%dT%H:%M:%S:%f``, UTC), a datetime or a number of
+    µs since the epoch, as integer µs since the epoch."""
+    if isinstance(timestamp, (int, float)):
+        return int(timestamp)
+    if isinstance(timestamp, str):
+        timestamp = _dt.datetime.strptime(timestamp, TIMESTAMP_FORMAT)
+    if hasattr(timestamp, "to_pydatetime"):
+        timestamp = timestamp.to_pydatetime()
+    if isinstance(timestamp, _dt.datetime):
+        if timestamp.tzinfo is None:
+            timestamp = timestamp.replace(tzinfo=_dt.timezone.utc)
+        delta = timestamp - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+        return delta.days * 86_400_000_000 + delta.seconds * 1_000_000 + delta.microseconds
+    raise TypeError(f"Cannot read {timestamp!r} as a timestamp")
+
+
+def _regex(patterns: Sequence[str]) -> str:
+    return "|".join(f"(?:{p})" for p in patterns)
+
+
+def _text_time(column: str) -> str:
+    return f"strftime(make_timestamp(CAST({column} AS BIGINT)), '{TIMESTAMP_FORMAT}')"
+
+
+class PandasFrame:
+    """System and framework metrics of one job as pandas DataFrames (SageMaker's API).
+
+    :param path: a job folder, a SageMaker Debugger profiler output (local or ``s3://``), a
+        Kineto trace, a ``JobData``, or a DuckDB connection with ``system`` and ``events`` views.
+    :param use_in_memory_cache: accepted for compatibility, ignored (see the module docstring).
+    :param scan_interval: accepted for compatibility, ignored.
+    """
+
+    def __init__(
+        self,
+        path: Any,
+        use_in_memory_cache: bool = False,
+        scan_interval: int = 5_000_000_000,
+    ) -> None:
+        self.path = path
+        self.use_in_memory_cache = use_in_memory_cache
+        self.interval = scan_interval
+        self._job, self._con = connect_source(path)
+        #: µs since the epoch that the SageMaker ``*_us`` columns count from.
+        self.start_time = self._first_minute_us()
+
+    # -- access ----------------------------------------------------------------------------------
+
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB connection (``system`` and ``events`` views), refreshed with new data."""
+        if self._job is not None and self._job.refresh():
+            self._con = self._job.connect()
+        return self._con
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+        return self.connection().sql(sql, params=list(params) or None).to_arrow_table().to_pandas()
+
+    def _first_minute_us(self) -> int:
+        con = self.connection()
+        value = con.sql("SELECT min(timestamp_us) FROM system").fetchall()[0][0]
+        if value is None:
+            value = con.sql("SELECT min(start_us) FROM events").fetchall()[0][0]
+        if value is None:
+            return 0
+        return int(value) // 60_000_000 * 60_000_000
+
+    # -- system ----------------------------------------------------------------------------------
+
+    def _system_sql(self, where: str) -> str:
+        return (
+            f"SELECT {_text_time('timestamp_us')} AS timestamp, "
+            f"timestamp_us - {self.start_time} AS timestamp_us, value, name AS system_metric, "
+            "dimension, node AS nodeID, type, timestamp_us AS timestamp_epoch_us "
+            f"FROM system WHERE {where} "
+            "ORDER BY timestamp_epoch_us, nodeID, type, system_metric, dimension"
+        )
+
+    def get_all_system_metrics(self, selected_system_metrics: Sequence[str] = ()) -> pd.DataFrame:
+        """Every system sample: ``timestamp`` (text), ``timestamp_us`` (relative to
+        :attr:`start_time`), ``value``, ``system_metric`` (e.g. ``cpu0``), ``dimension``,
+        ``nodeID``, ``type``, ``timestamp_epoch_us``.
+
+        :param selected_system_metrics: metric names to keep (``system_metric``); empty keeps all.
+        """
+        where, params = self._names_filter("name", selected_system_metrics)
+        return self._query(self._system_sql(where), params)
+
+    @staticmethod
+    def _names_filter(column: str, names: Sequence[str]) -> tuple[str, list[Any]]:
+        if not names:
+            return "TRUE", []
+        return f"list_contains(?, {column})", [list(names)]
+
+    # -- framework -------------------------------------------------------------------------------
+
+    def _framework_sql(self, where: str) -> str:
+        return (
+            f"SELECT {_text_time('start_us')} AS start_time, "
+            f"{_text_time('start_us + dur_us')} AS end_time, "
+            f"start_us - {self.start_time} AS start_time_us, "
+            f"start_us + dur_us - {self.start_time} AS end_time_us, "
+            f"tid, pid, {FRAMEWORK_METRIC_SQL} AS framework_metric, step, "
+            "CASE WHEN bytes >= 0 THEN bytes ELSE "
+            f"{_arg_int('bytes_fetched')} END AS bytes, "
+            "category AS process, node AS nodeID, rank, source, "
+            "start_us AS start_time_epoch_us, start_us + dur_us AS end_time_epoch_us "
+            f"FROM events WHERE ph <> 'C' AND ({where}) "
+            "ORDER BY start_time_epoch_us, end_time_epoch_us, process"
+        )
+
+    @staticmethod
+    def _exact_filter(selected: Sequence[str]) -> tuple[str, list[Any]]:
+        if not selected:
+            return "TRUE", []
+        return "list_contains(?, name) OR list_contains(?, category)", [
+            list(selected),
+            list(selected),
+        ]
+
+    def get_all_framework_metrics(
+        self, selected_framework_metrics: Sequence[str] = ()
+    ) -> pd.DataFrame:
+        """Every framework event: ``start_time``, ``end_time`` (text), ``start_time_us``,
+        ``end_time_us`` (relative to :attr:`start_time`), ``tid``, ``pid``, ``framework_metric``,
+        ``step`` (-1 when the event has none), ``bytes`` (-1 when none), ``process`` (the phase,
+        e.g. ``Step:ModeKeys.TRAIN``), ``nodeID``, ``rank``, ``source``, ``start_time_epoch_us``,
+        ``end_time_epoch_us``.
+
+        :param selected_framework_metrics: event names or phases to keep (exact match); empty keeps
+            all.
+        """
+        where, params = self._exact_filter(selected_framework_metrics)
+        return self._query(self._framework_sql(where), params)
+
+    def get_profiler_data_by_time(
+        self,
+        start_time_us: float,
+        end_time_us: float,
+        cache_metrics: bool = False,
+        selected_framework_metrics: Sequence[str] = (),
+        selected_system_metrics: Sequence[str] = (),
+        get_framework_metrics: bool = True,
+        get_system_metrics: bool = True,
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """System samples taken in, and framework events overlapping, ``[start_time_us,
+        end_time_us]`` (µs since the epoch). A table not asked for is empty.
+
+        :param cache_metrics: accepted for compatibility, ignored.
+        """
+        import pandas as pd
+
+        system = pd.DataFrame()
+        framework = pd.DataFrame()
+        if get_system_metrics:
+            where, params = self._names_filter("name", selected_system_metrics)
+            system = self._query(
+                self._system_sql(f"timestamp_us BETWEEN ? AND ? AND {where}"),
+                [start_time_us, end_time_us, *params],
+            )
+        if get_framework_metrics:
+            where, params = self._exact_filter(selected_framework_metrics)
+            framework = self._query(
+                self._framework_sql(f"start_us <= ? AND start_us + dur_us >= ? AND ({where})"),
+                [end_time_us, start_time_us, *params],
+            )
+        return system, framework
+
+    def get_profiler_data_by_step(
+        self, start_step: int, end_step: int, cache_metrics: bool = False
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Framework events of steps ``start_step``..``end_step`` (inclusive) and the system samples
+        taken between the first of them starting and the last ending.
+
+        :param cache_metrics: accepted for compatibility, ignored.
+        """
+        framework = self._query(self._framework_sql("step BETWEEN ? AND ?"), [start_step, end_step])
+        if framework.empty:
+            return self._query(self._system_sql("FALSE")), framework
+        lo = framework["start_time_epoch_us"].min()
+        hi = framework["end_time_epoch_us"].max()
+        system = self._query(self._system_sql("timestamp_us BETWEEN ? AND ?"), [lo, hi])
+        return system, framework
+
+    def get_all_dataloader_metrics(
+        self, selected_framework_metrics: Sequence[str] = ()
+    ) -> pd.DataFrame:
+        """Data-loader events: ``start_time``, ``end_time``, ``start_time_us``, ``end_time_us``,
+        ``duration_us``, ``pid``, ``framework_metric``, ``step``, ``worker_id``, ``num_workers``
+        (-1 when absent), ``pin_memory`` (``"True"``, ``"False"`` or ``"NA"``), ``process``,
+        ``node_id``, plus ``rank``, ``start_time_epoch_us`` and ``end_time_epoch_us``.
+
+        :param selected_framework_metrics: regular expressions searched in the event name or phase
+            (e.g. ``".*DataLoaderIter::GetNext"``); empty keeps every event.
+        """
+        if selected_framework_metrics:
+            where = "regexp_matches(name, ?) OR regexp_matches(category, ?)"
+            pattern = _regex(selected_framework_metrics)
+            params: list[Any] = [pattern, pattern]
+        else:
+            where, params = "TRUE", []
+        sql = (
+            f"SELECT {_text_time('start_us')} AS start_time, "
+            f"{_text_time('start_us + dur_us')} AS end_time, "
+            f"start_us - {self.start_time} AS start_time_us, "
+            f"start_us + dur_us - {self.start_time} AS end_time_us, "
+            f"dur_us AS duration_us, pid, {FRAMEWORK_METRIC_SQL} AS framework_metric, step, "
+            f"{_arg_int('worker_id')} AS worker_id, {_arg_int('num_workers')} AS num_workers, "
+            "CASE lower(try(json_extract_string(args, '$.pin_memory'))) "
+            "WHEN 'true' THEN 'True' WHEN 'false' THEN 'False' ELSE 'NA' END AS pin_memory, "
+            "category AS process, node AS node_id, rank, "
+            "start_us AS start_time_epoch_us, start_us + dur_us AS end_time_epoch_us "
+            f"FROM events WHERE ph <> 'C' AND ({where}) "
+            "ORDER BY start_time_epoch_us, end_time_epoch_us"
+        )
+        return self._query(sql, params)
+
+    # -- correlation -----------------------------------------------------------------------------
+
+    def convert_datetime_to_timestamp(self, timestamp: Any) -> int:
+        """A text timestamp (``%Y-%m-%dT%H:%M:%S:%f``, UTC) as µs since the epoch."""
+        return to_epoch_us(timestamp)
+
+    def _sum_overlaps(
+        self,
+        intervals: Iterable[tuple[int, int]],
+        selected: Sequence[str],
+        condition: str,
+    ) -> pd.DataFrame:
+        """Total event duration per (phase, name) over the given intervals (SQL join)."""
+        import pyarrow as pa
+
+        starts, ends = zip(*intervals, strict=True) if intervals else ((), ())
+        windows = pa.table({"lo": pa.array(starts, pa.int64()), "hi": pa.array(ends, pa.int64())})
+        where, params = self._exact_filter(selected)
+        con = self.connection()
+        con.register("_stepscope_windows", windows)
+        try:
+            return (
+                con.sql(
+                    "SELECT e.category AS process, e.name AS name, sum(e.dur_us) AS total_us "
+                    "FROM events e JOIN _stepscope_windows w ON "
+                    f"{condition} WHERE e.ph <> 'C' AND ({where}) GROUP BY ALL",
+                    params=params or None,
+                )
+                .to_arrow_table()
+                .to_pandas()
+            )
+        finally:
+            con.unregister("_stepscope_windows")
+
+    def get_framework_metrics_by_timesteps(
+        self, timestep_list: Sequence[Any] = (), selected_framework_metrics: Sequence[str] = ()
+    ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+        """Which framework events were running at the given instants (e.g. system timestamps).
+
+        Each event adds its full duration once per instant it spans. Returns three dicts, as
+        SageMaker: per phase other than ``Step:*`` (normalised to the largest), per event name
+        other than ``Step*`` (µs), and per ``Step:*`` phase (µs).
+
+        :param timestep_list: text timestamps, datetimes, or µs since the epoch.
+        """
+        instants = sorted(to_epoch_us(t) for t in timestep_list)
+        totals = self._sum_overlaps(
+            [(t, t) for t in instants],
+            selected_framework_metrics,
+            "e.start_us < w.lo AND e.start_us + e.dur_us > w.lo",
+        )
+        framework_metrics: dict[str, float] = {}
+        detailed: dict[str, float] = {}
+        training_phase: dict[str, float] = {}
+        for process, name, total in totals.itertuples(index=False):
+            target = training_phase if "Step" in process else framework_metrics
+            target[process] = target.get(process, 0.0) + float(total)
+            if "Step" not in name:
+                detailed[name] = detailed.get(name, 0.0) + float(total)
+        return _normalised(framework_metrics), detailed, training_phase
+
+    def get_framework_metrics_by_begin_and_end_timesteps(
+        self,
+        begin_timestep_list: Sequence[Any],
+        end_timestep_list: Sequence[Any],
+        selected_framework_metrics: Sequence[str] = (),
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        """Framework time (events not named ``Step*``) spent in the given intervals, per phase and
+        per event name, each normalised to its largest value (SageMaker's semantics: an event
+        overlapping several intervals counts once per interval)."""
+        intervals = [
+            (to_epoch_us(b), to_epoch_us(e))
+            for b, e in zip(begin_timestep_list, end_timestep_list, strict=True)
+        ]
+        totals = self._sum_overlaps(
+            intervals,
+            selected_framework_metrics,
+            "e.start_us + e.dur_us >= w.lo AND e.start_us <= w.hi AND e.name NOT LIKE '%Step%'",
+        )
+        per_phase = totals.groupby("process")["total_us"].sum().to_dict()
+        per_name = totals.groupby("name")["total_us"].sum().to_dict()
+        return _normalised(per_phase), _normalised(per_name)
+
+
+def _normalised(values: dict[str, float]) -> dict[str, float]:
+    if not values:
+        return {}
+    top = max(values.values())
+    return {k: (v / top if top else 0.0) for k, v in values.items()}

@@ -1,0 +1,218 @@
+"""PandasFrame: SageMaker's DataFrame columns over a hand-built job and a recorded one."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from tests.analysis import _handbuilt as hb
+
+from stepscope.analysis.pandas_frame import PandasFrame
+from stepscope.store import open_job
+
+S = hb.S
+
+
+def _text(us: int) -> str:
+    moment = dt.datetime.fromtimestamp(us // S, dt.timezone.utc).replace(microsecond=us % S)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S:%f")
+
+
+@pytest.fixture
+def pf() -> PandasFrame:
+    return PandasFrame(hb.connect())
+
+
+def test_relative_times_count_from_the_minute_of_the_first_system_sample(pf: PandasFrame) -> None:
+    assert pf.start_time == hb.MINUTE0
+
+
+def test_system_metrics_have_sagemaker_columns_and_absolute_times(pf: PandasFrame) -> None:
+    system = pf.get_all_system_metrics()
+    assert list(system.columns) == [
+        "timestamp",
+        "timestamp_us",
+        "value",
+        "system_metric",
+        "dimension",
+        "nodeID",
+        "type",
+        "timestamp_epoch_us",
+    ]
+    assert len(system) == 40
+    first = system.iloc[0]
+    assert first["timestamp"] == _text(hb.T0)
+    assert first["timestamp_us"] == 5 * S
+    assert first["timestamp_epoch_us"] == hb.T0
+    assert system["timestamp_us"].max() == 14 * S
+    cpu = system[(system.system_metric == "cpu0") & (system.dimension == "CPUUtilization")]
+    assert cpu["value"].tolist() == [10.0 * k for k in range(10)]
+
+
+def test_system_metrics_filter_by_name(pf: PandasFrame) -> None:
+    gpu = pf.get_all_system_metrics(selected_system_metrics=["gpu0"])
+    assert set(gpu["system_metric"]) == {"gpu0"} and len(gpu) == 10
+
+
+def test_framework_metrics_have_sagemaker_columns(pf: PandasFrame) -> None:
+    fw = pf.get_all_framework_metrics()
+    assert len(fw) == len(hb.event_rows())
+    for column in [
+        "start_time",
+        "end_time",
+        "start_time_us",
+        "end_time_us",
+        "tid",
+        "pid",
+        "framework_metric",
+        "step",
+        "bytes",
+        "process",
+        "nodeID",
+    ]:
+        assert column in fw.columns
+    train = fw[fw.process == "Step:ModeKeys.TRAIN"]
+    assert train["step"].tolist() == [0, 1, 2]
+    assert train["start_time_us"].tolist() == [6 * S, 7 * S, 8.5 * S]
+    assert train["end_time"].iloc[1] == _text(hb.T0 + int(3.5 * S))
+    assert train["start_time_epoch_us"].iloc[0] == hb.T0 + S
+    forward = fw[fw.process == "Forward"]
+    assert set(forward["framework_metric"]) == {"Net"}
+    assert (forward["step"] == -1).all()
+
+
+def test_framework_metrics_filter_by_exact_name_or_phase(pf: PandasFrame) -> None:
+    by_phase = pf.get_all_framework_metrics(["Step:ModeKeys.EVAL"])
+    assert by_phase["step"].tolist() == [0, 1]
+    by_name = pf.get_all_framework_metrics(["worker_loop"])
+    assert len(by_name) == 2
+    assert pf.get_all_framework_metrics(["Step"]).empty
+
+
+def test_layer_name_argument_names_the_metric() -> None:
+    rows = hb.event_rows()
+    rows[1]["args"] = json.dumps({"layer_name": "conv1"})
+    fw = PandasFrame(hb.connect(events=hb.events_table(rows))).get_all_framework_metrics()
+    assert "conv1" in set(fw["framework_metric"])
+
+
+def test_data_by_time_window(pf: PandasFrame) -> None:
+    system, fw = pf.get_profiler_data_by_time(hb.T0 + 2 * S, hb.T0 + 3 * S)
+    assert sorted(set(system["timestamp_epoch_us"])) == [hb.T0 + 2 * S, hb.T0 + 3 * S]
+    # Overlapping events: TRAIN steps 0 (ends at 2 s) and 1, Forward of step 1, GetNext at 2 s,
+    # and both workers.
+    assert sorted(fw["framework_metric"]) == sorted(
+        [
+            "Step:ModeKeys.TRAIN",
+            "Step:ModeKeys.TRAIN",
+            "Net",
+            "DataLoaderIter::GetNext",
+            "worker_loop",
+            "worker_loop",
+        ]
+    )
+    only_system, none = pf.get_profiler_data_by_time(hb.T0, hb.T0 + S, get_framework_metrics=False)
+    assert none.empty and len(only_system) == 8
+
+
+def test_data_by_step_takes_system_samples_within_those_steps(pf: PandasFrame) -> None:
+    system, fw = pf.get_profiler_data_by_step(1, 1)
+    # TRAIN step 1 [2, 3.5] and EVAL step 1 [6.5, 7.5]: samples at 2..7 s.
+    assert sorted(fw["process"]) == ["Step:ModeKeys.EVAL", "Step:ModeKeys.TRAIN"]
+    assert sorted(set(system["timestamp_epoch_us"])) == [hb.T0 + k * S for k in range(2, 8)]
+
+
+def test_dataloader_metrics_are_selected_by_regex(pf: PandasFrame) -> None:
+    getnext = pf.get_all_dataloader_metrics([".*DataLoaderIter::GetNext"])
+    assert getnext["duration_us"].tolist() == [100.0, 100.0, 500.0]
+    assert getnext["worker_id"].tolist() == [0, 1, 0]
+    init = pf.get_all_dataloader_metrics(["DataLoaderIterInitialize"])
+    assert init[["framework_metric", "num_workers", "pin_memory"]].values.tolist() == [
+        ["_MultiProcessingDataLoaderIter.__init__", 4, "True"]
+    ]
+    assert getnext["pin_memory"].tolist() == ["NA"] * 3
+    both = pf.get_all_dataloader_metrics(["DataLoaderWorker", "Initialize"])
+    assert len(both) == 3
+
+
+def test_text_timestamps_convert_back_to_microseconds(pf: PandasFrame) -> None:
+    system = pf.get_all_system_metrics()
+    for text, us in zip(system["timestamp"], system["timestamp_epoch_us"], strict=True):
+        assert pf.convert_datetime_to_timestamp(text) == us
+
+
+def test_framework_metrics_at_instants(pf: PandasFrame) -> None:
+    phases, names, training = pf.get_framework_metrics_by_timesteps([_text(hb.T0 + int(1.5 * S))])
+    # Running at 1.5 s: TRAIN step 0 (1 s long), Net (0.5 s), both workers (7.5 s and 2 s).
+    assert training == {"Step:ModeKeys.TRAIN": 1.0 * S}
+    assert names == {"Net": 0.5 * S, "worker_loop": 9.5 * S}
+    assert phases == {"DataLoaderWorker": 1.0, "Forward": pytest.approx(0.5 / 9.5)}
+
+
+def test_framework_metrics_in_intervals(pf: PandasFrame) -> None:
+    phases, names = pf.get_framework_metrics_by_begin_and_end_timesteps(
+        [_text(hb.T0 + S)], [_text(hb.T0 + 2 * S)]
+    )
+    # Overlapping [1, 2] s, Step events left out: GetNext at 1 s and 2 s (100 us each), Net
+    # (0.5 s), both workers (9.5 s together).
+    assert phases == {
+        "DataLoaderWorker": 1.0,
+        "Forward": pytest.approx(0.5 / 9.5),
+        "DataLoaderIter": pytest.approx(200 / 9.5e6),
+    }
+    assert names["worker_loop"] == 1.0
+
+
+def test_an_empty_job_gives_empty_frames() -> None:
+    empty = PandasFrame(hb.connect(hb.system_table().slice(0, 0), hb.events_table([])))
+    assert empty.start_time == 0
+    assert empty.get_all_system_metrics().empty
+    assert empty.get_all_framework_metrics().empty
+    assert empty.get_all_dataloader_metrics([".*"]).empty
+
+
+# -- recorded SageMaker output -------------------------------------------------------------------
+
+
+def _recorded_events(folder: Path) -> list[tuple[str, str, float, float]]:
+    """(phase, name, start µs, duration µs) of every span in the trace files, read here directly."""
+    found = []
+    for path in sorted(folder.rglob("*.json")):
+        events = json.loads(path.read_text())
+        start = next(
+            e["args"]["start_time_since_epoch_in_micros"]
+            for e in events
+            if e.get("ph") == "M" and "start_time_since_epoch_in_micros" in e.get("args", {})
+        )
+        phases = {
+            e["pid"]: e["args"]["name"]
+            for e in events
+            if e.get("name") == "process_name" and "name" in e.get("args", {})
+        }
+        for e in events:
+            if e.get("ph") == "X":
+                found.append((phases[e["pid"]], e["name"], start + e["ts"], e["dur"]))
+    return found
+
+
+def test_recorded_merge_traces(shared_fixtures: Path, tmp_path: Path) -> None:
+    root = shared_fixtures / "smdebug" / "merge_traces"
+    expected = _recorded_events(root / "framework" / "pevents")
+    pf = PandasFrame(open_job(root, cache_dir=tmp_path / "cache"))
+    fw = pf.get_all_framework_metrics()
+    assert (fw["process"] == "Step:ModeKeys.TRAIN").sum() == 30
+    assert (fw["process"] == "Step:ModeKeys.EVAL").sum() == 10
+    getnext_expected = sum(1 for phase, *_ in expected if phase == "DataIterator")
+    assert getnext_expected == 662
+    assert len(pf.get_all_dataloader_metrics(["DataIterator"])) == getnext_expected
+    assert len(pf.get_all_framework_metrics(["dataset::GetNext"])) == sum(
+        1 for _, name, *_ in expected if name == "dataset::GetNext"
+    )
+    train = sorted((s, d) for p, _, s, d in expected if p == "Step:ModeKeys.TRAIN")
+    got = fw[fw["process"] == "Step:ModeKeys.TRAIN"].sort_values("start_time_epoch_us")
+    assert got["start_time_epoch_us"].tolist() == [s for s, _ in train]
+    assert (got["end_time_epoch_us"] - got["start_time_epoch_us"]).tolist() == [d for _, d in train]
+    assert got["step"].tolist() == list(range(30))
+    assert pf.get_all_system_metrics().empty
