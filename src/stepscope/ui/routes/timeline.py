@@ -1,0 +1,139 @@
+"""``/api/jobs/{id}/timeline/...``: the timeline view's tracks, windows, slice details and area stats.
+
+Every answer is bounded: a window request returns at most ``MAX_ITEMS`` slices or bins in all,
+whatever the zoom (see :mod:`stepscope.analysis.timeline`), and track ids are opaque hashes that
+must name tracks of the loaded job.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+
+from stepscope.analysis.timeline import (
+    TimelineTrack,
+    slice_connections,
+    slice_details,
+    timeline_bounds,
+    timeline_tracks,
+    timeline_window,
+    window_statistics,
+)
+from stepscope.ui.profiles import LoadedProfile
+from stepscope.ui.state import State, UIState
+
+__all__ = ["MAX_BINS", "MAX_ITEMS", "MAX_TRACKS", "router"]
+
+router = APIRouter(prefix="/api/jobs/{job_id}/timeline")
+
+#: At most this many slices and bins in one window answer, over all tracks.
+MAX_ITEMS = 4000
+MAX_BINS = 2000
+#: At most this many tracks in one request.
+MAX_TRACKS = 400
+
+_TrackIds = Annotated[str, Query(max_length=MAX_TRACKS * 13, pattern=r"^[0-9a-f,]*$")]
+
+
+def _tracks(state: UIState, profile: LoadedProfile) -> list[TimelineTrack]:
+    return state.registry.compute(
+        profile, ("timeline", "tracks"), lambda job: timeline_tracks(job.connect())
+    )
+
+
+def _select(state: UIState, profile: LoadedProfile, ids: str) -> list[TimelineTrack]:
+    wanted = [i for i in ids.split(",") if i]
+    if len(wanted) > MAX_TRACKS:
+        raise HTTPException(status_code=422, detail=f"At most {MAX_TRACKS} tracks per request.")
+    by_id = {t.id: t for t in _tracks(state, profile)}
+    unknown = [i for i in wanted if i not in by_id]
+    if unknown:
+        raise HTTPException(status_code=404, detail=f"No track {unknown[0]!r} in this job.")
+    return [by_id[i] for i in wanted]
+
+
+def _check_window(start_us: float, end_us: float) -> None:
+    if not end_us > start_us:
+        raise HTTPException(status_code=422, detail="end_us must be greater than start_us.")
+
+
+@router.get("/tracks")
+def tracks(job_id: str, state: State) -> dict[str, Any]:
+    """The track tree (``path`` from node down) and the job's time bounds in epoch µs."""
+    profile = state.loaded(job_id)
+    bounds = state.registry.compute(
+        profile, ("timeline", "bounds"), lambda job: timeline_bounds(job.connect())
+    )
+    return {
+        "bounds": list(bounds) if bounds else None,
+        "tracks": [t.to_json() for t in _tracks(state, profile)],
+    }
+
+
+@router.get("/window")
+def window(
+    job_id: str,
+    state: State,
+    start_us: float,
+    end_us: float,
+    tracks: _TrackIds = "",
+    bins: Annotated[int, Query(ge=1, le=MAX_BINS)] = 1000,
+) -> dict[str, Any]:
+    """Slices (or bins), counter points and launch flows of ``tracks`` in the window."""
+    _check_window(start_us, end_us)
+    profile = state.loaded(job_id)
+    selected = _select(state, profile, tracks)
+    key = ("timeline", "window", tracks, start_us, end_us, bins)
+    return state.registry.compute(
+        profile,
+        key,
+        lambda job: timeline_window(
+            job.connect(), selected, start_us, end_us, bins=bins, max_items=MAX_ITEMS
+        ),
+    )
+
+
+@router.get("/slice")
+def slice_(
+    job_id: str,
+    state: State,
+    track: Annotated[str, Query(pattern=r"^[0-9a-f]{12}$")],
+    start_us: float,
+    name: Annotated[str, Query(max_length=4000)],
+) -> dict[str, Any]:
+    """One slice's details, and its launch ↔ GPU activity connections."""
+    profile = state.loaded(job_id)
+    (selected,) = _select(state, profile, track)
+    all_tracks = _tracks(state, profile)
+
+    def find(job: Any) -> dict[str, Any] | None:
+        con = job.connect()
+        details = slice_details(con, selected, start_us, name)
+        if details is None:
+            return None
+        return {"details": details, "connections": slice_connections(con, all_tracks, details)}
+
+    found = state.registry.compute(profile, ("timeline", "slice", track, start_us, name), find)
+    if found is None:
+        raise HTTPException(status_code=404, detail="No such slice on that track.")
+    return found
+
+
+@router.get("/stats")
+def stats(
+    job_id: str,
+    state: State,
+    start_us: float,
+    end_us: float,
+    tracks: _TrackIds = "",
+) -> dict[str, Any]:
+    """Count and time per name of what an area selection covers (top 50)."""
+    _check_window(start_us, end_us)
+    profile = state.loaded(job_id)
+    selected = _select(state, profile, tracks)
+    key = ("timeline", "stats", tracks, start_us, end_us)
+    rows = state.registry.compute(
+        profile, key, lambda job: window_statistics(job.connect(), selected, start_us, end_us)
+    )
+    return {"rows": rows}

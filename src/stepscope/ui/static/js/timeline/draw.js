@@ -1,0 +1,207 @@
+// Drawing the timeline canvas: the time ruler, slice and counter tracks, flows and selections.
+// Pure functions of (context, layout, view, data): page.js owns the state and calls draw().
+
+export const RULER_PX = 28;
+export const LEVEL_PX = 16;
+export const COUNTER_PX = 40;
+export const MAX_LEVELS = 8;
+export const FLOW_COLOR = "#00bcd4"; // cyan, as in the seed's timeline
+
+const CATEGORY_HUES = {
+  kernel: 225,
+  gpu_memcpy: 140,
+  gpu_memset: 95,
+  cuda_runtime: 35,
+  cuda_driver: 35,
+  cpu_op: 265,
+  user_annotation: 190,
+  gpu_user_annotation: 190,
+  python_function: 10,
+};
+
+function hash(text) {
+  let h = 2166136261;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619);
+  return h >>> 0;
+}
+
+// A colour per name, in the hue family of its category, so related work looks related.
+export function sliceColor(name, category) {
+  const base = CATEGORY_HUES[category] ?? hash(category || "") % 360;
+  const h = hash(name || "");
+  const hue = (base + (h % 40) - 20 + 360) % 360;
+  return `hsl(${hue}, ${55 + (h >> 8) % 20}%, ${58 + (h >> 16) % 14}%)`;
+}
+
+export function timeToX(t, view, width) {
+  return ((t - view.start) / (view.end - view.start)) * width;
+}
+
+export function xToTime(x, view, width) {
+  return view.start + (x / width) * (view.end - view.start);
+}
+
+function niceStep(span) {
+  const raw = span / 8;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  for (const m of [1, 2, 5, 10]) if (m * power >= raw) return m * power;
+  return 10 * power;
+}
+
+export function formatDuration(us) {
+  const a = Math.abs(us);
+  if (a >= 1e6) return `${(us / 1e6).toFixed(a >= 1e7 ? 1 : 3)} s`;
+  if (a >= 1e3) return `${(us / 1e3).toFixed(a >= 1e4 ? 1 : 3)} ms`;
+  return `${us.toFixed(a >= 10 ? 1 : 3)} µs`;
+}
+
+function drawRuler(ctx, view, width, origin) {
+  ctx.fillStyle = "#f6f7f9";
+  ctx.fillRect(0, 0, width, RULER_PX);
+  ctx.strokeStyle = "#d8dce3";
+  ctx.beginPath();
+  ctx.moveTo(0, RULER_PX - 0.5);
+  ctx.lineTo(width, RULER_PX - 0.5);
+  ctx.stroke();
+  const step = niceStep(view.end - view.start);
+  ctx.fillStyle = "#4a5160";
+  ctx.font = "11px system-ui, sans-serif";
+  ctx.textBaseline = "middle";
+  for (let t = Math.ceil((view.start - origin) / step) * step; t + origin <= view.end; t += step) {
+    const x = Math.round(timeToX(t + origin, view, width)) + 0.5;
+    ctx.strokeStyle = "#c4c9d2";
+    ctx.beginPath();
+    ctx.moveTo(x, RULER_PX - 8);
+    ctx.lineTo(x, RULER_PX);
+    ctx.stroke();
+    ctx.fillText(formatDuration(t), x + 3, RULER_PX / 2);
+  }
+}
+
+function drawSlices(ctx, row, data, view, width, selected, hits) {
+  const levels = row.levels;
+  if (data.slices) {
+    for (const [start, dur, depth, name, category] of data.slices) {
+      if (depth >= levels) continue;
+      const x0 = timeToX(start, view, width);
+      const x1 = timeToX(start + dur, view, width);
+      if (x1 < 0 || x0 > width) continue;
+      const x = Math.max(x0, -1);
+      const w = Math.max(Math.min(x1, width + 1) - x, 1);
+      const y = row.y + 3 + depth * LEVEL_PX;
+      ctx.fillStyle = sliceColor(name, category);
+      ctx.fillRect(x, y, w, LEVEL_PX - 2);
+      const isSelected = selected && selected.track === row.id && selected.start === start && selected.name === name;
+      if (isSelected) {
+        ctx.strokeStyle = "#111";
+        ctx.lineWidth = 2;
+        ctx.strokeRect(x + 1, y + 1, Math.max(w - 2, 1), LEVEL_PX - 4);
+        ctx.lineWidth = 1;
+      }
+      if (w > 36) {
+        ctx.save();
+        ctx.beginPath();
+        ctx.rect(x, y, w, LEVEL_PX - 2);
+        ctx.clip();
+        ctx.fillStyle = "#16181d";
+        ctx.font = "11px system-ui, sans-serif";
+        ctx.textBaseline = "middle";
+        ctx.fillText(name, x + 3, y + (LEVEL_PX - 2) / 2);
+        ctx.restore();
+      }
+      hits.push({ track: row.id, start, dur, name, category, x, y, w, h: LEVEL_PX - 2 });
+    }
+  } else if (data.bins) {
+    const binUs = data.binUs;
+    for (const [start, count, busy, top] of data.bins) {
+      const x = timeToX(start, view, width);
+      const w = Math.max(timeToX(start + binUs, view, width) - x, 1);
+      const fill = Math.min(1, busy / binUs);
+      const h = Math.max(2, fill * (row.height - 6));
+      ctx.fillStyle = sliceColor(top, "");
+      ctx.globalAlpha = 0.85;
+      ctx.fillRect(x, row.y + row.height - 3 - h, w, h);
+      ctx.globalAlpha = 1;
+      hits.push({ track: row.id, bin: true, start, dur: binUs, name: top, count, x, y: row.y, w, h: row.height });
+    }
+  }
+}
+
+function drawCounter(ctx, row, data, view, width) {
+  const points = data.points || [];
+  if (!points.length) return;
+  const max = Math.max(100, ...points.map((p) => p[1]));
+  const y0 = row.y + row.height - 4;
+  const scale = (row.height - 10) / max;
+  ctx.beginPath();
+  ctx.moveTo(timeToX(points[0][0], view, width), y0);
+  for (const [t, v] of points) ctx.lineTo(timeToX(t, view, width), y0 - v * scale);
+  ctx.lineTo(timeToX(points[points.length - 1][0], view, width), y0);
+  ctx.closePath();
+  ctx.fillStyle = "rgba(66, 133, 244, 0.22)";
+  ctx.fill();
+  ctx.beginPath();
+  points.forEach(([t, v], i) => {
+    const x = timeToX(t, view, width);
+    const y = y0 - v * scale;
+    if (i === 0) ctx.moveTo(x, y);
+    else ctx.lineTo(x, y);
+  });
+  ctx.strokeStyle = "#3367d6";
+  ctx.stroke();
+}
+
+function drawArrow(ctx, x0, y0, x1, y1) {
+  ctx.beginPath();
+  ctx.moveTo(x0, y0);
+  const mid = (y0 + y1) / 2;
+  ctx.bezierCurveTo(x0, mid, x1, mid, x1, y1);
+  ctx.stroke();
+  const angle = Math.atan2(y1 - mid, 0);
+  ctx.beginPath();
+  ctx.moveTo(x1, y1);
+  ctx.lineTo(x1 - 5 * Math.cos(angle - 0.5), y1 - 5 * Math.sin(angle - 0.5));
+  ctx.lineTo(x1 - 5 * Math.cos(angle + 0.5), y1 - 5 * Math.sin(angle + 0.5));
+  ctx.closePath();
+  ctx.fill();
+}
+
+// Draws everything; returns what was drawn (hit boxes for clicks, and the flows drawn).
+export function draw(ctx, layout, view, data, { width, height, origin, selected, area }) {
+  ctx.clearRect(0, 0, width, height);
+  const hits = [];
+  for (const row of layout.rows) {
+    if (row.y > height || row.y + row.height < RULER_PX) continue;
+    ctx.fillStyle = row.index % 2 ? "#ffffff" : "#fafbfc";
+    ctx.fillRect(0, row.y, width, row.height);
+    const trackData = data.tracks[row.id];
+    if (!trackData) continue;
+    if (row.kind === "counter") drawCounter(ctx, row, trackData, view, width);
+    else drawSlices(ctx, row, trackData, view, width, selected, hits);
+  }
+  let flows = 0;
+  ctx.strokeStyle = FLOW_COLOR;
+  ctx.fillStyle = FLOW_COLOR;
+  ctx.lineWidth = 1.25;
+  for (const flow of data.flows || []) {
+    const from = layout.byId[flow.from[0]];
+    const to = layout.byId[flow.to[0]];
+    if (!from || !to) continue;
+    const x0 = timeToX(flow.from[1], view, width);
+    const x1 = timeToX(flow.to[1], view, width);
+    if (Math.max(x0, x1) < 0 || Math.min(x0, x1) > width) continue;
+    drawArrow(ctx, x0, from.y + LEVEL_PX / 2, x1, to.y + 3);
+    flows += 1;
+  }
+  ctx.lineWidth = 1;
+  if (area) {
+    const x0 = timeToX(area.start, view, width);
+    const x1 = timeToX(area.end, view, width);
+    ctx.fillStyle = "rgba(255, 193, 7, 0.18)";
+    ctx.fillRect(x0, area.y0, x1 - x0, area.y1 - area.y0);
+    ctx.strokeStyle = "#e0a800";
+    ctx.strokeRect(x0 + 0.5, area.y0 + 0.5, x1 - x0, area.y1 - area.y0);
+  }
+  drawRuler(ctx, view, width, origin);
+  return { hits, flows };
+}

@@ -1,0 +1,436 @@
+// The Timeline page: a collapsible track tree beside a canvas, fed by bounded window requests.
+//
+// Keys: w/s or ↑/↓ zoom in/out, a/d or ←/→ pan, f focuses the selected slice, 0 shows it all,
+// ? lists the shortcuts. Mouse: ctrl/⌘ + wheel zooms at the pointer, shift + wheel pans, a click
+// selects a slice, a drag selects an area (its statistics appear in the bottom panel).
+
+import { ApiError } from "../api.js";
+import { clear, h } from "../dom.js";
+import { selectedJob } from "../selection.js";
+import { COUNTER_PX, LEVEL_PX, MAX_LEVELS, RULER_PX, draw, formatDuration, xToTime } from "./draw.js";
+
+const ROW_MIN_PX = 22;
+const FETCH_DELAY_MS = 60;
+const SHORTCUTS = [
+  ["w / ↑", "zoom in"],
+  ["s / ↓", "zoom out"],
+  ["a / ←", "move left"],
+  ["d / →", "move right"],
+  ["f", "zoom to the selected slice"],
+  ["0", "show the whole job"],
+  ["ctrl/⌘ + wheel", "zoom at the pointer"],
+  ["shift + wheel", "move left or right"],
+  ["click", "select a slice"],
+  ["drag", "select an area and list what it covers"],
+  ["?", "show or hide this list"],
+];
+
+async function getJson(path) {
+  const response = await fetch(path, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+  const payload = await response.json().catch(() => null);
+  if (!response.ok) throw new ApiError(response.status, payload && payload.detail);
+  return payload;
+}
+
+function ensureStyles() {
+  if (document.querySelector("link[data-timeline-css]")) return;
+  document.head.append(h("link", { rel: "stylesheet", href: "/static/timeline.css", "data-timeline-css": "1" }));
+}
+
+// The tree: node → CPU / GPUs → GPU-i → tracks; groups collapse, and the layout follows.
+function buildTree(tracks) {
+  const root = { label: "", children: new Map(), tracks: [] };
+  for (const track of tracks) {
+    let node = root;
+    for (const part of track.path.slice(0, -1)) {
+      if (!node.children.has(part)) node.children.set(part, { label: part, children: new Map(), tracks: [], open: true });
+      node = node.children.get(part);
+    }
+    node.tracks.push(track);
+  }
+  return root;
+}
+
+class TimelinePage {
+  constructor(main, jobId, payload) {
+    this.main = main;
+    this.jobId = jobId;
+    this.tracks = payload.tracks;
+    this.bounds = payload.bounds;
+    this.origin = payload.bounds[0];
+    this.view = { start: payload.bounds[0], end: payload.bounds[1] };
+    this.tree = buildTree(this.tracks);
+    this.levels = {};
+    this.data = { tracks: {}, flows: [] };
+    this.selected = null;
+    this.area = null;
+    this.drawn = { hits: [], flows: 0 };
+    this.requestId = 0;
+    this.render();
+  }
+
+  // -- layout -----------------------------------------------------------------------------
+
+  layout() {
+    const rows = [];
+    let y = RULER_PX;
+    const visit = (group, depth) => {
+      for (const child of group.children.values()) {
+        rows.push({ group: child, label: child.label, depth, y, height: ROW_MIN_PX, kind: "group" });
+        y += ROW_MIN_PX;
+        if (child.open) visit(child, depth + 1);
+      }
+      for (const track of group.tracks) {
+        const levels = Math.min(MAX_LEVELS, this.levels[track.id] || 1);
+        const height = track.kind === "counter" ? COUNTER_PX : Math.max(ROW_MIN_PX, levels * LEVEL_PX + 6);
+        rows.push({ id: track.id, track, label: track.path[track.path.length - 1], depth, y, height, kind: track.kind, levels });
+        y += height;
+      }
+    };
+    visit(this.tree, 0);
+    rows.forEach((row, index) => (row.index = index));
+    const byId = {};
+    for (const row of rows) if (row.id) byId[row.id] = row;
+    return { rows, byId, height: y };
+  }
+
+  visibleTrackIds() {
+    return this.currentLayout.rows.filter((r) => r.id).map((r) => r.id);
+  }
+
+  // -- DOM --------------------------------------------------------------------------------
+
+  render() {
+    ensureStyles();
+    this.rangeLabel = h("span", { class: "tl-range", id: "tl-range" });
+    this.shortcuts = h("div", { class: "tl-shortcuts", id: "tl-shortcuts", hidden: true },
+      h("h3", {}, "Keyboard and mouse"),
+      h("table", {}, SHORTCUTS.map(([k, v]) => h("tr", {}, h("td", {}, h("kbd", {}, k)), h("td", {}, v)))));
+    this.labels = h("div", { class: "tl-labels", id: "tl-tree" });
+    this.canvas = h("canvas", { class: "tl-canvas", id: "tl-canvas", tabindex: "0" });
+    this.body = h("div", { class: "tl-body" }, this.labels, h("div", { class: "tl-canvas-wrap" }, this.canvas));
+    this.tabs = {
+      selection: h("button", { class: "tl-tab active", "data-tab": "selection", onclick: () => this.showTab("selection") }, "Current Selection"),
+      connections: h("button", { class: "tl-tab", "data-tab": "connections", onclick: () => this.showTab("connections") }, "Connections"),
+    };
+    this.panels = {
+      selection: h("div", { class: "tl-panel", id: "tl-selection" }, h("p", { class: "muted" }, "Click a slice to see its details, or drag to select an area.")),
+      connections: h("div", { class: "tl-panel", id: "tl-connections", hidden: true }, h("p", { class: "muted" }, "Select a kernel or a launch to see its connection.")),
+    };
+    clear(this.main).append(
+      h("header", { class: "page-head tl-head" },
+        h("h1", {}, "Timeline"),
+        this.rangeLabel,
+        h("button", { class: "button", id: "tl-shortcuts-button", onclick: () => this.toggleShortcuts() }, "Keyboard shortcuts")),
+      this.shortcuts,
+      this.body,
+      h("section", { class: "tl-bottom" }, h("div", { class: "tl-tabs" }, this.tabs.selection, this.tabs.connections), this.panels.selection, this.panels.connections),
+    );
+    this.bindEvents();
+    this.relayout();
+    window.stepscopeTimeline = {
+      state: () => ({ view: { ...this.view }, selected: this.selected, drawnFlows: this.drawn.flows, tracks: this.tracks.length }),
+      locate: (trackId, startUs) => this.locate(trackId, startUs),
+    };
+  }
+
+  relayout() {
+    this.currentLayout = this.layout();
+    clear(this.labels).append(h("div", { class: "tl-ruler-gap", style: `height:${RULER_PX}px` }));
+    for (const row of this.currentLayout.rows) {
+      const style = `height:${row.height}px;padding-left:${8 + row.depth * 14}px`;
+      if (row.kind === "group") {
+        this.labels.append(h("div", {
+          class: "tl-row tl-group", style, role: "button", tabindex: "0", "aria-expanded": String(row.group.open), "data-label": row.label,
+          onclick: () => { row.group.open = !row.group.open; this.relayout(); this.scheduleFetch(); },
+        }, h("span", { class: "tl-caret" }, row.group.open ? "▾" : "▸"), row.label));
+      } else {
+        this.labels.append(h("div", { class: `tl-row tl-track tl-${row.kind}`, style, "data-track": row.id, "data-label": row.label, title: row.track.path.join(" / ") }, row.label));
+      }
+    }
+    this.resize();
+  }
+
+  resize() {
+    const ratio = window.devicePixelRatio || 1;
+    const width = this.canvas.parentElement.clientWidth || 800;
+    const height = this.currentLayout.height;
+    this.width = width;
+    this.height = height;
+    this.canvas.width = Math.round(width * ratio);
+    this.canvas.height = Math.round(height * ratio);
+    this.canvas.style.width = `${width}px`;
+    this.canvas.style.height = `${height}px`;
+    this.ctx = this.canvas.getContext("2d");
+    this.ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+    this.redraw();
+  }
+
+  redraw() {
+    const started = performance.now();
+    this.drawn = draw(this.ctx, this.currentLayout, this.view, this.data, {
+      width: this.width, height: this.height, origin: this.origin, selected: this.selected, area: this.area,
+    });
+    this.lastFrameMs = performance.now() - started;
+    this.rangeLabel.textContent = `${formatDuration(this.view.start - this.origin)} – ${formatDuration(this.view.end - this.origin)} (${formatDuration(this.view.end - this.view.start)} shown)`;
+    this.rangeLabel.dataset.startUs = String(this.view.start);
+    this.rangeLabel.dataset.endUs = String(this.view.end);
+    this.canvas.dataset.flows = String(this.drawn.flows);
+    this.canvas.dataset.frameMs = this.lastFrameMs.toFixed(2);
+  }
+
+  // -- data -------------------------------------------------------------------------------
+
+  scheduleFetch() {
+    clearTimeout(this.fetchTimer);
+    this.fetchTimer = setTimeout(() => this.fetchWindow(), FETCH_DELAY_MS);
+  }
+
+  async fetchWindow() {
+    const id = ++this.requestId;
+    const ids = this.visibleTrackIds();
+    const bins = Math.max(50, Math.min(2000, Math.round(this.width / 2)));
+    const span = this.view.end - this.view.start;
+    const params = new URLSearchParams({
+      start_us: String(this.view.start - span * 0.1),
+      end_us: String(this.view.end + span * 0.1),
+      tracks: ids.join(","),
+      bins: String(bins),
+    });
+    const answer = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/window?${params}`);
+    if (id !== this.requestId) return; // a newer view is on its way
+    const binUs = (answer.end_us - answer.start_us) / bins;
+    for (const trackData of Object.values(answer.tracks)) trackData.binUs = binUs;
+    let grew = false;
+    for (const [trackId, trackData] of Object.entries(answer.tracks)) {
+      if (!trackData.slices) continue;
+      const deepest = trackData.slices.reduce((m, s) => Math.max(m, s[2] + 1), 1);
+      if (deepest > (this.levels[trackId] || 1) && (this.levels[trackId] || 1) < MAX_LEVELS) {
+        this.levels[trackId] = Math.min(MAX_LEVELS, deepest);
+        grew = true;
+      }
+    }
+    this.data = answer;
+    this.canvas.dataset.loaded = "1";
+    if (grew) this.relayout();
+    else this.redraw();
+  }
+
+  // -- view changes -----------------------------------------------------------------------
+
+  setView(start, end) {
+    const [lo, hi] = this.bounds;
+    const span = Math.min(Math.max(end - start, 1), (hi - lo) * 1.5 || 1);
+    let s = Math.max(start, lo - span * 0.25);
+    s = Math.min(s, hi + span * 0.25 - span);
+    this.view = { start: s, end: s + span };
+    this.redraw();
+    this.scheduleFetch();
+  }
+
+  zoom(factor, anchorX = this.width / 2) {
+    const t = xToTime(anchorX, this.view, this.width);
+    this.setView(t - (t - this.view.start) * factor, t + (this.view.end - t) * factor);
+  }
+
+  pan(fraction) {
+    const shift = (this.view.end - this.view.start) * fraction;
+    this.setView(this.view.start + shift, this.view.end + shift);
+  }
+
+  focusSelected() {
+    if (!this.selected) return;
+    const pad = Math.max(this.selected.dur * 0.25, 1);
+    this.setView(this.selected.start - pad, this.selected.start + this.selected.dur + pad);
+  }
+
+  locate(trackId, startUs) {
+    const hit = this.drawn.hits.find((box) => box.track === trackId && Math.abs(box.start - startUs) < 0.01);
+    if (!hit) return null;
+    const rect = this.canvas.getBoundingClientRect();
+    return { x: rect.left + hit.x + Math.min(hit.w / 2, 4), y: rect.top + hit.y + hit.h / 2 };
+  }
+
+  // -- selection --------------------------------------------------------------------------
+
+  showTab(name) {
+    for (const [key, tab] of Object.entries(this.tabs)) tab.classList.toggle("active", key === name);
+    for (const [key, panel] of Object.entries(this.panels)) panel.hidden = key !== name;
+  }
+
+  async select(hit) {
+    this.area = null;
+    if (hit.bin) {
+      this.selected = null;
+      this.redraw();
+      clear(this.panels.selection).append(h("p", {}, `${hit.count.toLocaleString()} slices here, mostly “${hit.name}”. Zoom in (w) to see them one by one.`));
+      return;
+    }
+    this.selected = { track: hit.track, start: hit.start, dur: hit.dur, name: hit.name };
+    this.redraw();
+    const params = new URLSearchParams({ track: hit.track, start_us: String(hit.start), name: hit.name });
+    const found = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/slice?${params}`);
+    this.showDetails(found.details);
+    this.showConnections(found.connections);
+    this.showTab("selection");
+  }
+
+  showDetails(d) {
+    const rows = [
+      ["Name", d.name], ["Category", d.category], ["Source", d.source],
+      ["Start", formatDuration(d.start_us - this.origin)], ["Duration", formatDuration(d.dur_us)],
+    ];
+    if (d.rank >= 0) rows.push(["Rank", d.rank]);
+    if (d.step >= 0) rows.push(["Step", d.step]);
+    if (d.device >= 0) rows.push(["Device", d.device]);
+    if (d.stream >= 0) rows.push(["Stream", d.stream]);
+    if (d.correlation >= 0) rows.push(["Correlation", d.correlation]);
+    if (d.external_id >= 0) rows.push(["External id", d.external_id]);
+    if (d.bytes >= 0) rows.push(["Bytes", d.bytes.toLocaleString()]);
+    if (d.pid >= 0) rows.push(["Process", d.pid]);
+    if (d.tid >= 0) rows.push(["Thread", d.tid]);
+    for (const [k, v] of Object.entries(d.args || {})) rows.push([k, typeof v === "object" ? JSON.stringify(v) : v]);
+    clear(this.panels.selection).append(h("dl", { class: "facts tl-facts" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, String(v))])));
+  }
+
+  showConnections(connections) {
+    const panel = clear(this.panels.connections);
+    if (!connections.length) {
+      panel.append(h("p", { class: "muted" }, "This slice has no launch ↔ GPU activity connection."));
+      return;
+    }
+    panel.append(h("table", { class: "table tl-connections" },
+      h("thead", {}, h("tr", {}, ["Relation", "Name", "Category", "Start", "Duration"].map((c) => h("th", {}, c)))),
+      h("tbody", {}, connections.map((c) => h("tr", {
+        class: "tl-link", tabindex: "0", "data-track": c.track || "",
+        onclick: () => this.jumpTo(c),
+      }, h("td", {}, c.relation), h("td", {}, c.name), h("td", {}, c.category),
+      h("td", {}, formatDuration(c.start_us - this.origin)), h("td", {}, formatDuration(c.dur_us)))))));
+  }
+
+  async jumpTo(connection) {
+    const pad = Math.max(connection.dur_us * 4, 20);
+    this.selected = { track: connection.track, start: connection.start_us, dur: connection.dur_us, name: connection.name };
+    this.setView(connection.start_us - pad, connection.start_us + connection.dur_us + pad);
+    if (connection.track) {
+      const row = this.currentLayout.byId[connection.track];
+      if (row) this.body.scrollTop = Math.max(0, row.y - 80);
+    }
+  }
+
+  async selectArea(x0, x1, y0, y1) {
+    const start = xToTime(Math.min(x0, x1), this.view, this.width);
+    const end = xToTime(Math.max(x0, x1), this.view, this.width);
+    const top = Math.min(y0, y1);
+    const bottom = Math.max(y0, y1);
+    this.area = { start, end, y0: top, y1: bottom };
+    this.selected = null;
+    this.redraw();
+    const ids = this.currentLayout.rows.filter((r) => r.id && r.kind === "slices" && r.y + r.height > top && r.y < bottom).map((r) => r.id);
+    const panel = clear(this.panels.selection);
+    this.showTab("selection");
+    if (!ids.length) {
+      panel.append(h("p", { class: "muted" }, "The area covers no slice track."));
+      return;
+    }
+    const params = new URLSearchParams({ start_us: String(start), end_us: String(end), tracks: ids.join(",") });
+    const { rows } = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/stats?${params}`);
+    panel.append(
+      h("p", { class: "tl-area-head" }, `Area: ${formatDuration(end - start)} on ${ids.length} track${ids.length === 1 ? "" : "s"}`),
+      h("table", { class: "table tl-stats", id: "tl-area-stats" },
+        h("thead", {}, h("tr", {}, ["Name", "Category", "Count", "Total time"].map((c) => h("th", {}, c)))),
+        h("tbody", {}, rows.map((r) => h("tr", {}, h("td", {}, r.name), h("td", {}, r.category), h("td", { class: "num" }, r.count.toLocaleString()), h("td", { class: "num" }, formatDuration(r.total_us)))))));
+  }
+
+  toggleShortcuts() {
+    this.shortcuts.hidden = !this.shortcuts.hidden;
+  }
+
+  // -- events -----------------------------------------------------------------------------
+
+  bindEvents() {
+    const keys = {
+      w: () => this.zoom(0.7), ArrowUp: () => this.zoom(0.7),
+      s: () => this.zoom(1 / 0.7), ArrowDown: () => this.zoom(1 / 0.7),
+      a: () => this.pan(-0.2), ArrowLeft: () => this.pan(-0.2),
+      d: () => this.pan(0.2), ArrowRight: () => this.pan(0.2),
+      f: () => this.focusSelected(),
+      0: () => this.setView(this.bounds[0], this.bounds[1]),
+      "?": () => this.toggleShortcuts(),
+    };
+    this.onKey = (event) => {
+      if (event.target instanceof HTMLInputElement || event.ctrlKey || event.metaKey || event.altKey) return;
+      const action = keys[event.key];
+      if (!action) return;
+      event.preventDefault();
+      action();
+    };
+    document.addEventListener("keydown", this.onKey);
+    this.canvas.addEventListener("wheel", (event) => {
+      if (event.ctrlKey || event.metaKey) {
+        event.preventDefault();
+        this.zoom(event.deltaY > 0 ? 1.25 : 0.8, event.offsetX);
+      } else if (event.shiftKey) {
+        event.preventDefault();
+        this.pan((event.deltaY || event.deltaX) > 0 ? 0.1 : -0.1);
+      }
+    }, { passive: false });
+    let drag = null;
+    this.canvas.addEventListener("mousedown", (event) => {
+      drag = { x: event.offsetX, y: event.offsetY };
+      this.canvas.focus();
+    });
+    this.canvas.addEventListener("mousemove", (event) => {
+      if (!drag || Math.abs(event.offsetX - drag.x) < 4) return;
+      this.area = {
+        start: xToTime(Math.min(drag.x, event.offsetX), this.view, this.width),
+        end: xToTime(Math.max(drag.x, event.offsetX), this.view, this.width),
+        y0: Math.min(drag.y, event.offsetY), y1: Math.max(drag.y, event.offsetY),
+      };
+      this.redraw();
+    });
+    this.canvas.addEventListener("mouseup", (event) => {
+      const start = drag;
+      drag = null;
+      if (!start) return;
+      if (Math.abs(event.offsetX - start.x) >= 4) {
+        this.selectArea(start.x, event.offsetX, start.y, event.offsetY).catch(showError);
+        return;
+      }
+      const hit = [...this.drawn.hits].reverse().find((b) => event.offsetX >= b.x - 1 && event.offsetX <= b.x + b.w + 1 && event.offsetY >= b.y && event.offsetY <= b.y + b.h);
+      if (hit) this.select(hit).catch(showError);
+    });
+    this.resizeObserver = new ResizeObserver(() => this.resize());
+    this.resizeObserver.observe(this.canvas.parentElement);
+  }
+}
+
+function showError(error) {
+  const panel = document.getElementById("tl-selection");
+  if (panel) clear(panel).append(h("div", { class: "notice error" }, error.message));
+}
+
+export async function renderTimeline(main) {
+  clear(main).append(h("header", { class: "page-head" }, h("h1", {}, "Timeline")));
+  const id = selectedJob();
+  if (!id) {
+    main.append(h("div", { class: "notice" }, "No profile is selected. ", h("a", { href: "/" }, "Load a profile"), " and pick it to see its timeline."));
+    return;
+  }
+  let payload;
+  try {
+    payload = await getJson(`/api/jobs/${encodeURIComponent(id)}/timeline/tracks`);
+  } catch (error) {
+    if (error instanceof ApiError && (error.status === 404 || error.status === 409)) {
+      main.append(h("div", { class: "notice" }, `${error.message} `, h("a", { href: "/" }, "Go to Load profile.")));
+      return;
+    }
+    throw error;
+  }
+  if (!payload.bounds) {
+    main.append(h("div", { class: "notice" }, "This profile holds no events or metrics yet."));
+    return;
+  }
+  const page = new TimelinePage(main, id, payload);
+  await page.fetchWindow();
+}
