@@ -1,0 +1,56 @@
+"""How the kernel analyses reach an ``events`` view: a JobData, a DuckDB connection or a path.
+
+Every kernel analysis takes ``job``: a :class:`~stepscope.store.JobData` (asked to
+``connect()``), an open DuckDB connection that already has an ``events`` view in
+:data:`~stepscope.store.EVENT_SCHEMA`, or a path (a Kineto trace file, a folder of traces, a job
+folder) that :func:`stepscope.store.open_job` opens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from stepscope.errors import ConfigError
+
+__all__ = [
+    "GPU_WORK_CATEGORIES",
+    "LAUNCH_CATEGORIES",
+    "events_connection",
+    "rank_clause",
+    "sql_list",
+]
+
+#: Categories of events that keep a GPU busy (HTA's "GPU kernels": kernels, copies, memsets).
+GPU_WORK_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+#: Categories of the CPU calls that launch GPU work (their ``correlation`` is the GPU event's).
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+
+
+def sql_list(values: tuple[str, ...]) -> str:
+    """A SQL ``IN`` list of string literals (the values are this package's constants)."""
+    return ", ".join(f"'{value}'" for value in values)
+
+
+def events_connection(job: Any) -> Any:  # Any: JobData | DuckDBPyConnection | path
+    """The DuckDB connection with an ``events`` view behind ``job`` (see the module docstring)."""
+    if isinstance(job, (str, Path)):
+        from stepscope.store import open_job
+
+        return open_job(job).connect()
+    connect = getattr(job, "connect", None)
+    if callable(connect):
+        return connect()
+    return job
+
+
+def rank_clause(rank: int | None, *, column: str = "rank") -> str:
+    """``AND rank = N`` for a rank filter, or nothing for all ranks.
+
+    :raises ConfigError: ``rank`` is not an integer >= 0.
+    """
+    if rank is None:
+        return ""
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+        raise ConfigError("rank", rank, "an integer >= 0 or None (all ranks)")
+    return f" AND {column} = {rank}"

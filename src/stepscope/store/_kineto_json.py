@@ -1,0 +1,270 @@
+"""Streaming split of one Chrome-trace JSON document into its header, event chunks and tail.
+
+A PyTorch profiler trace is one JSON object whose ``traceEvents`` array holds almost all of the
+bytes (files reach gigabytes), with small metadata keys before it (``schemaVersion``,
+``deviceProperties``, ``distributedInfo``) and after it (``traceName``, ``displayTimeUnit``,
+``baseTimeNanoseconds``). Parsing the whole document with ``json.load`` holds every event as a
+Python dict at once; this module instead decompresses the file block by block, cuts the event
+array at event boundaries into chunks of a few megabytes and parses each chunk with orjson, so
+only one chunk of dicts is alive at a time.
+
+A chunk boundary is the last ``}`` ``,`` ``{`` sequence in the buffer whose prefix parses as a
+list of events; a boundary that falls inside a string or a nested object fails to parse and the
+previous candidate is tried. A file that ends early (truncated ``.gz``, a JSON document cut
+mid-event) yields every event up to the last complete one and reports where it stopped.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = ["TraceDocument", "iter_event_chunks"]
+
+#: Decompressed bytes parsed per chunk: a few MB of JSON is a few ten thousand events.
+CHUNK_BYTES = 1 << 20
+_READ_BYTES = 1 << 20
+_COMPRESSED_READ_BYTES = 256 << 10
+#: Give up looking for ``"traceEvents"`` after this many header bytes (not a trace).
+_MAX_HEAD_BYTES = 64 << 20
+
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_WHITESPACE_AND_COMMAS = b" \t\r\n,"
+
+
+@dataclass
+class TraceDocument:
+    """What the scan found besides the events: top-level keys and damage reports.
+
+    :param header: top-level keys other than ``traceEvents`` (before and after the array).
+    :param is_array: the document is a bare JSON array of events (the oldest Chrome-trace form).
+    :param problems: ``(position, reason)`` pairs for damage that was skipped; ``position`` names
+        the decompressed byte offset and the index of the first event that could not be read.
+    """
+
+    header: dict[str, Any] = field(default_factory=dict)
+    is_array: bool = False
+    found_events: bool = False
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _decompressed_blocks(path: Path, document: TraceDocument) -> Iterator[bytes]:
+    """Yield the file's bytes, gunzipped when it starts with the gzip magic number."""
+    with open(path, "rb") as raw:
+        first = raw.read(_READ_BYTES)
+        if not first.startswith(b"\x1f\x8b"):
+            while first:
+                yield first
+                first = raw.read(_READ_BYTES)
+            return
+        inflater = zlib.decompressobj(wbits=31)
+        compressed_offset = 0
+        block = first
+        while block:
+            try:
+                # Bounded output per call: a 1 MB .gz block can hold 30 MB of repetitive JSON.
+                out = inflater.decompress(block, _READ_BYTES)
+                while out:
+                    yield out
+                    out = inflater.decompress(inflater.unconsumed_tail, _READ_BYTES)
+            except zlib.error as exc:
+                document.problems.append(
+                    (f"compressed byte {compressed_offset}", f"gzip data is corrupt ({exc})")
+                )
+                return
+            compressed_offset += len(block)
+            if inflater.eof and inflater.unused_data:
+                # A second gzip member (concatenated .gz files) continues the same stream.
+                block = inflater.unused_data
+                inflater = zlib.decompressobj(wbits=31)
+                continue
+            block = raw.read(_COMPRESSED_READ_BYTES)
+        if not inflater.eof:
+            document.problems.append(
+                (f"compressed byte {compressed_offset}", "gzip stream ends early (truncated file)")
+            )
+
+
+def _parse_events_prefix(buffer: bytes) -> tuple[list[dict[str, Any]], int]:
+    """Parse the longest prefix of ``buffer`` that is a comma-separated run of whole events.
+
+    Returns the events and how many bytes they used (0 when no boundary parses yet).
+    """
+    window_start = max(0, len(buffer) - (1 << 20))
+    candidates = [m.start() + 1 for m in _BOUNDARY.finditer(buffer, window_start)]
+    if not candidates and window_start:
+        candidates = [m.start() + 1 for m in _BOUNDARY.finditer(buffer)]
+    for cut in reversed(candidates):
+        try:
+            return orjson.loads(b"[" + buffer[:cut] + b"]"), cut
+        except orjson.JSONDecodeError:
+            continue
+    return [], 0
+
+
+def _parse_events_final(buffer: bytes) -> tuple[list[dict[str, Any]], int, bool]:
+    """Parse the last chunk: everything up to ``]``. Returns events, bytes used, and completeness."""
+    stripped = buffer.rstrip()
+    end = stripped.rfind(b"]")
+    body = stripped[:end] if end >= 0 else stripped
+    try:
+        events = orjson.loads(b"[" + body + b"]")
+        return events, len(buffer), end >= 0
+    except orjson.JSONDecodeError:
+        pass
+    events, used = _parse_events_prefix(buffer)
+    if not events:
+        # Maybe the buffer holds exactly one complete event followed by garbage.
+        closing = body.find(b"}")
+        while closing >= 0:
+            try:
+                return orjson.loads(b"[" + body[: closing + 1] + b"]"), closing + 1, False
+            except orjson.JSONDecodeError:
+                closing = body.find(b"}", closing + 1)
+    return events, used, False
+
+
+def _split_array_end(buffer: bytes) -> tuple[bytes, bytes] | None:
+    """If the event array ends in ``buffer`` (a top-level ``]`` after the last event), split there.
+
+    Only called on a buffer that starts at an event boundary and parses as whole events up to
+    the ``]``, so a ``]`` inside a string or nested list is rejected by the parse.
+    """
+    position = buffer.rfind(b"]")
+    attempts = 0
+    while position >= 0 and attempts < 16:
+        head = buffer[:position].rstrip()
+        if not head or head.endswith(b"}"):
+            attempts += 1
+            try:
+                orjson.loads(b"[" + head + b"]")
+                return head, buffer[position + 1 :]
+            except orjson.JSONDecodeError:
+                pass
+        position = buffer.rfind(b"]", 0, position)
+    return None
+
+
+def _parse_header(head: bytes, document: TraceDocument) -> None:
+    text = head.strip()
+    if text.startswith(b"{"):
+        text = text[1:]
+    text = text.rstrip().rstrip(b",")
+    if not text.strip():
+        return
+    try:
+        value = orjson.loads(b"{" + text + b"}")
+    except orjson.JSONDecodeError as exc:
+        document.problems.append(("header", f"top-level keys before traceEvents unreadable: {exc}"))
+        return
+    document.header.update(value)
+
+
+def _parse_tail(tail: bytes, document: TraceDocument) -> None:
+    text = tail.strip().lstrip(b",").strip()
+    if not text or text == b"}":
+        return
+    try:
+        value = orjson.loads(b"{" + text)
+    except orjson.JSONDecodeError as exc:
+        document.problems.append(("tail", f"top-level keys after traceEvents unreadable: {exc}"))
+        return
+    if isinstance(value, dict):
+        document.header.update(value)
+
+
+def iter_event_chunks(path: Path, document: TraceDocument) -> Iterator[list[dict[str, Any]]]:
+    """Yield the trace's events in chunks of parsed dicts, filling ``document`` as it goes.
+
+    :param path: a ``.json`` or ``.json.gz`` Chrome-trace file.
+    :param document: receives the header keys, the array flag and any damage found.
+    """
+    blocks = _decompressed_blocks(path, document)
+    buffer = b""
+    offset = 0  # decompressed offset of buffer[0]
+    events_seen = 0
+    # 1. Find where the event array starts.
+    for block in blocks:
+        buffer += block
+        start = buffer.lstrip()[:1]
+        if start == b"[":
+            document.is_array = True
+            skip = buffer.index(b"[") + 1
+            offset, buffer = skip, buffer[skip:]
+            break
+        if start and start != b"{":
+            return
+        match = _EVENTS_KEY.search(buffer)
+        if match:
+            _parse_header(buffer[: match.start()], document)
+            offset, buffer = match.end(), buffer[match.end() :]
+            break
+        if len(buffer) > _MAX_HEAD_BYTES:
+            return
+    else:
+        # No event array at all: maybe a small JSON object of some other kind.
+        if buffer.lstrip()[:1] == b"{":
+            try:
+                value = orjson.loads(buffer)
+            except orjson.JSONDecodeError:
+                return
+            if isinstance(value, dict):
+                document.header.update(value)
+        return
+    document.found_events = True
+    # 2. Cut the array into chunks at event boundaries.
+    exhausted = False
+    while True:
+        while len(buffer) < CHUNK_BYTES and not exhausted:
+            block = next(blocks, None)
+            if block is None:
+                exhausted = True
+            else:
+                buffer += block
+        stripped = buffer.lstrip(_WHITESPACE_AND_COMMAS)
+        offset += len(buffer) - len(stripped)
+        buffer = stripped
+        if buffer.startswith(b"]"):
+            _parse_tail(buffer[1:] + b"".join(blocks), document)
+            return
+        if not exhausted:
+            events, used = _parse_events_prefix(buffer)
+            if not events:
+                # One event larger than the chunk: read more before cutting.
+                block = next(blocks, None)
+                if block is None:
+                    exhausted = True
+                else:
+                    buffer += block
+                continue
+            yield events
+            events_seen += len(events)
+            offset += used
+            buffer = buffer[used:]
+            continue
+        split = _split_array_end(buffer)
+        if split is not None:
+            body, tail = split
+            if body:
+                yield orjson.loads(b"[" + body + b"]")
+            _parse_tail(tail, document)
+            return
+        events, used, _complete = _parse_events_final(buffer)
+        if events:
+            yield events
+            events_seen += len(events)
+            offset += used
+        document.problems.append(
+            (
+                f"byte {offset} (event #{events_seen})",
+                "the event array ends early; the events after this point are lost",
+            )
+        )
+        return

@@ -1,0 +1,461 @@
+"""Reader of PyTorch profiler (Kineto) Chrome-trace files into EVENT_SCHEMA record batches.
+
+One file is one process (one rank). :func:`read_kineto_trace` streams the file (see
+:mod:`stepscope.store._kineto_json`): each chunk of a few MB of JSON becomes columnar Arrow data
+at once, so the whole file is never held as Python objects, only as compact Arrow columns.
+
+What a row holds:
+
+* ``category``: the modern Kineto name. The 2021 names are translated (``Operator`` → ``cpu_op``,
+  ``Runtime`` → ``cuda_runtime``, ``Kernel`` → ``kernel``, ``Memcpy`` → ``gpu_memcpy``,
+  ``Memset`` → ``gpu_memset``, ``python`` → ``python_function``), and the 2021 ``[memory]``
+  instants without a category become ``cpu_instant_event``. AMD (``hipLaunchKernel``) and Triton
+  (``cuLaunchKernel``, category ``cuda_driver``) traces keep their categories.
+* ``ph``: ``X`` spans, ``i`` instants, ``C`` counters. Flow events (``s``/``f``: ``ac2g``,
+  ``fwdbwd``) are dropped because ``correlation`` and ``external_id`` already link launches to
+  GPU work; metadata events (``M``) are dropped too. Both are counted in the metadata.
+* ``start_us``: µs, float. Kineto writes ``ts`` in µs in every era (``displayTimeUnit: "ns"``
+  only adds ns fractions, it does not change the unit). When the file has
+  ``baseTimeNanoseconds`` (torch ≥ 2.3), ``ts`` is relative to it and ``start_us`` is
+  ``baseTimeNanoseconds / 1000 + ts``, i.e. µs since the Unix epoch. Without it, ``start_us`` is
+  ``ts`` as written, which older Kineto versions already wrote as µs since the Unix epoch. At
+  epoch magnitudes a float64 keeps 0.25 µs of resolution, so ns fractions are rounded there.
+* ``step``: N of the ``ProfilerStep#N`` range whose time span contains the event's start (CPU
+  events, any thread of the process); GPU events take the step of the runtime or driver call
+  that launched them (joined on ``correlation``), and only fall back to their own start time
+  when no launch is in the file. ``-1`` outside every step.
+* ``device``, ``stream``, ``correlation``, ``external_id``, ``bytes``: from ``args`` (``device``
+  falls back to the GPU event's ``pid``, ``stream`` to its ``tid``; ``[memory]`` events give
+  ``Device Id`` for CUDA memory and ``Bytes``); ``args``: every other arg as compact JSON, e.g.
+  ``Input type``, NCCL fields, ``Total Allocated``, ``Python id`` / ``Python parent id``.
+
+Rank: ``distributedInfo.rank``; else ``rank_hint``; else the file name (``rank-3``, ``rank_3``,
+``rank3``, or the SageMaker node id ``3-algo-1``); else 0, with a warning. A damaged file (a
+truncated ``.gz``, a document cut mid-event) keeps every event read before the damage and logs a
+warning naming the file and the position.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from stepscope.errors import UnsupportedFormatError
+from stepscope.store._kineto_json import TraceDocument, iter_event_chunks
+from stepscope.store.schema import EVENT_SCHEMA
+
+__all__ = ["GPU_CATEGORIES", "KinetoTrace", "is_kineto_trace", "read_kineto_trace"]
+
+logger = logging.getLogger(__name__)
+
+#: Rows per record batch handed out by :meth:`KinetoTrace.batches`.
+BATCH_ROWS = 65_536
+
+#: Categories whose events run on a GPU stream (``pid`` = device, ``tid`` = stream).
+GPU_CATEGORIES: tuple[str, ...] = (
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "gpu_user_annotation",
+    "cuda_sync",
+    "cuda_profiler_range",
+)
+
+#: Categories of the CPU-side calls that launch GPU work (their ``correlation`` is the GPU one's).
+LAUNCH_CATEGORIES: tuple[str, ...] = ("cuda_runtime", "cuda_driver")
+
+# 2021-era category names -> the modern ones.
+_LEGACY_CATEGORIES: dict[str, str] = {
+    "Operator": "cpu_op",
+    "Runtime": "cuda_runtime",
+    "Kernel": "kernel",
+    "Memcpy": "gpu_memcpy",
+    "Memset": "gpu_memset",
+    "async": "ac2g",
+    "async_cpu_to_gpu": "ac2g",
+    "python": "python_function",
+}
+_GPU = frozenset(GPU_CATEGORIES)
+_KEPT_PHASES = frozenset(("X", "i", "I", "C"))
+_FLOW_PHASES = frozenset(("s", "t", "f"))
+_DIGITS = re.compile(r"-?\d+")
+_RANK_IN_NAME = (
+    re.compile(r"rank[-_]?(\d+)", re.IGNORECASE),
+    re.compile(r"(?:^|[^0-9A-Za-z])(\d+)-algo-\d+"),
+)
+_SNIFF_BYTES = 256 << 10
+_KINETO_HEADER_KEYS = (b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"')
+_KINETO_CATEGORY = re.compile(
+    rb'"cat"\s*:\s*"(cpu_op|user_annotation|cuda_runtime|cuda_driver|kernel|gpu_memcpy|'
+    rb"gpu_memset|python_function|cpu_instant_event|Operator|Runtime|Kernel|Memcpy|Memset)\""
+)
+
+
+@dataclass
+class KinetoTrace:
+    """One parsed Kineto trace file: its metadata and its events in EVENT_SCHEMA.
+
+    :param path: the file read.
+    :param metadata: ``rank``, ``world_size``, ``backend``, ``device_properties``,
+        ``base_time_ns`` (None when absent), ``display_time_unit``, ``warnings`` (list of
+        messages), plus ``distributed_info``, ``trace_name``, ``steps``, ``event_count``,
+        ``flow_events``, ``metadata_events``, ``skipped_events``, ``start_us``, ``end_us``.
+    """
+
+    path: Path
+    metadata: dict[str, Any]
+    _table: pa.Table = field(repr=False)
+
+    def batches(self, max_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        """Yield the events as record batches in EVENT_SCHEMA, in file order."""
+        yield from self._table.to_batches(max_chunksize=max_rows)
+
+    def table(self) -> pa.Table:
+        """All events as one Arrow table in EVENT_SCHEMA."""
+        return self._table
+
+
+def is_kineto_trace(path: str | Path) -> bool:
+    """Cheap sniff: does ``path`` look like a PyTorch profiler trace? Never raises.
+
+    Reads at most the first 256 KB (decompressed): the document must be a JSON object with a
+    ``traceEvents`` array and either Kineto's header keys or a Kineto event category, which
+    tells it apart from TensorFlow profiler traces and SageMaker's event arrays.
+    """
+    try:
+        with open(path, "rb") as raw:
+            magic = raw.read(2)
+        opener = gzip.open if magic == b"\x1f\x8b" else open
+        with opener(path, "rb") as handle:
+            head = handle.read(_SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return False
+    if head.lstrip()[:1] != b"{" or b'"traceEvents"' not in head:
+        return False
+    return any(key in head for key in _KINETO_HEADER_KEYS) or bool(_KINETO_CATEGORY.search(head))
+
+
+def read_kineto_trace(
+    path: str | Path, *, rank_hint: int | None = None, node: str = ""
+) -> KinetoTrace:
+    """Read one Kineto trace (``.json`` or ``.json.gz``) into a :class:`KinetoTrace`.
+
+    :param path: the trace file.
+    :param rank_hint: the rank to use when the file has no ``distributedInfo.rank`` (e.g. the
+        caller knows it from the SageMaker node id in the folder layout).
+    :param node: the value of the ``node`` column (a host-level name such as ``"algo-1"``).
+    :raises UnsupportedFormatError: the file is not a Chrome-trace JSON document with events.
+    :raises JobNotFoundError: never; a missing file raises :class:`FileNotFoundError`.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(path)
+    document = TraceDocument()
+    counts = {"flow": 0, "metadata": 0, "skipped": 0}
+    batches: list[pa.RecordBatch] = []
+    for chunk in iter_event_chunks(path, document):
+        batch = _convert_chunk(chunk, counts)
+        if batch.num_rows:
+            batches.append(batch)
+    if not document.found_events and not document.is_array:
+        raise UnsupportedFormatError(
+            str(path), "a PyTorch profiler trace (a JSON object with a traceEvents array)"
+        )
+    header = document.header
+    warnings = [f"{path}: {reason} at {position}" for position, reason in document.problems]
+    for message in warnings:
+        logger.warning("%s; the events read before it are kept", message)
+    rank = _resolve_rank(header, path, rank_hint, warnings)
+    raw = (
+        pa.Table.from_batches(batches, schema=_RAW_SCHEMA) if batches else _RAW_SCHEMA.empty_table()
+    )
+    base_ns = header.get("baseTimeNanoseconds")
+    base_time_ns = int(base_ns) if isinstance(base_ns, (int, float)) else None
+    steps = _assign_steps(raw)
+    table = _to_event_table(raw, steps, rank=rank, node=node, base_time_ns=base_time_ns)
+    distributed = header.get("distributedInfo")
+    distributed = distributed if isinstance(distributed, dict) else {}
+    start = pc.min(table["start_us"]).as_py() if table.num_rows else None
+    end = pc.max(pc.add(table["start_us"], table["dur_us"])).as_py() if table.num_rows else None
+    metadata: dict[str, Any] = {
+        "path": str(path),
+        "rank": rank,
+        "world_size": distributed.get("world_size"),
+        "backend": distributed.get("backend"),
+        "distributed_info": distributed,
+        "device_properties": header.get("deviceProperties", header.get("computeProperties", [])),
+        "base_time_ns": base_time_ns,
+        "display_time_unit": header.get("displayTimeUnit"),
+        "trace_name": header.get("traceName"),
+        "host_name": header.get("host_name"),
+        "schema_version": header.get("schemaVersion"),
+        "steps": sorted(set(pc.unique(steps).to_pylist()) - {-1}),
+        "event_count": table.num_rows,
+        "flow_events": counts["flow"],
+        "metadata_events": counts["metadata"],
+        "skipped_events": counts["skipped"],
+        "start_us": start,
+        "end_us": end,
+        "warnings": warnings,
+    }
+    return KinetoTrace(path=path, metadata=metadata, _table=table)
+
+
+# Columns parsed from one chunk, before the per-file constants (rank, node) and steps are known.
+_RAW_SCHEMA = pa.schema(
+    [
+        ("category", pa.string()),
+        ("name", pa.string()),
+        ("ph", pa.string()),
+        ("ts", pa.float64()),
+        ("dur_us", pa.float64()),
+        ("pid", pa.int64()),
+        ("tid", pa.int64()),
+        ("device", pa.int64()),
+        ("stream", pa.int64()),
+        ("correlation", pa.int64()),
+        ("external_id", pa.int64()),
+        ("bytes", pa.int64()),
+        ("args", pa.string()),
+    ]
+)
+
+
+def _as_int(value: Any) -> int:
+    """An int from an int, a float, a numeric or hex string, or a label like ``"stream 7"``."""
+    if type(value) is int:
+        return value
+    if isinstance(value, float):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip(), 0)
+        except ValueError:
+            match = _DIGITS.search(value)
+            return int(match.group()) if match else -1
+    return -1
+
+
+def _convert_chunk(events: list[dict[str, Any]], counts: dict[str, int]) -> pa.RecordBatch:
+    """Turn one chunk of parsed events into a record batch in ``_RAW_SCHEMA``."""
+    category: list[str] = []
+    name: list[str] = []
+    ph_col: list[str] = []
+    ts: list[float] = []
+    dur: list[float] = []
+    pid: list[int] = []
+    tid: list[int] = []
+    device: list[int] = []
+    stream: list[int] = []
+    correlation: list[int] = []
+    external: list[int] = []
+    nbytes: list[int] = []
+    args_col: list[bytes] = []
+    dumps = orjson.dumps
+    for event in events:
+        if type(event) is not dict:
+            counts["skipped"] += 1
+            continue
+        ph = event.get("ph")
+        if ph not in _KEPT_PHASES:
+            if ph in _FLOW_PHASES:
+                counts["flow"] += 1
+            elif ph == "M":
+                counts["metadata"] += 1
+            else:
+                counts["skipped"] += 1
+            continue
+        cat = event.get("cat") or ""
+        cat = _LEGACY_CATEGORIES.get(cat, cat)
+        event_name = event.get("name")
+        if type(event_name) is not str:
+            event_name = "" if event_name is None else str(event_name)
+        p = event.get("pid", -1)
+        t = event.get("tid", -1)
+        p = p if type(p) is int else _as_int(p)
+        t = t if type(t) is int else _as_int(t)
+        args = event.get("args")
+        dev = strm = corr = ext = size = -1
+        if type(args) is dict and args:
+            ext = args.pop("External id", None)
+            if ext is None:
+                ext = args.pop("external id", -1)
+            corr = args.pop("correlation", -1)
+            if cat in _GPU:
+                dev = args.pop("device", p)
+                strm = args.pop("stream", t)
+                size = args.pop("bytes", -1)
+            elif event_name == "[memory]":
+                cat = "cpu_instant_event"
+                if args.get("Device Type") == 1:
+                    dev = args.pop("Device Id", -1)
+                size = args.pop("Bytes", -1)
+            ext = ext if type(ext) is int else _as_int(ext)
+            corr = corr if type(corr) is int else _as_int(corr)
+            dev = dev if type(dev) is int else _as_int(dev)
+            strm = strm if type(strm) is int else _as_int(strm)
+            size = size if type(size) is int else _as_int(size)
+            args_col.append(dumps(args) if args else b"")
+        else:
+            if cat in _GPU:
+                dev, strm = p, t
+            elif event_name == "[memory]":
+                cat = "cpu_instant_event"
+            args_col.append(b"")
+        category.append(cat)
+        name.append(event_name)
+        ph_col.append("i" if ph == "I" else ph)
+        ts.append(event.get("ts", 0.0))
+        dur.append(event.get("dur", 0.0))
+        pid.append(p)
+        tid.append(t)
+        device.append(dev)
+        stream.append(strm)
+        correlation.append(corr)
+        external.append(ext)
+        nbytes.append(size)
+    return pa.record_batch(
+        [
+            pa.array(category, pa.string()),
+            pa.array(name, pa.string()),
+            pa.array(ph_col, pa.string()),
+            _floats(ts),
+            _floats(dur),
+            pa.array(pid, pa.int64()),
+            pa.array(tid, pa.int64()),
+            pa.array(device, pa.int64()),
+            pa.array(stream, pa.int64()),
+            pa.array(correlation, pa.int64()),
+            pa.array(external, pa.int64()),
+            pa.array(nbytes, pa.int64()),
+            pa.array(args_col, pa.binary()).cast(pa.string()),
+        ],
+        schema=_RAW_SCHEMA,
+    )
+
+
+def _floats(values: list[Any]) -> pa.Array:
+    """A float64 array from numbers; a stray non-number (a string ``ts``) becomes 0."""
+    try:
+        return pa.array(values, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array(
+            [float(v) if isinstance(v, (int, float)) else 0.0 for v in values], pa.float64()
+        )
+
+
+def _assign_steps(raw: pa.Table) -> pa.Array:
+    """The ``step`` of every row (see the module docstring), vectorised with Arrow and NumPy."""
+    import numpy as np
+
+    rows = raw.num_rows
+    if rows == 0:
+        return pa.array([], pa.int64())
+    category = raw["category"]
+    name = raw["name"]
+    is_gpu = pc.is_in(category, value_set=pa.array(GPU_CATEGORIES)).to_numpy(zero_copy_only=False)
+    is_step = pc.and_(
+        pc.and_(pc.equal(raw["ph"], "X"), pc.starts_with(name, "ProfilerStep#")),
+        pc.invert(pa.chunked_array([pa.array(is_gpu)])),
+    ).to_numpy(zero_copy_only=False)
+    ts = raw["ts"].to_numpy()
+    steps = np.full(rows, -1, dtype=np.int64)
+    step_rows = np.flatnonzero(is_step)
+    numbers = np.array(
+        [_as_int(text[len("ProfilerStep#") :]) for text in name.take(step_rows).to_pylist()],
+        dtype=np.int64,
+    )
+    valid = numbers >= 0
+    step_rows, numbers = step_rows[valid], numbers[valid]
+    if len(step_rows):
+        begin = ts[step_rows]
+        finish = begin + raw["dur_us"].to_numpy()[step_rows]
+        order = np.argsort(begin, kind="stable")
+        begin, finish, numbers = begin[order], finish[order], numbers[order]
+        # The latest step starting at or before each event, if the event starts before its end.
+        index = np.searchsorted(begin, ts, side="right") - 1
+        inside = index >= 0
+        inside[inside] &= ts[inside] < finish[index[inside]]
+        steps[inside] = numbers[index[inside]]
+    correlation = raw["correlation"].to_numpy()
+    is_launch = pc.is_in(category, value_set=pa.array(LAUNCH_CATEGORIES)).to_numpy(
+        zero_copy_only=False
+    ) & (correlation >= 0)
+    gpu_rows = np.flatnonzero(is_gpu & (correlation >= 0))
+    if len(gpu_rows) and is_launch.any():
+        launch_correlation = correlation[is_launch]
+        launch_step = steps[is_launch]
+        found = pc.index_in(
+            pa.array(correlation[gpu_rows]), value_set=pa.array(launch_correlation)
+        ).to_numpy(zero_copy_only=False)
+        matched = ~np.isnan(found.astype(np.float64))
+        positions = found[matched].astype(np.int64)
+        steps[gpu_rows[matched]] = launch_step[positions]
+    return pa.array(steps, pa.int64())
+
+
+def _to_event_table(
+    raw: pa.Table, steps: pa.Array, *, rank: int, node: str, base_time_ns: int | None
+) -> pa.Table:
+    rows = raw.num_rows
+    start = raw["ts"]
+    if base_time_ns:
+        start = pc.add(start, base_time_ns / 1000.0)
+    columns = {
+        "source": pa.array(["kineto"] * rows, pa.string()),
+        "node": pa.array([node] * rows, pa.string()),
+        "rank": pa.array([rank] * rows, pa.int32()),
+        "category": raw["category"],
+        "name": raw["name"],
+        "ph": raw["ph"],
+        "start_us": start,
+        "dur_us": raw["dur_us"],
+        "pid": raw["pid"],
+        "tid": raw["tid"],
+        "step": steps,
+        "device": raw["device"],
+        "stream": raw["stream"],
+        "correlation": raw["correlation"],
+        "external_id": raw["external_id"],
+        "bytes": raw["bytes"],
+        "args": raw["args"],
+    }
+    return pa.table([columns[f.name] for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
+
+
+def _resolve_rank(
+    header: dict[str, Any], path: Path, rank_hint: int | None, warnings: list[str]
+) -> int:
+    """Rank from ``distributedInfo``, the caller's hint, the file name, or 0 (with a warning)."""
+    info = header.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return int(info["rank"])
+    if rank_hint is not None:
+        return int(rank_hint)
+    missing = (
+        "has no distributedInfo" if not isinstance(info, dict) else "has no distributedInfo.rank"
+    )
+    for pattern in _RANK_IN_NAME:
+        match = pattern.search(path.name)
+        if match:
+            message = f"{path}: trace {missing}; rank {match.group(1)} taken from the file name"
+            logger.warning(message)
+            warnings.append(message)
+            return int(match.group(1))
+    message = (
+        f"{path}: trace {missing} and its file name names no rank; assuming rank 0. "
+        "Pass rank_hint=, or name the file like 'rank-3.json.gz', to set it"
+    )
+    logger.warning(message)
+    warnings.append(message)
+    return 0
