@@ -164,6 +164,7 @@ class JobData:
         self._cache = cache
         self._single_file = single_file
         self._refreshed = False
+        self._duckdb: Any = None
         self.kind: JobKind = kind
         self.path: Path | str = files.root if isinstance(files, LocalFiles) else files.url
         self.cache_dir = cache.root
@@ -189,7 +190,7 @@ class JobData:
         self._refreshed = True
         changed = False
         read: list[str] = []
-        with self._cache.locked():
+        with self._cache.locked(), self._reading_session():
             self._cache.load()
             listing = self._list_files()
             raw_files = self._classify(listing)
@@ -361,6 +362,23 @@ class JobData:
                 raw.append(_RawFile(info, "horovod"))
         return raw
 
+    @contextmanager
+    def _reading_session(self) -> Iterator[None]:
+        """Keep one DuckDB connection for the system files of one refresh, then close it."""
+        try:
+            yield
+        finally:
+            if self._duckdb is not None:
+                self._duckdb.close()
+                self._duckdb = None
+
+    def _reading_connection(self) -> Any:
+        if self._duckdb is None:
+            import duckdb
+
+            self._duckdb = duckdb.connect()
+        return self._duckdb
+
     def _kineto_raw(self, info: FileInfo, name: str) -> _RawFile:
         detailed = layout.DETAILED_TRACE_RE.match(name)
         if detailed is None:
@@ -411,7 +429,14 @@ class JobData:
             return
         with self._files.open(rel) as stream:
             if raw.reader == "system":
-                yield read_system_file(stream, path=display, node=raw.node)
+                local = self._files.root / rel if isinstance(self._files, LocalFiles) else None
+                yield read_system_file(
+                    stream,
+                    path=display,
+                    node=raw.node,
+                    local_path=local,
+                    duckdb_connection=self._reading_connection(),
+                )
             elif raw.reader == "pevents":
                 yield read_pevents_file(
                     stream, path=display, source=raw.source, node=raw.node, rank=raw.rank

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import io
 import logging
+import math
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -29,8 +31,6 @@ from typing import IO, Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pa_json
 
 from stepscope.errors import CorruptFileError, UnsupportedFormatError
 from stepscope.store import layout
@@ -123,62 +123,63 @@ class _CorruptRecords:
 
 # --------------------------------------------------------------------------- system records
 
-_SYSTEM_JSON_SCHEMA = pa.schema(
-    [
-        pa.field("Type", pa.string()),
-        pa.field("Name", pa.string()),
-        pa.field("Dimension", pa.string()),
-        pa.field("Value", pa.float64()),
-        pa.field("NodeId", pa.string()),
-        pa.field("Timestamp", pa.float64()),
-    ]
+_SYSTEM_JSON_COLUMNS = (
+    "{'Type': 'VARCHAR', 'Name': 'VARCHAR', 'Dimension': 'VARCHAR', 'Value': 'DOUBLE', "
+    "'NodeId': 'VARCHAR', 'Timestamp': 'DOUBLE'}"
 )
 
 
-def read_system_file(stream: IO[bytes], *, path: str, node: str) -> Iterator[pa.RecordBatch]:
+def read_system_file(
+    stream: IO[bytes],
+    *,
+    path: str,
+    node: str,
+    local_path: str | os.PathLike[str] | None = None,
+    duckdb_connection: Any = None,
+) -> Iterator[pa.RecordBatch]:
     """Stream a system-metrics JSON-lines file as SYSTEM_SCHEMA batches.
 
-    ``Timestamp`` (float seconds) becomes ``timestamp_us`` rounded to the microsecond. A record
-    without ``NodeId`` gets ``node`` (from the file name); one without ``Name`` gets ``""``.
+    ``Timestamp`` (float seconds) becomes ``timestamp_us`` rounded to the nearest microsecond
+    (halves up). A record without ``NodeId`` gets ``node`` (from the file name); one without
+    ``Name`` or ``Dimension`` gets ``""``. A record without ``Type``, ``Value`` or
+    ``Timestamp``, or that is not JSON, is damaged and skipped.
 
-    :param stream: the file, opened in binary mode.
+    :param stream: the file, opened in binary mode (read only when the fast path cannot be used).
     :param path: the file's name for messages.
     :param node: the node named by the file name.
+    :param local_path: the file on the local disk, for DuckDB's JSON reader (several times
+        faster than parsing lines in Python); used with ``duckdb_connection``.
+    :param duckdb_connection: a DuckDB connection the caller keeps open across files.
     """
-    data = stream.read()
-    if not data.strip():
-        return
-    try:
-        table = pa_json.read_json(
-            io.BytesIO(data),
-            read_options=pa_json.ReadOptions(use_threads=False, block_size=max(1 << 20, len(data))),
-            parse_options=pa_json.ParseOptions(
-                explicit_schema=_SYSTEM_JSON_SCHEMA, unexpected_field_behavior="ignore"
-            ),
-        )
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        # Not clean JSON lines: parse line by line, keeping every good record.
-        yield from _read_system_lines(data, path=path, node=node)
-        return
-    missing = pc.sum(pc.is_null(table["Timestamp"]).cast(pa.int64())).as_py() or 0
-    missing += pc.sum(pc.is_null(table["Value"]).cast(pa.int64())).as_py() or 0
-    missing += pc.sum(pc.is_null(table["Type"]).cast(pa.int64())).as_py() or 0
-    if missing:
-        yield from _read_system_lines(data, path=path, node=node)
-        return
-    batch = pa.record_batch(
-        [
-            pc.round(pc.multiply(table["Timestamp"], 1e6)).cast(pa.int64()).combine_chunks(),
-            pc.fill_null(table["NodeId"], node).combine_chunks(),
-            table["Type"].combine_chunks(),
-            pc.fill_null(table["Name"], "").combine_chunks(),
-            pc.fill_null(table["Dimension"], "").combine_chunks(),
-            table["Value"].combine_chunks(),
-        ],
-        schema=SYSTEM_SCHEMA,
+    if local_path is not None and duckdb_connection is not None:
+        table = _read_system_duckdb(duckdb_connection, os.fspath(local_path), node)
+        if table is not None:
+            yield from table.to_batches(max_chunksize=BATCH_ROWS)
+            return
+    yield from _read_system_lines(stream.read(), path=path, node=node)
+
+
+def _read_system_duckdb(con: Any, local_path: str, node: str) -> pa.Table | None:
+    """The file through DuckDB's JSON reader; None when any record is damaged."""
+    import duckdb
+
+    quoted = local_path.replace("'", "''")
+    node_sql = node.replace("'", "''")
+    query = (
+        "SELECT CAST(floor(Timestamp * 1e6 + 0.5) AS BIGINT) AS timestamp_us, "
+        f"coalesce(NodeId, '{node_sql}') AS node, Type AS type, coalesce(Name, '') AS name, "
+        "coalesce(Dimension, '') AS dimension, Value AS value "
+        f"FROM read_json('{quoted}', format = 'newline_delimited', "
+        f"columns = {_SYSTEM_JSON_COLUMNS})"
     )
-    if batch.num_rows:
-        yield batch
+    try:
+        table = con.sql(query).to_arrow_table()
+    except duckdb.Error:
+        return None  # damaged records: the line-by-line path keeps the good ones
+    for column in ("timestamp_us", "type", "value"):
+        if table.column(column).null_count:
+            return None
+    return table.cast(SYSTEM_SCHEMA)
 
 
 def _read_system_lines(data: bytes, *, path: str, node: str) -> Iterator[pa.RecordBatch]:
@@ -193,7 +194,7 @@ def _read_system_lines(data: bytes, *, path: str, node: str) -> Iterator[pa.Reco
             continue
         try:
             record = orjson.loads(line)
-            ts_us = round(float(record["Timestamp"]) * 1e6)
+            ts_us = math.floor(float(record["Timestamp"]) * 1e6 + 0.5)
             value = float(record["Value"])
             kind = str(record["Type"])
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
@@ -450,16 +451,130 @@ def read_event_lines(
         yield columns.flush()
 
 
+#: Files up to this size are parsed whole first (one C call); larger ones only line by line.
+_WHOLE_FILE_MAX_BYTES = 64 * 1024 * 1024
+
+
 def read_pevents_file(
     stream: IO[bytes], *, path: str, source: str, node: str, rank: int
 ) -> Iterator[pa.RecordBatch]:
     """Stream one framework events file (``*_pythontimeline.json`` and the other suffixes).
 
-    :param stream: the file, opened in binary mode; read line by line.
+    A complete file of ``X`` events (what a closed, rotated file is) is parsed in one call and
+    converted column by column; anything else — a truncated or damaged file, ``B``/``E`` pairs,
+    instants, or a file larger than the rotation size by far — goes line by line through
+    :func:`read_event_lines`, which keeps every complete record. Both give the same rows.
+
+    :param stream: the file, opened in binary mode.
     :param path: the file's name for messages.
     :param source: the ``source`` column (see :data:`FRAMEWORK_SOURCES`).
     :param node: the host-level node (``algo-1``), from :func:`node_and_rank`.
     :param rank: the rank, -1 when the file name does not give one.
     """
-    converter = TraceEventConverter(EventColumns(source, node, rank))
-    yield from read_event_lines(stream, converter, path=path)
+    columns = EventColumns(source, node, rank)
+    data = stream.read(_WHOLE_FILE_MAX_BYTES + 1)
+    if len(data) <= _WHOLE_FILE_MAX_BYTES:
+        try:
+            events = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            events = None
+        if isinstance(events, list) and _convert_simple_array(events, columns):
+            if len(columns):
+                yield columns.flush()
+            return
+        lines: Iterable[bytes] = io.BytesIO(data)
+    else:
+        lines = _chain_lines(data, stream)
+    yield from read_event_lines(lines, TraceEventConverter(columns), path=path)
+
+
+def _chain_lines(head: bytes, stream: IO[bytes]) -> Iterator[bytes]:
+    """The lines of ``head`` followed by the rest of ``stream``."""
+    buffer = io.BytesIO(head)
+    last = b""
+    for line in buffer:
+        if not line.endswith(b"\n"):
+            last = line
+            break
+        yield line
+    first_rest = stream.readline()
+    yield last + first_rest
+    yield from stream
+
+
+def _int_or_minus_one(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return -1
+
+
+def _convert_simple_array(events: list[Any], columns: EventColumns) -> bool:
+    """Convert a parsed array of metadata and ``X`` events, column by column.
+
+    :returns: False (and adds nothing) when the array needs the event-by-event path: ``B``/``E``
+        or instant events, two different start times, a pid renamed, a non-object item or an
+        event without ``ts``.
+    """
+    phases: dict[Any, str] = {}
+    start_us = 0.0
+    seen_start = False
+    spans = []
+    for event in events:
+        if not isinstance(event, dict):
+            return False
+        ph = event.get("ph")
+        if ph == "X":
+            spans.append(event)
+        elif ph == "M":
+            if event.get("name") != "process_name":
+                continue
+            args = event.get("args") or {}
+            if "start_time_since_epoch_in_micros" in args:
+                value = float(args["start_time_since_epoch_in_micros"])
+                if seen_start and value != start_us:
+                    return False
+                start_us, seen_start = value, True
+            if "name" in args:
+                name = str(args["name"])
+                if phases.setdefault(event.get("pid"), name) != name:
+                    return False
+        elif ph is not None:
+            return False
+    try:
+        starts = [float(e["ts"]) + start_us for e in spans]
+        durations = [float(e.get("dur") or 0.0) for e in spans]
+    except (KeyError, TypeError, ValueError):
+        return False
+    all_args = [e.get("args") or None for e in spans]
+    steps = [
+        _int_or_minus_one(a.pop("step_num")) if a and "step_num" in a else -1 for a in all_args
+    ]
+    pids = [_int_or_minus_one(a.pop("pid")) if a and "pid" in a else -1 for a in all_args]
+    tids = [_int_or_minus_one(e["tid"]) if "tid" in e else -1 for e in spans]
+    for i, a in enumerate(all_args):
+        if a and ("thread_id" in a or "tid" in a):
+            tids[i] = _int_or_minus_one(a.pop("thread_id") if "thread_id" in a else a.pop("tid"))
+    nbytes = [-1] * len(spans)
+    devices = [-1] * len(spans)
+    for i, a in enumerate(all_args):
+        if not a:
+            continue
+        if "bytes" in a:
+            nbytes[i] = _int_or_minus_one(a.pop("bytes"))
+        elif "bytes_fetched" in a:
+            nbytes[i] = _int_or_minus_one(a.pop("bytes_fetched"))
+        if "device" in a and _as_int(a["device"]) >= 0:
+            devices[i] = _as_int(a.pop("device"))
+    columns.category.extend([phases.get(e.get("pid"), "Unknown") for e in spans])
+    columns.name.extend([str(e.get("name", "")) for e in spans])
+    columns.ph.extend(["X"] * len(spans))
+    columns.start_us.extend(starts)
+    columns.dur_us.extend(durations)
+    columns.pid.extend(pids)
+    columns.tid.extend(tids)
+    columns.step.extend(steps)
+    columns.device.extend(devices)
+    columns.bytes.extend(nbytes)
+    columns.args.extend([orjson.dumps(a).decode() if a else "" for a in all_args])
+    return True
