@@ -1,0 +1,551 @@
+"""Job, step, utilization and device-usage statistics (SageMaker's ``PandasFrameAnalysis``).
+
+One set of SQL queries serves two entry points:
+
+* :class:`PandasFrameAnalysis` takes the two DataFrames of :class:`PandasFrame` (SageMaker's API)
+  and runs the queries on them through an in-memory DuckDB connection;
+* :func:`job_statistics`, :func:`step_statistics`, :func:`utilization_statistics`,
+  :func:`device_usage_statistics` and :func:`training_phase_intervals` take a job (path, ``JobData``
+  or DuckDB connection) and run the same queries on the store, without building any frame; the
+  report and the UI use these.
+
+Where we differ from SageMaker, on purpose:
+
+* An event without a step that lies outside every step keeps ``step == -1`` (SageMaker raised
+  ``IndexError`` on it, e.g. on data-loader worker events); per-step statistics ignore such events.
+  A step is one Step event of one phase: SageMaker merged TRAIN step 3 and EVAL step 3 into one
+  interval, though each mode counts its steps from zero.
+* Utilization statistics are per resource **and dimension** and node: ``cpu`` CPUUtilization and
+  ``cpu`` I/OWaitPercentage are separate rows (SageMaker pooled them). Resources match ``type``
+  exactly, not by substring.
+* ``initialization`` is measured from the job start (first system sample), not from the minute of
+  the first system file; the training-loop start falls back to the first TRAIN/GLOBAL step when
+  there is no step 0; all job statistics are plain numbers (SageMaker returned a Series for
+  ``training_loop_duration``), and absolute ``*_epoch_us`` values are added.
+* A wrong argument raises :class:`~stepscope.errors.ConfigError` instead of logging and returning
+  None.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import math
+from collections.abc import Sequence
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from stepscope.analysis.pandas_frame import (
+    FRAMEWORK_METRIC_SQL,
+    TIMESTAMP_FORMAT,
+    connect_source,
+)
+from stepscope.errors import ConfigError
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+__all__ = [
+    "JobStats",
+    "PandasFrameAnalysis",
+    "Resource",
+    "StatsBy",
+    "device_usage_statistics",
+    "job_statistics",
+    "step_statistics",
+    "training_phase_intervals",
+    "utilization_statistics",
+]
+
+logger = logging.getLogger(__name__)
+
+_STEP_PHASE_PATTERN = "%Step:ModeKeys%"
+_LOOP_START_PHASES = ("Step:ModeKeys.TRAIN", "Step:ModeKeys.GLOBAL")
+_DEFAULT_RANGES = ((90, 100), (10, 90), (0, 10))
+
+
+class StatsBy(Enum):
+    """How step statistics are grouped."""
+
+    #: the ``Step:ModeKeys.*`` events: TRAIN, EVAL, PREDICT, GLOBAL
+    TRAINING_PHASE = "training_phase"
+    #: the event name (``framework_metric``)
+    FRAMEWORK_METRICS = "framework_metric"
+    #: the event phase (``process``)
+    PROCESS = "process"
+
+
+class Resource(Enum):
+    """A system-metric ``type``."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+    IO = "i/o"
+    NETWORK = "network"
+    MEMORY = "memory"
+
+
+class JobStats(dict):  # type: ignore[type-arg]
+    """SageMaker's job statistics: a dict that also allows attribute access (``stats.job_duration``).
+
+    Keys: ``start_time``, ``end_time``, ``training_loop_start``, ``training_loop_end`` (text, UTC)
+    and their ``*_epoch_us``; ``job_duration``, ``training_loop_duration``, ``initialization``,
+    ``finalization`` (µs); ``initialization_%``, ``training_loop_%``, ``finalization_%``.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _text(us: float | None) -> str:
+    if us is None or math.isnan(us):
+        return ""
+    moment = _dt.datetime(1970, 1, 1) + _dt.timedelta(microseconds=int(us))
+    return moment.strftime(TIMESTAMP_FORMAT)
+
+
+def _pct(part: float, whole: float) -> float:
+    return part / whole * 100 if whole else math.nan
+
+
+def _nan(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _resources(
+    resource: Resource | Sequence[Resource] | None, default: Sequence[Resource]
+) -> list[str]:
+    if resource is None:
+        chosen: Sequence[Any] = default
+    elif isinstance(resource, Resource):
+        chosen = [resource]
+    else:
+        chosen = list(resource)
+    bad = [r for r in chosen if not isinstance(r, Resource)]
+    if bad:
+        allowed = ", ".join(f"Resource.{r.name}" for r in Resource)
+        raise ConfigError("resource", bad[0], f"a Resource or a list of them ({allowed})")
+    return [r.value for r in chosen]
+
+
+def _stats_by(by: Any, *, allow_none: bool, allowed: Sequence[StatsBy]) -> StatsBy | None:
+    if by is None and allow_none:
+        return None
+    if isinstance(by, StatsBy) and by in allowed:
+        return by
+    names = ", ".join(f"StatsBy.{b.name}" for b in allowed)
+    raise ConfigError("by", by, f"one of {names}" + (" or None" if allow_none else ""))
+
+
+class _Statistics:
+    """The statistics queries over one framework relation and one system relation.
+
+    :param con: the DuckDB connection to run on.
+    :param framework_sql: a query with columns ``process``, ``framework_metric``, ``step``,
+        ``s``, ``e`` (start and end, µs since the epoch).
+    :param system_sql: a query with columns ``t`` (µs since the epoch), ``type``, ``dimension``,
+        ``nodeID``, ``value``.
+    :param offset_us: what the relative ``*_us`` output columns count from.
+    """
+
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, framework_sql: str, system_sql: str, offset_us: int
+    ) -> None:
+        self.con = con
+        self.offset_us = offset_us
+        self._with = (
+            f"WITH fw AS ({framework_sql}), sysr AS ({system_sql}), "
+            "steps AS (SELECT step AS sstep, min(s) AS ss, max(e) AS se FROM fw "
+            f"WHERE framework_metric LIKE '{_STEP_PHASE_PATTERN}' AND step <> -1 "
+            "GROUP BY framework_metric, step), "
+            "filled AS (SELECT fw.* EXCLUDE (step), CASE "
+            "WHEN fw.step <> -1 THEN fw.step WHEN st.se > fw.e THEN st.sstep ELSE -1 END AS step "
+            "FROM fw ASOF LEFT JOIN steps st ON fw.s > st.ss) "
+        )
+
+    def _df(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+        relation = self.con.sql(self._with + sql, params=list(params) or None)
+        return relation.to_arrow_table().to_pandas()
+
+    def _row(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...]:
+        return self.con.sql(self._with + sql, params=list(params) or None).fetchall()[0]
+
+    # -- job ------------------------------------------------------------------------------------
+
+    def job(self) -> JobStats:
+        sys_lo, sys_hi, fw_lo, fw_hi, step0, first_step = self._row(
+            "SELECT (SELECT min(t) FROM sysr), (SELECT max(t) FROM sysr), "
+            "(SELECT min(s) FROM fw), (SELECT max(e) FROM fw), "
+            "(SELECT min(s) FROM fw WHERE list_contains(?, framework_metric) AND step = 0), "
+            "(SELECT arg_min(s, step) FROM fw WHERE list_contains(?, framework_metric) "
+            "AND step >= 0)",
+            [list(_LOOP_START_PHASES), list(_LOOP_START_PHASES)],
+        )
+        start = _nan(sys_lo if sys_lo is not None else fw_lo)
+        end = _nan(sys_hi if sys_hi is not None else fw_hi)
+        loop_start = _nan(step0 if step0 is not None else first_step)
+        loop_end = _nan(fw_hi)
+        if math.isnan(loop_start):
+            logger.warning(
+                "No Step:ModeKeys.TRAIN or .GLOBAL event found: the training-loop statistics are "
+                "missing values."
+            )
+        duration = end - start
+        initialization = loop_start - start
+        loop = loop_end - loop_start
+        finalization = end - loop_end
+        stats = JobStats(
+            start_time=_text(start),
+            end_time=_text(end),
+            job_duration=duration,
+            training_loop_start=_text(loop_start),
+            training_loop_end=_text(loop_end),
+            training_loop_duration=loop,
+            initialization=initialization,
+            finalization=finalization,
+        )
+        stats["initialization_%"] = _pct(initialization, duration)
+        stats["training_loop_%"] = _pct(loop, duration)
+        stats["finalization_%"] = _pct(finalization, duration)
+        stats.update(
+            start_time_epoch_us=start,
+            end_time_epoch_us=end,
+            training_loop_start_epoch_us=loop_start,
+            training_loop_end_epoch_us=loop_end,
+        )
+        return stats
+
+    # -- steps ----------------------------------------------------------------------------------
+
+    def steps(self, by: StatsBy) -> pd.DataFrame:
+        if by is StatsBy.TRAINING_PHASE:
+            key, where = "framework_metric", f"framework_metric LIKE '{_STEP_PHASE_PATTERN}'"
+        else:
+            key, where = by.value, "TRUE"
+        return self._df(
+            f'SELECT {key} AS "{by.value}", avg(d) AS duration_mean_us, '
+            "min(d) AS duration_min_us, max(d) AS duration_max_us, "
+            "quantile_cont(d, 0.5) AS duration_p50_us, quantile_cont(d, 0.95) AS duration_p95_us, "
+            "quantile_cont(d, 0.99) AS duration_p99_us FROM ("
+            f"SELECT {key}, step, max(e) - min(s) AS d FROM filled WHERE step <> -1 AND {where} "
+            f"GROUP BY {key}, step) GROUP BY 1 ORDER BY 1"
+        )
+
+    # -- training phases ------------------------------------------------------------------------
+
+    def phase_intervals(self, phase: str | Sequence[str] | None) -> pd.DataFrame:
+        import pandas as pd
+
+        available = [
+            row[0]
+            for row in self.con.sql(
+                self._with + "SELECT DISTINCT process FROM fw ORDER BY 1"
+            ).fetchall()
+        ]
+        if phase is None:
+            phases = [p for p in available if "Step:ModeKeys" in p]
+        elif isinstance(phase, str):
+            phases = [phase]
+        elif isinstance(phase, Sequence):
+            phases = list(phase)
+        else:
+            raise ConfigError("phase", phase, "a phase name, a list of them, or None")
+        phases = [p for p in phases if p in available]
+        columns = [
+            "start_time_us",
+            "end_time_us",
+            "phase",
+            "start_time_epoch_us",
+            "end_time_epoch_us",
+        ]
+        if not phases:
+            logger.warning(
+                "No training phase to split the timeline by (phases with Step events: %s).",
+                ", ".join(p for p in available if "Step:ModeKeys" in p) or "none",
+            )
+            return pd.DataFrame(columns=columns)
+        runs = self.con.sql(
+            self._with + "SELECT any_value(phase) AS phase, min(s) AS lo, max(e) AS hi FROM ("
+            "SELECT phase, s, e, sum(new_run) OVER (ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS run "
+            "FROM (SELECT framework_metric AS phase, s, e, CASE WHEN framework_metric IS NOT "
+            "DISTINCT FROM lag(framework_metric) OVER (ORDER BY s, e) THEN 0 ELSE 1 END AS new_run "
+            "FROM fw WHERE list_contains(?, framework_metric))) GROUP BY run ORDER BY run",
+            params=[phases],
+        ).fetchall()
+        sys_lo, sys_hi = self._row("SELECT min(t), max(t) FROM sysr")
+        rows: list[tuple[float, float, str]] = []
+        if sys_lo is not None:
+            rows.append((sys_lo, runs[0][1] - 1, f"Before {runs[0][0]}"))
+        for index, (name, lo, hi) in enumerate(runs):
+            if index:
+                previous = runs[index - 1]
+                between = " and ".join(sorted([previous[0], name]))
+                rows.append((previous[2] + 1, lo - 1, f"Between {between}"))
+            rows.append((lo, hi, name))
+        if sys_hi is not None:
+            rows.append((runs[-1][2] + 1, sys_hi, f"After {runs[-1][0]}"))
+        rows = [r for r in rows if r[1] >= r[0]]
+        return pd.DataFrame(
+            [(lo - self.offset_us, hi - self.offset_us, name, lo, hi) for lo, hi, name in rows],
+            columns=columns,
+        )
+
+    # -- system ---------------------------------------------------------------------------------
+
+    def utilization(
+        self, resources: list[str], by: StatsBy | None, phase: str | Sequence[str] | None
+    ) -> pd.DataFrame:
+        import pyarrow as pa
+
+        aggregates = (
+            "avg(value) AS utilization_mean, min(value) AS utilization_min, "
+            "max(value) AS utilization_max, quantile_cont(value, 0.5) AS utilization_p50, "
+            "quantile_cont(value, 0.95) AS utilization_p95, "
+            "quantile_cont(value, 0.99) AS utilization_p99"
+        )
+        if by is None:
+            return self._df(
+                f"SELECT type AS Resource, dimension, nodeID, {aggregates} FROM sysr "
+                "WHERE list_contains(?, type) GROUP BY ALL ORDER BY ALL",
+                [resources],
+            )
+        intervals = self.phase_intervals(phase)
+        table = pa.table(
+            {
+                "lo": pa.array(intervals["start_time_epoch_us"].tolist(), pa.float64()),
+                "hi": pa.array(intervals["end_time_epoch_us"].tolist(), pa.float64()),
+                "phase": pa.array(intervals["phase"].tolist(), pa.string()),
+                "ord": pa.array(range(len(intervals)), pa.int64()),
+            }
+        )
+        self.con.register("_stepscope_phases", table)
+        try:
+            return self._df(
+                "SELECT type AS Resource, p.phase AS Training_phase, dimension, nodeID, "
+                f"{aggregates} FROM sysr JOIN _stepscope_phases p ON sysr.t BETWEEN p.lo AND p.hi "
+                "WHERE list_contains(?, type) GROUP BY type, p.ord, p.phase, dimension, nodeID "
+                "ORDER BY type, p.ord, dimension, nodeID",
+                [resources],
+            ).reset_index(drop=True)
+        finally:
+            self.con.unregister("_stepscope_phases")
+
+    def device_usage(
+        self, resources: list[str], ranges: Sequence[tuple[float, float]]
+    ) -> pd.DataFrame:
+        import pandas as pd
+
+        cases = " ".join(
+            f"WHEN value BETWEEN {float(lo)} AND {float(hi)} THEN {index}"
+            for index, (lo, hi) in enumerate(ranges)
+        )
+        counts = self._df(
+            f"SELECT type, dimension, nodeID, CASE {cases} END AS bucket, count(*) AS n "
+            "FROM sysr WHERE list_contains(?, type) GROUP BY ALL HAVING bucket IS NOT NULL",
+            [resources],
+        )
+        labels = [_range_label(r) for r in ranges]
+        if counts.empty:
+            return pd.DataFrame(columns=["type", "dimension", "nodeID", *labels])
+        wide = counts.pivot_table(
+            index=["type", "dimension", "nodeID"],
+            columns="bucket",
+            values="n",
+            aggfunc="sum",
+            fill_value=0,
+        )
+        wide = wide.reindex(columns=range(len(ranges)), fill_value=0).astype("int64")
+        wide.columns = labels
+        return wide.reset_index()
+
+
+def _range_label(bounds: tuple[float, float]) -> str:
+    return f"{bounds[0]:g}-{bounds[1]:g}"
+
+
+def _check_ranges(utilization_ranges: Any) -> list[tuple[float, float]]:
+    if utilization_ranges is None:
+        return list(_DEFAULT_RANGES)
+    allowed = "a non-empty list of (low, high) pairs, e.g. [(90, 100), (10, 90), (0, 10)]"
+    if not isinstance(utilization_ranges, (list, tuple)) or not utilization_ranges:
+        raise ConfigError("utilization_ranges", utilization_ranges, allowed)
+    if any(not isinstance(r, (list, tuple)) or len(r) != 2 for r in utilization_ranges):
+        raise ConfigError("utilization_ranges", utilization_ranges, allowed)
+    return [(r[0], r[1]) for r in utilization_ranges]
+
+
+_ALL_RESOURCES = list(Resource)
+_DEVICES = [Resource.CPU, Resource.GPU]
+_STEP_BY = list(StatsBy)
+
+
+class PandasFrameAnalysis:
+    """Statistics over the DataFrames of :class:`~stepscope.analysis.PandasFrame`.
+
+    :param system_df: ``PandasFrame.get_all_system_metrics()`` (or any frame with ``timestamp_us``,
+        ``value``, ``dimension``, ``nodeID``, ``type``).
+    :param framework_df: ``PandasFrame.get_all_framework_metrics()`` (or any frame with
+        ``start_time_us``, ``end_time_us``, ``framework_metric``, ``step``, ``process``).
+
+    The frames are copied; the copies get ``duration_us`` and the back-filled ``step`` as in
+    SageMaker (``self.sys_metrics_df``, ``self.framework_metrics_df``).
+    """
+
+    def __init__(self, system_df: pd.DataFrame, framework_df: pd.DataFrame) -> None:
+        import duckdb
+
+        self.sys_metrics_df = system_df.copy()
+        self.framework_metrics_df = framework_df.copy()
+        fw, sm = self.framework_metrics_df, self.sys_metrics_df
+        if "start_time_epoch_us" in fw and "start_time_us" in fw and len(fw):
+            offset = int(fw["start_time_epoch_us"].iloc[0] - fw["start_time_us"].iloc[0])
+        elif "timestamp_epoch_us" in sm and "timestamp_us" in sm and len(sm):
+            offset = int(sm["timestamp_epoch_us"].iloc[0] - sm["timestamp_us"].iloc[0])
+        else:
+            offset = 0
+        fw["duration_us"] = fw["end_time_us"] - fw["start_time_us"]
+        self._con = duckdb.connect()
+        self._con.register("_fw", fw.assign(_row=range(len(fw))))
+        self._con.register("_sys", sm)
+        t = "timestamp_epoch_us" if "timestamp_epoch_us" in sm else f"timestamp_us + {offset}"
+        self._stats = _Statistics(
+            self._con,
+            framework_sql=(
+                "SELECT process, framework_metric, step, start_time_us + "
+                f"{offset} AS s, end_time_us + {offset} AS e, _row FROM _fw"
+            ),
+            system_sql=f"SELECT {t} AS t, type, dimension, nodeID, value FROM _sys",
+            offset_us=offset,
+        )
+        if len(fw):
+            filled = self._con.sql(self._stats._with + "SELECT step FROM filled ORDER BY _row")
+            fw["step"] = filled.to_arrow_table()["step"].to_numpy()
+
+    def get_job_statistics(self) -> JobStats:
+        """Start, end and duration of the job and of its training loop; initialization and
+        finalization time (µs) and their share of the job (see :class:`JobStats`)."""
+        return self._stats.job()
+
+    def get_step_statistics(self, by: StatsBy = StatsBy.TRAINING_PHASE) -> pd.DataFrame:
+        """Per-step duration statistics: ``duration_{mean,min,max,p50,p95,p99}_us``.
+
+        :param by: ``StatsBy.TRAINING_PHASE`` (the Step events), ``FRAMEWORK_METRICS`` or
+            ``PROCESS`` (the span of each name or phase within each step).
+        """
+        return self._stats.steps(_stats_by(by, allow_none=False, allowed=_STEP_BY))  # type: ignore[arg-type]
+
+    def get_utilization_stats(
+        self,
+        resource: Resource | Sequence[Resource] | None = None,
+        by: StatsBy | None = None,
+        phase: str | Sequence[str] | None = None,
+    ) -> pd.DataFrame:
+        """Mean, min, max, p50, p95 and p99 of ``value`` per resource, dimension and node.
+
+        :param resource: a :class:`Resource` or a list; None means all five.
+        :param by: None, or ``StatsBy.TRAINING_PHASE`` to add a ``Training_phase`` column (each
+            sample labelled by :meth:`get_training_phase_intervals`).
+        :param phase: the phases for the intervals (see :meth:`get_training_phase_intervals`).
+        """
+        return self._stats.utilization(
+            _resources(resource, _ALL_RESOURCES),
+            _stats_by(by, allow_none=True, allowed=[StatsBy.TRAINING_PHASE]),
+            phase,
+        )
+
+    def get_device_usage_stats(
+        self,
+        device: Resource | Sequence[Resource] | None = None,
+        utilization_ranges: Sequence[tuple[float, float]] | None = None,
+    ) -> pd.DataFrame:
+        """How many samples fall in each utilization range, per type, dimension and node.
+
+        One column per range, named ``"<low>-<high>"`` (``"90-100"``; SageMaker used tuples,
+        which pandas indexing reads as lists).
+
+        :param device: ``Resource.CPU``, ``Resource.GPU`` or a list; None means both.
+        :param utilization_ranges: (low, high) pairs, inclusive; a sample counts in the first
+            range that holds it. Default ``[(90, 100), (10, 90), (0, 10)]``.
+        """
+        return self._stats.device_usage(
+            _resources(device, _DEVICES), _check_ranges(utilization_ranges)
+        )
+
+    def get_training_phase_intervals(
+        self, phase: str | Sequence[str] | None = None
+    ) -> pd.DataFrame:
+        """Split the timeline into runs of each phase and the gaps around them.
+
+        Consecutive Step events of one phase form one interval; between two runs comes
+        ``"Between A and B"``, before the first ``"Before X"`` (from the first system sample) and
+        after the last ``"After X"`` (to the last system sample). Columns ``start_time_us``,
+        ``end_time_us`` (relative, as the input frames), ``phase``, ``start_time_epoch_us``,
+        ``end_time_epoch_us``.
+
+        :param phase: a phase name (``"Step:ModeKeys.TRAIN"``) or a list; None means every
+            ``Step:ModeKeys.*`` phase present.
+        """
+        return self._stats.phase_intervals(phase)
+
+
+# -- job-level functions (no DataFrame of raw rows is built) -------------------------------------
+
+_JOB_FRAMEWORK_SQL = (
+    f"SELECT category AS process, {FRAMEWORK_METRIC_SQL} AS framework_metric, step, "
+    "start_us AS s, start_us + dur_us AS e FROM events WHERE ph <> 'C'"
+)
+_JOB_SYSTEM_SQL = "SELECT timestamp_us AS t, type, dimension, node AS nodeID, value FROM system"
+
+
+def _job(job: Any) -> _Statistics:
+    _, con = connect_source(job)
+    first = con.sql("SELECT min(timestamp_us) FROM system").fetchall()[0][0]
+    offset = 0 if first is None else int(first) // 60_000_000 * 60_000_000
+    return _Statistics(con, _JOB_FRAMEWORK_SQL, _JOB_SYSTEM_SQL, offset)
+
+
+def job_statistics(job: Any) -> JobStats:
+    """:meth:`PandasFrameAnalysis.get_job_statistics` of a job, computed in the store.
+
+    :param job: a path, a ``JobData`` or a DuckDB connection with ``system`` and ``events`` views.
+    """
+    return _job(job).job()
+
+
+def step_statistics(job: Any, by: StatsBy = StatsBy.TRAINING_PHASE) -> pd.DataFrame:
+    """:meth:`PandasFrameAnalysis.get_step_statistics` of a job (``job`` as in
+    :func:`job_statistics`)."""
+    return _job(job).steps(_stats_by(by, allow_none=False, allowed=_STEP_BY))  # type: ignore[arg-type]
+
+
+def utilization_statistics(
+    job: Any,
+    resource: Resource | Sequence[Resource] | None = None,
+    by: StatsBy | None = None,
+    phase: str | Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """:meth:`PandasFrameAnalysis.get_utilization_stats` of a job."""
+    return _job(job).utilization(
+        _resources(resource, _ALL_RESOURCES),
+        _stats_by(by, allow_none=True, allowed=[StatsBy.TRAINING_PHASE]),
+        phase,
+    )
+
+
+def device_usage_statistics(
+    job: Any,
+    device: Resource | Sequence[Resource] | None = None,
+    utilization_ranges: Sequence[tuple[float, float]] | None = None,
+) -> pd.DataFrame:
+    """:meth:`PandasFrameAnalysis.get_device_usage_stats` of a job."""
+    return _job(job).device_usage(_resources(device, _DEVICES), _check_ranges(utilization_ranges))
+
+
+def training_phase_intervals(job: Any, phase: str | Sequence[str] | None = None) -> pd.DataFrame:
+    """:meth:`PandasFrameAnalysis.get_training_phase_intervals` of a job (relative columns count
+    from the minute of the first system sample, as :class:`PandasFrame`)."""
+    return _job(job).phase_intervals(phase)

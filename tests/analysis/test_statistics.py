@@ -1,0 +1,196 @@
+"""Job, step, utilization and device statistics, from frames and straight from the store."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from tests.analysis import _handbuilt as hb
+
+from stepscope.analysis.pandas_frame import PandasFrame
+from stepscope.analysis.statistics import (
+    PandasFrameAnalysis,
+    Resource,
+    StatsBy,
+    device_usage_statistics,
+    job_statistics,
+    step_statistics,
+    training_phase_intervals,
+    utilization_statistics,
+)
+from stepscope.errors import ConfigError
+from stepscope.store import open_job
+
+S = hb.S
+
+
+@pytest.fixture
+def analysis() -> PandasFrameAnalysis:
+    pf = PandasFrame(hb.connect())
+    return PandasFrameAnalysis(pf.get_all_system_metrics(), pf.get_all_framework_metrics())
+
+
+def test_job_statistics(analysis: PandasFrameAnalysis) -> None:
+    stats = analysis.get_job_statistics()
+    # System samples 0..9 s; TRAIN step 0 starts at 1 s; the last framework event (a worker)
+    # ends at 8 s.
+    assert stats["job_duration"] == 9 * S
+    assert stats.initialization == 1 * S
+    assert stats["training_loop_duration"] == 7 * S
+    assert stats["finalization"] == 1 * S
+    assert stats["initialization_%"] == pytest.approx(100 / 9)
+    assert stats["training_loop_%"] == pytest.approx(700 / 9)
+    assert stats["training_loop_start_epoch_us"] == hb.T0 + S
+    assert stats["start_time"] < stats["training_loop_start"] < stats["end_time"]
+
+
+def test_events_outside_every_step_keep_minus_one_and_inner_ones_get_their_step(
+    analysis: PandasFrameAnalysis,
+) -> None:
+    fw = analysis.framework_metrics_df
+    assert (fw.loc[fw.framework_metric == "worker_loop", "step"] == -1).all()
+    assert (fw.loc[fw.process == "DataLoaderIterInitialize", "step"] == -1).all()
+    assert fw.loc[fw.framework_metric == "Net", "step"].tolist() == [0, 1, 2]
+    # GetNext calls start exactly at a step's start: not strictly inside it.
+    assert (fw.loc[fw.process == "DataLoaderIter", "step"] == -1).all()
+    assert "duration_us" in fw.columns
+
+
+def test_step_statistics_by_training_phase(analysis: PandasFrameAnalysis) -> None:
+    stats = analysis.get_step_statistics().set_index("training_phase")
+    train = stats.loc["Step:ModeKeys.TRAIN"]
+    assert train["duration_mean_us"] == pytest.approx((1 + 1.5 + 1) / 3 * S)
+    assert (train["duration_min_us"], train["duration_max_us"]) == (1 * S, 1.5 * S)
+    assert train["duration_p50_us"] == 1 * S
+    eval_ = stats.loc["Step:ModeKeys.EVAL"]
+    assert eval_["duration_mean_us"] == 0.75 * S
+
+
+def test_step_statistics_by_process_use_back_filled_steps(analysis: PandasFrameAnalysis) -> None:
+    stats = analysis.get_step_statistics(StatsBy.PROCESS).set_index("process")
+    assert stats.loc["Forward", "duration_mean_us"] == 0.5 * S
+    # Data-loader events outside every step are not a step.
+    assert "DataLoaderWorker" not in stats.index
+    by_name = analysis.get_step_statistics(StatsBy.FRAMEWORK_METRICS)
+    assert "Net" in set(by_name["framework_metric"])
+
+
+def test_utilization_is_per_resource_and_dimension(analysis: PandasFrameAnalysis) -> None:
+    stats = analysis.get_utilization_stats()
+    cpu = stats[stats.Resource == "cpu"].set_index("dimension")
+    assert cpu.loc["CPUUtilization", "utilization_mean"] == 45.0
+    assert cpu.loc["CPUUtilization", "utilization_max"] == 90.0
+    assert cpu.loc["CPUUtilization", "utilization_p50"] == 45.0
+    assert cpu.loc["I/OWaitPercentage", "utilization_mean"] == 1.0
+    assert set(stats.Resource) == {"cpu", "gpu", "memory"}
+    gpu_only = analysis.get_utilization_stats(resource=Resource.GPU)
+    assert gpu_only[["Resource", "dimension", "utilization_mean"]].values.tolist() == [
+        ["gpu", "GPUUtilization", 50.0]
+    ]
+
+
+def test_utilization_by_training_phase(analysis: PandasFrameAnalysis) -> None:
+    stats = analysis.get_utilization_stats(resource=Resource.CPU, by=StatsBy.TRAINING_PHASE)
+    cpu = stats[stats.dimension == "CPUUtilization"].set_index("Training_phase")
+    assert cpu["utilization_mean"].to_dict() == {
+        "Before Step:ModeKeys.TRAIN": 0.0,  # sample at 0 s
+        "Step:ModeKeys.TRAIN": 25.0,  # 1..4 s
+        "Between Step:ModeKeys.EVAL and Step:ModeKeys.TRAIN": 50.0,  # 5 s
+        "Step:ModeKeys.EVAL": 65.0,  # 6, 7 s
+        "After Step:ModeKeys.EVAL": 85.0,  # 8, 9 s
+    }
+
+
+def test_training_phase_intervals(analysis: PandasFrameAnalysis) -> None:
+    intervals = analysis.get_training_phase_intervals()
+    assert intervals["phase"].tolist() == [
+        "Before Step:ModeKeys.TRAIN",
+        "Step:ModeKeys.TRAIN",
+        "Between Step:ModeKeys.EVAL and Step:ModeKeys.TRAIN",
+        "Step:ModeKeys.EVAL",
+        "After Step:ModeKeys.EVAL",
+    ]
+    assert intervals["start_time_epoch_us"].tolist() == [
+        hb.T0,
+        hb.T0 + S,
+        hb.T0 + 4.5 * S + 1,
+        hb.T0 + 6 * S,
+        hb.T0 + 7.5 * S + 1,
+    ]
+    assert intervals["start_time_us"].iloc[1] == 6 * S  # relative, as the frames
+    only_eval = analysis.get_training_phase_intervals("Step:ModeKeys.EVAL")
+    assert only_eval["phase"].tolist() == [
+        "Before Step:ModeKeys.EVAL",
+        "Step:ModeKeys.EVAL",
+        "After Step:ModeKeys.EVAL",
+    ]
+
+
+def test_device_usage_counts_samples_per_range(analysis: PandasFrameAnalysis) -> None:
+    usage = analysis.get_device_usage_stats().set_index("dimension")
+    # CPUUtilization 0, 10 .. 90: 90 -> (90, 100); 10..80 -> (10, 90); 0 -> (0, 10).
+    assert usage.loc["CPUUtilization", ["90-100", "10-90", "0-10"]].tolist() == [1, 8, 1]
+    assert usage.loc["I/OWaitPercentage", ["90-100", "10-90", "0-10"]].tolist() == [0, 0, 10]
+    assert usage.loc["GPUUtilization", "10-90"] == 10
+    custom = analysis.get_device_usage_stats(Resource.GPU, utilization_ranges=[(0, 49), (50, 50)])
+    assert custom[["0-49", "50-50"]].values.tolist() == [[0, 10]]
+
+
+def test_wrong_arguments_are_config_errors(analysis: PandasFrameAnalysis) -> None:
+    with pytest.raises(ConfigError, match="resource"):
+        analysis.get_utilization_stats(resource="cpu")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="by"):
+        analysis.get_utilization_stats(by=StatsBy.PROCESS)
+    with pytest.raises(ConfigError, match="by"):
+        analysis.get_step_statistics(by="training_phase")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="utilization_ranges"):
+        analysis.get_device_usage_stats(utilization_ranges=[(1, 2, 3)])  # type: ignore[list-item]
+
+
+def test_job_level_functions_equal_the_frame_analysis(analysis: PandasFrameAnalysis) -> None:
+    con = hb.connect()
+    assert job_statistics(con) == analysis.get_job_statistics()
+    for by in StatsBy:
+        pd.testing.assert_frame_equal(step_statistics(con, by), analysis.get_step_statistics(by))
+    pd.testing.assert_frame_equal(
+        utilization_statistics(con, by=StatsBy.TRAINING_PHASE),
+        analysis.get_utilization_stats(by=StatsBy.TRAINING_PHASE),
+    )
+    pd.testing.assert_frame_equal(device_usage_statistics(con), analysis.get_device_usage_stats())
+    pd.testing.assert_frame_equal(
+        training_phase_intervals(con), analysis.get_training_phase_intervals()
+    )
+
+
+def test_without_step_events_the_loop_statistics_are_missing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rows = [r for r in hb.event_rows() if not r["category"].startswith("Step:")]
+    con = hb.connect(events=hb.events_table(rows))
+    with caplog.at_level(logging.WARNING, logger="stepscope.analysis.statistics"):
+        stats = job_statistics(con)
+    assert stats["job_duration"] == 9 * S
+    assert stats["training_loop_duration"] != stats["training_loop_duration"]  # NaN
+    assert "No Step:ModeKeys.TRAIN" in caplog.text
+    assert step_statistics(con).empty
+    assert training_phase_intervals(con).empty
+
+
+def test_recorded_merge_traces_step_statistics(shared_fixtures: Path, tmp_path: Path) -> None:
+    root = shared_fixtures / "smdebug" / "merge_traces"
+    (timeline,) = root.rglob("*_pythontimeline.json")
+    events = json.loads(timeline.read_text())
+    durations: dict[str, list[float]] = {"Step:ModeKeys.TRAIN": [], "Step:ModeKeys.EVAL": []}
+    for event in events:
+        if event.get("ph") == "X":
+            durations[event["name"]].append(event["dur"])
+    stats = step_statistics(open_job(root, cache_dir=tmp_path / "cache")).set_index(
+        "training_phase"
+    )
+    for phase, values in durations.items():
+        assert stats.loc[phase, "duration_mean_us"] == pytest.approx(sum(values) / len(values))
+        assert stats.loc[phase, "duration_max_us"] == max(values)
+        assert stats.loc[phase, "duration_min_us"] == min(values)
