@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from stepscope.config import ProfilerConfig
+from stepscope.config import ProfilerConfig, job_config_path
 from stepscope.errors import ConfigError, StepscopeError
 
 __all__ = ["Job", "JobStatus", "launch"]
@@ -38,7 +38,6 @@ __all__ = ["Job", "JobStatus", "launch"]
 logger = logging.getLogger(__name__)
 
 JOB_FILE = "job.json"
-CONFIG_FILE = "profiler-config.json"
 PROFILER_OUTPUT = "profiler-output"
 DEFAULT_JOBS_ROOT = Path("stepscope-jobs")
 #: How long a stopped command gets to exit after SIGINT before it is terminated.
@@ -132,7 +131,7 @@ def launch(
     job = Job(path=_make_job_dir(job_dir, command))
     config = _with_local_path(config, job.profiler_output)
     job.profiler_output.mkdir(parents=True, exist_ok=True)
-    config_path = job.path / CONFIG_FILE
+    config_path = job_config_path(job.path)
     config.to_file(config_path)
 
     child_command = _child_command(command, nproc_per_node)
