@@ -1,0 +1,351 @@
+"""``PT_dataloader_analysis``: SageMaker's PyTorch data-loader analysis.
+
+It reads the data-loader events of the model timeline (``DataLoaderIterInitialize``,
+``DataLoaderWorker``, ``DataLoaderIter::GetNext``) through a :class:`PandasFrame` and answers the
+questions of SageMaker's "Profiling Data Loader" page: which iterators were created and how, how
+long workers lived, how long GetNext calls and whole batches took, and which of them are outliers
+(at least twice the median).
+
+Every method *returns* its findings (a dataclass holding DataFrames) and logs a readable summary
+at INFO level; SageMaker's printed text and returned None or only the outliers. Each result's
+``summary()`` gives the same text for a notebook. ``analyze_batchtime`` also gathers the system
+and framework metrics during each outlier batch, as the SageMaker page describes, and
+``plot_the_window`` writes a chart file instead of needing a notebook widget.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stepscope.analysis.pandas_frame import FRAMEWORK_METRIC_SQL, PandasFrame, to_epoch_us
+from stepscope.analysis.window_plot import plot_the_window as _plot_the_window
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "BatchTimeAnalysis",
+    "DurationSummary",
+    "IteratorInitialization",
+    "PT_dataloader_analysis",
+]
+
+logger = logging.getLogger(__name__)
+
+GETNEXT_REGEX = ".*DataLoaderIter::GetNext"
+INITIALIZE_REGEX = "DataLoaderIterInitialize"
+WORKER_REGEX = "DataLoaderWorker"
+ITERATOR_TYPES = (
+    "_MultiProcessingDataLoaderIter.__init__",
+    "_SingleProcessDataLoaderIter.__init__",
+)
+#: Outlier batches whose system and framework metrics ``analyze_batchtime`` gathers, longest first.
+MAX_CORRELATED_OUTLIERS = 100
+
+
+def _empty_frame(columns: Sequence[str] = ()) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame(columns=list(columns))
+
+
+@dataclass
+class DurationSummary:
+    """Count and durations of one kind of data-loader event, and its outliers (>= 2x median).
+
+    :ivar what: what was measured, in words.
+    :ivar events: every event of that kind (the data-loader table of :class:`PandasFrame`).
+    :ivar outliers: events lasting at least twice the median, longest first.
+    """
+
+    what: str
+    count: int = 0
+    median_duration_us: float = float("nan")
+    max_duration_us: float = float("nan")
+    events: pd.DataFrame = field(default_factory=_empty_frame)
+    outliers: pd.DataFrame = field(default_factory=_empty_frame)
+
+    @property
+    def empty(self) -> bool:
+        """True when no such event was recorded."""
+        return self.count == 0
+
+    def summary(self) -> str:
+        """The findings as a few readable lines."""
+        if self.empty:
+            return f"No {self.what} events were recorded."
+        lines = [
+            f"{self.what}: {self.count} events, median {self.median_duration_us:.0f} us, "
+            f"max {self.max_duration_us:.0f} us.",
+        ]
+        if len(self.outliers):
+            lines.append(f"{len(self.outliers)} outliers (duration >= 2 x median):")
+            lines.append(self.outliers.head(20).to_string(index=False))
+        else:
+            lines.append("No outliers (duration >= 2 x median).")
+        return "\n".join(lines)
+
+
+@dataclass
+class IteratorInitialization(DurationSummary):
+    """A :class:`DurationSummary` of one iterator type's initializations, with its settings."""
+
+    pin_memory: str = "NA"
+    num_workers: int = -1
+
+    def summary(self) -> str:
+        head = (
+            f"Training uses {self.what} with pin_memory={self.pin_memory} and "
+            f"num_workers={self.num_workers}; it was initialized {self.count} times."
+        )
+        return head + "\n" + super().summary()
+
+
+@dataclass
+class BatchTimeAnalysis:
+    """Time between consecutive GetNext calls (one batch of training work) and its outliers.
+
+    :ivar batches: the GetNext calls of the window with ``BatchTime_in_seconds`` (start to next
+        start, per node and process) and ``previous_batch_start``.
+    :ivar outliers: batches of at least twice the median time, longest first, with ``outlier``
+        (their number), ``previous_batch_start``, ``start_time``, ``BatchTime_in_seconds``,
+        ``worker_id`` and the same bounds in µs since the epoch.
+    :ivar system_metrics: per outlier (longest :data:`MAX_CORRELATED_OUTLIERS`), node, type and
+        dimension: ``mean``, ``max`` and ``samples`` of the system metrics during the batch.
+    :ivar framework_metrics: per outlier, phase and event name: ``count`` and ``total_us`` of the
+        framework events overlapping the batch.
+    """
+
+    batches: pd.DataFrame = field(default_factory=_empty_frame)
+    median_batch_time_s: float = float("nan")
+    outliers: pd.DataFrame = field(default_factory=_empty_frame)
+    system_metrics: pd.DataFrame = field(default_factory=_empty_frame)
+    framework_metrics: pd.DataFrame = field(default_factory=_empty_frame)
+
+    @property
+    def empty(self) -> bool:
+        """True when fewer than two GetNext calls fell in the window."""
+        return len(self.batches) == 0 or self.batches["BatchTime_in_seconds"].isna().all()
+
+    def summary(self) -> str:
+        """The findings as a few readable lines."""
+        if self.empty:
+            return "Fewer than two DataLoaderIter::GetNext calls in the window: no batch times."
+        lines = [
+            f"Median time spent on each batch of data: {self.median_batch_time_s:.6f} s "
+            f"({self.batches['BatchTime_in_seconds'].notna().sum()} batches)."
+        ]
+        if len(self.outliers):
+            lines.append(f"{len(self.outliers)} outlier batches (time >= 2 x median):")
+            shown = ["previous_batch_start", "start_time", "BatchTime_in_seconds", "worker_id"]
+            lines.append(self.outliers[shown].head(20).to_string(index=False))
+        else:
+            lines.append("No outlier batches.")
+        return "\n".join(lines)
+
+
+def _summarise(events: pd.DataFrame, what: str, columns: Sequence[str]) -> DurationSummary:
+    if events.empty:
+        return DurationSummary(what, events=events, outliers=_empty_frame(columns))
+    median = float(events["duration_us"].median())
+    outliers = (
+        events.loc[events["duration_us"] >= 2 * median, list(columns)]
+        .sort_values("duration_us", ascending=False, kind="stable")
+        .reset_index(drop=True)
+    )
+    return DurationSummary(
+        what,
+        count=len(events),
+        median_duration_us=median,
+        max_duration_us=float(events["duration_us"].max()),
+        events=events,
+        outliers=outliers,
+    )
+
+
+def _patterns(value: Sequence[str] | str) -> str:
+    items = [value] if isinstance(value, str) else list(value)
+    return "|".join(f"(?:{p})" for p in items) or ".*"
+
+
+class PT_dataloader_analysis:
+    """SageMaker's PyTorch data-loader analysis over a :class:`PandasFrame`.
+
+    :param pandas_frame: the job's :class:`PandasFrame` (a path is accepted too).
+    """
+
+    def __init__(self, pandas_frame: PandasFrame | Any) -> None:
+        if not isinstance(pandas_frame, PandasFrame):
+            pandas_frame = PandasFrame(pandas_frame)
+        self.pd_data_frame = pandas_frame
+        self.dataIter_metric = pandas_frame.get_all_dataloader_metrics([GETNEXT_REGEX])
+        self.initialize_metric = pandas_frame.get_all_dataloader_metrics([INITIALIZE_REGEX])
+        self.dataWorker_metric = pandas_frame.get_all_dataloader_metrics([WORKER_REGEX])
+
+    def analyze_dataloaderIter_initialization(self) -> dict[str, IteratorInitialization]:
+        """Per iterator type initialized: its settings, how often, how long, the outliers."""
+        found: dict[str, IteratorInitialization] = {}
+        metric = self.initialize_metric
+        for itertype in ITERATOR_TYPES:
+            events = metric.loc[metric["framework_metric"] == itertype] if len(metric) else metric
+            if events.empty:
+                continue
+            base = _summarise(events, itertype, ["start_time", "end_time", "duration_us"])
+            found[itertype] = IteratorInitialization(
+                **base.__dict__,
+                pin_memory=str(events["pin_memory"].iloc[0]),
+                num_workers=int(events["num_workers"].iloc[0]),
+            )
+            logger.info("%s", found[itertype].summary())
+        if not found:
+            logger.info("No DataLoaderIter initialization events were recorded.")
+        return found
+
+    def analyze_dataloaderWorkers(self) -> DurationSummary:
+        """How many worker processes were started, how long they lived, and the outliers."""
+        result = _summarise(
+            self.dataWorker_metric,
+            "DataLoaderWorker",
+            ["start_time", "end_time", "duration_us", "worker_id"],
+        )
+        logger.info("%s", result.summary())
+        return result
+
+    def analyze_dataloader_getnext(self) -> DurationSummary:
+        """How many GetNext calls were made, how long they took, and the outliers."""
+        result = _summarise(
+            self.dataIter_metric,
+            "DataLoaderIter::GetNext",
+            ["start_time", "end_time", "duration_us", "worker_id"],
+        )
+        logger.info("%s", result.summary())
+        return result
+
+    def analyze_batchtime(
+        self,
+        start_timestamp: Any = None,
+        end_timestamp: Any = None,
+        select_events: Sequence[str] | str = (".*",),
+        select_dimensions: Sequence[str] | str = (".*",),
+    ) -> BatchTimeAnalysis:
+        """Time per batch (start of one GetNext to the start of the next, per node and process),
+        its outliers (>= 2x median), and what the system and the framework did during them.
+
+        :param start_timestamp: window start: µs since the epoch, or a SageMaker text timestamp;
+            None means the first GetNext.
+        :param end_timestamp: window end, likewise; None means the last GetNext.
+        :param select_events: regular expressions for the framework events (name or phase) to
+            report during outlier batches.
+        :param select_dimensions: regular expressions for the system metrics (dimension or name)
+            to report during outlier batches.
+        """
+        calls = self.dataIter_metric
+        if start_timestamp is not None:
+            calls = calls[calls["start_time_epoch_us"] >= to_epoch_us(start_timestamp)]
+        if end_timestamp is not None:
+            calls = calls[calls["start_time_epoch_us"] <= to_epoch_us(end_timestamp)]
+        if len(calls) < 2:
+            result = BatchTimeAnalysis(batches=calls.assign(BatchTime_in_seconds=float("nan")))
+            logger.info("%s", result.summary())
+            return result
+        batches = calls.sort_values(["node_id", "pid", "end_time_epoch_us"], kind="stable").copy()
+        grouped = batches.groupby(["node_id", "pid"], sort=False)
+        batches["BatchTime_in_seconds"] = grouped["start_time_epoch_us"].diff() / 1e6
+        batches["previous_batch_start"] = grouped["start_time"].shift()
+        batches["previous_batch_start_epoch_us"] = grouped["start_time_epoch_us"].shift()
+        median = float(batches["BatchTime_in_seconds"].median())
+        outliers = (
+            batches.loc[
+                batches["BatchTime_in_seconds"] >= 2 * median,
+                [
+                    "previous_batch_start",
+                    "start_time",
+                    "BatchTime_in_seconds",
+                    "worker_id",
+                    "node_id",
+                    "previous_batch_start_epoch_us",
+                    "start_time_epoch_us",
+                ],
+            ]
+            .sort_values("BatchTime_in_seconds", ascending=False, kind="stable")
+            .reset_index(drop=True)
+        )
+        outliers.insert(0, "outlier", range(len(outliers)))
+        system, framework = self._during(outliers, select_events, select_dimensions)
+        result = BatchTimeAnalysis(batches, median, outliers, system, framework)
+        logger.info("%s", result.summary())
+        return result
+
+    def _during(
+        self,
+        outliers: pd.DataFrame,
+        select_events: Sequence[str] | str,
+        select_dimensions: Sequence[str] | str,
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """System and framework aggregates inside each outlier batch (one SQL join each)."""
+        import pyarrow as pa
+
+        if outliers.empty:
+            return _empty_frame(), _empty_frame()
+        if len(outliers) > MAX_CORRELATED_OUTLIERS:
+            logger.info(
+                "Gathering metrics for the %d longest of %d outlier batches.",
+                MAX_CORRELATED_OUTLIERS,
+                len(outliers),
+            )
+        top = outliers.head(MAX_CORRELATED_OUTLIERS)
+        windows = pa.table(
+            {
+                "outlier": pa.array(top["outlier"].tolist(), pa.int64()),
+                "lo": pa.array(top["previous_batch_start_epoch_us"].tolist(), pa.float64()),
+                "hi": pa.array(top["start_time_epoch_us"].tolist(), pa.float64()),
+            }
+        )
+        dimensions, events = _patterns(select_dimensions), _patterns(select_events)
+        con = self.pd_data_frame.connection()
+        con.register("_stepscope_batches", windows)
+        try:
+            system = con.sql(
+                "SELECT w.outlier, s.node AS nodeID, s.type, s.dimension, avg(s.value) AS mean, "
+                "max(s.value) AS max, count(*) AS samples FROM system s "
+                "JOIN _stepscope_batches w ON s.timestamp_us BETWEEN w.lo AND w.hi "
+                "WHERE regexp_matches(s.dimension, ?) OR regexp_matches(s.name, ?) "
+                "GROUP BY ALL ORDER BY ALL",
+                params=[dimensions, dimensions],
+            ).df()
+            framework = con.sql(
+                f"SELECT w.outlier, e.category AS process, {FRAMEWORK_METRIC_SQL} "
+                "AS framework_metric, count(*) AS count, sum(e.dur_us) AS total_us FROM events e "
+                "JOIN _stepscope_batches w ON e.start_us <= w.hi AND e.start_us + e.dur_us >= w.lo "
+                "WHERE e.ph <> 'C' AND (regexp_matches(e.name, ?) OR regexp_matches(e.category, ?)) "
+                "GROUP BY ALL ORDER BY w.outlier, total_us DESC",
+                params=[events, events],
+            ).df()
+        finally:
+            con.unregister("_stepscope_batches")
+        return system, framework
+
+    def plot_the_window(
+        self,
+        start_timestamp: Any,
+        end_timestamp: Any,
+        select_events: Sequence[str] | str = (".*",),
+        select_dimensions: Sequence[str] | str = (".*",),
+        output: str | Path | None = None,
+    ) -> Path:
+        """Write a chart of the system metrics and framework events in the window; return its path.
+
+        See :func:`stepscope.analysis.window_plot.plot_the_window` for the parameters.
+        """
+        return _plot_the_window(
+            self.pd_data_frame,
+            start_timestamp,
+            end_timestamp,
+            select_events=select_events,
+            select_dimensions=select_dimensions,
+            output=output,
+        )

@@ -1,0 +1,163 @@
+"""``plot_the_window``: a chart file of the system metrics and framework events in a time window.
+
+SageMaker's version built a bokeh widget that only lived in a notebook. This one writes a file
+that opens anywhere: a self-contained HTML page (plotly, with plotly.js inlined from the installed
+package, so it works offline) or, when the output name ends in ``.png`` and kaleido is installed,
+an image. The top panel has one line per system metric (node, dimension, name), averaged into at
+most :data:`MAX_POINTS_PER_LINE` time buckets; the bottom panel has one bar per framework event,
+one row per phase, keeping the :data:`MAX_EVENTS` longest when there are more. The x axis is
+seconds since the window start.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from stepscope._optional import require
+from stepscope.analysis.pandas_frame import connect_source, to_epoch_us
+from stepscope.errors import ConfigError
+
+__all__ = ["MAX_EVENTS", "MAX_POINTS_PER_LINE", "plot_the_window"]
+
+logger = logging.getLogger(__name__)
+
+#: Time buckets per system-metric line; longer windows are averaged down to this.
+MAX_POINTS_PER_LINE = 2000
+#: Framework events drawn; the longest are kept.
+MAX_EVENTS = 20_000
+
+
+def _patterns(value: Sequence[str] | str) -> str:
+    items = [value] if isinstance(value, str) else list(value)
+    return "|".join(f"(?:{p})" for p in items) or ".*"
+
+
+def _connection(source: Any) -> Any:
+    if hasattr(source, "connection"):
+        return source.connection()
+    return connect_source(source)[1]
+
+
+def plot_the_window(
+    source: Any,
+    start_timestamp: Any,
+    end_timestamp: Any,
+    *,
+    select_events: Sequence[str] | str = (".*",),
+    select_dimensions: Sequence[str] | str = (".*",),
+    output: str | Path | None = None,
+) -> Path:
+    """Write the chart of ``[start_timestamp, end_timestamp]`` and return the file's path.
+
+    :param source: a :class:`~stepscope.analysis.PandasFrame`, a job path, a ``JobData`` or a
+        DuckDB connection with ``system`` and ``events`` views.
+    :param start_timestamp: µs since the epoch, or a SageMaker text timestamp.
+    :param end_timestamp: likewise; must be after the start.
+    :param select_events: regular expressions; events whose name or phase matches are drawn.
+    :param select_dimensions: regular expressions; system metrics whose dimension or name matches
+        are drawn.
+    :param output: the file to write (``.html``, or ``.png`` with kaleido installed); default
+        ``stepscope-window-<start_us>-<end_us>.html`` in the current folder.
+    """
+    plotly = require("plotly", extra="ui", feature="plot_the_window")
+    from plotly.subplots import make_subplots
+
+    go = plotly.graph_objects
+    start_us, end_us = to_epoch_us(start_timestamp), to_epoch_us(end_timestamp)
+    if end_us <= start_us:
+        raise ConfigError(
+            "plot_the_window.end_timestamp", end_timestamp, f"after the start ({start_timestamp!r})"
+        )
+    path = (
+        Path(output) if output is not None else Path(f"stepscope-window-{start_us}-{end_us}.html")
+    )
+    con = _connection(source)
+    bucket_us = max(1, (end_us - start_us) // MAX_POINTS_PER_LINE)
+    dimensions, events = _patterns(select_dimensions), _patterns(select_events)
+    system = con.sql(
+        "SELECT node, dimension, name, "
+        "(min(timestamp_us) - ?) / 1e6 AS t_s, avg(value) AS value FROM system "
+        "WHERE timestamp_us BETWEEN ? AND ? AND (regexp_matches(dimension, ?) OR "
+        "regexp_matches(name, ?)) GROUP BY node, dimension, name, (timestamp_us - ?) // ? "
+        "ORDER BY node, dimension, name, t_s",
+        params=[start_us, start_us, end_us, dimensions, dimensions, start_us, bucket_us],
+    ).df()
+    framework = con.sql(
+        "SELECT category, name, (greatest(start_us, ?) - ?) / 1e6 AS t_s, "
+        "(least(start_us + dur_us, ?) - greatest(start_us, ?)) / 1e6 AS dur_s FROM events "
+        "WHERE ph <> 'C' AND start_us <= ? AND start_us + dur_us >= ? AND "
+        "(regexp_matches(name, ?) OR regexp_matches(category, ?)) "
+        "ORDER BY dur_us DESC LIMIT ?",
+        params=[
+            start_us,
+            start_us,
+            end_us,
+            start_us,
+            end_us,
+            start_us,
+            events,
+            events,
+            MAX_EVENTS + 1,
+        ],
+    ).df()
+    if len(framework) > MAX_EVENTS:
+        logger.warning(
+            "More than %d framework events in the window: drawing the %d longest. "
+            "Narrow the window or select_events to see them all.",
+            MAX_EVENTS,
+            MAX_EVENTS,
+        )
+        framework = framework.head(MAX_EVENTS)
+
+    figure = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        row_heights=[0.55, 0.45],
+        vertical_spacing=0.06,
+        subplot_titles=("System metrics", "Framework events"),
+    )
+    for (node, dimension, name), line in system.groupby(["node", "dimension", "name"], sort=True):
+        label = f"{node} {dimension} {name}".replace("  ", " ").strip()
+        figure.add_trace(
+            go.Scattergl(x=line["t_s"], y=line["value"], mode="lines", name=label),
+            row=1,
+            col=1,
+        )
+    for category, bars in framework.groupby("category", sort=True):
+        figure.add_trace(
+            go.Bar(
+                base=bars["t_s"],
+                x=bars["dur_s"],
+                y=[category] * len(bars),
+                orientation="h",
+                name=str(category),
+                hovertext=bars["name"],
+                showlegend=False,
+            ),
+            row=2,
+            col=1,
+        )
+    figure.update_layout(
+        title=f"Window {start_us} .. {end_us} µs since the epoch "
+        f"({(end_us - start_us) / 1e6:.3f} s)",
+        barmode="overlay",
+        height=800,
+    )
+    figure.update_xaxes(title_text="seconds since the window start", row=2, col=1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".png":
+        require("kaleido", extra="ui", feature="plot_the_window to PNG")
+        figure.write_image(str(path))
+    else:
+        figure.write_html(str(path), include_plotlyjs=True, full_html=True)
+    logger.info(
+        "Wrote %s: %d system-metric lines, %d framework events.",
+        path,
+        system.groupby(["node", "dimension", "name"]).ngroups if len(system) else 0,
+        len(framework),
+    )
+    return path

@@ -1,0 +1,103 @@
+"""PT_dataloader_analysis: the five data-loader analyses return their findings."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from tests.analysis import _handbuilt as hb
+
+from stepscope.analysis.dataloader import PT_dataloader_analysis
+from stepscope.analysis.pandas_frame import PandasFrame
+
+S = hb.S
+
+
+@pytest.fixture
+def analysis() -> PT_dataloader_analysis:
+    return PT_dataloader_analysis(PandasFrame(hb.connect()))
+
+
+def test_iterator_initialization(
+    analysis: PT_dataloader_analysis, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="stepscope.analysis.dataloader"):
+        found = analysis.analyze_dataloaderIter_initialization()
+    assert list(found) == ["_MultiProcessingDataLoaderIter.__init__"]
+    init = found["_MultiProcessingDataLoaderIter.__init__"]
+    assert (init.count, init.pin_memory, init.num_workers) == (1, "True", 4)
+    assert init.median_duration_us == init.max_duration_us == 0.3 * S
+    assert "pin_memory=True and num_workers=4" in caplog.text
+
+
+def test_workers_outside_every_step_are_analysed(analysis: PT_dataloader_analysis) -> None:
+    workers = analysis.analyze_dataloaderWorkers()
+    assert workers.count == 2
+    assert workers.median_duration_us == (7.5 + 2.0) / 2 * S
+    assert workers.max_duration_us == 7.5 * S
+    assert workers.outliers.empty  # 7.5 s < 2 x 4.75 s
+
+
+def test_getnext_outliers_are_at_least_twice_the_median(analysis: PT_dataloader_analysis) -> None:
+    getnext = analysis.analyze_dataloader_getnext()
+    assert (getnext.count, getnext.median_duration_us, getnext.max_duration_us) == (3, 100, 500)
+    assert getnext.outliers[["duration_us", "worker_id"]].values.tolist() == [[500.0, 0]]
+    assert "1 outliers" in getnext.summary()
+
+
+def _getnext_job() -> PT_dataloader_analysis:
+    """GetNext calls at 0, 1, 2, 3, 6 and 7 s: batches of 1, 1, 1, 3 and 1 s."""
+    rows = [r for r in hb.event_rows() if r["category"] != "DataLoaderIter"]
+    for start_s in (0, 1, 2, 3, 6, 7):
+        rows.append(
+            hb._event(
+                "model_timeline",
+                "DataLoaderIter",
+                "DataLoaderIter::GetNext",
+                start_s,
+                0.001,
+                args={"worker_id": start_s % 2},
+            )
+        )
+    return PT_dataloader_analysis(PandasFrame(hb.connect(events=hb.events_table(rows))))
+
+
+def test_batch_time_outliers_and_what_happened_during_them() -> None:
+    result = _getnext_job().analyze_batchtime(
+        select_events=["Forward"], select_dimensions=["CPUUtilization"]
+    )
+    assert result.median_batch_time_s == 1.0
+    assert result.batches["BatchTime_in_seconds"].dropna().tolist() == [1.0, 1.0, 1.0, 3.0, 1.0]
+    (outlier,) = result.outliers.itertuples()
+    assert outlier.BatchTime_in_seconds == 3.0
+    assert outlier.previous_batch_start_epoch_us == hb.T0 + 3 * S
+    assert outlier.start_time_epoch_us == hb.T0 + 6 * S
+    # System samples at 3, 4, 5 and 6 s: CPUUtilization 30, 40, 50, 60.
+    assert result.system_metrics[["dimension", "mean", "max", "samples"]].values.tolist() == [
+        ["CPUUtilization", 45.0, 60.0, 4]
+    ]
+    # Framework events overlapping [3, 6] s whose name or phase matches "Forward": Net of step 2.
+    assert result.framework_metrics[
+        ["process", "framework_metric", "count", "total_us"]
+    ].values.tolist() == [["Forward", "Net", 1, 0.5 * S]]
+
+
+def test_batch_time_window(caplog: pytest.LogCaptureFixture) -> None:
+    analysis = _getnext_job()
+    late = analysis.analyze_batchtime(hb.T0 + 5 * S, hb.T0 + 10 * S)
+    assert late.batches["BatchTime_in_seconds"].dropna().tolist() == [1.0]
+    assert late.outliers.empty
+    with caplog.at_level(logging.INFO, logger="stepscope.analysis.dataloader"):
+        none = analysis.analyze_batchtime(hb.T0 + 8 * S, hb.T0 + 10 * S)
+    assert none.empty
+    assert "Fewer than two" in caplog.text
+
+
+def test_a_job_without_data_loader_events_gives_empty_results() -> None:
+    rows = [r for r in hb.event_rows() if r["source"] != "model_timeline"]
+    analysis = PT_dataloader_analysis(PandasFrame(hb.connect(events=hb.events_table(rows))))
+    assert analysis.analyze_dataloaderIter_initialization() == {}
+    assert analysis.analyze_dataloaderWorkers().empty
+    getnext = analysis.analyze_dataloader_getnext()
+    assert getnext.empty and "No DataLoaderIter::GetNext events" in getnext.summary()
+    assert analysis.analyze_batchtime().empty

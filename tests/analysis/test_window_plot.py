@@ -1,0 +1,87 @@
+"""plot_the_window writes a chart file that opens without a notebook or a network."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests.analysis import _handbuilt as hb
+
+from stepscope.analysis.dataloader import PT_dataloader_analysis
+from stepscope.analysis.pandas_frame import PandasFrame
+from stepscope.analysis.window_plot import plot_the_window
+from stepscope.errors import ConfigError
+
+S = hb.S
+
+
+def _figure_data(html: str) -> list[dict]:
+    """The trace list passed to Plotly.newPlot in the page."""
+    match = re.search(r"Plotly\.newPlot\(\s*\"[^\"]+\",\s*(\[.*?\]),\s*\{", html, re.S)
+    assert match, "no Plotly.newPlot call in the page"
+    return json.loads(match.group(1))
+
+
+def _values(array: list | dict) -> list:
+    """Plotly writes numeric arrays as base64 typed arrays; decode them to a list."""
+    if isinstance(array, dict):
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"]).tolist()
+    return list(array)
+
+
+def test_the_window_is_a_self_contained_html_page(tmp_path: Path) -> None:
+    analysis = PT_dataloader_analysis(PandasFrame(hb.connect()))
+    path = analysis.plot_the_window(
+        hb.T0 + 1 * S,
+        hb.T0 + 4 * S,
+        select_dimensions=["CPUUtilization", "GPUUtilization"],
+        output=tmp_path / "window.html",
+    )
+    assert path == tmp_path / "window.html"
+    html = path.read_text(encoding="utf-8")
+    assert not re.search(r"<script[^>]+src=", html), "plotly.js must be inlined, not fetched"
+    traces = _figure_data(html)
+    lines = {t["name"]: t for t in traces if t["type"] == "scattergl"}
+    assert set(lines) == {"algo-1 CPUUtilization cpu0", "algo-1 GPUUtilization gpu0"}
+    # Samples at 1..4 s, CPUUtilization 10..40, x in seconds since the window start.
+    assert _values(lines["algo-1 CPUUtilization cpu0"]["y"]) == [10.0, 20.0, 30.0, 40.0]
+    assert _values(lines["algo-1 CPUUtilization cpu0"]["x"]) == [0.0, 1.0, 2.0, 3.0]
+    bars = [t for t in traces if t["type"] == "bar"]
+    phases = {t["y"][0] for t in bars}
+    assert "Step:ModeKeys.TRAIN" in phases and "Step:ModeKeys.EVAL" not in phases
+
+
+def test_events_are_selected_by_regex_and_clipped_to_the_window(tmp_path: Path) -> None:
+    path = plot_the_window(
+        hb.connect(),
+        hb.T0 + 1 * S,
+        hb.T0 + 3 * S,
+        select_events=["DataLoaderWorker"],
+        select_dimensions=["nothing-matches"],
+        output=tmp_path / "w.html",
+    )
+    traces = _figure_data(path.read_text(encoding="utf-8"))
+    assert [t["type"] for t in traces] == ["bar"]
+    # Both workers span the window start; the long one is clipped to the window's 2 s.
+    assert sorted(_values(traces[0]["x"])) == [1.5, 2.0]
+    assert _values(traces[0]["base"]) == [0.0, 0.0]
+
+
+def test_text_timestamps_and_a_default_file_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    pf = PandasFrame(hb.connect())
+    system = pf.get_all_system_metrics()
+    path = plot_the_window(pf, system["timestamp"].iloc[0], system["timestamp"].iloc[-1])
+    assert path.name == f"stepscope-window-{hb.T0}-{hb.T0 + 9 * S}.html"
+    assert (tmp_path / path).is_file()
+
+
+def test_an_end_before_the_start_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="end_timestamp"):
+        plot_the_window(hb.connect(), hb.T0 + S, hb.T0, output=tmp_path / "x.html")
