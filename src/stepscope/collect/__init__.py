@@ -1,5 +1,29 @@
-"""Collection while the job trains: the system monitor, PyTorch instrumentation and annotations."""
+"""Collection while the job trains: the system monitor, PyTorch instrumentation and annotations.
+
+Names resolve lazily (table below): training processes import ``stepscope.collect`` submodules
+for annotations and hooks, and must not pay for the monitor's imports (psutil, the store).
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import importlib
+from typing import Any
+
+#: public name -> module that defines it
+_LAZY: dict[str, str] = {
+    "GpuBackend": "stepscope.collect.monitor",
+    "MonitorHandle": "stepscope.collect.monitor",
+    "NvmlGpuBackend": "stepscope.collect.monitor",
+    "ScriptedGpuBackend": "stepscope.collect.monitor",
+    "describe_hardware": "stepscope.collect.monitor",
+    "start_monitor": "stepscope.collect.monitor",
+}
+
+__all__: list[str] = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stepscope.collect' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

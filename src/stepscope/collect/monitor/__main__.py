@@ -1,0 +1,7 @@
+"""``python -m stepscope.collect.monitor``: the monitor process's entry point."""
+
+from __future__ import annotations
+
+from stepscope.collect.monitor.loop import main
+
+raise SystemExit(main())

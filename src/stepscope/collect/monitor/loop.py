@@ -1,0 +1,165 @@
+"""The system monitor's main loop, run in its own process by ``python -m stepscope.collect.monitor``.
+
+Every ``interval_ms`` it takes one snapshot (:class:`~stepscope.collect.monitor.sampler.SystemSampler`)
+and appends it to the node's system files. Ticks fall on multiples of the interval since the
+epoch, so sampling never drifts; a snapshot that overruns skips the ticks it missed.
+
+It stops, writing what it has, when the parent process dies, when ``training_job_end.ts``
+appears, or on SIGTERM/SIGINT. Its own log (``<profiler-output>/monitor.log``) receives every
+exception with its traceback; an error in one snapshot is logged and the next tick goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+
+import psutil
+
+from stepscope.collect.monitor.gpu import GpuBackend, gpu_backend_from_spec
+from stepscope.collect.monitor.sampler import SystemSampler
+from stepscope.store import SystemMetricsWriter
+from stepscope.store.layout import job_has_ended, monitor_log_path
+
+__all__ = ["main", "run_monitor"]
+
+logger = logging.getLogger(__name__)
+
+#: Snapshot errors logged with a traceback before the log switches to a count every 1000.
+_LOGGED_ERRORS = 3
+
+
+def run_monitor(
+    profiler_output_dir: str | Path,
+    *,
+    node: str = "algo-1",
+    interval_ms: int = 500,
+    parent_pid: int | None = None,
+    gpu_backend: GpuBackend,
+    stop: threading.Event | None = None,
+    clock_s: Callable[[], float] = time.time,
+) -> str:
+    """Sample and write until a stop condition holds; returns why it stopped.
+
+    :param profiler_output_dir: the profiler output folder.
+    :param node: the node name, ``algo-<n>``.
+    :param interval_ms: the sampling interval.
+    :param parent_pid: stop when this process is gone (``None``: never).
+    :param gpu_backend: the GPU backend; opened here and closed on the way out.
+    :param stop: an event that stops the loop when set (SIGTERM sets it in the monitor process).
+    :param clock_s: the wall clock of timestamps and ticks.
+    :returns: ``"parent exited"``, ``"job ended"`` or ``"stopped"``.
+    """
+    stop = stop if stop is not None else threading.Event()
+    interval_s = interval_ms / 1000.0
+    writer = SystemMetricsWriter(profiler_output_dir, node=node)
+    gpus = gpu_backend.open()
+    logger.info(
+        "monitor of %s started: pid %d, every %d ms, %d GPU(s), %d CPU(s), parent %s",
+        node,
+        os.getpid(),
+        interval_ms,
+        len(gpus),
+        psutil.cpu_count(),
+        parent_pid,
+    )
+    sampler = SystemSampler(gpu_backend, clock_s=clock_s)
+    parent = _process_or_none(parent_pid)
+    errors = 0
+    try:
+        sampler.sample()  # prime the counters
+        while True:
+            now_s = clock_s()
+            next_tick_s = (now_s // interval_s + 1) * interval_s
+            if stop.wait(next_tick_s - now_s):
+                return "stopped"
+            if parent_pid is not None and not _alive(parent):
+                return "parent exited"
+            try:
+                writer.write(sampler.sample())
+            except Exception:  # the monitor must outlive one bad snapshot: log it and go on
+                errors += 1
+                if errors <= _LOGGED_ERRORS:
+                    logger.exception("snapshot failed (%d so far)", errors)
+                elif errors % 1000 == 0:
+                    logger.error("%d snapshots have failed so far", errors)
+            if job_has_ended(profiler_output_dir):
+                return "job ended"
+    finally:
+        writer.close()
+        gpu_backend.close()
+        if writer.dropped_records:
+            logger.warning("%d records could not be written", writer.dropped_records)
+
+
+def _process_or_none(pid: int | None) -> psutil.Process | None:
+    """The process ``pid`` (remembering its start time, so a reused pid is not taken for it)."""
+    if pid is None:
+        return None
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
+
+
+def _alive(process: psutil.Process | None) -> bool:
+    if process is None:
+        return False
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m stepscope.collect.monitor", description="stepscope's system monitor."
+    )
+    parser.add_argument("profiler_output_dir", type=Path)
+    parser.add_argument("--node", default="algo-1")
+    parser.add_argument("--interval-ms", type=int, default=500)
+    parser.add_argument("--parent-pid", type=int, default=None)
+    parser.add_argument(
+        "--gpu-backend", default="nvml", help="nvml | none | scripted:<JSON or file>"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The monitor process: log to ``monitor.log``, run until told to stop, exit 0."""
+    args = _parse_args(argv)
+    log_path = monitor_log_path(args.profiler_output_dir)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        reason = run_monitor(
+            args.profiler_output_dir,
+            node=args.node,
+            interval_ms=args.interval_ms,
+            parent_pid=args.parent_pid,
+            gpu_backend=gpu_backend_from_spec(args.gpu_backend),
+            stop=stop,
+        )
+    except Exception:
+        logger.exception("the monitor failed")
+        return 1
+    logger.info("monitor stopped: %s", reason)
+    return 0

@@ -1,0 +1,123 @@
+"""Starting and stopping the system monitor process, one per node.
+
+The monitor is a fresh interpreter (``python -m stepscope.collect.monitor``), not a fork: it
+inherits no torch, CUDA or thread state of the training process, and no stepscope
+instrumentation (the variables that would bootstrap it are removed from its environment). Its
+stdout is discarded and its stderr appended to ``monitor.log``, so even a crash before logging
+starts leaves a trace there.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from stepscope.collect.monitor.gpu import GpuBackend, gpu_backend_from_spec
+from stepscope.errors import ConfigError
+from stepscope.store.layout import NODE_NAME_RE, monitor_log_path
+
+__all__ = ["MonitorHandle", "start_monitor"]
+
+#: Environment variables that would instrument the monitor like a training process.
+_INSTRUMENTATION_ENV = ("STEPSCOPE_JOB_DIR", "STEPSCOPE_CONFIG")
+
+
+class MonitorHandle:
+    """The running monitor process of one node (see :func:`start_monitor`)."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self._process = process
+
+    @property
+    def pid(self) -> int:
+        """The monitor's process id."""
+        return self._process.pid
+
+    def is_alive(self) -> bool:
+        """Whether the monitor process is still running."""
+        return self._process.poll() is None
+
+    def stop(self, timeout_s: float = 5) -> int | None:
+        """Ask the monitor to write what it has and exit (SIGTERM); kill it after ``timeout_s``.
+
+        :returns: its exit code (``None`` only if even the kill could not be confirmed).
+        """
+        if self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            try:
+                return self._process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                try:
+                    return self._process.wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    return None
+        return self._process.returncode
+
+    def wait(self, timeout_s: float | None = None) -> int | None:
+        """Wait until the monitor exits by itself; ``None`` if it still runs after ``timeout_s``."""
+        try:
+            return self._process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def start_monitor(
+    profiler_output_dir: str | Path,
+    *,
+    node: str = "algo-1",
+    interval_ms: int = 500,
+    parent_pid: int | None = None,
+    gpu_backend: str | GpuBackend = "nvml",
+) -> MonitorHandle:
+    """Start the system monitor of one node in its own process.
+
+    It samples every ``interval_ms`` into ``system/incremental/`` and exits by itself when
+    ``parent_pid`` dies or ``training_job_end.ts`` appears (or on :meth:`MonitorHandle.stop`).
+
+    :param profiler_output_dir: the profiler output folder (created if missing).
+    :param node: the node name, ``algo-<n>``.
+    :param interval_ms: the sampling interval (SageMaker's ``system_monitor_interval_millis``;
+        it allows 100, 200, 500, 1000, 5000 and 60000).
+    :param parent_pid: the process whose death stops the monitor; default: the caller.
+    :param gpu_backend: ``"nvml"``, ``"none"``, ``"scripted:<JSON or file>"`` or a
+        :class:`~stepscope.collect.monitor.gpu.ScriptedGpuBackend` (passed on as its spec).
+    :raises ConfigError: for a bad node name, interval or GPU backend spec.
+    :raises OSError: when the output folder cannot be created or the process cannot start.
+    """
+    if NODE_NAME_RE.match(node) is None:
+        raise ConfigError("start_monitor.node", node, "'algo-<n>' with n >= 1")
+    if isinstance(interval_ms, bool) or not isinstance(interval_ms, int) or interval_ms < 1:
+        raise ConfigError("start_monitor.interval_ms", interval_ms, "an integer >= 1")
+    spec = gpu_backend_from_spec(gpu_backend).spec()  # validates here, not in the other process
+    output_dir = Path(profiler_output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable,
+        "-m",
+        "stepscope.collect.monitor",
+        str(output_dir),
+        "--node",
+        node,
+        "--interval-ms",
+        str(interval_ms),
+        "--parent-pid",
+        str(parent_pid if parent_pid is not None else os.getpid()),
+        "--gpu-backend",
+        spec,
+    ]
+    env = {key: value for key, value in os.environ.items() if key not in _INSTRUMENTATION_ENV}
+    with open(monitor_log_path(output_dir), "ab") as log:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            env=env,
+            close_fds=True,
+            start_new_session=True,  # a Ctrl-C in the terminal reaches the launcher, not the monitor
+        )
+    return MonitorHandle(process)

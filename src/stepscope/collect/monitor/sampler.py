@@ -1,0 +1,149 @@
+"""One system-metrics snapshot: CPU, memory, disk, network and GPU records in SageMaker's names.
+
+Rates and percentages are deltas of the kernel's raw counters (``psutil``) between two calls of
+:meth:`SystemSampler.sample`, so the first call only primes the counters. Each group of records
+carries the timestamp at which its counters were read, as SageMaker's agent does (records of one
+snapshot are microseconds apart). Percentages are rounded to 2 decimals, rates to 2 decimals.
+
+=========  ==============================================================  ==============
+Type       Name                                                            Dimension
+=========  ==============================================================  ==============
+cpu        ``cpu0`` .. ``cpuN``                                            CPUUtilization, I/OWaitPercentage
+gpu        ``gpu0`` .. ``gpuN``                                            GPUUtilization, GPUMemoryUtilization
+memory     MemoryUsedPercent                                               ``""``
+i/o        IOPS, ReadThroughputInBytesPerSecond, WriteThroughputInBytesPerSecond  ``""``
+network    ReceiveBytesPerSecond, TransmitBytesPerSecond                   Algorithm
+=========  ==============================================================  ==============
+
+``CPUUtilization`` counts iowait as idle (like ``top`` and ``psutil.cpu_percent``), and guest time
+once (Linux already includes it in user time). Network rates sum every interface except loopback:
+traffic between processes of one node is not network traffic of the job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+
+from stepscope.collect.monitor.gpu import GpuBackend
+from stepscope.store import SystemRecord
+
+__all__ = ["SystemSampler"]
+
+_IDLE_FIELDS = ("idle", "iowait")
+_DOUBLE_COUNTED_FIELDS = ("guest", "guest_nice")  # already part of user / nice on Linux
+
+
+class SystemSampler:
+    """Reads the node's counters and turns the change since the last call into records.
+
+    :param gpu_backend: an opened GPU backend (its :meth:`~GpuBackend.sample` is called each time).
+    :param clock_s: the clock of the record timestamps, seconds since the epoch.
+    """
+
+    def __init__(
+        self, gpu_backend: GpuBackend, *, clock_s: Callable[[], float] = time.time
+    ) -> None:
+        self._gpu = gpu_backend
+        self._clock_s = clock_s
+        self._cpu: list[Any] | None = None
+        self._disk: tuple[float, Any] | None = None
+        self._net: tuple[float, int, int] | None = None
+
+    def sample(self) -> list[SystemRecord]:
+        """One snapshot (empty rate groups on the first call, which primes the counters)."""
+        records: list[SystemRecord] = []
+        self._sample_cpu(records)
+        now_s = self._clock_s()
+        for gpu in self._gpu.sample():
+            name = f"gpu{gpu.index}"
+            records.append(
+                SystemRecord("gpu", name, "GPUUtilization", round(gpu.utilization_pct, 2), now_s)
+            )
+            records.append(
+                SystemRecord("gpu", name, "GPUMemoryUtilization", round(gpu.memory_pct, 2), now_s)
+            )
+        memory_pct = psutil.virtual_memory().percent
+        records.append(
+            SystemRecord("memory", "MemoryUsedPercent", "", round(memory_pct, 2), self._clock_s())
+        )
+        self._sample_disk(records)
+        self._sample_network(records)
+        return records
+
+    def _sample_cpu(self, records: list[SystemRecord]) -> None:
+        times = psutil.cpu_times(percpu=True)
+        now_s = self._clock_s()
+        previous, self._cpu = self._cpu, times
+        if previous is None or len(previous) != len(times):
+            return
+        for index, (before, after) in enumerate(zip(previous, times, strict=True)):
+            total_s = _total_s(after) - _total_s(before)
+            if total_s <= 0:
+                continue  # no tick on this core since the last sample (very short interval)
+            idle_s = sum(getattr(after, f, 0.0) - getattr(before, f, 0.0) for f in _IDLE_FIELDS)
+            iowait_s = getattr(after, "iowait", 0.0) - getattr(before, "iowait", 0.0)
+            name = f"cpu{index}"
+            busy_pct = _clamp_pct(100.0 * (total_s - idle_s) / total_s)
+            records.append(SystemRecord("cpu", name, "CPUUtilization", busy_pct, now_s))
+            iowait_pct = _clamp_pct(100.0 * iowait_s / total_s)
+            records.append(SystemRecord("cpu", name, "I/OWaitPercentage", iowait_pct, now_s))
+
+    def _sample_disk(self, records: list[SystemRecord]) -> None:
+        counters = psutil.disk_io_counters()
+        now_s = self._clock_s()
+        if counters is None:  # no disk the kernel reports (some containers)
+            return
+        previous, self._disk = self._disk, (time.monotonic(), counters)
+        if previous is None:
+            return
+        elapsed_s = self._disk[0] - previous[0]
+        if elapsed_s <= 0:
+            return
+        before = previous[1]
+        operations = (counters.read_count - before.read_count) + (
+            counters.write_count - before.write_count
+        )
+        for name, delta in (
+            ("IOPS", operations),
+            ("ReadThroughputInBytesPerSecond", counters.read_bytes - before.read_bytes),
+            ("WriteThroughputInBytesPerSecond", counters.write_bytes - before.write_bytes),
+        ):
+            records.append(
+                SystemRecord("i/o", name, "", round(max(delta, 0) / elapsed_s, 2), now_s)
+            )
+
+    def _sample_network(self, records: list[SystemRecord]) -> None:
+        received = sent = 0
+        for interface, counters in psutil.net_io_counters(pernic=True).items():
+            if interface != "lo":
+                received += counters.bytes_recv
+                sent += counters.bytes_sent
+        now_s = self._clock_s()
+        previous, self._net = self._net, (time.monotonic(), received, sent)
+        if previous is None:
+            return
+        elapsed_s = self._net[0] - previous[0]
+        if elapsed_s <= 0:
+            return
+        for name, delta in (
+            ("ReceiveBytesPerSecond", received - previous[1]),
+            ("TransmitBytesPerSecond", sent - previous[2]),
+        ):
+            records.append(
+                SystemRecord(
+                    "network", name, "Algorithm", round(max(delta, 0) / elapsed_s, 2), now_s
+                )
+            )
+
+
+def _total_s(times: Any) -> float:
+    total = sum(times)
+    return total - sum(getattr(times, f, 0.0) for f in _DOUBLE_COUNTED_FIELDS)
+
+
+def _clamp_pct(value: float) -> float:
+    return round(min(max(value, 0.0), 100.0), 2)

@@ -1,0 +1,218 @@
+"""The system monitor: a real process sampling into SageMaker system files, and how it stops."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from stepscope.collect import ScriptedGpuBackend, start_monitor
+from stepscope.collect.monitor import GpuBackend, GpuInfo, GpuSample, SystemSampler
+from stepscope.collect.monitor.loop import run_monitor
+from stepscope.errors import ConfigError
+from stepscope.store import write_job_end_marker
+
+
+def system_records(output_dir: Path) -> list[dict[str, Any]]:
+    files = sorted((output_dir / "system" / "incremental").glob("*/*.algo-1.json"))
+    return [json.loads(line) for path in files for line in path.read_text().splitlines()]
+
+
+def wait_for(condition: Any, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return bool(condition())
+
+
+def test_monitor_process_writes_every_metric_for_every_core(tmp_path: Path) -> None:
+    handle = start_monitor(tmp_path, interval_ms=100, gpu_backend="none")
+    try:
+        assert handle.is_alive()
+        assert wait_for(
+            lambda: (
+                len({r["Timestamp"] for r in system_records(tmp_path) if r["Type"] == "cpu"}) >= 15
+            )
+        )
+    finally:
+        assert handle.stop() == 0
+    assert not handle.is_alive()
+    records = system_records(tmp_path)
+    assert {r["NodeId"] for r in records} == {"algo-1"}
+    by_series: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        by_series[(record["Name"], record["Dimension"])].append(record)
+    cores = psutil.cpu_count()
+    expected = {
+        (f"cpu{i}", d) for i in range(cores) for d in ("CPUUtilization", "I/OWaitPercentage")
+    }
+    expected |= {("MemoryUsedPercent", "")}
+    expected |= {
+        (n, "")
+        for n in ("IOPS", "ReadThroughputInBytesPerSecond", "WriteThroughputInBytesPerSecond")
+    }
+    expected |= {(n, "Algorithm") for n in ("ReceiveBytesPerSecond", "TransmitBytesPerSecond")}
+    if psutil.disk_io_counters() is None:  # a container without block devices
+        expected = {
+            key for key in expected if key[0] not in {"IOPS"} and "Throughput" not in key[0]
+        }
+    assert set(by_series) == expected
+    for (name, dimension), series in by_series.items():
+        times = [r["Timestamp"] for r in series]
+        assert times == sorted(times) and len(set(times)) == len(times), name
+        if dimension in ("CPUUtilization", "I/OWaitPercentage") or name == "MemoryUsedPercent":
+            assert all(0.0 <= r["Value"] <= 100.0 for r in series), name
+        else:
+            assert all(r["Value"] >= 0.0 for r in series), name
+    assert len(by_series[("cpu0", "CPUUtilization")]) >= 15
+    assert "monitor stopped: stopped" in (tmp_path / "monitor.log").read_text()
+
+
+def test_scripted_gpus_come_out_as_gpu_records(tmp_path: Path) -> None:
+    script = tmp_path / "gpus.json"
+    script.write_text(json.dumps({"samples": [[[10, 20], [30, 40]], [[50, 60], [70, 80]]]}))
+    handle = start_monitor(tmp_path / "out", interval_ms=100, gpu_backend=f"scripted:{script}")
+    try:
+        assert wait_for(
+            lambda: sum(r["Type"] == "gpu" for r in system_records(tmp_path / "out")) >= 16
+        )
+    finally:
+        handle.stop()
+    gpu = [r for r in system_records(tmp_path / "out") if r["Type"] == "gpu"]
+    snapshots: dict[float, list[tuple[str, str, float]]] = defaultdict(list)
+    for record in gpu:
+        snapshots[record["Timestamp"]].append(
+            (record["Name"], record["Dimension"], record["Value"])
+        )
+    readings = list(snapshots.values())
+    first = [("gpu0", "GPUUtilization", 10.0), ("gpu0", "GPUMemoryUtilization", 20.0)]
+    first += [("gpu1", "GPUUtilization", 30.0), ("gpu1", "GPUMemoryUtilization", 40.0)]
+    second = [("gpu0", "GPUUtilization", 50.0), ("gpu0", "GPUMemoryUtilization", 60.0)]
+    second += [("gpu1", "GPUUtilization", 70.0), ("gpu1", "GPUMemoryUtilization", 80.0)]
+    # the first script entry is used by the priming sample, which writes nothing
+    assert readings[:4] == [second, first, second, first]
+
+
+def test_monitor_exits_on_the_job_end_marker(tmp_path: Path) -> None:
+    handle = start_monitor(tmp_path, interval_ms=100, gpu_backend="none")
+    try:
+        assert wait_for(lambda: len(system_records(tmp_path)) > 0)
+        write_job_end_marker(tmp_path)
+        assert handle.wait(30) == 0
+    finally:
+        handle.stop()
+    assert "monitor stopped: job ended" in (tmp_path / "monitor.log").read_text()
+
+
+_PARENT = textwrap.dedent(
+    """
+    import sys, time
+    from stepscope.collect import start_monitor
+    handle = start_monitor(sys.argv[1], interval_ms=100, gpu_backend="none")
+    print(handle.pid, flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_monitor_exits_when_its_parent_dies(tmp_path: Path) -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        monitor_pid = int(parent.stdout.readline())
+        assert wait_for(lambda: len(system_records(tmp_path)) > 0)
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
+
+    def monitor_gone() -> bool:
+        try:
+            return psutil.Process(monitor_pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    try:
+        assert wait_for(monitor_gone)
+    finally:
+        if not monitor_gone():
+            psutil.Process(monitor_pid).kill()
+    assert "monitor stopped: parent exited" in (tmp_path / "monitor.log").read_text()
+
+
+def test_bad_arguments_are_rejected_before_starting(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="start_monitor.node"):
+        start_monitor(tmp_path, node="gpu-box")
+    with pytest.raises(ConfigError, match="start_monitor.interval_ms"):
+        start_monitor(tmp_path, interval_ms=0)
+    with pytest.raises(ConfigError, match="gpu_backend"):
+        start_monitor(tmp_path, gpu_backend="rocm")
+    assert not (tmp_path / "system").exists()
+
+
+class _FailingOnceBackend(GpuBackend):
+    """Raises a non-NVML error at its second sample, then stops the loop after a few more."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.calls = 0
+        self.stop = stop
+
+    def open(self) -> list[GpuInfo]:
+        return [GpuInfo(0, "g", 1)]
+
+    def sample(self) -> list[GpuSample]:
+        self.calls += 1
+        if self.calls == 2:
+            raise RuntimeError("driver hiccup")
+        if self.calls == 6:
+            self.stop.set()
+        return [GpuSample(0, float(self.calls), 1.0)]
+
+    def spec(self) -> str:
+        return "test"
+
+
+def test_a_failing_snapshot_is_logged_and_the_loop_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    stop = threading.Event()
+    backend = _FailingOnceBackend(stop)
+    with caplog.at_level(logging.ERROR, logger="stepscope.collect.monitor.loop"):
+        reason = run_monitor(tmp_path, interval_ms=20, gpu_backend=backend, stop=stop)
+    assert reason == "stopped"
+    failures = [r for r in caplog.records if "snapshot failed" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is not None
+    values = [r["Value"] for r in system_records(tmp_path) if r["Dimension"] == "GPUUtilization"]
+    assert values[:3] == [3.0, 4.0, 5.0]
+
+
+def test_sampler_stamps_records_with_its_clock_and_sees_a_busy_core() -> None:
+    now = [1_800_000_000.0]
+    sampler = SystemSampler(ScriptedGpuBackend([]), clock_s=lambda: now[0])
+    primed = sampler.sample()
+    assert [(r.type, r.name) for r in primed] == [("memory", "MemoryUsedPercent")]
+    deadline = time.process_time() + 0.5
+    while time.process_time() < deadline:  # half a second of CPU on one core
+        pass
+    now[0] += 0.5
+    records = sampler.sample()
+    assert {r.timestamp_s for r in records} == {1_800_000_000.5}
+    busy = [r.value for r in records if r.dimension == "CPUUtilization"]
+    # our half second of CPU ran on some core(s) in that interval, whatever else ran
+    assert len(busy) == psutil.cpu_count() and sum(busy) >= 50.0
