@@ -1,0 +1,185 @@
+"""The columnar cache: incremental refresh, grown and removed files, open files, where it lives."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from stepscope.store import EVENT_SCHEMA, SYSTEM_SCHEMA, open_job
+from stepscope.testing import TINY_JOB, generate_job
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Path:
+    return generate_job(tmp_path / "job", **TINY_JOB)
+
+
+def _data_files(job: Path) -> list[str]:
+    """Raw data files, listed by hand from the layout."""
+    output = job / "profiler-output"
+    found = list(output.glob("system/incremental/*/*.json")) + list(
+        output.glob("framework/pevents/*/*.json")
+    )
+    return sorted(p.relative_to(job).as_posix() for p in found)
+
+
+def _system_lines(job: Path) -> int:
+    return sum(
+        len(p.read_text().splitlines())
+        for p in (job / "profiler-output").glob("system/incremental/*/*.json")
+    )
+
+
+def _count(job_data, table: str) -> int:
+    return job_data.connect().execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def test_refresh_converts_each_raw_file_once(job: Path) -> None:
+    data = open_job(job)
+    assert data.refresh() is True
+    assert sorted(data.last_refresh_files) == _data_files(job)
+    assert _count(data, "system") == _system_lines(job)
+    assert data.refresh() is False
+    assert data.last_refresh_files == []
+    # the manifest persists: a new JobData on the same job reads nothing either
+    again = open_job(job)
+    assert again.refresh() is False and again.last_refresh_files == []
+    manifest = json.loads((job / ".stepscope/cache/manifest.json").read_text())
+    assert sorted(manifest["files"]) == _data_files(job)
+
+
+def test_new_grown_and_removed_files_are_the_only_ones_read(job: Path) -> None:
+    data = open_job(job)
+    data.refresh()
+    before = _count(data, "system")
+    files = sorted((job / "profiler-output").glob("system/incremental/*/*.json"))
+    # a new minute file
+    new_file = files[-1].with_name(f"{int(files[-1].name.split('.')[0]) + 60}.algo-1.json")
+    new_file.write_text(files[-1].read_text())
+    assert data.refresh() is True
+    assert data.last_refresh_files == [new_file.relative_to(job).as_posix()]
+    assert _count(data, "system") == before + len(new_file.read_text().splitlines())
+    # a grown file is re-read whole and its old segment replaced
+    manifest_path = job / ".stepscope/cache/manifest.json"
+    rel = files[0].relative_to(job).as_posix()
+    old_segment = json.loads(manifest_path.read_text())["files"][rel]["segment"]
+    extra = files[0].read_text().splitlines()[:5]
+    with open(files[0], "a") as handle:
+        handle.write("\n".join(extra) + "\n")
+    assert data.refresh() is True
+    assert data.last_refresh_files == [rel]
+    new_segment = json.loads(manifest_path.read_text())["files"][rel]["segment"]
+    assert not (job / ".stepscope/cache" / old_segment).exists()
+    assert (job / ".stepscope/cache" / new_segment).exists()
+    assert _count(data, "system") == _system_lines(job)
+    # a removed file takes its rows with it
+    removed = len(new_file.read_text().splitlines())
+    new_file.unlink()
+    total = _count(data, "system")
+    assert data.refresh() is True
+    assert _count(data, "system") == total - removed
+
+
+def test_open_tmp_files_are_never_read(job: Path) -> None:
+    framework = job / "profiler-output" / "framework"
+    pevents = sorted(framework.glob("pevents/*/*_pythontimeline.json"))[0]
+    tmp = framework / "0-algo-1_pythontimeline.json.4242.tmp"
+    shutil.copy(pevents, tmp)
+    data = open_job(job)
+    data.refresh()
+    assert tmp.relative_to(job).as_posix() not in data.last_refresh_files
+    expected = sum(
+        sum(1 for e in json.loads(p.read_text()) if e.get("ph") == "X")
+        for p in framework.glob("pevents/*/*.json")
+    )
+    assert _count(data, "events") == expected
+
+
+def test_a_job_still_being_written_shows_more_rows_after_refresh(job: Path, tmp_path: Path) -> None:
+    pevents = sorted((job / "profiler-output/framework/pevents").glob("*/*.json"))
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    late = pevents[len(pevents) // 2 :]
+    for path in late:
+        shutil.move(path, aside / path.name)
+    data = open_job(job)
+    data.refresh()
+    first = _count(data, "events")
+    for path in late:
+        target = next(p for p in pevents if p.name == path.name)
+        shutil.move(aside / path.name, target)
+    assert data.refresh() is True
+    assert sorted(data.last_refresh_files) == sorted(p.relative_to(job).as_posix() for p in late)
+    added = sum(sum(1 for e in json.loads(p.read_text()) if e.get("ph") == "X") for p in late)
+    assert _count(data, "events") == first + added
+
+
+def test_views_exist_with_the_schema_columns_when_there_is_no_data(tmp_path: Path) -> None:
+    (tmp_path / "out" / "system").mkdir(parents=True)
+    con = open_job(tmp_path / "out").connect()
+    for table, schema in (("system", SYSTEM_SCHEMA), ("events", EVENT_SCHEMA)):
+        assert con.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,)
+        columns = [row[0] for row in con.execute(f"DESCRIBE {table}").fetchall()]
+        assert columns == schema.names
+
+
+def test_a_file_that_is_not_a_trace_is_skipped_and_retried_only_when_it_changes(
+    job: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    hour = sorted((job / "profiler-output/framework/pevents").iterdir())[0]
+    bogus = hour / "1700000099000000_0-algo-1_pythontimeline.json"
+    bogus.write_text('{"this": "is not an event array"}\n')
+    data = open_job(job)
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        data.refresh()
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(str(bogus) in m and "Chrome trace-event JSON array" in m for m in messages)
+    assert data.refresh() is False and data.last_refresh_files == []
+    bogus.write_text("[\n]\n")
+    os.utime(bogus, (1, 1))
+    data.refresh()
+    assert data.last_refresh_files == [bogus.relative_to(job).as_posix()]
+
+
+def test_read_only_job_caches_under_the_user_cache(
+    job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "user-cache"))
+    folders = [job, *(p for p in job.rglob("*") if p.is_dir())]
+    for folder in folders:
+        folder.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP)
+    try:
+        data = open_job(job)
+        assert data.cache_dir.parent == tmp_path / "user-cache"
+        assert data.refresh() is True
+        assert _count(data, "system") == _system_lines(job)
+        assert not (job / ".stepscope").exists()
+    finally:
+        for folder in folders:
+            folder.chmod(stat.S_IRWXU)
+
+
+def test_the_recorded_fixtures_stay_untouched(
+    shared_fixtures: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "user-cache"))
+    folder = shared_fixtures / "smdebug" / "test_traces"
+    data = open_job(folder)
+    data.refresh()
+    assert data.cache_dir.parent == tmp_path / "user-cache"
+    assert not (folder / ".stepscope").exists()
+    lines = sum(len(p.read_text().splitlines()) for p in folder.glob("system/**/*.json"))
+    assert _count(data, "system") == lines
+
+
+def test_explicit_cache_dir_wins(job: Path, tmp_path: Path) -> None:
+    data = open_job(job, cache_dir=tmp_path / "mine")
+    data.refresh()
+    assert (tmp_path / "mine" / "manifest.json").exists()
+    assert not (job / ".stepscope").exists()

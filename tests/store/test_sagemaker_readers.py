@@ -1,0 +1,350 @@
+"""The SageMaker Debugger readers on recorded output and on damaged files we write ourselves."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from stepscope.errors import UnsupportedFormatError
+from stepscope.store.horovod import read_horovod_timeline
+from stepscope.store.sagemaker import (
+    node_and_rank,
+    parse_pevents_name,
+    read_pevents_file,
+    read_system_file,
+)
+from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
+
+
+def _system_table(path: Path, node: str = "algo-1", **fast: object) -> pa.Table:
+    with open(path, "rb") as stream:
+        batches = list(read_system_file(stream, path=str(path), node=node, **fast))
+    return pa.Table.from_batches(batches, schema=SYSTEM_SCHEMA)
+
+
+def _events_table(path: Path, **kwargs: object) -> pa.Table:
+    name = parse_pevents_name(path.name)
+    assert name is not None, path.name
+    params = {"source": name.source, "node": name.node, "rank": name.rank, **kwargs}
+    with open(path, "rb") as stream:
+        batches = list(read_pevents_file(stream, path=str(path), **params))
+    return pa.Table.from_batches(batches, schema=EVENT_SCHEMA)
+
+
+def _plain_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _plain_array(path: Path) -> list[dict]:
+    return json.loads(path.read_text())
+
+
+# --------------------------------------------------------------------------- system records
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["lines", "duckdb"])
+def test_system_files_keep_every_record_with_values_and_microsecond_times(
+    shared_fixtures: Path, fast: bool
+) -> None:
+    import duckdb
+
+    folder = shared_fixtures / "smdebug" / "test_traces" / "system" / "incremental"
+    files = sorted(folder.glob("*.algo-1.json"))
+    assert len(files) == 3
+    con = duckdb.connect()
+    for path in files:
+        extra = {"local_path": path, "duckdb_connection": con} if fast else {}
+        table = _system_table(path, **extra)
+        expected = _plain_lines(path)
+        assert table.num_rows == len(expected)
+        got = table.to_pylist()
+        for row, record in zip(got, expected, strict=True):
+            assert row["timestamp_us"] == math.floor(record["Timestamp"] * 1e6 + 0.5)
+            assert row["value"] == pytest.approx(record["Value"])
+            assert (row["type"], row["name"], row["dimension"], row["node"]) == (
+                record["Type"],
+                record["Name"],
+                record["Dimension"],
+                record["NodeId"],
+            )
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["lines", "duckdb"])
+def test_truncated_system_file_keeps_complete_records_and_warns_once_with_position(
+    shared_fixtures: Path, fast: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    import duckdb
+
+    path = shared_fixtures / "smdebug" / "1591160699.algo-1.json.corrupt"
+    lines = path.read_text().splitlines()
+    complete = [json.loads(line) for line in lines[:-1]]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(lines[-1])
+    extra = {"local_path": path, "duckdb_connection": duckdb.connect()} if fast else {}
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        table = _system_table(path, **extra)
+    assert table.column("value").to_pylist() == [r["Value"] for r in complete]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    offset = sum(len(line) + 1 for line in lines[:-1])
+    assert str(path) in warnings[0].getMessage()
+    assert f"line {len(lines)} (byte {offset})" in warnings[0].getMessage()
+
+
+def test_damaged_system_lines_in_the_middle_are_skipped_not_fatal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "1700000040.algo-2.json"
+    good = {"Type": "cpu", "Name": "cpu0", "Dimension": "CPUUtilization", "Value": 5}
+    path.write_text(
+        json.dumps({**good, "Timestamp": 1700000040.5})
+        + "\n{not json\n"
+        + json.dumps({"Type": "memory", "Value": 40.5, "Timestamp": 1700000041.25})
+        + "\n"
+        + json.dumps({**good, "Value": 7.0})  # no Timestamp: damaged
+        + "\n"
+    )
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        rows = _system_table(path, node="algo-2").to_pylist()
+    assert rows == [
+        {
+            "timestamp_us": 1700000040500000,
+            "node": "algo-2",
+            "type": "cpu",
+            "name": "cpu0",
+            "dimension": "CPUUtilization",
+            "value": 5.0,
+        },
+        {
+            "timestamp_us": 1700000041250000,
+            "node": "algo-2",
+            "type": "memory",
+            "name": "",
+            "dimension": "",
+            "value": 40.5,
+        },
+    ]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "line 2 (byte " in warning and "skipped 2 damaged record(s)" in warning
+
+
+# --------------------------------------------------------------------------- framework events
+
+
+def test_node_ids_of_every_era_split_into_node_and_rank() -> None:
+    assert node_and_rank("0-algo-1") == ("algo-1", 0)
+    assert node_and_rank("12-algo-3") == ("algo-3", 12)
+    assert node_and_rank("905-b88ab1bb8259") == ("b88ab1bb8259", -1)
+    assert node_and_rank("4487_0000") == ("0000", -1)
+    assert node_and_rank("0001") == ("0001", -1)
+    name = parse_pevents_name("1594662624718694_905-b88ab1bb8259_pythontimeline.json")
+    assert name is not None
+    assert (name.end_us, name.source, name.node, name.rank) == (
+        1594662624718694,
+        "pythontimeline",
+        "b88ab1bb8259",
+        -1,
+    )
+    assert parse_pevents_name("0-algo-1_pythontimeline.json.tmp") is None
+
+
+def _expected_spans(events: list[dict]) -> list[tuple[str, str, float, float]]:
+    """(phase, name, absolute start, dur) of the X events, computed with plain json."""
+    start = 0
+    phases = {}
+    spans = []
+    for event in events:
+        if event.get("ph") == "M" and event["name"] == "process_name":
+            start = event["args"].get("start_time_since_epoch_in_micros", start)
+            if "name" in event["args"]:
+                phases[event["pid"]] = event["args"]["name"]
+        elif event.get("ph") == "X":
+            spans.append((phases[event["pid"]], event["name"], event["ts"] + start, event["dur"]))
+    return spans
+
+
+def test_pevents_fixtures_give_every_span_with_phase_and_absolute_time(
+    shared_fixtures: Path,
+) -> None:
+    files = sorted((shared_fixtures / "smdebug").glob("*/framework/pevents/*/*.json"))
+    files = [f for f in files if "horovod" not in f.name]
+    files.append(
+        shared_fixtures / "smdebug" / "1589314018481947000_1234-testhost_model_timeline.json"
+    )
+    assert len(files) == 11
+    for path in files:
+        table = _events_table(path)
+        expected = _expected_spans(_plain_array(path))
+        got = list(
+            zip(
+                table.column("category").to_pylist(),
+                table.column("name").to_pylist(),
+                table.column("start_us").to_pylist(),
+                table.column("dur_us").to_pylist(),
+                strict=True,
+            )
+        )
+        assert got == expected, path.name
+
+
+def test_merge_traces_steps_and_dataset_events(shared_fixtures: Path) -> None:
+    folder = shared_fixtures / "smdebug" / "merge_traces" / "framework" / "pevents" / "2020071317"
+    timeline = folder / "1594662624718694_905-b88ab1bb8259_pythontimeline.json"
+    steps = _events_table(timeline)
+    plain = [e for e in _plain_array(timeline) if e.get("ph") == "X"]
+    assert steps.column("category").to_pylist().count("Step:ModeKeys.TRAIN") == 30
+    assert steps.column("category").to_pylist().count("Step:ModeKeys.EVAL") == 10
+    assert steps.column("step").to_pylist() == [int(e["args"]["step_num"]) for e in plain]
+    assert set(steps.column("pid").to_pylist()) == {905}
+    assert steps.column("args").to_pylist() == [""] * len(plain)
+    model_file = folder / "1594662624558411_905-b88ab1bb8259_model_timeline.json"
+    model = _events_table(model_file)
+    plain_names = [e["name"] for e in _plain_array(model_file) if e.get("ph") == "X"]
+    assert model.num_rows == len(plain_names) == 661
+    assert model.column("name").to_pylist().count("dataset::GetNext") == plain_names.count(
+        "dataset::GetNext"
+    )
+
+
+def _pevents_text(events: list[dict], start_us: int = 1_700_000_000_000_000) -> str:
+    header = [
+        {
+            "name": "process_name",
+            "ph": "M",
+            "pid": 0,
+            "args": {"start_time_since_epoch_in_micros": start_us},
+        },  # fmt: skip
+        {"name": "process_sort_index", "ph": "M", "pid": 0, "args": {"sort_index": 0}},
+        {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "Step:ModeKeys.TRAIN"}},
+        {"name": "process_name", "ph": "M", "pid": 2, "args": {"name": "DataLoaderIter"}},
+    ]
+    return "[\n" + ",\n".join(json.dumps(e) for e in header + events) + "\n]"
+
+
+def _step(i: int) -> dict:
+    return {
+        "name": "Step:ModeKeys.TRAIN",
+        "pid": 1,
+        "ph": "X",
+        "ts": 1000 * i,
+        "dur": 900,
+        "args": {"pid": 77, "step_num": str(i)},
+    }
+
+
+def test_truncated_pevents_file_keeps_each_complete_event_and_names_the_position(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    text = _pevents_text([_step(i) for i in range(6)])
+    cut = text.index('"step_num": "5"')  # inside the last event
+    path = tmp_path / "1700000000010000_0-algo-1_pythontimeline.json"
+    path.write_text(text[:cut])
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        table = _events_table(path)
+    assert table.column("step").to_pylist() == [0, 1, 2, 3, 4]
+    assert table.column("start_us").to_pylist() == [1_700_000_000_000_000 + 1000 * i for i in range(5)]  # fmt: skip
+    assert set(table.column("node").to_pylist()) == {"algo-1"}
+    assert set(table.column("rank").to_pylist()) == {0}
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    line_no = text[:cut].count("\n") + 1
+    byte = len(text[: text.rfind("\n", 0, cut) + 1].encode())
+    assert str(path) in warning and f"line {line_no} (byte {byte})" in warning
+
+
+def test_whole_file_and_line_by_line_paths_give_the_same_rows(tmp_path: Path) -> None:
+    events = [_step(i) for i in range(3)]
+    events.append(
+        {
+            "name": "DataLoaderIter::GetNext",
+            "pid": 2,
+            "ph": "X",
+            "ts": 5,
+            "dur": 3,
+            "args": {"worker_id": 1, "pid": 78, "bytes": 512, "tid": 9},
+        }  # fmt: skip
+    )
+    text = _pevents_text(events)
+    whole = tmp_path / "1_0-algo-1_model_timeline.json"
+    whole.write_text(text)
+    unclosed = tmp_path / "2_0-algo-1_model_timeline.json"
+    unclosed.write_text(text.removesuffix("\n]") + ",\n")  # as an unfinished writer leaves it
+    a, b = _events_table(whole).to_pylist(), _events_table(unclosed).to_pylist()
+    assert a == b
+    assert a[-1]["args"] == '{"worker_id":1}'
+    assert (a[-1]["bytes"], a[-1]["tid"], a[-1]["pid"]) == (512, 9, 78)
+
+
+def test_a_json_object_is_not_a_framework_trace(tmp_path: Path) -> None:
+    path = tmp_path / "1_0-algo-1_pythontimeline.json"
+    path.write_text('{"Type": "cpu"}\n')
+    with pytest.raises(UnsupportedFormatError, match="Chrome trace-event JSON array"):
+        _events_table(path)
+
+
+# --------------------------------------------------------------------------- horovod
+
+
+def _expected_horovod(events: list[dict]) -> tuple[int, int, int]:
+    """(X spans, B/E pairs, instants) counted with plain json, pairing per pid."""
+    spans = sum(1 for e in events if e.get("ph") == "X")
+    instants = sum(1 for e in events if e.get("ph") == "i")
+    open_b: dict[int, int] = {}
+    pairs = 0
+    for e in events:
+        if e.get("ph") == "B":
+            open_b[e["pid"]] = open_b.get(e["pid"], 0) + 1
+        elif e.get("ph") == "E" and open_b.get(e["pid"]):
+            open_b[e["pid"]] -= 1
+            pairs += 1
+    return spans, pairs, instants
+
+
+def test_horovod_timelines_pair_begin_and_end_and_keep_instants(shared_fixtures: Path) -> None:
+    small = shared_fixtures / "smdebug" / "horovod_timeline_small.json"
+    with open(small, "rb") as stream:
+        table = pa.Table.from_batches(
+            list(read_horovod_timeline(stream, path=str(small), node="algo-1", rank=0))
+        )
+    spans, pairs, instants = _expected_horovod(_plain_array(small))
+    assert pairs > 0 and instants > 0
+    assert table.num_rows == spans + pairs + instants
+    assert table.column("ph").to_pylist().count("i") == instants
+    negotiations = [row for row in table.to_pylist() if row["name"] == "NEGOTIATE_ALLREDUCE"]
+    assert len(negotiations) == pairs
+    assert all(row["dur_us"] > 0 and row["ph"] == "X" for row in negotiations)
+    assert set(table.column("source").to_pylist()) == {"horovod"}
+    for path in sorted((shared_fixtures / "smdebug" / "horovod_timeline_traces").rglob("*.json")):
+        spans, pairs, instants = _expected_horovod(_plain_array(path))
+        assert _events_table(path).num_rows == spans + pairs + instants
+
+
+def test_instants_and_begin_end_pairs_in_a_pevents_file(tmp_path: Path) -> None:
+    path = tmp_path / "9_3-algo-2_horovod_timeline.json"
+    events = [
+        {"name": "ALLREDUCE", "pid": 1, "ph": "B", "ts": 10, "args": {"bytes": 64}},
+        {"name": "CYCLE_START", "pid": 1, "ph": "i", "ts": 12, "s": "g"},
+        {"name": "", "pid": 1, "ph": "E", "ts": 30},
+        {"name": "", "pid": 2, "ph": "E", "ts": 31},  # no begin: left out
+    ]
+    path.write_text(_pevents_text(events, start_us=1000))
+    rows = _events_table(path).to_pylist()
+    assert [(r["name"], r["ph"], r["start_us"], r["dur_us"]) for r in rows] == [
+        ("CYCLE_START", "i", 1012.0, 0.0),
+        ("ALLREDUCE", "X", 1010.0, 20.0),
+    ]
+    assert rows[1]["bytes"] == 64 and rows[1]["category"] == "Step:ModeKeys.TRAIN"
+    assert {(r["node"], r["rank"], r["source"]) for r in rows} == {("algo-2", 3, "horovod")}
+
+
+def test_reading_from_an_in_memory_stream_works_like_a_file() -> None:
+    stream = io.BytesIO(_pevents_text([_step(0)]).encode())
+    (batch,) = read_pevents_file(
+        stream, path="<memory>", source="pythontimeline", node="n", rank=-1
+    )
+    assert batch.num_rows == 1
