@@ -301,3 +301,61 @@ def test_forked_child_writes_its_own_files_and_leaves_the_parents_intact(tmp_pat
     assert not list((tmp_path / "framework").glob("*.tmp"))
     assert len({p.name for p in closed_files(tmp_path)}) == len(closed_files(tmp_path)) == 3
     assert os.getpid() == writer._pid  # the parent's writer was not reset by the children
+
+
+_SMDEBUG_READER = """
+import json, sys
+from smdebug.profiler.algorithm_metrics_reader import LocalAlgorithmMetricsReader
+root, start_us, end_us, result = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+events = LocalAlgorithmMetricsReader(root).get_events(start_us, end_us)
+with open(result, "w") as out:
+    json.dump(
+        [[e.event_name, e.event_phase, e.start_time, e.duration, e.event_args, e.file_type] for e in events],
+        out,
+    )
+"""
+
+
+@pytest.mark.slow
+def test_smdebug_reads_our_files_as_we_wrote_them(tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    try:
+        from peers import SMDEBUG, PeerSetupError, peer_python
+    finally:
+        sys.path.pop(0)
+    try:
+        python = peer_python("smdebug", SMDEBUG)
+    except PeerSetupError as exc:
+        pytest.skip(f"smdebug could not be installed: {exc}")
+    output = tmp_path / "out"
+    written = []
+    for suffix in ("pythontimeline.json", "model_timeline.json"):
+        writer = TimelineWriter(output, NODE, suffix=suffix, file_max_size=1500)
+        for i in range(40):
+            phase = ["Step:ModeKeys.TRAIN", "Forward", "DataLoaderIter"][i % 3]
+            args = {"step_num": str(i), "pid": 4321}
+            writer.write_event(f"{suffix}-{i}", phase, T0_US + i * 1000, 400 + i, args)
+            written.append([f"{suffix}-{i}", phase, T0_US + i * 1000, 400 + i, args])
+        writer.close()
+    assert len(closed_files(output)) > 4
+    result = tmp_path / "events.json"
+    subprocess.run(
+        [
+            str(python),
+            "-c",
+            _SMDEBUG_READER,
+            str(output),
+            str(T0_US - 1),
+            str(T0_US + 10**6),
+            str(result),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    read = json.loads(result.read_text())
+    assert {tuple(e[5:]) for e in read} == {
+        ("PythontimelineMetrics",),
+        ("DetailedframeworkMetrics",),
+    }
+    assert sorted([e[:5] for e in read]) == sorted(written)
