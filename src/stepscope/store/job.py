@@ -418,10 +418,10 @@ class JobData:
                 local_file = self._files.local_path(rel)
             with local_file as local:
                 trace = _kineto().read_kineto_trace(
-                    local, rank_hint=raw.rank if raw.rank >= 0 else None
+                    local, rank_hint=raw.rank if raw.rank >= 0 else None, node=raw.node
                 )
                 extra["kineto"] = trace.metadata
-                yield _with_node(trace.batches(), raw.node)
+                yield trace.batches()
             return
         if raw.reader == "tfprofiler":
             data = self._files.read_bytes(rel)
@@ -444,12 +444,3 @@ class JobData:
             else:
                 yield read_horovod_timeline(stream, path=display)
 
-
-def _with_node(batches: Iterator[pa.RecordBatch], node: str) -> Iterator[pa.RecordBatch]:
-    """Name the node of Kineto events by the job's ``algo-<n>`` when the file name gives it."""
-    for batch in batches:
-        if node:
-            index = batch.schema.get_field_index("node")
-            column = pa.array([node] * batch.num_rows, pa.string())
-            batch = batch.set_column(index, batch.schema.field(index), column)
-        yield batch

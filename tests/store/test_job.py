@@ -1,0 +1,136 @@
+"""open_job on every layout it recognises, JobData.metadata, and the errors for everything else."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import stepscope
+from stepscope.errors import JobNotFoundError, UnsupportedFormatError
+from stepscope.store import JobData, open_job
+from stepscope.testing import TINY_JOB, generate_job
+
+
+def _count(data: JobData, table: str, where: str = "true") -> int:
+    return data.connect().execute(f"SELECT count(*) FROM {table} WHERE {where}").fetchone()[0]
+
+
+def test_open_job_is_public() -> None:
+    assert stepscope.open_job is open_job
+
+
+def test_a_stepscope_job_folder(tmp_path: Path) -> None:
+    job = generate_job(tmp_path / "run-7", **{**TINY_JOB, "nodes": 2})
+    data = open_job(job)
+    assert (data.kind, data.name, data.path) == ("stepscope", "run-7", job.resolve())
+    meta = data.metadata
+    job_json = json.loads((job / "job.json").read_text())
+    assert meta["job"] == job_json
+    assert meta["status"] == "Completed" and meta["ended"] is True
+    assert meta["nodes"] == ["algo-1", "algo-2"]
+    assert sorted(meta["ranks"]) == [0, 1]
+    rank_file = json.loads((job / "profiler-output/framework/ranks/1-algo-2.json").read_text())
+    assert meta["ranks"][1]["node_id"] == rank_file["node_id"] == "1-algo-2"
+    assert meta["ranks"][1]["clock_offset_us"] == 0.0
+    per_node = data.connect().execute(
+        "SELECT node, rank, count(*) FROM events GROUP BY ALL ORDER BY 1"
+    )
+    assert [row[:2] for row in per_node.fetchall()] == [("algo-1", 0), ("algo-2", 1)]
+    assert meta["first_timestamp_us"] is None  # metadata reads no data before a refresh
+    data.refresh()
+    meta = data.metadata
+    first, last = (
+        data.connect().execute("SELECT min(timestamp_us), max(timestamp_us) FROM system").fetchone()
+    )
+    assert meta["first_timestamp_us"] <= first and meta["last_timestamp_us"] >= last
+
+
+def test_sagemaker_output_folder_directly_or_under_a_parent(tmp_path: Path) -> None:
+    job = generate_job(tmp_path / "job", **TINY_JOB)
+    output = job / "profiler-output"
+    (output / "training_job_end.ts").unlink()
+    (output / "system" / "training_job_end.ts").unlink()
+    (job / "job.json").unlink()
+    direct = open_job(output, cache_dir=tmp_path / "c1")
+    parent = open_job(job, cache_dir=tmp_path / "c2")
+    assert direct.kind == parent.kind == "sagemaker"
+    assert parent.name == "job"
+    assert direct.metadata["status"] == "Running" and direct.metadata["ended"] is False
+    assert _count(direct, "events") == _count(parent, "events") > 0
+    (output / "system" / "training_job_end.ts").touch()
+    assert direct.metadata["status"] == "Completed" and direct.metadata["ended"] is True
+
+
+def test_missing_paths_and_unknown_folders_raise_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(JobNotFoundError, match="nowhere"):
+        open_job(tmp_path / "nowhere")
+    (tmp_path / "photos").mkdir()
+    (tmp_path / "photos" / "cat.jpg").write_bytes(b"\xff\xd8")
+    with pytest.raises(UnsupportedFormatError, match="job.json and profiler-output") as info:
+        open_job(tmp_path / "photos")
+    assert "Kineto" in str(info.value) and "s3://" in str(info.value)
+    with pytest.raises(UnsupportedFormatError):
+        open_job(tmp_path / "photos" / "cat.jpg")
+
+
+def test_recorded_sagemaker_folders_load_with_their_event_counts(
+    shared_fixtures: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path))
+    smdebug = shared_fixtures / "smdebug"
+    for name in ("test_traces", "merge_traces", "model_timeline_traces"):
+        folder = smdebug / name
+        spans = sum(
+            sum(1 for e in json.loads(p.read_text()) if e.get("ph") == "X")
+            for p in folder.glob("framework/pevents/*/*.json")
+        )
+        records = sum(len(p.read_text().splitlines()) for p in folder.glob("system/**/*.json"))
+        data = open_job(folder)
+        assert data.kind == "sagemaker"
+        assert (_count(data, "events"), _count(data, "system")) == (spans, records), name
+    tf = open_job(smdebug / "tfprofiler_timeline_traces")
+    assert _count(tf, "events", "source = 'tfprofiler'") == 798
+
+
+def test_python_stats_of_a_sagemaker_folder(shared_fixtures: Path, tmp_path: Path) -> None:
+    data = open_job(shared_fixtures / "smdebug" / "cprofile_layout", cache_dir=tmp_path)
+    folders = list((shared_fixtures / "smdebug" / "cprofile_layout").rglob("python_stats"))
+    records = data.python_stats()
+    assert len(records) == len(folders) == 3
+    assert {r.node_id for r in records} == {"151-algo-1"}
+
+
+def test_kineto_traces_as_file_folder_and_inside_a_job(
+    shared_fixtures: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    two_ranks = shared_fixtures / "kineto" / "two_ranks_one_job"
+    folder = open_job(two_ranks)
+    assert folder.kind == "kineto"
+    assert sorted(folder.metadata["ranks"]) == []  # nothing read yet
+    per_rank = dict(
+        folder.connect().execute("SELECT rank, count(*) FROM events GROUP BY rank").fetchall()
+    )
+    assert sorted(per_rank) == [0, 1]
+    assert sorted(folder.metadata["ranks"]) == [0, 1]
+    assert folder.metadata["ranks"][1]["kineto"]["rank"] == 1
+    single = open_job(two_ranks / "sampled_rank-1.json.gz")
+    assert single.kind == "kineto" and single.metadata["ended"] is True
+    assert _count(single, "events") == per_rank[1]
+    assert not (two_ranks / ".stepscope").exists()
+    # inside a job, the detailed-profiling trace is read with the node and rank of its name
+    job = generate_job(tmp_path / "job", **TINY_JOB)
+    step_dir = job / "profiler-output/framework/pytorch/detailed_profiling/2023112222/000000005"
+    step_dir.mkdir(parents=True)
+    shutil.copy(
+        two_ranks / "sampled_rank-1.json.gz",
+        step_dir / "1-algo-1_1700000100000000_1700000101000000.pt.trace.json.gz",
+    )
+    data = open_job(job)
+    rows = data.connect().execute(
+        "SELECT node, rank, count(*) FROM events WHERE source = 'kineto' GROUP BY ALL"
+    )
+    assert rows.fetchall() == [("algo-1", 1, per_rank[1])]
