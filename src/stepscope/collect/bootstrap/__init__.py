@@ -1,0 +1,151 @@
+"""Zero-code-change collection: what a process launched by ``stepscope run`` does at start-up.
+
+``stepscope run`` prefixes ``PYTHONPATH`` with :data:`BOOTSTRAP_DIR`, whose ``sitecustomize.py``
+calls :func:`install` when ``STEPSCOPE_JOB_DIR`` is set (and then chains to the
+``sitecustomize`` that would have run otherwise). :func:`install`:
+
+1. reads the configuration named by ``STEPSCOPE_CONFIG``, the job folder ``STEPSCOPE_JOB_DIR``, the
+   node ``STEPSCOPE_NODE`` and torchrun's ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``GROUP_RANK``;
+2. starts the process's profiling session (no thread, no file until the first event);
+3. waits for the script to import torch (an import hook, one-shot), and only then installs the
+   PyTorch instrumentation; a script that never imports torch pays nothing more;
+4. stops the session when the main script is done (before ``atexit`` handlers, so the
+   post-hook-close Python profile covers the interpreter's finalisation).
+
+A process that cannot be profiled (bad config, unwritable folder) logs one warning and runs
+unprofiled; nothing here raises into the script.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.util
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from stepscope.collect.session import Session, get_active_session, rank_from_env
+from stepscope.errors import StepscopeError
+
+__all__ = ["BOOTSTRAP_DIR", "install"]
+
+logger = logging.getLogger(__name__)
+
+#: The folder ``stepscope run`` puts first on ``PYTHONPATH`` (it holds ``sitecustomize.py``).
+BOOTSTRAP_DIR = Path(__file__).resolve().parent / "site"
+
+
+def install(environ: Mapping[str, str] | None = None) -> Session | None:
+    """Start profiling this process as the environment says; returns the session or ``None``.
+
+    :param environ: the environment to read; default ``os.environ``.
+    """
+    env = os.environ if environ is None else environ
+    job_dir = env.get("STEPSCOPE_JOB_DIR")
+    if not job_dir or get_active_session() is not None:
+        return None
+    try:
+        from stepscope.config import ProfilerConfig
+
+        config = ProfilerConfig.from_env(env)
+    except (StepscopeError, OSError, ValueError) as exc:
+        logger.warning(
+            "stepscope: not profiling this process: its configuration is invalid (%s)", exc
+        )
+        return None
+    if config is None or not config.framework_profiling_enabled:
+        return None
+    framework = config.framework_profile_params
+    local_path = getattr(framework, "local_path", None)
+    output = Path(local_path) if local_path else Path(job_dir) / "profiler-output"
+    session = Session(
+        config,
+        output,
+        config_path=env.get("STEPSCOPE_CONFIG") or None,
+        **rank_from_env(dict(env)),
+    )
+    session.start()
+    _when_torch_is_imported(session.guard.wrap("bootstrap.instrument", _instrument_torch))
+    _at_end_of_main(session.guard.wrap("bootstrap.stop", session.stop))
+    return session
+
+
+def _instrument_torch() -> None:
+    session = get_active_session()
+    if session is None:
+        return
+    from stepscope.collect.torch import instrument
+
+    instrument(session)
+
+
+def _at_end_of_main(callback: Callable[[], None]) -> None:
+    """Run ``callback`` once the main script returned: before ``atexit`` handlers when possible
+    (the threading module's shutdown hook), else as the last ``atexit`` handler."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        try:
+            register(callback)
+            return
+        except RuntimeError:
+            logger.debug("threading shutdown hooks are closed; using atexit", exc_info=True)
+    atexit.register(callback)
+
+
+def _when_torch_is_imported(callback: Callable[[], None]) -> None:
+    if "torch" in sys.modules:
+        callback()
+        return
+    sys.meta_path.insert(0, _TorchImportHook(callback))
+
+
+class _TorchImportHook(importlib.abc.MetaPathFinder):
+    """Finds nothing itself; lets ``torch`` be found as usual and calls back once it executed."""
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self._callback = callback
+        self._searching = False
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "torch" or self._searching:
+            return None
+        self._searching = True
+        try:
+            spec = importlib.util.find_spec("torch")
+        finally:
+            self._searching = False
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _CallbackLoader(spec.loader, self)
+        return spec
+
+    def loaded(self, module: Any, loader: Any) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        module.__loader__ = loader
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = loader
+        self._callback()
+
+
+class _CallbackLoader(importlib.abc.Loader):
+    """The real torch loader, plus the callback after ``torch/__init__`` ran."""
+
+    def __init__(self, loader: Any, hook: _TorchImportHook) -> None:
+        self._loader = loader
+        self._hook = hook
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        self._hook.loaded(module, self._loader)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)

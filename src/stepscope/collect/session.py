@@ -1,0 +1,563 @@
+"""The active profiling session: its configuration, writers, steps and clock.
+
+A :class:`Session` is what every hook writes through. It knows where the job's profiler output
+goes, which node and rank this process is, which step is running and in which mode, and which
+collection options (data loader, Python profiling, detailed profiling, collectives) are active for
+that step. The PyTorch side (:mod:`stepscope.collect.torch`) decides *when* steps begin and end;
+the session records them and tells its step listeners (the Python and detailed profilers), which
+start and stop their windows exactly on step boundaries.
+
+Global state (the only one in ``collect``): the active session, read with
+:func:`get_active_session` and set only by :meth:`Session.start` / :meth:`Session.stop`. A forked
+child (a data-loader worker) forgets it, so a worker never writes through its parent's writers.
+
+Clock: every timestamp is :func:`now_us`, ``time.perf_counter`` (monotonic, the same clock in every
+process of the machine) mapped to microseconds since the epoch once per process. Durations are
+therefore immune to wall-clock jumps; cross-process alignment is recorded, never applied
+(``framework/ranks/<node_id>.json``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as _dt
+import functools
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from stepscope.collect.torch.guard import Guard
+from stepscope.errors import ConfigError, SessionError
+
+if TYPE_CHECKING:
+    from stepscope.config import ProfilerConfig
+
+__all__ = [
+    "MODES",
+    "Session",
+    "StepListener",
+    "get_active_session",
+    "now_us",
+    "profile",
+    "set_mode",
+    "step",
+]
+
+logger = logging.getLogger(__name__)
+
+#: SageMaker's training modes, as written in ``Step:ModeKeys.<MODE>``.
+MODES = ("TRAIN", "EVAL", "PREDICT", "GLOBAL")
+
+#: The collection options a step range can switch on (``FrameworkProfile.range_for``).
+OPTIONS = ("dataloader", "python", "detailed", "horovod", "smdataparallel")
+
+#: How often, at most, a step boundary checks whether the config file changed.
+CONFIG_POLL_INTERVAL_S = 1.0
+
+_active: Session | None = None
+
+
+def get_active_session() -> Session | None:
+    """The session this process records into, or ``None`` when nothing is being profiled."""
+    return _active
+
+
+@functools.cache
+def _epoch_offset_us() -> float:
+    """Epoch µs minus ``perf_counter`` µs, measured once per process (a memoized constant)."""
+    return time.time() * 1e6 - time.perf_counter() * 1e6
+
+
+def now_us() -> float:
+    """Microseconds since the epoch on the monotonic clock of this process."""
+    return time.perf_counter() * 1e6 + _epoch_offset_us()
+
+
+class StepListener(Protocol):
+    """Something that opens and closes windows on step boundaries (Python or detailed profiler).
+
+    ``on_step_end`` is called after step ``step`` ended and before the next one starts, so a
+    window for step ``step + 1`` can start there and cover the whole step, data loading included.
+    """
+
+    def on_start(self, session: Session) -> None: ...
+
+    def on_step_begin(self, session: Session, step: int) -> None: ...
+
+    def on_step_end(self, session: Session, step: int) -> None: ...
+
+    def on_stop(self, session: Session) -> None: ...
+
+
+class Session:
+    """One process's profiling session: config, writers, step state, listeners.
+
+    :param config: what to collect; ``config.framework_profile_params`` gives the ranges.
+    :param profiler_output_dir: SageMaker's ``LocalPath``: ``framework/`` goes below it.
+    :param node: the host-level node, ``"algo-<n>"``.
+    :param rank: the global rank (0 for a single process).
+    :param local_rank: the rank on this node.
+    :param world_size: the number of ranks.
+    :param config_path: the config file to watch for changes at step boundaries (optional).
+    :param writer_factory: builds a timeline writer, same signature as
+        :class:`stepscope.store.TimelineWriter`; a seam for tests (default: that class).
+    """
+
+    def __init__(
+        self,
+        config: ProfilerConfig,
+        profiler_output_dir: str | os.PathLike[str],
+        *,
+        node: str = "algo-1",
+        rank: int = 0,
+        local_rank: int = 0,
+        world_size: int = 1,
+        config_path: str | os.PathLike[str] | None = None,
+        writer_factory: Callable[..., Any] | None = None,
+    ) -> None:
+        self.config = config
+        self.profiler_output_dir = Path(profiler_output_dir)
+        self.node = node
+        self.rank = rank
+        self.local_rank = local_rank
+        self.world_size = world_size
+        self.node_id = f"{rank}-{node}"
+        self.pid = os.getpid()
+        self.guard = Guard()
+        #: False once stopped, or in a forked child: hooks check it and do nothing.
+        self.enabled = False
+        #: Set by the detailed profiler while its window is open: ``name -> context manager``;
+        #: annotations enter it so they show up in the Kineto trace too.
+        self.record_function: Callable[[str], Any] | None = None
+        self.clock_offset_us = 0.0
+        # step state: ``step`` is SageMaker's global step (all modes), used for every range;
+        # ``mode_steps`` counts per mode and gives ``step_num``.
+        self.step = -1
+        self.mode: str | None = None
+        self.mode_steps: dict[str, int] = {}
+        self.in_step = False
+        self.step_start_us = 0.0
+        #: Where the next step starts: the end of the previous step (or a data-loader epoch
+        #: start); ``None`` when the next step starts where it is detected.
+        self.boundary_us: float | None = None
+        self.mode_override: str | None = None
+        self.explicit_steps = False
+        #: option -> active for the running (or, between steps, the next) step
+        self.active: dict[str, bool] = dict.fromkeys(OPTIONS, False)
+        self._listeners: list[StepListener] = []
+        self._closers: list[Callable[[], None]] = []
+        self._writers: dict[str, Any] = {}
+        self._writer_factory = writer_factory
+        self._lock = threading.RLock()
+        self._watcher: Any = None
+        self._config_path = Path(config_path) if config_path is not None else None
+        self._last_poll_s = 0.0
+        self._rank_file_written = False
+        self._ranges = {option: config.range_for(option) for option in OPTIONS}
+
+    # -- life -----------------------------------------------------------------------------
+
+    def start(self) -> Session:
+        """Make this the active session; raises :class:`SessionError` if another one is."""
+        global _active
+        if _active is not None:
+            raise SessionError(
+                f"a profiling session is already running in this process (node {_active.node_id})"
+            )
+        _forget_session_in_forked_children()
+        _active = self
+        self.enabled = True
+        self._update_active(0)
+        if self._config_path is not None:
+            self._watcher = _config_watcher(self._config_path)
+        for listener in list(self._listeners):
+            self.guard.wrap(f"{type(listener).__name__}.on_start", listener.on_start)(self)
+        return self
+
+    def stop(self) -> None:
+        """Close the open step and every window, flush the writers, forget the session."""
+        global _active
+        if not self.enabled:
+            if _active is self:
+                _active = None
+            return
+        if self.in_step:
+            self.end_step()
+        for listener in list(self._listeners):
+            self.guard.wrap(f"{type(listener).__name__}.on_stop", listener.on_stop)(self)
+        for closer in reversed(self._closers):
+            self.guard.wrap("session.close", closer)()
+        self.enabled = False
+        if self._writers:
+            self.write_rank_file()
+        for writer in self._writers.values():
+            self.guard.wrap("session.close_writer", writer.close)()
+        if _active is self:
+            _active = None
+        if self.guard.failures:
+            logger.warning(
+                "stepscope: %d instrumentation hook(s) failed and were disabled: %s",
+                len(self.guard.failures),
+                ", ".join(sorted(self.guard.failures)),
+            )
+
+    def add_listener(self, listener: StepListener) -> None:
+        """Register a window owner; it is told about the start, every step boundary and the stop."""
+        self._listeners.append(listener)
+        if self.enabled:
+            self.guard.wrap(f"{type(listener).__name__}.on_start", listener.on_start)(self)
+
+    def add_closer(self, closer: Callable[[], None]) -> None:
+        """Run ``closer`` (guarded) when the session stops, after the listeners, newest first."""
+        self._closers.append(closer)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def write(
+        self,
+        phase: str,
+        name: str,
+        start_us: float,
+        dur_us: float,
+        args: dict[str, Any] | None = None,
+        *,
+        suffix: str = "pythontimeline.json",
+    ) -> bool:
+        """Queue one event on this node's timeline file (never blocks, never raises).
+
+        :param suffix: ``pythontimeline.json`` (steps, forward/backward, annotations,
+            collectives) or ``model_timeline.json`` (data loader), as SageMaker splits them.
+        :returns: False when the event was dropped.
+        """
+        writer = self._writers.get(suffix)
+        if writer is None:
+            writer = self._open_writer(suffix)
+            if writer is None:
+                return False
+        return bool(writer.write_event(name, phase, start_us, dur_us, args))
+
+    def _open_writer(self, suffix: str) -> Any:
+        with self._lock:
+            writer = self._writers.get(suffix)
+            if writer is not None or not self.enabled:
+                return writer
+            framework = self.config.framework_profile_params
+            factory = self._writer_factory
+            if factory is None:
+                from stepscope.store import TimelineWriter
+
+                factory = TimelineWriter
+            try:
+                writer = factory(
+                    self.profiler_output_dir,
+                    self.node_id,
+                    suffix=suffix,
+                    file_max_size=getattr(framework, "file_max_size", 10485760),
+                    file_close_interval_s=getattr(framework, "file_close_interval", 60),
+                    file_open_fail_threshold=getattr(framework, "file_open_fail_threshold", 50),
+                )
+            except (OSError, ValueError) as exc:
+                logger.warning(
+                    "stepscope: cannot write framework events to %s (%s); "
+                    "this process records no %s events.",
+                    self.profiler_output_dir,
+                    exc,
+                    suffix,
+                )
+                self.enabled = False
+                return None
+            self._writers[suffix] = writer
+        if not self._rank_file_written:
+            self.write_rank_file()
+        return writer
+
+    def rank_file(self) -> Path:
+        """``framework/ranks/<node_id>.json``: who this process is, and its clock offset."""
+        from stepscope.store.layout import rank_file_path
+
+        return rank_file_path(self.profiler_output_dir, self.node_id)
+
+    def write_rank_file(self) -> None:
+        """Write (atomically) this rank's description; failures cost a warning, nothing more."""
+        info = {
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "world_size": self.world_size,
+            "node": self.node,
+            "node_id": self.node_id,
+            "pid": self.pid,
+            "hostname": socket.gethostname(),
+            "clock_offset_us": self.clock_offset_us,
+        }
+        target = self.rank_file()
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{self.pid}.tmp")
+            tmp.write_text(json.dumps(info))
+            os.replace(tmp, target)
+            self._rank_file_written = True
+        except OSError as exc:
+            logger.warning("stepscope: cannot write %s (%s)", target, exc)
+
+    def adopt_rank(self, rank: int, world_size: int) -> None:
+        """Take the rank the process group gave (scripts launched without torchrun's ``RANK``).
+
+        Only possible before the first event: files already written keep their node id.
+        """
+        if rank == self.rank and world_size == self.world_size:
+            return
+        if self._writers:
+            logger.warning(
+                "stepscope: this process is rank %d of %d but already wrote events as %s; "
+                "set RANK before the first step (torchrun does) to name its files right",
+                rank,
+                world_size,
+                self.node_id,
+            )
+            return
+        self.rank, self.world_size = rank, world_size
+        self.node_id = f"{rank}-{self.node}"
+
+    def set_clock_offset(self, offset_us: float) -> None:
+        """Record this rank's clock offset to rank 0 (raw timestamps are never rewritten)."""
+        self.clock_offset_us = float(offset_us)
+        self.write_rank_file()
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def begin_step(self, mode: str, start_us: float | None = None) -> int:
+        """Start the next global step in ``mode``; ends a still-open step first.
+
+        :param start_us: when it started; default the previous step boundary, else now.
+        :returns: the new global step number.
+        """
+        with self._lock:
+            now = now_us()
+            if self.in_step:
+                self.end_step(now)
+            if start_us is None:
+                start_us = self.boundary_us if self.boundary_us is not None else now
+            self.step += 1
+            self.mode = mode
+            self.mode_steps[mode] = self.mode_steps.get(mode, -1) + 1
+            self.in_step = True
+            self.step_start_us = start_us
+            self.boundary_us = None
+            self._update_active(self.step)
+            step_number = self.step
+        for listener in self._listeners:
+            self.guard.wrap(f"{type(listener).__name__}.on_step_begin", listener.on_step_begin)(
+                self, step_number
+            )
+        return step_number
+
+    def end_step(self, end_us: float | None = None) -> None:
+        """End the running step: write its ``Step:ModeKeys.<MODE>`` event, turn the windows."""
+        with self._lock:
+            if not self.in_step:
+                return
+            end = now_us() if end_us is None else end_us
+            self.in_step = False
+            mode = self.mode or "GLOBAL"
+            phase = f"Step:ModeKeys.{mode}"
+            args = {"step_num": str(self.mode_steps[mode]), "pid": self.pid}
+            self.write(phase, phase, self.step_start_us, end - self.step_start_us, args)
+            finished = self.step
+            self._poll_config()
+            self._update_active(finished + 1)
+        for listener in self._listeners:
+            self.guard.wrap(f"{type(listener).__name__}.on_step_end", listener.on_step_end)(
+                self, finished
+            )
+        # The next step starts after our bookkeeping: its time is the training code's time.
+        self.boundary_us = now_us()
+
+    def mark_boundary(self, at_us: float) -> None:
+        """The next step starts no earlier than ``at_us`` (e.g. a new data-loader epoch)."""
+        if not self.in_step:
+            self.boundary_us = at_us
+
+    def step_num(self) -> str:
+        """The running step's ``step_num`` arg (per mode, as SageMaker writes it)."""
+        if self.mode is None:
+            return "0"
+        return str(self.mode_steps.get(self.mode, 0))
+
+    def _update_active(self, step_number: int) -> None:
+        now_s = time.time()
+        for option, profile_range in self._ranges.items():
+            self.active[option] = bool(
+                profile_range is not None and profile_range.should_profile(step_number, now_s)
+            )
+
+    def range_for(self, option: str) -> Any:
+        """The range of ``option`` in force (one instance per config: time ranges are stateful),
+        or ``None`` when that option is off."""
+        return self._ranges.get(option)
+
+    def _poll_config(self) -> None:
+        if self._watcher is None:
+            return
+        now_s = time.monotonic()
+        if now_s - self._last_poll_s < CONFIG_POLL_INTERVAL_S:
+            return
+        self._last_poll_s = now_s
+        new_config = self.guard.wrap("session.config_watcher", self._watcher.poll)()
+        if new_config is not None and new_config.framework_profile_params is not None:
+            logger.info("stepscope: profiler configuration changed; applying it from the next step")
+            self.config = new_config
+            self._ranges = {option: new_config.range_for(option) for option in OPTIONS}
+
+
+def _config_watcher(path: Path) -> Any:
+    from stepscope.config import ConfigWatcher
+
+    return ConfigWatcher(path)
+
+
+def _forget_in_child() -> None:
+    global _active
+    if _active is not None:
+        for listener in _active._listeners:
+            after_fork = getattr(listener, "after_fork_in_child", None)
+            if after_fork is not None:
+                _active.guard.wrap("session.after_fork", after_fork)()
+        _active.enabled = False
+        _active._writers = {}  # their threads did not survive the fork
+        _active = None
+
+
+@functools.cache
+def _forget_session_in_forked_children() -> None:
+    """Register (once per process) the fork handler that keeps workers off our writers."""
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+# -- the explicit API -------------------------------------------------------------------------
+
+
+def _check_mode(mode: str, owner: str) -> str:
+    upper = str(mode).upper()
+    if upper.startswith("MODEKEYS."):
+        upper = upper[len("MODEKEYS.") :]
+    if upper not in MODES:
+        raise ConfigError(f"{owner}.mode", mode, f"one of {', '.join(MODES)}")
+    return upper
+
+
+@contextlib.contextmanager
+def step(mode: str = "TRAIN") -> Iterator[int]:
+    """Mark one step explicitly: ``with stepscope.step("EVAL"): ...``.
+
+    Steps are detected automatically (optimizer steps, forward passes in eval mode); a script
+    that marks its own steps switches that detection off for the rest of the session, so no step
+    is counted twice. Outside a session this does nothing and yields ``-1``.
+
+    :param mode: ``TRAIN``, ``EVAL``, ``PREDICT`` or ``GLOBAL``.
+    """
+    checked = _check_mode(mode, "step")
+    session = get_active_session()
+    if session is None or not session.enabled:
+        yield -1
+        return
+    session.explicit_steps = True
+    number = session.guard.wrap("session.step_begin", session.begin_step)(checked)
+    try:
+        yield -1 if number is None else number
+    finally:
+        session.guard.wrap("session.step_end", session.end_step)()
+
+
+def set_mode(mode: str | None) -> None:
+    """Force the mode of automatically detected steps (``"PREDICT"``), or ``None`` to infer it.
+
+    Inferred: ``TRAIN`` when the model is in training mode with gradients on, else ``EVAL``.
+    """
+    checked = None if mode is None else _check_mode(mode, "set_mode")
+    session = get_active_session()
+    if session is not None:
+        session.mode_override = checked
+
+
+def _default_job_dir() -> Path:
+    script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "python"
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("stepscope-jobs") / f"{script or 'python'}-{stamp}"
+
+
+@contextlib.contextmanager
+def profile(
+    config: ProfilerConfig | None = None, job_dir: str | os.PathLike[str] | None = None
+) -> Iterator[Session]:
+    """Profile the enclosed code: ``with stepscope.profile(): train()``.
+
+    Under ``stepscope run`` the process is already profiled: the running session is reused and
+    left running. Otherwise a session starts, PyTorch is instrumented, and everything is written
+    to ``<job_dir>/profiler-output`` (a folder every stepscope reader opens).
+
+    :param config: what to collect; default ``ProfilerConfig(framework_profile_params=
+        FrameworkProfile())``, SageMaker's defaults for every option.
+    :param job_dir: the job folder; default ``FrameworkProfile.local_path`` if set (as the
+        profiler output folder itself), else ``./stepscope-jobs/<script>-<time>``.
+    """
+    running = get_active_session()
+    if running is not None:
+        logger.info("stepscope: reusing the running profiling session of %s", running.node_id)
+        yield running
+        return
+    from stepscope.config import FrameworkProfile, ProfilerConfig
+
+    if config is None:
+        config = ProfilerConfig(framework_profile_params=FrameworkProfile())
+    if not isinstance(config, ProfilerConfig):
+        raise ConfigError("profile.config", config, "a ProfilerConfig or None")
+    framework = config.framework_profile_params
+    if framework is None:
+        framework = FrameworkProfile()
+        config = dataclasses.replace(config, framework_profile_params=framework)
+    if job_dir is not None:
+        output = Path(job_dir) / "profiler-output"
+    elif framework.local_path is not None:
+        output = Path(framework.local_path)
+    else:
+        output = _default_job_dir() / "profiler-output"
+    session = Session(config, output, **rank_from_env())
+    from stepscope.collect.torch import instrument
+
+    session.start()
+    try:
+        instrument(session)
+        yield session
+    finally:
+        session.stop()
+
+
+def rank_from_env(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Node and rank of this process from ``STEPSCOPE_NODE`` and torchrun's variables.
+
+    ``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE`` as torchrun sets them; without ``STEPSCOPE_NODE``
+    the node is ``algo-<GROUP_RANK + 1>`` (torchrun's node index).
+    """
+    env = dict(os.environ) if env is None else env
+
+    def number(name: str, default: int) -> int:
+        try:
+            return int(env.get(name, default))
+        except ValueError:
+            return default
+
+    node = env.get("STEPSCOPE_NODE") or f"algo-{number('GROUP_RANK', 0) + 1}"
+    return {
+        "node": node,
+        "rank": number("RANK", 0),
+        "local_rank": number("LOCAL_RANK", 0),
+        "world_size": number("WORLD_SIZE", 1),
+    }

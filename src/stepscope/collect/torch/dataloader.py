@@ -1,0 +1,291 @@
+"""Data-loader profiling: iterator initialisation, every ``GetNext``, every worker's lifetime.
+
+Events go to the node's ``model_timeline`` file with the names and args SageMaker's
+``PT_dataloader_analysis`` reads (the AWS PyTorch containers wrote the same):
+
+* ``DataLoaderIterInitialize`` / ``_MultiProcessingDataLoaderIter.__init__`` (or
+  ``_SingleProcessDataLoaderIter.__init__``), args ``num_workers``, ``pin_memory``, ``pid``;
+* ``DataLoaderIter`` / ``DataLoaderIter::GetNext``, args ``worker_id`` (the worker that produced
+  the batch, ``-1`` in the main process), ``pid``;
+* ``DataLoaderWorker`` / ``DataLoaderWorker``, args ``worker_id`` and the worker's own ``pid``,
+  spanning the worker loop, measured inside the worker.
+
+A worker is a forked process whose exit skips ``atexit`` and which must not touch its parent's
+writer threads, so it reports its lifetime through a pipe: one line of at most a hundred bytes
+(atomic on a pipe), written without blocking when its loop ends (dropped if the pipe is full).
+The training process drains the pipe at step boundaries and when the session stops. Workers
+started with the ``spawn`` method do not inherit the pipe; their lifetime is not recorded.
+
+Which events are kept: ``DataloaderProfilingConfig``'s step or time range (checked against the
+step about to run), and its ``metrics_regex``, matched (``re.search``) against the event name or
+its phase.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import os
+import re
+from typing import Any
+
+import torch.utils.data._utils.worker as _worker_module
+from torch.utils.data import dataloader as _dataloader
+
+from stepscope.collect.session import Session, now_us
+
+__all__ = ["DataLoaderHooks"]
+
+logger = logging.getLogger(__name__)
+
+SUFFIX = "model_timeline.json"
+_INIT_PHASE = "DataLoaderIterInitialize"
+_GETNEXT_PHASE = "DataLoaderIter"
+_GETNEXT_NAME = "DataLoaderIter::GetNext"
+_WORKER_PHASE = "DataLoaderWorker"
+_MAX_PIPE_READ_BYTES = 65536
+
+
+class DataLoaderHooks:
+    """Patches the data-loader iterators and the worker loop for one session.
+
+    :param session: where events go; its ``active["dataloader"]`` says when to record.
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        framework = session.config.framework_profile_params
+        option = getattr(framework, "dataloader_profiling_config", None)
+        self._regex = re.compile(getattr(option, "metrics_regex", None) or ".*")
+        self._wanted: dict[str, bool] = {}
+        self._originals: list[tuple[Any, str, Any]] = []
+        self._read_fd = -1
+        self._write_fd = -1
+        self._partial = b""
+        # the hull of the times the option was active: a worker that lived through it is kept
+        self._first_active_us: float | None = None
+        self._last_active_us: float | None = None
+        guard = session.guard
+        self._record_init = guard.wrap("torch.dataloader_init", self._on_init)
+        self._record_next = guard.wrap("torch.dataloader_getnext", self._on_next)
+        self._peek_worker = guard.wrap("torch.dataloader_worker_id", _next_worker_id)
+        self.drain = guard.wrap("torch.dataloader_workers", self._drain)
+
+    def wanted(self, name: str, phase: str) -> bool:
+        """Whether ``metrics_regex`` keeps an event named ``name`` of ``phase`` (memoized)."""
+        key = f"{phase}\x00{name}"
+        keep = self._wanted.get(key)
+        if keep is None:
+            keep = bool(self._regex.search(name) or self._regex.search(phase))
+            self._wanted[key] = keep
+        return keep
+
+    # -- install --------------------------------------------------------------------------
+
+    def install(self) -> None:
+        try:
+            self._read_fd, self._write_fd = os.pipe()
+            os.set_blocking(self._read_fd, False)
+            os.set_blocking(self._write_fd, False)
+        except OSError as exc:
+            logger.warning("stepscope: no pipe for data-loader worker events (%s)", exc)
+            self._read_fd = self._write_fd = -1
+        for cls in (
+            _dataloader._SingleProcessDataLoaderIter,
+            _dataloader._MultiProcessingDataLoaderIter,
+        ):
+            self._patch(cls, "__init__", self._wrap_init(cls.__init__))
+        base = _dataloader._BaseDataLoaderIter
+        self._patch(base, "__next__", self._wrap_next(base.__next__))
+        self._patch(
+            _worker_module, "_worker_loop", self._wrap_worker_loop(_worker_module._worker_loop)
+        )
+
+    def remove(self) -> None:
+        self.drain()
+        for owner, name, original in reversed(self._originals):
+            setattr(owner, name, original)
+        self._originals = []
+        for fd in (self._read_fd, self._write_fd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    logger.debug("closing the worker pipe failed", exc_info=True)
+        self._read_fd = self._write_fd = -1
+
+    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
+        self._originals.append((owner, name, owner.__dict__[name]))
+        setattr(owner, name, replacement)
+
+    # -- step listener: worker reports are written at step boundaries ---------------------
+
+    def on_start(self, session: Session) -> None:
+        """Nothing to open: workers report when they end."""
+
+    def on_step_begin(self, session: Session, step: int) -> None:
+        """Nothing to do at the start of a step."""
+
+    def on_step_end(self, session: Session, step: int) -> None:
+        self.drain()
+
+    def on_stop(self, session: Session) -> None:
+        self.drain()
+
+    # -- the main process ------------------------------------------------------------------
+
+    def _note_active(self, at_us: float) -> None:
+        if self._first_active_us is None:
+            self._first_active_us = at_us
+        self._last_active_us = at_us
+
+    def _wrap_init(self, original: Any) -> Any:
+        hooks = self
+
+        def __init__(iterator: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+            start = now_us()
+            original(iterator, loader, *args, **kwargs)
+            hooks._record_init(iterator, start, now_us())
+
+        __init__.__wrapped__ = original  # type: ignore[attr-defined]
+        return __init__
+
+    def _on_init(self, iterator: Any, start_us: float, end_us: float) -> None:
+        session = self.session
+        if not session.enabled:
+            return
+        session.mark_boundary(start_us)
+        if not session.active["dataloader"]:
+            return
+        self._note_active(end_us)
+        name = f"{type(iterator).__name__}.__init__"
+        if not self.wanted(name, _INIT_PHASE):
+            return
+        session.write(
+            _INIT_PHASE,
+            name,
+            start_us,
+            end_us - start_us,
+            {
+                "num_workers": int(getattr(iterator, "_num_workers", 0)),
+                "pin_memory": bool(getattr(iterator, "_pin_memory", False)),
+                "pid": session.pid,
+            },
+            suffix=SUFFIX,
+        )
+
+    def _wrap_next(self, original: Any) -> Any:
+        hooks = self
+        session = self.session
+
+        def __next__(iterator: Any) -> Any:
+            if not (session.enabled and session.active["dataloader"]):
+                return original(iterator)
+            worker_id = hooks._peek_worker(iterator)
+            start = now_us()
+            batch = original(iterator)
+            hooks._record_next(start, now_us(), worker_id)
+            return batch
+
+        __next__.__wrapped__ = original  # type: ignore[attr-defined]
+        return __next__
+
+    def _on_next(self, start_us: float, end_us: float, worker_id: int | None) -> None:
+        self._note_active(end_us)
+        if not self.wanted(_GETNEXT_NAME, _GETNEXT_PHASE):
+            return
+        session = self.session
+        session.write(
+            _GETNEXT_PHASE,
+            _GETNEXT_NAME,
+            start_us,
+            end_us - start_us,
+            {"worker_id": -1 if worker_id is None else worker_id, "pid": session.pid},
+            suffix=SUFFIX,
+        )
+
+    def _drain(self) -> None:
+        """Read the worker reports that arrived and write the ones inside the active range."""
+        if self._read_fd < 0:
+            return
+        chunks = [self._partial]
+        while True:
+            try:
+                chunk = os.read(self._read_fd, _MAX_PIPE_READ_BYTES)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        for line in lines:
+            self._write_worker(line)
+
+    def _write_worker(self, line: bytes) -> None:
+        try:
+            report = json.loads(line)
+            start, end = float(report["s"]), float(report["e"])
+            worker_id, pid = int(report["w"]), int(report["p"])
+        except (ValueError, KeyError, TypeError):
+            logger.debug("ignoring a malformed data-loader worker report %r", line)
+            return
+        first, last = self._first_active_us, self._last_active_us
+        if first is None or last is None or start > last or end < first:
+            return  # the worker did not live while data-loader profiling was on
+        if not self.wanted(_WORKER_PHASE, _WORKER_PHASE):
+            return
+        self.session.write(
+            _WORKER_PHASE,
+            _WORKER_PHASE,
+            start,
+            end - start,
+            {"worker_id": worker_id, "pid": pid},
+            suffix=SUFFIX,
+        )
+
+    # -- inside a worker -------------------------------------------------------------------
+
+    def _wrap_worker_loop(self, original: Any) -> Any:
+        signature = inspect.signature(original)
+        write_fd = self._write_fd
+
+        def _worker_loop(*args: Any, **kwargs: Any) -> None:
+            start = now_us()
+            try:
+                original(*args, **kwargs)
+            finally:
+                _report_worker(write_fd, signature, args, kwargs, start)
+
+        _worker_loop.__wrapped__ = original  # type: ignore[attr-defined]
+        return _worker_loop
+
+
+def _report_worker(
+    write_fd: int, signature: inspect.Signature, args: Any, kwargs: Any, start_us: float
+) -> None:
+    """Runs in the worker as its loop ends: one atomic, non-blocking line to the parent."""
+    if write_fd < 0:
+        return
+    try:
+        worker_id = signature.bind(*args, **kwargs).arguments.get("worker_id", -1)
+        line = json.dumps(
+            {"w": int(worker_id), "p": os.getpid(), "s": start_us, "e": now_us()},
+            separators=(",", ":"),
+        )
+        os.write(write_fd, line.encode() + b"\n")
+    except (OSError, TypeError, ValueError):
+        # a full pipe, a parent that went away, an unexpected signature: the worker must exit
+        # cleanly whatever happens, and this is the only data it had to send
+        logger.debug("data-loader worker report dropped", exc_info=True)
+
+
+def _next_worker_id(iterator: Any) -> int:
+    """The worker whose batch ``__next__`` returns next (``-1`` in the main process)."""
+    task_info = getattr(iterator, "_task_info", None)
+    if task_info is None:
+        return -1
+    info = task_info.get(iterator._rcvd_idx)
+    return int(info[0]) if info else -1

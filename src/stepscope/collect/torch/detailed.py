@@ -1,0 +1,148 @@
+"""Detailed profiling windows: ``torch.profiler`` exactly on the configured steps.
+
+Per ``DetailedProfilingConfig`` (step or time range), a ``torch.profiler.profile`` with the CPU
+activity (and CUDA when ``torch.cuda.is_available()``) starts when the step before the range ends
+(at the session start for step 0) and stops when the last step of the range ends. Each step inside
+is a ``ProfilerStep#<step>`` range, the name ``torch.profiler``'s own ``step()`` uses and every
+Kineto analysis splits steps by; annotations made inside the window become ``record_function``
+ranges too.
+
+The trace is exported (by a writer thread, off the training thread) to
+``framework/pytorch/detailed_profiling/<YYYYMMDDHH>/<first step:09d>/<node_id>_<start_us>_<end_us>
+.pt.trace.json.gz``. Its metadata key ``stepscope`` ties it to the job: node id, rank, world size,
+first and last step, and the window's start and end on the session clock (µs since the epoch).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.profiler
+
+from stepscope.collect.session import Session, now_us
+from stepscope.store.layout import detailed_profiling_trace_path
+
+__all__ = ["DetailedProfiler"]
+
+logger = logging.getLogger(__name__)
+
+_JOIN_TIMEOUT_S = 60.0
+
+
+class DetailedProfiler:
+    """Opens and closes ``torch.profiler`` windows on the session's step boundaries.
+
+    :param session: its ``active["detailed"]`` says which steps to profile.
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._profiler: Any = None
+        self._first_step = 0
+        self._start_us = 0.0
+        self._step_range: Any = None
+        self._exports: list[threading.Thread] = []
+
+    # -- step listener --------------------------------------------------------------------
+
+    def on_start(self, session: Session) -> None:
+        if session.active["detailed"]:
+            self._open(0)
+
+    def on_step_begin(self, session: Session, step: int) -> None:
+        if self._profiler is None and session.active["detailed"]:
+            self._open(step)
+
+    def on_step_end(self, session: Session, step: int) -> None:
+        if self._profiler is not None:
+            self._end_step_range()
+            if session.active["detailed"]:
+                self._begin_step_range(step + 1)
+            else:
+                self._close(step)
+        elif session.active["detailed"]:
+            self._open(step + 1)
+
+    def on_stop(self, session: Session) -> None:
+        if self._profiler is not None:
+            self._end_step_range()
+            self._close(max(session.step, self._first_step))
+        for thread in self._exports:
+            thread.join(_JOIN_TIMEOUT_S)
+        self._exports = []
+
+    # -- windows --------------------------------------------------------------------------
+
+    def _open(self, step: int) -> None:
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        profiler = torch.profiler.profile(activities=activities)
+        profiler.start()
+        self._profiler = profiler
+        self._first_step = step
+        self._start_us = now_us()
+        self.session.record_function = torch.profiler.record_function
+        self._begin_step_range(step)
+
+    def _begin_step_range(self, step: int) -> None:
+        step_range = torch.profiler.record_function(f"ProfilerStep#{step}")
+        step_range.__enter__()
+        self._step_range = step_range
+
+    def _end_step_range(self) -> None:
+        step_range, self._step_range = self._step_range, None
+        if step_range is not None:
+            step_range.__exit__(None, None, None)
+
+    def _close(self, last_step: int) -> None:
+        profiler, self._profiler = self._profiler, None
+        self.session.record_function = None
+        end_us = now_us()
+        session = self.session
+        profiler.add_metadata_json(
+            "stepscope",
+            json.dumps(
+                {
+                    "node_id": session.node_id,
+                    "rank": session.rank,
+                    "world_size": session.world_size,
+                    "first_step": self._first_step,
+                    "last_step": last_step,
+                    "start_us": self._start_us,
+                    "end_us": end_us,
+                }
+            ),
+        )
+        profiler.stop()
+        path = detailed_profiling_trace_path(
+            session.profiler_output_dir,
+            self._first_step,
+            session.node_id,
+            int(self._start_us),
+            int(end_us),
+        )
+        self._exports = [thread for thread in self._exports if thread.is_alive()]
+        thread = threading.Thread(
+            target=session.guard.wrap("detailed_profiler.export", _export),
+            args=(profiler, path),
+            name="stepscope-kineto-export",
+            daemon=True,
+        )
+        thread.start()
+        self._exports.append(thread)
+
+
+def _export(profiler: Any, path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.partial.json.gz")
+        profiler.export_chrome_trace(str(partial))
+        partial.replace(path)
+    except OSError as exc:
+        logger.warning("stepscope: cannot write the detailed trace %s (%s)", path, exc)

@@ -1,0 +1,211 @@
+"""Python profiling windows: cProfile or pyinstrument, exactly on the configured steps.
+
+Per ``PythonProfilingConfig`` each profiled step gets its own window and folder, in SageMaker's
+layout ``framework/pytorch/<cprofile|pyinstrument>/<node_id>/<start>_<end>/``: cProfile writes a
+``pstats`` dump ``python_stats``; pyinstrument writes ``python_stats.json`` and
+``python_stats.html``. A step's window opens when the previous step ends (so data loading for the
+step is in it) and closes when the step ends.
+
+cProfile timers (``cProfileTimer``): ``total_time`` is wall-clock time, ``cpu_time`` the process
+CPU time, ``off_cpu_time`` their difference (time spent waiting: I/O, locks, sleeping);
+``default`` cycles through the three, one per profiled step, as SageMaker does.
+
+Two more windows whenever Python profiling is configured, as in SageMaker: **pre-step-zero**, from
+the session start to the first step, and **post-hook-close**, from the session stop to the end of
+the interpreter (its finalisation: ``atexit`` handlers, module teardown).
+
+The stats are snapshotted on the training thread (a dictionary copy) and written by a short-lived
+writer thread per window, so no file is written on the training thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+import cProfile
+import logging
+import marshal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from stepscope.collect.session import Session, now_us
+from stepscope.store.layout import StatsBoundary, python_stats_dir
+
+__all__ = ["PythonProfiler"]
+
+logger = logging.getLogger(__name__)
+
+#: How long the session stop waits for stats still being written.
+_JOIN_TIMEOUT_S = 10.0
+
+
+def _off_cpu_time_s() -> float:
+    return time.perf_counter() - time.process_time()
+
+
+#: cProfileTimer value -> the clock cProfile measures with (None: cProfile's own wall clock)
+_TIMERS: dict[str, Callable[[], float] | None] = {
+    "total_time": None,
+    "cpu_time": time.process_time,
+    "off_cpu_time": _off_cpu_time_s,
+}
+
+
+class _Window:
+    __slots__ = ("kind", "profiler", "start", "step", "tool")
+
+    def __init__(self, tool: str, profiler: Any, kind: str, step: int | None, start: Any) -> None:
+        self.tool = tool
+        self.profiler = profiler
+        self.kind = kind  # "step" | "prestepzero" | "posthookclose"
+        self.step = step
+        self.start = start
+
+
+class PythonProfiler:
+    """Opens and closes Python profiling windows on the session's step boundaries.
+
+    :param session: its ``active["python"]`` says which steps to profile.
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._window: _Window | None = None
+        self._writers: list[threading.Thread] = []
+        self._atexit_registered = False
+
+    def _config(self) -> Any:
+        framework = self.session.config.framework_profile_params
+        if framework is None or self.session.range_for("python") is None:
+            return None
+        return framework.effective_config("python")
+
+    # -- step listener --------------------------------------------------------------------
+
+    def on_start(self, session: Session) -> None:
+        config = self._config()
+        if config is not None:
+            self._open("prestepzero", None, config, timer="total_time")
+
+    def on_step_begin(self, session: Session, step: int) -> None:
+        window = self._window
+        if window is not None and window.kind == "prestepzero":
+            mode = (session.mode or "global").lower()
+            self._close(StatsBoundary(mode, step, "stepstart", now_us()))
+            window = None
+        if window is None and session.active["python"]:
+            self._open_step(step)  # a step found without a boundary before it (the first one)
+
+    def on_step_end(self, session: Session, step: int) -> None:
+        window = self._window
+        mode = (session.mode or "global").lower()
+        if window is not None and window.kind == "step":
+            self._close(StatsBoundary(mode, step, "stepend", now_us()))
+        if session.active["python"]:
+            self._open_step(step + 1)
+
+    def on_stop(self, session: Session) -> None:
+        window = self._window
+        if window is not None:
+            mode = (session.mode or "global").lower()
+            step = window.step if window.kind == "step" else None
+            end_mode = mode if step is not None else window.kind
+            self._close(StatsBoundary(end_mode, step, "end", now_us()))
+        config = self._config()
+        if config is not None:
+            self._open("posthookclose", None, config, timer="total_time")
+            if not self._atexit_registered:
+                self._atexit_registered = True
+                atexit.register(self.session.guard.wrap("python_profiler.atexit", self._at_exit))
+        else:
+            self.join()
+
+    def after_fork_in_child(self) -> None:
+        """A forked child (a data-loader worker) must not go on profiling our window."""
+        if self._window is not None:
+            self._window = None
+            sys.setprofile(None)
+
+    def _at_exit(self) -> None:
+        if self._window is not None:
+            self._close(StatsBoundary("posthookclose", None, "end", now_us()))
+        self.join()
+
+    def join(self) -> None:
+        """Wait (bounded) for the stats files still being written."""
+        for thread in self._writers:
+            thread.join(_JOIN_TIMEOUT_S)
+        self._writers = []
+
+    # -- windows --------------------------------------------------------------------------
+
+    def _open_step(self, step: int) -> None:
+        config = self._config()
+        if config is None:
+            return
+        timer = config.timer_for_step(step)
+        self._open("step", step, config, timer=None if timer is None else timer.value)
+
+    def _open(self, kind: str, step: int | None, config: Any, *, timer: str | None) -> None:
+        if self._window is not None:
+            return
+        tool = str(config.python_profiler.value).lower()
+        if tool == "pyinstrument":
+            from stepscope._optional import require
+
+            pyinstrument = require("pyinstrument", extra="pyinstrument", feature="pyinstrument")
+            profiler: Any = pyinstrument.Profiler()
+            profiler.start()
+        else:
+            tool = "cprofile"
+            clock = _TIMERS.get(timer or "total_time")
+            profiler = cProfile.Profile() if clock is None else cProfile.Profile(clock)
+            profiler.enable()
+        start_mode = kind if kind != "step" else "global"
+        self._window = _Window(tool, profiler, kind, step, (start_mode, now_us()))
+
+    def _close(self, end: StatsBoundary) -> None:
+        window, self._window = self._window, None
+        if window is None:
+            return
+        if window.tool == "cprofile":
+            window.profiler.disable()
+            window.profiler.create_stats()
+            payload: Any = dict(window.profiler.stats)
+        else:
+            payload = window.profiler.stop()
+        start_mode, start_us = window.start
+        if window.kind == "step":
+            start = StatsBoundary(end.mode, window.step, "stepstart", start_us)
+        else:
+            start = StatsBoundary(start_mode, None, "start", start_us)
+        folder = python_stats_dir(
+            self.session.profiler_output_dir, window.tool, self.session.node_id, start, end
+        )
+        self._writers = [thread for thread in self._writers if thread.is_alive()]
+        thread = threading.Thread(
+            target=self.session.guard.wrap("python_profiler.write", _write_stats),
+            args=(window.tool, payload, folder),
+            name="stepscope-python-stats",
+            daemon=True,
+        )
+        thread.start()
+        self._writers.append(thread)
+
+
+def _write_stats(tool: str, payload: Any, folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if tool == "cprofile":
+            with open(folder / "python_stats", "wb") as stats_file:
+                marshal.dump(payload, stats_file)
+            return
+        from pyinstrument.renderers import HTMLRenderer, JSONRenderer
+
+        (folder / "python_stats.json").write_text(JSONRenderer().render(payload))
+        (folder / "python_stats.html").write_text(HTMLRenderer().render(payload))
+    except OSError as exc:
+        logger.warning("stepscope: cannot write the Python profile to %s (%s)", folder, exc)

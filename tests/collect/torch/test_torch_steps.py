@@ -1,0 +1,104 @@
+"""Steps, forward and backward of a real training script profiled with no code change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.collect.torch.torchjob import TRAIN_SCRIPT, losses, read_events, run_script, steps
+
+from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
+
+#: framework profiling on, every option off but the detailed one, far beyond the job's steps
+QUIET = ProfilerConfig(
+    framework_profile_params=FrameworkProfile(
+        detailed_profiling_config=DetailedProfilingConfig(start_step=10_000, num_steps=1)
+    )
+)
+
+
+def test_train_and_eval_steps_are_counted_exactly_with_their_modes(tmp_path: Path) -> None:
+    job_dir, result = run_script(
+        tmp_path, TRAIN_SCRIPT, QUIET, "--epochs", "2", "--steps", "5", "--eval-steps", "3"
+    )
+    events = read_events(job_dir)
+    train, evaluation = steps(events, "TRAIN"), steps(events, "EVAL")
+    assert [e["args"]["step_num"] for e in train] == [str(n) for n in range(10)]
+    assert [e["args"]["step_num"] for e in evaluation] == [str(n) for n in range(6)]
+    assert len(losses(result)) == 10
+    # steps of one process never overlap, and come in the order the script ran them
+    ordered = sorted(train + evaluation, key=lambda e: e["start_us"])
+    modes = [e["phase"].rsplit(".", 1)[1] for e in ordered]
+    assert modes == ["TRAIN"] * 5 + ["EVAL"] * 3 + ["TRAIN"] * 5 + ["EVAL"] * 3
+    for before, after in zip(ordered, ordered[1:], strict=False):
+        assert before["end_us"] <= after["start_us"]
+    assert all(e["args"]["pid"] == train[0]["args"]["pid"] for e in ordered)
+
+
+def test_every_step_holds_its_forward_and_every_training_step_its_backward(tmp_path: Path) -> None:
+    job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, QUIET, "--steps", "4", "--eval-steps", "2")
+    events = read_events(job_dir)
+    forwards = [e for e in events if e["phase"] == "Forward"]
+    backwards = [e for e in events if e["phase"] == "Backward(post-forward)"]
+    assert {e["name"] for e in forwards} == {"Sequential"}
+    assert len(forwards) == 6 and len(backwards) == 4
+    for step in steps(events, "TRAIN"):
+        inside = [
+            e
+            for e in forwards + backwards
+            if step["start_us"] <= e["start_us"] and e["end_us"] <= step["end_us"]
+        ]
+        assert sorted(e["phase"] for e in inside) == ["Backward(post-forward)", "Forward"]
+        forward = next(e for e in inside if e["phase"] == "Forward")
+        backward = next(e for e in inside if e["phase"] != "Forward")
+        assert forward["end_us"] <= backward["start_us"]
+        assert (
+            forward["args"]["step_num"] == backward["args"]["step_num"] == step["args"]["step_num"]
+        )
+    for step in steps(events, "EVAL"):
+        inside = [e for e in forwards if step["start_us"] <= e["start_us"] <= step["end_us"]]
+        assert len(inside) == 1
+
+
+def test_a_script_without_an_optimizer_still_gets_one_step_per_iteration(tmp_path: Path) -> None:
+    job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, QUIET, "--steps", "5", "--no-optimizer")
+    train = steps(read_events(job_dir), "TRAIN")
+    assert [e["args"]["step_num"] for e in train] == ["0", "1", "2", "3", "4"]
+
+
+def test_submodules_are_timed_in_the_detailed_range_only(tmp_path: Path) -> None:
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            detailed_profiling_config=DetailedProfilingConfig(start_step=2, num_steps=2)
+        )
+    )
+    job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, config, "--steps", "5")
+    events = read_events(job_dir)
+    forward_subs = [e for e in events if e["phase"] == "Forward-SubModuleInternal"]
+    backward_subs = [e for e in events if e["phase"] == "Backward-SubModuleInternal"]
+    assert sorted({e["args"]["step_num"] for e in forward_subs}) == ["2", "3"]
+    # Sequential(Linear, ReLU, Linear): the three sub-modules by their qualified names
+    assert sorted(e["name"] for e in forward_subs if e["args"]["step_num"] == "2") == [
+        "0",
+        "1",
+        "2",
+    ]
+    assert sorted(e["name"] for e in backward_subs if e["args"]["step_num"] == "2") == [
+        "0",
+        "1",
+        "2",
+    ]
+    model_forward = next(
+        e for e in events if e["phase"] == "Forward" and e["args"]["step_num"] == "2"
+    )
+    for sub in (e for e in forward_subs if e["args"]["step_num"] == "2"):
+        assert (
+            model_forward["start_us"] <= sub["start_us"] <= sub["end_us"] <= model_forward["end_us"]
+        )
+
+
+def test_a_script_that_never_imports_torch_writes_nothing(tmp_path: Path) -> None:
+    job_dir, result = run_script(
+        tmp_path, "import sys\nprint('ok', 'torch' in sys.modules)\n", QUIET
+    )
+    assert result.stdout.strip() == "ok False"
+    assert not (job_dir / "profiler-output" / "framework").exists()
