@@ -11,6 +11,17 @@ from typing import Any
 
 #: public name -> module that defines it
 _LAZY: dict[str, str] = {
+    "AnnotationHandle": "stepscope.collect.annotations",
+    "BOOTSTRAP_DIR": "stepscope.collect.bootstrap",
+    "Session": "stepscope.collect.session",
+    "annotate": "stepscope.collect.annotations",
+    "annotation_begin": "stepscope.collect.annotations",
+    "annotation_end": "stepscope.collect.annotations",
+    "get_active_session": "stepscope.collect.session",
+    "install": "stepscope.collect.bootstrap",
+    "profile": "stepscope.collect.session",
+    "set_mode": "stepscope.collect.session",
+    "step": "stepscope.collect.session",
     "GpuBackend": "stepscope.collect.monitor",
     "MonitorHandle": "stepscope.collect.monitor",
     "NvmlGpuBackend": "stepscope.collect.monitor",
