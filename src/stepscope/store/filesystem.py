@@ -104,7 +104,10 @@ class RemoteFiles:
         if url.startswith("s3://"):
             require("s3fs", extra="s3", feature=f"Reading {url}")
         self.url = url.rstrip("/")
-        self.fs, self._root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
+        # A fresh instance, not fsspec's cached one: credentials and endpoints come from the
+        # environment at open time, and a cached client may point at a stale endpoint.
+        options = {"skip_instance_cache": True, **(storage_options or {})}
+        self.fs, self._root = fsspec.core.url_to_fs(self.url, **options)
         self._root = self._root.rstrip("/")
 
     def _full(self, rel: str) -> str:

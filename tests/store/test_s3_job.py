@@ -1,0 +1,109 @@
+"""open_job on ``s3://`` against a real S3 API: a moto server on a free local port."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stepscope.store import open_job
+from stepscope.testing import TINY_JOB, generate_job
+
+pytest.importorskip("s3fs")
+boto3 = pytest.importorskip("boto3")
+moto_server = pytest.importorskip("moto.server")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    """One S3 server for the module, with the AWS environment pointing at it."""
+    port = _free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("AWS_ACCESS_KEY_ID", "testing")
+        env.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        env.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        env.setenv("AWS_ENDPOINT_URL", endpoint)
+        try:
+            yield endpoint
+        finally:
+            server.stop()
+
+
+def _upload(client, folder: Path, bucket: str, prefix: str) -> list[str]:
+    keys = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        key = f"{prefix}/{path.relative_to(folder).as_posix()}"
+        client.upload_file(str(path), bucket, key)
+        keys.append(key)
+    return keys
+
+
+def test_a_sagemaker_output_on_s3_reads_like_the_local_one(
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    job = generate_job(tmp_path / "job", **TINY_JOB)
+    output = job / "profiler-output"
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    client.create_bucket(Bucket="training")
+    late = sorted(output.glob("framework/pevents/*/*_pythontimeline.json"))[-1]
+    late_copy = tmp_path / late.name
+    late.rename(late_copy)
+    _upload(client, output, "training", "jobs/run-1/profiler-output")
+
+    data = open_job("s3://training/jobs/run-1")
+    assert (data.kind, data.name) == ("sagemaker", "run-1")
+    assert data.path == "s3://training/jobs/run-1"
+    assert data.cache_dir.parent == tmp_path / "cache"
+    assert data.refresh() is True
+    con = data.connect()
+    records = sum(len(p.read_text().splitlines()) for p in output.glob("system/**/*.json"))
+    assert con.execute("SELECT count(*) FROM system").fetchone() == (records,)
+    spans = sum(
+        sum(1 for e in json.loads(p.read_text()) if e.get("ph") == "X")
+        for p in output.glob("framework/pevents/*/*.json")
+    )
+    assert con.execute("SELECT count(*) FROM events").fetchone() == (spans,)
+    assert data.metadata["ended"] is True and data.metadata["ranks"][0]["node"] == "algo-1"
+    assert data.refresh() is False and data.last_refresh_files == []
+
+    # a file uploaded later is the only one read by the next refresh
+    key = f"jobs/run-1/profiler-output/{late.relative_to(output).as_posix()}"
+    client.upload_file(str(late_copy), "training", key)
+    assert data.refresh() is True
+    assert data.last_refresh_files == [f"profiler-output/{late.relative_to(output).as_posix()}"]
+    added = sum(1 for e in json.loads(late_copy.read_text()) if e.get("ph") == "X")
+    assert data.connect().execute("SELECT count(*) FROM events").fetchone() == (spans + added,)
+
+
+def test_storage_options_reach_s3fs(s3_endpoint: str, tmp_path: Path) -> None:
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    client.create_bucket(Bucket="other")
+    client.put_object(Bucket="other", Key="out/system/incremental/2023/1700000040.algo-1.json", Body=b'{"Type": "cpu", "Name": "cpu0", "Dimension": "CPUUtilization", "Value": 3.5, "NodeId": "algo-1", "Timestamp": 1700000040.25}\n')  # fmt: skip
+    data = open_job(
+        "s3://other/out",
+        cache_dir=tmp_path / "c",
+        storage_options={"client_kwargs": {"endpoint_url": s3_endpoint}},
+    )
+    rows = data.connect().execute("SELECT timestamp_us, value FROM system").fetchall()
+    assert rows == [(1700000040250000, 3.5)]
+
+
+def test_a_missing_prefix_is_job_not_found(s3_endpoint: str) -> None:
+    from stepscope.errors import JobNotFoundError
+
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket="empty")
+    with pytest.raises(JobNotFoundError):
+        open_job("s3://empty/nothing-here")
