@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from stepscope.errors import ConfigError
 from stepscope.store import layout
 from stepscope.store.system_writer import write_job_end_marker
 
@@ -110,8 +111,8 @@ def generate_job(
     :param start_time_s: job start, seconds since the epoch (default a fixed whole minute).
     :param name: the job's name in job.json; default the folder name.
     """
-    if minutes < 1:
-        raise ValueError(f"generate_job.minutes must be an integer >= 1, got {minutes!r}.")
+    if not isinstance(minutes, int) or minutes < 1:
+        raise ConfigError("generate_job.minutes", minutes, "an integer >= 1")
     job_dir = Path(root)
     output = layout.profiler_output_dir(job_dir)
     output.mkdir(parents=True, exist_ok=True)
