@@ -30,6 +30,8 @@ class TableJob:
         self.metadata: dict[str, Any] = {}
         self._system: list[pa.Table] = []
         self._events: list[pa.Table] = []
+        #: only data before this time is visible, to replay a job as it is being written
+        self.visible_until_us: int | None = None
 
     def refresh(self) -> bool:
         return False
@@ -107,8 +109,11 @@ class TableJob:
         events = pa.concat_tables(self._events) if self._events else EVENT_SCHEMA.empty_table()
         con.register("system_table", system)
         con.register("events_table", events)
-        con.execute("CREATE VIEW system AS SELECT * FROM system_table")
-        con.execute("CREATE VIEW events AS SELECT * FROM events_table")
+        until = self.visible_until_us if self.visible_until_us is not None else 2**62
+        con.execute(
+            f"CREATE VIEW system AS SELECT * FROM system_table WHERE timestamp_us < {until}"
+        )
+        con.execute(f"CREATE VIEW events AS SELECT * FROM events_table WHERE start_us < {until}")
         return con
 
 
@@ -185,3 +190,12 @@ def training_steps(
         node, "Backward(post-forward)", start + 1000 + dur * 0.3, dur * 0.5, rank=rank, step=steps
     )
     return start, dur
+
+
+def verdict(job: TableJob, rule: Any) -> Any:
+    """Run ``rule`` (a Rule instance) over the whole job; its RuleResult."""
+    from stepscope.rules import RuleSession
+
+    session = RuleSession(job, [rule])
+    session.advance(final=True)
+    return session.results()[rule.rule_name()]

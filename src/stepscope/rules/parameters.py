@@ -45,9 +45,9 @@ class Param:
             return "one of " + ", ".join(self.choices)
         noun = "an integer" if self.kind is int else "a number"
         if self.minimum is not None and self.maximum is not None:
-            return f"{noun} between {self.minimum:g} and {self.maximum:g}"
+            return f"{noun} between {_text(self.minimum)} and {_text(self.maximum)}"
         if self.minimum is not None:
-            return f"{noun} >= {self.minimum:g}"
+            return f"{noun} >= {_text(self.minimum)}"
         return noun
 
     def coerce(self, owner: str, value: Any) -> Any:
@@ -73,6 +73,10 @@ class Param:
             if choice.upper() == wanted:
                 return choice
         raise ConfigError(owner, value, self.allowed())
+
+
+def _text(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
 
 
 def _number(value: Any, kind: type) -> int | float | None:

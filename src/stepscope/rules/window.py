@@ -102,8 +102,15 @@ class ScanWindow:
         )
 
     def query(self, sql: str) -> dict[str, np.ndarray]:
-        """Run ``sql`` (which may use ``{events}`` for this window's events) into numpy columns."""
-        return dict(self.con.execute(sql.format(events=self.events_sql())).fetchnumpy())
+        """Run ``sql`` (which may use ``{events}`` for this window's events) into numpy columns;
+        SQL NULLs become NaN in numeric columns."""
+        columns = self.con.execute(sql.format(events=self.events_sql())).fetchnumpy()
+        return {name: _plain(values) for name, values in columns.items()}
+
+    def query_row(self, sql: str) -> tuple[Any, ...]:
+        """Run ``sql`` (as :meth:`query`) and return its first row (None for NULL)."""
+        row = self.con.execute(sql.format(events=self.events_sql())).fetchone()
+        return tuple(row) if row is not None else ()
 
     def snapshots(self) -> dict[str, np.ndarray]:
         """One row per (node, snapshot): core/GPU counts and CPU, I/O-wait, GPU, memory, network."""

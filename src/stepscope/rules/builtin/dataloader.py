@@ -24,7 +24,7 @@ from stepscope.rules.window import ScanWindow, split_by
 
 __all__ = ["Dataloader"]
 
-_PID = "coalesce(try_cast(json_extract_string(args, '$.pid') AS BIGINT), pid)"
+_PID = "coalesce(try_cast(CASE WHEN json_valid(args) THEN json_extract_string(args, '$.pid') END AS BIGINT), pid)"
 
 _LOADERS_SQL = f"""
 SELECT node, CAST(floor(start_us / 1e6) AS BIGINT) AS second, count(DISTINCT {_PID}) AS loaders

@@ -51,9 +51,13 @@ class MaxInitializationTime(Rule):
         self.steps = 0
 
     def scan(self, window: ScanWindow) -> None:
-        row = window.query(_BOUNDS_SQL.format(start=window.start_us, end=window.end_us))
-        values = {name: float(column[0]) for name, column in row.items()}
-        self.steps += int(values.pop("steps"))
+        row = window.query_row(_BOUNDS_SQL.format(start=window.start_us, end=window.end_us))
+        names = ("sys_first", "sys_last", "ev_first", "ev_last", "step_first", "step_last")
+        values = {
+            name: math.nan if v is None else float(v)
+            for name, v in zip(names, row[:-1], strict=True)
+        }
+        self.steps += int(row[-1] or 0)
         for name in ("sys_first", "ev_first", "step_first"):
             self._keep(name, values[name], min)
         for name in ("sys_last", "ev_last", "step_last"):

@@ -35,7 +35,7 @@ SELECT node, phase, step, rank, start_us, dur_us FROM (
         CASE WHEN category LIKE 'Step:ModeKeys.%' THEN replace(category, 'Step:ModeKeys.', '')
              ELSE 'TRAIN' END AS phase,
         CASE WHEN step >= 0 THEN step
-             ELSE coalesce(try_cast(json_extract_string(args, '$.step_num') AS BIGINT),
+             ELSE coalesce(try_cast(CASE WHEN json_valid(args) THEN json_extract_string(args, '$.step_num') END AS BIGINT),
                            try_cast(regexp_extract(name, '#(\\d+)$', 1) AS BIGINT), -1) END AS step
     FROM {events}
     WHERE ph = 'X' AND (category LIKE 'Step:ModeKeys.%'

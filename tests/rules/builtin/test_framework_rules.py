@@ -1,0 +1,188 @@
+"""The rules that read framework events, on data that must trigger them and data that must not."""
+
+from __future__ import annotations
+
+import pytest
+
+from stepscope.rules import ProfilerRule, rule_configs
+from stepscope.rules.builtin import (
+    Dataloader,
+    MaxInitializationTime,
+    OverallFrameworkMetrics,
+    ProfilerReport,
+    StepOutlier,
+)
+from stepscope.rules.engine import RuleSession
+from tests.rules.tablejob import T0_US, machine, training_steps, verdict
+
+STALL = {100: 2.0, 101: 2.0, 102: 2.0, 103: 2.0, 104: 2.0}
+
+
+def outlier_steps(result, node="algo-1", mode="TRAIN"):
+    return [o["step"] for o in result.details["step_details"][node][mode]["outliers"]]
+
+
+def test_a_stall_of_five_steps_names_exactly_those_steps(job):
+    training_steps(job, 300, step_s=0.1, slow=STALL)
+    result = verdict(job, StepOutlier(n_outliers=3))
+    assert result.status == "IssuesFound"
+    assert outlier_steps(result) == [100, 101, 102, 103, 104]
+    assert result.violations == 5
+    assert len(result.intervals) == 1  # five consecutive steps: one interval
+    assert result.intervals[0][1] - result.intervals[0][0] == pytest.approx(10e6, rel=0.01)
+    assert "step 10" in result.recommendation and "2.000 s" in result.recommendation
+
+
+def test_default_tolerates_ten_outliers(job):
+    training_steps(job, 300, step_s=0.1, slow=STALL)
+    result = verdict(job, StepOutlier())
+    assert result.status == "NoIssuesFound" and result.violations == 5
+
+
+def test_steady_steps_have_no_outlier(job):
+    training_steps(job, 300, step_s=0.1)
+    result = verdict(job, StepOutlier(n_outliers=0))
+    assert result.status == "NoIssuesFound" and result.violations == 0
+
+
+def test_train_and_eval_are_judged_apart_and_mode_filters(job):
+    training_steps(job, 300, step_s=0.1, slow=STALL)
+    # EVAL steps are all 1 s: slow compared with TRAIN, normal for EVAL
+    training_steps(job, 50, mode="EVAL", step_s=1.0, start_us=T0_US + 60_000_000, slow={20: 10.0})
+    both = verdict(job, StepOutlier(n_outliers=0))
+    assert outlier_steps(both, mode="TRAIN") == [100, 101, 102, 103, 104]
+    assert outlier_steps(both, mode="EVAL") == [20]
+    assert both.violations == 6
+
+    only_eval = verdict(job, StepOutlier(n_outliers=0, mode="EVAL"))
+    assert set(only_eval.details["step_details"]["algo-1"]) == {"EVAL"}
+    assert only_eval.violations == 1
+
+
+def test_step_outlier_not_applicable_without_steps(job):
+    machine(job, 60)
+    assert verdict(job, StepOutlier()).status == "NotApplicable"
+
+
+def test_kineto_profiler_steps_count_as_train_steps(job):
+    start, dur = training_steps(job, 120, step_s=0.05, slow={60: 1.0})
+    job.events("algo-1", "user_annotation", start, dur, name="ProfilerStep#0", source="kineto")
+    result = verdict(job, StepOutlier(n_outliers=0))
+    assert result.datapoints == 240  # the Step events and the ProfilerStep annotations
+
+
+def test_max_initialization_time_fires_when_the_first_step_is_late(job):
+    machine(job, 26 * 60)
+    training_steps(job, 100, start_us=T0_US + 25 * 60_000_000)
+    result = verdict(job, MaxInitializationTime())
+    assert result.status == "IssuesFound"
+    assert result.details["initialization_s"] == pytest.approx(1500, abs=1)
+    assert verdict(job, MaxInitializationTime(threshold=30)).status == "NoIssuesFound"
+
+
+def test_max_initialization_time_summarises_the_job(job):
+    machine(job, 120)
+    training_steps(job, 500, step_s=0.1, start_us=T0_US + 30_000_000)
+    result = verdict(job, MaxInitializationTime())
+    assert result.status == "NoIssuesFound"
+    d = result.details
+    assert d["initialization_s"] == pytest.approx(30, abs=0.01)
+    assert d["training_loop_s"] == pytest.approx(50, rel=0.05)
+    assert d["initialization_pct"] + d["training_loop_pct"] + d[
+        "finalization_pct"
+    ] == pytest.approx(100)
+
+
+def test_max_initialization_time_without_any_step(job):
+    machine(job, 120)
+    assert verdict(job, MaxInitializationTime()).status == "NotApplicable"
+    assert verdict(job, MaxInitializationTime(threshold=1)).status == "IssuesFound"
+
+
+def test_max_initialization_time_fires_under_profiler_report(job):
+    machine(job, 26 * 60, gpu_util_pct=[80.0])
+    training_steps(job, 100, start_us=T0_US + 25 * 60_000_000)
+    session = RuleSession(job, [ProfilerRule.stepscope(rule_configs.ProfilerReport())])
+    for minute in range(1, 27):
+        job.visible_until_us = T0_US + minute * 60_000_000
+        session.advance()
+    job.visible_until_us = None
+    session.advance(final=True)
+    results = session.results()
+    assert results["MaxInitializationTime"].status == "IssuesFound"
+    assert results["ProfilerReport"].triggered
+    assert "MaxInitializationTime" in results["ProfilerReport"].message
+
+
+def test_overall_framework_metrics_totals_and_labels(job):
+    start, dur = training_steps(job, 100, step_s=0.1)
+    job.events("algo-1", "cpu_op", start, 10_000, name="aten::mm", source="kineto")
+    job.events("algo-1", "kernel", start, 30_000, name="sgemm", source="kineto")
+    job.events("algo-1", "DataLoaderIter", start - 5000, 4000, name="DataLoaderIter::GetNext")
+    result = verdict(job, OverallFrameworkMetrics())
+    d = result.details
+    assert d["ratio"] == {"CPU": pytest.approx(1.0), "GPU": pytest.approx(3.0)}
+    assert d["forward_backward"]["forward"] == pytest.approx(dur.sum() * 0.3 / 1e6)
+    assert d["forward_backward"]["backward"] == pytest.approx(dur.sum() * 0.5 / 1e6)
+    assert d["phase"]["TRAIN"] == pytest.approx(dur.sum() / 1e6)
+    assert d["general"]["DataLoaderIter"] == pytest.approx(0.4)
+    assert d["GPU"][0]["name"] == "sgemm" and d["CPU"][0]["name"] == "aten::mm"
+    assert not result.triggered
+
+
+def starving_loader(job, workers: int, cores: int = 32, seconds: int = 60):
+    machine(job, seconds, cores=cores, gpu_util_pct=[20.0])
+    start, _ = training_steps(job, seconds * 5, step_s=0.2)
+    job.events(
+        "algo-1",
+        "DataLoaderIter",
+        start + 1000,
+        150_000,
+        name="DataLoaderIter::GetNext",
+        args=[{"pid": 500 + i % workers, "worker_id": i % workers} for i in range(len(start))],
+    )
+    job.events(
+        "algo-1",
+        "DataLoaderIterInitialize",
+        [T0_US],
+        1000,
+        name="_MultiProcessingDataLoaderIter.__init__",
+        args={"num_workers": workers, "pin_memory": False},
+    )
+
+
+def test_starved_data_loader_triggers_dataloader(job):
+    starving_loader(job, workers=2)
+    result = verdict(job, Dataloader())
+    assert result.status == "IssuesFound"
+    node = result.details["nodes"]["algo-1"]
+    assert node["cores"] == 32 and node["dataloaders"] == 2 and node["num_workers"] == 2
+    assert node["getnext_share_of_step_pct"] == pytest.approx(75, abs=3)
+    assert "raise num_workers from 2 to 23" in result.recommendation
+    assert "pin_memory=True" in result.recommendation
+    assert result.details["getnext_ms"]["p50"] == pytest.approx(150, rel=0.02)
+
+
+def test_enough_loaders_do_not_trigger(job):
+    starving_loader(job, workers=4, cores=4)
+    assert verdict(job, Dataloader()).status == "NoIssuesFound"
+
+
+def test_dataloader_not_applicable_without_loader_events(job):
+    machine(job, 60)
+    training_steps(job, 100)
+    assert verdict(job, Dataloader()).status == "NotApplicable"
+
+
+def test_profiler_report_runs_every_rule_with_customised_parameters(job):
+    machine(job, 120, cores=4, cpu_pct=96.0, gpu_util_pct=[4.0, 5.0], noise=1.0)
+    training_steps(job, 300, step_s=0.1, slow=STALL)
+    config = rule_configs.ProfilerReport(CPUBottleneck_cpu_threshold=99, StepOutlier_n_outliers=2)
+    session = RuleSession(job, [ProfilerRule.stepscope(config)])
+    session.advance(final=True)
+    results = session.results()
+    assert len(results) == 12
+    assert results["CPUBottleneck"].status == "NoIssuesFound"  # 96 % is below 99 %
+    assert results["StepOutlier"].status == "IssuesFound"
+    assert results["ProfilerReport"].details["rules"]["StepOutlier"] == "IssuesFound"
+    assert isinstance(session.rules[0], ProfilerReport)

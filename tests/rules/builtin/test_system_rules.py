@@ -1,0 +1,178 @@
+"""The rules that read system metrics, each on data that must trigger it and data that must not."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stepscope.rules.builtin import (
+    BatchSize,
+    CPUBottleneck,
+    GPUMemoryIncrease,
+    IOBottleneck,
+    LoadBalancing,
+    LowGPUUtilization,
+    OverallSystemUsage,
+)
+from tests.rules.tablejob import machine, verdict
+
+EIGHT = [30.0] + [80.0] * 7
+
+
+def test_one_gpu_at_30_and_seven_at_80_flags_that_gpu_only(job):
+    machine(job, 300, gpu_util_pct=EIGHT, gpu_memory_pct=[50] * 8)
+    low = verdict(job, LowGPUUtilization(patience=100, window=100))
+    assert low.status == "IssuesFound"
+    assert low.details["flagged"] == ["algo-1/gpu0"]
+    assert low.details["gpus"]["algo-1/gpu0"]["underused"] == 5  # 500 samples after patience
+    assert "algo-1/gpu0" in low.recommendation and "30 %" in low.recommendation
+
+    balance = verdict(job, LoadBalancing())
+    assert balance.status == "IssuesFound"
+    assert balance.details["imbalanced"] == ["algo-1/gpu0"]
+    assert balance.violations == 7  # gpu0 against each of the seven others
+    assert balance.details["median_distance"]["algo-1/gpu1"] < 0.5
+
+
+def test_well_used_gpus_trigger_neither(job):
+    machine(job, 300, gpu_util_pct=[80.0] * 8, gpu_memory_pct=[50] * 8)
+    assert verdict(job, LowGPUUtilization(patience=100, window=100)).status == "NoIssuesFound"
+    balance = verdict(job, LoadBalancing())
+    assert balance.status == "NoIssuesFound"
+    assert balance.datapoints == 28
+
+
+def test_fluctuating_gpu(job):
+    machine(job, 100, gpu_util_pct=[0.0, 80.0], noise=0.0)
+    # gpu0 alternates between idle and fully busy
+    times = np.arange(200) * 500_000 + 1_700_000_000_000_000 + 150
+    job.metric("algo-1", times, "gpu", "gpu2", "GPUUtilization", np.tile([0.0, 100.0], 100))
+    result = verdict(job, LowGPUUtilization(patience=0, window=50))
+    gpus = result.details["gpus"]
+    assert gpus["algo-1/gpu2"]["fluctuating"] == 4 and gpus["algo-1/gpu2"]["underused"] == 0
+    assert gpus["algo-1/gpu0"]["underused"] == 4
+    assert gpus["algo-1/gpu1"]["underused"] == gpus["algo-1/gpu1"]["fluctuating"] == 0
+
+
+def test_load_balancing_counts_samples_at_100_percent(job):
+    machine(job, 60, gpu_util_pct=[100.0, 100.0], noise=0.0)
+    result = verdict(job, LoadBalancing(patience=0))
+    assert sum(result.details["workloads"]["algo-1/gpu0"]) == 120
+    assert result.status == "NoIssuesFound"
+
+
+def test_load_balancing_compares_gpus_across_nodes(job):
+    machine(job, 120, gpu_util_pct=[80.0, 80.0])
+    machine(job, 120, node="algo-2", gpu_util_pct=[20.0, 20.0], seed=3)
+    result = verdict(job, LoadBalancing())
+    assert result.triggered
+    assert result.details["across_nodes_max"] > 0.9
+    assert result.details["within_node_max"]["algo-1"] < 0.5
+    assert result.violations == 4  # the four cross-node pairs
+
+
+def test_gpu_rules_are_not_applicable_without_gpus(job):
+    machine(job, 120, cpu_pct=99.0)
+    for rule in (
+        CPUBottleneck(),
+        IOBottleneck(),
+        LowGPUUtilization(),
+        LoadBalancing(),
+        GPUMemoryIncrease(),
+        BatchSize(),
+    ):
+        result = verdict(job, rule)
+        assert result.status == "NotApplicable", rule
+        assert not result.triggered
+
+
+def test_load_balancing_with_one_gpu_is_not_applicable(job):
+    machine(job, 60, gpu_util_pct=[10.0])
+    result = verdict(job, LoadBalancing())
+    assert result.status == "NotApplicable" and "one GPU" in result.message
+
+
+def test_cpu_bottleneck_when_all_cores_are_busy_and_gpus_idle(job):
+    machine(job, 120, cores=4, cpu_pct=96.0, gpu_util_pct=[4.0, 6.0], noise=1.0)
+    result = verdict(job, CPUBottleneck())
+    assert result.status == "IssuesFound"
+    assert result.violations == result.datapoints == 240
+    assert result.details["nodes"]["algo-1"]["bottleneck_pct"] == 100.0
+    assert result.intervals  # one merged interval over the two minutes
+    assert result.intervals[0][1] - result.intervals[0][0] > 100_000_000
+
+
+def test_one_hot_core_is_not_a_cpu_bottleneck(job):
+    # the Python main thread at 100 %, the other three cores nearly idle: mean 32 %
+    machine(job, 120, cpu_pct=[100.0, 10.0, 10.0, 10.0], gpu_util_pct=[4.0], noise=0.5)
+    result = verdict(job, CPUBottleneck())
+    assert result.status == "NoIssuesFound"
+    assert result.details["nodes"]["algo-1"]["peak_core_pct"] >= 99.0
+
+
+def test_cpu_bottleneck_waits_for_patience(job):
+    machine(job, 40, cpu_pct=96.0, gpu_util_pct=[4.0], noise=1.0)  # 80 snapshots
+    result = verdict(job, CPUBottleneck())  # patience 100
+    assert not result.triggered and "Waiting" in result.message
+    assert verdict(job, CPUBottleneck(patience=50)).triggered
+
+
+def test_io_bottleneck(job):
+    machine(job, 120, iowait_pct=65.0, gpu_util_pct=[30.0], noise=1.0)
+    assert verdict(job, IOBottleneck(patience=100)).status == "IssuesFound"
+    assert verdict(job, IOBottleneck(patience=1000)).status == "NoIssuesFound"  # 240 snapshots
+
+
+def test_io_bottleneck_not_with_low_io_wait(job):
+    machine(job, 120, iowait_pct=5.0, gpu_util_pct=[30.0], noise=1.0)
+    assert verdict(job, IOBottleneck(patience=100)).status == "NoIssuesFound"
+
+
+def test_gpu_memory_slow_leak_triggers(job):
+    machine(job, 600, gpu_util_pct=[80.0, 80.0], gpu_memory_pct=[np.linspace(20, 50, 1200), 30.0])
+    result = verdict(job, GPUMemoryIncrease())  # patience 100, window 500: two blocks
+    assert result.status == "IssuesFound"
+    assert result.details["flagged"] == ["algo-1/gpu0"]
+    assert result.details["gpus"]["algo-1/gpu0"]["max_increase_pct"] > 10
+
+
+def test_gpu_memory_flat_does_not_trigger(job):
+    machine(job, 600, gpu_util_pct=[80.0], gpu_memory_pct=[30.0])
+    result = verdict(job, GPUMemoryIncrease())
+    assert result.status == "NoIssuesFound" and result.datapoints == 2
+
+
+def test_batch_size_light_everything(job):
+    machine(job, 300, cpu_pct=20.0, gpu_util_pct=[30.0, 90.0], gpu_memory_pct=[20.0, 20.0])
+    result = verdict(job, BatchSize(patience=100, window=100))
+    assert result.status == "IssuesFound"
+    assert result.details["flagged"] == ["algo-1/gpu0"]
+    memory = result.details["boxes"]["algo-1/gpu0_memory"]
+    # memory is constant 20 %: its quartiles are its own, not the utilization's
+    assert memory["p25"] == memory["p75"] == memory["p50"] == 20.0
+
+
+def test_batch_size_not_when_memory_is_full(job):
+    machine(job, 300, cpu_pct=20.0, gpu_util_pct=[30.0], gpu_memory_pct=[90.0])
+    assert verdict(job, BatchSize(patience=100, window=100)).status == "NoIssuesFound"
+
+
+def test_overall_system_usage_percentiles(job):
+    machine(
+        job, 120, cpu_pct=30.0, gpu_util_pct=[40.0, 60.0], gpu_memory_pct=[10.0, 30.0], noise=0.0
+    )
+    machine(job, 120, node="algo-2", cpu_pct=70.0, noise=0.0)
+    result = verdict(job, OverallSystemUsage())
+    assert result.status == "NoIssuesFound" and not result.triggered
+    one = result.details["nodes"]["algo-1"]["metrics"]
+    assert one["CPU"]["p50"] == pytest_approx(30.0)
+    assert one["GPU"]["p95"] == pytest_approx(50.0)
+    assert one["GPU memory"]["max"] == pytest_approx(20.0)
+    assert one["Network"]["p50"] == pytest_approx(1e6)
+    assert "GPU" not in result.details["nodes"]["algo-2"]["metrics"]
+    assert result.details["nodes"]["algo-2"]["metrics"]["CPU"]["p50"] == pytest_approx(70.0)
+
+
+def pytest_approx(value: float):
+    import pytest
+
+    return pytest.approx(value, rel=0.01)

@@ -1,0 +1,151 @@
+"""Configuring rules the SageMaker way: rule_configs, ProfilerRule, ProfilerReport keys, limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from stepscope.errors import ConfigError
+from stepscope.rules import MAX_RULES, ProfilerRule, Rule, Verdict, build_rules, rule_configs
+from stepscope.rules.builtin import BUILTIN_RULES
+
+
+def test_default_config_and_custom_parameters():
+    rule = ProfilerRule.stepscope(rule_configs.CPUBottleneck())
+    assert rule.name == "CPUBottleneck"
+    assert rule.build().parameters["cpu_threshold"] == 90
+
+    custom = ProfilerRule.stepscope(
+        base_config=rule_configs.CPUBottleneck(), rule_parameters={"cpu_threshold": "80"}
+    )
+    assert custom.build().parameters["cpu_threshold"] == 80.0
+
+
+def test_sagemaker_alias_is_the_same_method():
+    rule = ProfilerRule.sagemaker(rule_configs.StepOutlier(), rule_parameters={"mode": "eval"})
+    assert rule.build().parameters["mode"] == "EVAL"
+
+
+def test_unknown_parameter_lists_the_valid_ones():
+    with pytest.raises(ConfigError) as err:
+        rule_configs.CPUBottleneck(cpu_treshold=80)
+    message = str(err.value)
+    for name in ("cpu_threshold", "gpu_threshold", "patience", "scan_interval_us", "threshold"):
+        assert name in message
+
+
+@pytest.mark.parametrize(
+    ("rule", "parameter", "value"),
+    [
+        ("CPUBottleneck", "threshold", 150),
+        ("CPUBottleneck", "patience", -1),
+        ("CPUBottleneck", "patience", 2.5),
+        ("LowGPUUtilization", "window", 0),
+        ("LoadBalancing", "threshold", 1.5),
+        ("StepOutlier", "mode", "TRAINING"),
+        ("StepOutlier", "stddev", "five"),
+        ("BatchSize", "cpu_threshold_p95", True),
+        ("MaxInitializationTime", "scan_interval_us", 10),
+    ],
+)
+def test_bad_values_name_the_parameter_and_what_is_allowed(rule, parameter, value):
+    with pytest.raises(ConfigError) as err:
+        rule_configs.by_name(rule)(**{parameter: value})
+    assert err.value.parameter == f"{rule}.{parameter}"
+    assert "must be" in str(err.value)
+
+
+def test_unknown_rule_name_lists_the_built_in_rules():
+    with pytest.raises(ConfigError) as err:
+        rule_configs.by_name("CPUBottleneckk")
+    for name in BUILTIN_RULES:
+        assert name in str(err.value)
+    with pytest.raises(AttributeError):
+        _ = rule_configs.NoSuchRule
+
+
+def test_profiler_report_customises_sub_rules_as_in_the_docs():
+    report = rule_configs.ProfilerReport(CPUBottleneck_cpu_threshold=90, IOBottleneck_threshold=90)
+    rule = ProfilerRule.stepscope(report).build()
+    subrules = {sub.rule_name(): sub for sub in rule.subrules()}
+    assert len(subrules) == 11
+    assert subrules["CPUBottleneck"].parameters["cpu_threshold"] == 90
+    assert subrules["IOBottleneck"].parameters["threshold"] == 90
+    assert subrules["IOBottleneck"].parameters["io_threshold"] == 50  # untouched default
+
+
+def test_profiler_report_keys_match_rule_names_case_insensitively():
+    rule = rule_configs.ProfilerReport(stepoutlier_n_outliers=0, LOWGPUUTILIZATION_window=10)
+    built = ProfilerRule.stepscope(rule).build()
+    subrules = {sub.rule_name(): sub for sub in built.subrules()}
+    assert subrules["StepOutlier"].parameters["n_outliers"] == 0
+    assert subrules["LowGPUUtilization"].parameters["window"] == 10
+
+
+def test_profiler_report_scan_interval_reaches_every_sub_rule():
+    built = ProfilerRule.stepscope(rule_configs.ProfilerReport(scan_interval_us=5_000_000)).build()
+    assert {sub.parameters["scan_interval_us"] for sub in built.subrules()} == {5_000_000}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "OverallFrameworkMetrics_scan_interval_us",
+        "NoRule_threshold",
+        "CPUBottleneck",
+        "cpu_threshold",
+    ],
+)
+def test_profiler_report_rejects_unknown_keys_with_the_valid_rule_names(key):
+    with pytest.raises(ConfigError) as err:
+        rule_configs.ProfilerReport(**{key: 1})
+    assert "CPUBottleneck" in str(err.value) and "StepOutlier" in str(err.value)
+
+
+def test_profiler_report_validates_the_sub_rule_parameter():
+    with pytest.raises(ConfigError) as err:
+        rule_configs.ProfilerReport(CPUBottleneck_cpu_threshold=900)
+    assert err.value.parameter == "CPUBottleneck.cpu_threshold"
+    with pytest.raises(ConfigError):
+        rule_configs.ProfilerReport(CPUBottleneck_cpu_treshold=90)
+
+
+class Limit(Rule):
+    """A user rule: any class with a distinct name."""
+
+    def scan(self, window):
+        pass
+
+    def evaluate(self):
+        return Verdict()
+
+
+def test_at_most_twenty_rules_per_job():
+    classes = [type(f"Custom{i}", (Limit,), {}) for i in range(MAX_RULES + 1)]
+    assert len(build_rules(classes[:MAX_RULES])) == MAX_RULES
+    with pytest.raises(ConfigError) as err:
+        build_rules(classes)
+    assert "at most 20" in str(err.value)
+
+
+def test_a_rule_may_not_run_twice():
+    with pytest.raises(ConfigError) as err:
+        build_rules([rule_configs.ProfilerReport(), rule_configs.CPUBottleneck()])
+    assert "CPUBottleneck" in str(err.value)
+
+
+def test_default_rules_are_profiler_report():
+    (rule,) = build_rules(None)
+    assert rule.rule_name() == "ProfilerReport"
+
+
+def test_custom_rules_declare_validated_parameters():
+    from stepscope.rules import Param
+
+    class StepCount(Limit):
+        parameter_specs = {"limit": Param(10, int, "Steps allowed.", minimum=1)}
+
+    assert ProfilerRule.stepscope(StepCount, {"limit": "3"}).build().parameters["limit"] == 3
+    with pytest.raises(ConfigError):
+        ProfilerRule.stepscope(StepCount, {"limit": 0})
+    with pytest.raises(ConfigError):
+        ProfilerRule.stepscope(object)  # type: ignore[arg-type]
