@@ -1,0 +1,109 @@
+"""Python-profiling and detailed-profiling windows cover exactly the configured steps."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pstats
+from pathlib import Path
+
+from tests.collect.torch.torchjob import TRAIN_SCRIPT, read_events, run_script, steps
+
+from stepscope.config import (
+    DetailedProfilingConfig,
+    FrameworkProfile,
+    ProfilerConfig,
+    PythonProfilingConfig,
+    cProfileTimer,
+)
+from stepscope.store.layout import parse_python_stats_folder
+
+
+def test_cprofile_windows_for_exactly_the_configured_steps(tmp_path: Path) -> None:
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            python_profiling_config=PythonProfilingConfig(
+                start_step=2, num_steps=3, cprofile_timer=cProfileTimer.DEFAULT
+            )
+        )
+    )
+    job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, config, "--steps", "7")
+    root = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
+    windows = {}
+    for folder in root.iterdir():
+        bounds = parse_python_stats_folder(folder.name)
+        assert bounds is not None, folder.name
+        windows[bounds] = folder
+    step_windows = sorted(
+        (start.step, start, end) for start, end in windows if start.mode == "train"
+    )
+    assert [step for step, _, _ in step_windows] == [2, 3, 4]
+    train = {int(e["args"]["step_num"]): e for e in steps(read_events(job_dir))}
+    for step, start, end in step_windows:
+        assert (start.phase, end.phase, end.step, end.mode) == (
+            "stepstart",
+            "stepend",
+            step,
+            "train",
+        )
+        # the window is the step: it opens when the previous step ends, closes when this one does
+        assert abs(start.time_us - train[step]["start_us"]) < 50_000
+        assert abs(end.time_us - train[step]["end_us"]) < 50_000
+    modes = sorted(start.mode for start, _ in windows)
+    assert modes == ["posthookclose", "prestepzero", "train", "train", "train"]
+    for folder in windows.values():
+        stats = pstats.Stats(str(folder / "python_stats"))
+        assert stats.total_calls > 0
+    # the step's own code is in its profile: the optimizer step ran in it
+    step_stats = pstats.Stats(
+        str(windows[(step_windows[0][1], step_windows[0][2])] / "python_stats")
+    )
+    assert any(func[2] == "step" and "optim" in func[0] for func in step_stats.stats)
+
+
+def test_pyinstrument_writes_json_and_html(tmp_path: Path) -> None:
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            python_profiling_config=PythonProfilingConfig(
+                start_step=1, num_steps=1, python_profiler="pyinstrument"
+            )
+        )
+    )
+    job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, config, "--steps", "3")
+    root = job_dir / "profiler-output" / "framework" / "pytorch" / "pyinstrument" / "0-algo-1"
+    step_folders = [f for f in root.iterdir() if f.name.startswith("train-1-stepstart")]
+    assert len(step_folders) == 1
+    data = json.loads((step_folders[0] / "python_stats.json").read_text())
+    assert "root_frame" in data
+    assert "<html" in (step_folders[0] / "python_stats.html").read_text().lower()
+
+
+def test_detailed_trace_covers_exactly_the_configured_steps(tmp_path: Path) -> None:
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            detailed_profiling_config=DetailedProfilingConfig(start_step=2, num_steps=2)
+        )
+    )
+    job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, config, "--steps", "6", "--annotate")
+    traces = list((job_dir / "profiler-output").rglob("*.pt.trace.json.gz"))
+    assert len(traces) == 1
+    trace_path = traces[0]
+    assert trace_path.parent.name == "000000002"
+    assert trace_path.name.startswith("0-algo-1_")
+    trace = json.loads(gzip.decompress(trace_path.read_bytes()))
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert {n for n in names if n and n.startswith("ProfilerStep#")} == {
+        "ProfilerStep#2",
+        "ProfilerStep#3",
+    }
+    # annotations made inside the window are in the trace; the others are not
+    assert {n for n in names if n and n.startswith("step_0_")} == {"step_0_2", "step_0_3"}
+    assert "aten::addmm" in names
+    metadata = trace["stepscope"]  # add_metadata_json stores it as a JSON object
+    assert (metadata["node_id"], metadata["first_step"], metadata["last_step"]) == (
+        "0-algo-1",
+        2,
+        3,
+    )
+    _, start_us, end_us = trace_path.name.removesuffix(".pt.trace.json.gz").rsplit("_", 2)
+    assert (int(start_us), int(end_us)) == (int(metadata["start_us"]), int(metadata["end_us"]))
