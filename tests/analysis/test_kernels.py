@@ -1,0 +1,65 @@
+"""Kernel summary (Nsight's cuda_gpu_kern_sum) on a hand-made trace and a real one."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+
+import pytest
+from tests.analysis import _kineto_synthetic as synthetic
+
+from stepscope.analysis import kernel_summary
+from stepscope.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    return synthetic.open_synthetic_job(tmp_path_factory.mktemp("synthetic"))
+
+
+def test_top_kernel_and_others_row(job):
+    table = kernel_summary(job, top_k=1)
+    assert table["name"].tolist()[-1] == "others"
+    first = table.iloc[0]
+    assert first["name"].startswith("ncclKernel_AllReduce")
+    assert (first["count"], first["total_us"], first["pct"]) == (1, 40, pytest.approx(400 / 11))
+    others = table.iloc[1]
+    # sgemm 30, FillFunctor 30, triton 10.
+    assert (others["count"], others["total_us"], others["min_us"], others["max_us"]) == (
+        3,
+        70,
+        10,
+        30,
+    )
+    assert others["med_us"] == 30
+    assert table["pct"].sum() == pytest.approx(100)
+
+
+def test_order_by_count_and_validation(job):
+    table = kernel_summary(job, top_k=10, order_by="count")
+    assert "others" not in table["name"].tolist()
+    assert len(table) == 4
+    with pytest.raises(ConfigError):
+        kernel_summary(job, top_k=0)
+    with pytest.raises(ConfigError):
+        kernel_summary(job, order_by="time")
+
+
+def test_real_trace_totals_match_the_raw_json(shared_fixtures, tmp_path):
+    from stepscope.store import open_job
+
+    path = shared_fixtures / "kineto" / "v100_single_ns_resolution.pt.trace.json.gz"
+    with gzip.open(path, "rt") as handle:
+        raw = json.load(handle)["traceEvents"]
+    durations = defaultdict(list)
+    for event in raw:
+        if event.get("cat") == "kernel":
+            durations[event["name"]].append(event["dur"])
+    top = max(durations, key=lambda name: sum(durations[name]))
+
+    table = kernel_summary(open_job(path, cache_dir=tmp_path), top_k=5)
+    assert table.iloc[0]["name"] == top
+    assert table.iloc[0]["total_us"] == pytest.approx(sum(durations[top]))
+    assert table["count"].sum() == sum(len(v) for v in durations.values())
+    assert table["total_us"].sum() == pytest.approx(sum(sum(v) for v in durations.values()))

@@ -1,0 +1,59 @@
+"""Step time breakdown: precedence on a hand-computed trace, and consistency on real traces."""
+
+from __future__ import annotations
+
+import pytest
+from tests.analysis import _kineto_synthetic as synthetic
+
+from stepscope.analysis import step_time_breakdown
+from stepscope.analysis.step_breakdown import STEP_CATEGORIES
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    return synthetic.open_synthetic_job(tmp_path_factory.mktemp("synthetic"))
+
+
+def test_each_instant_counts_once_in_the_highest_category(job):
+    rows = step_time_breakdown(job).set_index("step")
+    # Step 1 (window 0-100): kernel 20-50; memcpy 70-75; collective kernel 40-80 and the
+    # nccl:all_reduce range 40-60 minus the two above = 50-70 and 75-80; runtime 15-20 (its
+    # other calls lie under GPU work); data loader 0-10; aten::mm 10-40 minus everything
+    # above = 10-15; nothing recorded 80-100.
+    assert rows.loc[1, list(STEP_CATEGORIES)].tolist() == [30, 5, 0, 25, 5, 10, 5, 20]
+    assert rows.loc[1, "duration_us"] == 100
+    # Step 2 ends when its last kernel ends (220), after the host range (200): kernels
+    # 170-180 and 190-220; memset 150-160; runtime 110-115, 121-125, 131-134 (cuLaunchKernel);
+    # CPU ops 105-110, 115-120, 130-131, 134-135; the rest is other.
+    assert rows.loc[2, "duration_us"] == 120
+    assert rows.loc[2, list(STEP_CATEGORIES)].tolist() == [40, 0, 10, 0, 12, 0, 12, 46]
+
+
+def test_path_input_gives_the_same_rows(job, tmp_path):
+    path = synthetic.write_trace(tmp_path)
+    from_path = step_time_breakdown(path)
+    assert from_path[list(STEP_CATEGORIES)].equals(step_time_breakdown(job)[list(STEP_CATEGORIES)])
+
+
+def test_real_trace_parts_sum_to_each_step(shared_fixtures, tmp_path):
+    from stepscope.store import open_job
+
+    job = open_job(shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz", cache_dir=tmp_path)
+    rows = step_time_breakdown(job)
+    assert rows["step"].tolist() == [4, 5, 6]
+    parts = rows[list(STEP_CATEGORIES)]
+    assert (parts >= 0).all().all()
+    assert (parts.sum(axis=1) - rows["duration_us"]).abs().max() < 1e-6
+    # An NCCL job: every step spends time in kernels and in collectives.
+    assert (rows["kernel"] > 0).all() and (rows["communication"] > 0).all()
+
+
+def test_trace_without_profiler_steps_gives_no_rows(shared_fixtures, tmp_path):
+    from stepscope.store import open_job
+
+    job = open_job(
+        shared_fixtures / "kineto" / "a100_alexnet_cuda_sync.json.gz", cache_dir=tmp_path
+    )
+    rows = step_time_breakdown(job)
+    assert rows.empty
+    assert list(rows.columns) == ["rank", "step", "start_us", "duration_us", *STEP_CATEGORIES]
