@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "update": ("update", "change what a running job profiles"),
     "export": ("export", "write a job or trace as one trace for Perfetto UI or chrome://tracing"),
     "ui": ("ui", "serve the Profiler UI (job list, dashboard, information, settings)"),
+    "rules": ("rules", "run the profiler rules over a recorded job, trace or SageMaker output"),
+    "report": ("report", "write the self-contained HTML profiling report of a job"),
 }
 
 

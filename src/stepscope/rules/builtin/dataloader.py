@@ -1,7 +1,8 @@
 """Dataloader: too few or too many data-loading processes for the node's cores.
 
 Reads the node's core count (distinct ``CPUUtilization`` names), the PyTorch data-loader events
-(``DataLoaderWorker`` and ``DataLoaderIter`` GetNext, whose ``args.pid`` is the process) and
+(``DataLoaderWorker`` and ``DataLoaderIter`` GetNext, whose ``worker_id`` names the worker that
+made the batch; without one, the event's process id) and
 ``DataLoaderIterInitialize`` (``num_workers``, ``pin_memory``). Per node and second of data time
 it counts the distinct processes loading data; it triggers once more than ``patience`` seconds
 were seen and the median count is below ``min_threshold`` % or above ``max_threshold`` % of the
@@ -24,10 +25,17 @@ from stepscope.rules.window import ScanWindow, split_by
 
 __all__ = ["Dataloader"]
 
-_PID = "coalesce(try_cast(CASE WHEN json_valid(args) THEN json_extract_string(args, '$.pid') END AS BIGINT), pid)"
+# A loading process: the worker a batch came from (GetNext's and DataLoaderWorker's worker_id,
+# per rank), else the process id the event was recorded in.
+_LOADER = (
+    "CAST(rank AS VARCHAR) || ':' || coalesce("
+    "'w' || CASE WHEN json_valid(args) THEN json_extract_string(args, '$.worker_id') END, "
+    "'p' || CAST(coalesce(try_cast(CASE WHEN json_valid(args) THEN "
+    "json_extract_string(args, '$.pid') END AS BIGINT), pid) AS VARCHAR))"
+)
 
 _LOADERS_SQL = f"""
-SELECT node, CAST(floor(start_us / 1e6) AS BIGINT) AS second, count(DISTINCT {_PID}) AS loaders
+SELECT node, CAST(floor(start_us / 1e6) AS BIGINT) AS second, count(DISTINCT {_LOADER}) AS loaders
 FROM {{events}}
 WHERE category IN ('DataLoaderWorker', 'DataLoaderIter')
 GROUP BY ALL ORDER BY node

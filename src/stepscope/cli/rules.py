@@ -1,0 +1,92 @@
+"""``stepscope rules``: run the profiler rules over a recorded job, trace or SageMaker output."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any
+
+from stepscope.errors import ConfigError
+
+__all__ = ["add_arguments", "main", "rules_from_arguments"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "path", help="job folder, SageMaker Debugger output folder (or s3:// URL), Kineto trace"
+    )
+    parser.add_argument(
+        "--rule",
+        action="append",
+        dest="rules",
+        metavar="NAME",
+        help="a built-in rule (repeatable; default ProfilerReport, i.e. all of them) or a "
+        "custom Rule class as module:Class",
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        dest="params",
+        default=[],
+        metavar="RULE.PARAM=VALUE",
+        help="set a rule parameter, e.g. StepOutlier.stddev=3 (repeatable)",
+    )
+    parser.add_argument(
+        "--output-dir", help="where to write the results (default <job>/rule-output)"
+    )
+
+
+def rules_from_arguments(names: list[str] | None, params: list[str]) -> list[Any]:
+    """ProfilerRule objects for ``--rule`` names and ``--param Rule.param=value`` settings.
+
+    A parameter of a rule that ProfilerReport runs goes to ProfilerReport (as
+    ``<Rule>_<param>``) when that rule is not selected on its own.
+    """
+    from stepscope.rules import ProfilerRule
+    from stepscope.rules.configs import builtin_rule
+
+    classes = [_rule_class(name, builtin_rule) for name in (names or ["ProfilerReport"])]
+    by_name = {cls.rule_name().lower(): cls for cls in classes}
+    settings: dict[Any, dict[str, str]] = {cls: {} for cls in classes}
+    for item in params:
+        target, equals, value = item.partition("=")
+        rule, dot, parameter = target.partition(".")
+        if not equals or not dot or not rule or not parameter:
+            raise ConfigError("--param", item, "RULE.PARAM=VALUE, e.g. StepOutlier.stddev=3")
+        cls = by_name.get(rule.lower())
+        if cls is not None:
+            settings[cls][parameter] = value
+        elif "profilerreport" in by_name:
+            settings[by_name["profilerreport"]][f"{builtin_rule(rule).rule_name()}_{parameter}"] = (
+                value
+            )
+        else:
+            raise ConfigError(
+                "--param rule",
+                rule,
+                "one of the selected rules: " + ", ".join(cls.rule_name() for cls in classes),
+            )
+    return [ProfilerRule.stepscope(cls, settings[cls]) for cls in classes]
+
+
+def _rule_class(name: str, builtin_rule: Any) -> Any:
+    if ":" not in name:
+        return builtin_rule(name)
+    module, _, attribute = name.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            "--rule", name, "a built-in rule name or module:Class", str(exc)
+        ) from None
+
+
+def main(args: argparse.Namespace) -> int:
+    from stepscope.cli.output import print_rule_status
+    from stepscope.rules import run_rules
+
+    rules = rules_from_arguments(args.rules, args.params)
+    results = run_rules(args.path, rules, output_dir=args.output_dir)
+    for name, result in results.items():
+        print_rule_status(name, result.to_status())
+    return 0

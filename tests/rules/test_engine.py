@@ -1,0 +1,193 @@
+"""The offline engine and the ``stepscope rules`` command on generated jobs, and error isolation."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from stepscope.cli import main as cli_main
+from stepscope.errors import ConfigError
+from stepscope.rules import ProfilerRule, Rule, Verdict, read_results, rule_configs, run_rules
+from stepscope.testing import generate_job
+
+
+@pytest.fixture(scope="module")
+def starved_job(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("jobs") / "starved"
+    return generate_job(
+        root,
+        minutes=4,
+        gpus=4,
+        cpus=8,
+        dataloader_starved=True,
+        slow_step_fraction=0.0,
+        slow_steps=range(100, 106),
+    )
+
+
+def test_run_rules_writes_every_status_and_report(starved_job):
+    results = run_rules(starved_job)
+    assert len(results) == 12
+    out = starved_job / "rule-output"
+    for name, result in results.items():
+        status = json.loads((out / name / "status.json").read_text())
+        assert status["status"] == result.status != "Error"
+        assert (out / "profiler-reports" / f"{name}.json").is_file()
+    assert read_results(out)["Dataloader"].status == results["Dataloader"].status
+
+
+def test_a_starved_data_loader_is_found(starved_job):
+    results = run_rules(starved_job, [rule_configs.ProfilerReport(StepOutlier_n_outliers=0)])
+    assert results["Dataloader"].status == "IssuesFound"
+    assert results["CPUBottleneck"].status == "IssuesFound"  # busy CPUs, idle GPUs meanwhile
+    steps = [
+        o["step"]
+        for o in results["StepOutlier"].details["step_details"]["algo-1"]["TRAIN"]["outliers"]
+    ]
+    assert steps == list(range(100, 106))
+    assert results["LoadBalancing"].details["imbalanced"] == ["algo-1/gpu0"]  # gpu0 at 30 %
+
+
+class Crashing(Rule):
+    description = "Always fails."
+
+    def scan(self, window):
+        raise RuntimeError("boom")
+
+    def evaluate(self):
+        return Verdict()
+
+
+class StepCounter(Rule):
+    description = "Counts TRAIN steps."
+
+    def __init__(self, **parameters):
+        super().__init__(**parameters)
+        self.steps = 0
+
+    def scan(self, window):
+        rows = window.query("SELECT step FROM {events} WHERE category = 'Step:ModeKeys.TRAIN'")
+        self.steps += len(rows["step"])
+
+    def evaluate(self):
+        return Verdict(datapoints=self.steps, message=f"{self.steps} steps")
+
+
+def test_a_crashing_rule_is_an_error_and_the_others_go_on(starved_job, tmp_path):
+    results = run_rules(
+        starved_job, [Crashing, ProfilerRule.stepscope(StepCounter)], output_dir=tmp_path
+    )
+    assert results["Crashing"].status == "Error"
+    assert "boom" in results["Crashing"].message
+    assert results["StepCounter"].status == "NoIssuesFound"
+    assert results["StepCounter"].datapoints > 100
+    status = json.loads((tmp_path / "StepCounter" / "status.json").read_text())
+    assert status["message"].endswith("steps")
+
+
+def test_read_only_input_asks_for_an_output_dir(starved_job, tmp_path):
+    os.chmod(starved_job, 0o555)
+    try:
+        if os.access(starved_job, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        with pytest.raises(ConfigError, match="--output-dir"):
+            run_rules(starved_job, ["StepOutlier"])
+    finally:
+        os.chmod(starved_job, 0o755)
+
+
+def test_kineto_trace_file_needs_an_output_dir(shared_fixtures, tmp_path):
+    trace = shared_fixtures / "kineto" / "v100_single_ns_resolution.pt.trace.json.gz"
+    with pytest.raises(ConfigError, match="--output-dir"):
+        run_rules(trace, ["StepOutlier"])
+    results = run_rules(trace, ["StepOutlier", "OverallFrameworkMetrics"], output_dir=tmp_path)
+    assert results["StepOutlier"].datapoints == 5  # ProfilerStep#101-105
+    assert results["OverallFrameworkMetrics"].details["ratio"]["GPU"] > 0
+
+
+def test_smdebug_fixture_runs_every_rule(shared_fixtures, tmp_path):
+    results = run_rules(shared_fixtures / "smdebug" / "merge_traces", output_dir=tmp_path)
+    assert {r.status for r in results.values()} <= {"NoIssuesFound", "NotApplicable", "IssuesFound"}
+    steps = results["StepOutlier"].details["step_details"]
+    modes = {mode for node in steps.values() for mode in node}
+    assert modes == {"TRAIN", "EVAL"}
+    assert results["LowGPUUtilization"].status == "NotApplicable"  # no GPU metrics recorded
+
+
+def test_smdebug_system_fixture(shared_fixtures, tmp_path):
+    results = run_rules(shared_fixtures / "smdebug" / "test_traces", output_dir=tmp_path)
+    usage = results["OverallSystemUsage"]
+    assert usage.status == "NoIssuesFound" and usage.datapoints > 0
+    assert usage.details["nodes"]["algo-1"]["hardware"]["cores"] == 32
+
+
+def test_cli_rules_with_parameters(starved_job, tmp_path, capsys):
+    code = cli_main(
+        [
+            "rules",
+            str(starved_job),
+            "--rule",
+            "stepoutlier",
+            "--param",
+            "StepOutlier.n_outliers=0",
+            "--output-dir",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    report = json.loads((tmp_path / "profiler-reports" / "StepOutlier.json").read_text())
+    assert "n_outliers:0" in report["RuleParameters"]
+    assert report["Status"] == "IssuesFound"
+    assert not (tmp_path / "CPUBottleneck").exists()
+
+
+def test_cli_param_of_a_sub_rule_goes_through_profiler_report(starved_job, tmp_path):
+    assert (
+        cli_main(
+            [
+                "rules",
+                str(starved_job),
+                "--param",
+                "Dataloader.min_threshold=1",
+                "--output-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    report = json.loads((tmp_path / "profiler-reports" / "Dataloader.json").read_text())
+    assert report["Parameters"]["min_threshold"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--rule", "NoSuchRule"],
+        ["--param", "StepOutlier.stdev=3", "--rule", "StepOutlier"],
+        ["--param", "StepOutlier.stddev"],
+        ["--param", "CPUBottleneck.threshold=5", "--rule", "StepOutlier"],
+    ],
+)
+def test_cli_rejects_bad_rules_and_parameters(starved_job, tmp_path, argv, capsys):
+    assert cli_main(["rules", str(starved_job), *argv, "--output-dir", str(tmp_path)]) == 2
+    assert "must be" in capsys.readouterr().err
+
+
+def test_cli_custom_rule_by_import_path(starved_job, tmp_path):
+    assert (
+        cli_main(
+            [
+                "rules",
+                str(starved_job),
+                "--rule",
+                "tests.rules.test_engine:StepCounter",
+                "--output-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    assert json.loads((tmp_path / "StepCounter" / "status.json").read_text())["datapoints"] > 100
