@@ -190,7 +190,7 @@ class Session:
                 _active = None
             return
         if self.in_step:
-            self.end_step()
+            self.guard.wrap("session.end_step", self.end_step)()
         for listener in list(self._listeners):
             self.guard.wrap(f"{type(listener).__name__}.on_stop", listener.on_stop)(self)
         for closer in reversed(self._closers):

@@ -97,18 +97,21 @@ class ModuleHooks:
         self._pending: list[_SubBackward] = []
         self._backward_seen = False
         guard = session.guard
-        self._backward_begins = guard.wrap("torch.backward_begin", self._on_backward_begins)
-        self._backward_ends = guard.wrap("torch.backward_end", self._on_backward_ends)
-        self._sub_begins = guard.wrap("torch.submodule_backward_begin", self._on_sub_begins)
-        self._sub_ends = guard.wrap("torch.submodule_backward_end", self._on_sub_ends)
+        self._backward_begins = guard.wrap("torch.backward", self._on_backward_begins)
+        self._backward_ends = guard.wrap("torch.backward", self._on_backward_ends)
+        self._sub_begins = guard.wrap("torch.submodule_backward", self._on_sub_begins)
+        self._sub_ends = guard.wrap("torch.submodule_backward", self._on_sub_ends)
 
     def install(self) -> None:
+        # The pre- and post-hooks keep one stack between them: they fail and stop together.
         guard = self.session.guard
         self._handles = [
             _module.register_module_forward_pre_hook(
-                guard.wrap("torch.forward_pre", self._forward_pre)
+                guard.wrap("torch.module_hooks", self._forward_pre)
             ),
-            _module.register_module_forward_hook(guard.wrap("torch.forward", self._forward_post)),
+            _module.register_module_forward_hook(
+                guard.wrap("torch.module_hooks", self._forward_post)
+            ),
             _optimizer.register_optimizer_step_post_hook(
                 guard.wrap("torch.optimizer_step", self._optimizer_step)
             ),

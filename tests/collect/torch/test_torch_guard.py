@@ -1,0 +1,124 @@
+"""The guard: stepscope's failures never reach training, and profiling never changes its result."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from tests.collect.torch.torchjob import TRAIN_SCRIPT, losses, read_events, run_script
+
+from stepscope.collect.session import Session
+from stepscope.collect.torch import instrument
+from stepscope.collect.torch.guard import Guard
+from stepscope.config import (
+    DataloaderProfilingConfig,
+    DetailedProfilingConfig,
+    FrameworkProfile,
+    ProfilerConfig,
+    PythonProfilingConfig,
+)
+
+
+class _BrokenWriter:
+    """A timeline writer that breaks its promise never to raise (a bug stepscope must survive)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.calls = 0
+
+    def write_event(self, *args: Any, **kwargs: Any) -> bool:
+        self.calls += 1
+        raise RuntimeError("disk on fire")
+
+    def close(self) -> None:
+        pass
+
+
+def _train(steps: int = 6) -> list[float]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    data = torch.utils.data.TensorDataset(torch.randn(4 * steps, 8), torch.randn(4 * steps, 1))
+    result = []
+    for x, y in torch.utils.data.DataLoader(data, batch_size=4, shuffle=True):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        result.append(loss.item())
+    model.eval()
+    with torch.no_grad():
+        model(torch.randn(2, 8))
+    return result
+
+
+def _everything_on() -> ProfilerConfig:
+    return ProfilerConfig(framework_profile_params=FrameworkProfile(start_step=0, num_steps=1000))
+
+
+def test_a_failing_hook_is_logged_once_disabled_and_training_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    expected = _train()
+    session = Session(_everything_on(), tmp_path / "out", writer_factory=_BrokenWriter)
+    session.start()
+    try:
+        instrument(session, submodules=True)
+        with caplog.at_level(logging.WARNING, logger="stepscope"):
+            observed = _train()
+    finally:
+        session.stop()
+    assert observed == expected
+    assert session.guard.failures, "the broken writer should have made hooks fail"
+    assert set(session.guard.failures.values()) == {1}, "a failed hook must not run again"
+    failure_logs = [r for r in caplog.records if "is now disabled" in r.getMessage()]
+    assert len(failure_logs) == len(session.guard.failures)
+    assert all(r.exc_info is not None for r in failure_logs)
+    assert "torch.module_hooks" in session.guard.failures
+
+
+def test_the_guard_returns_none_and_remembers_the_failure(caplog: pytest.LogCaptureFixture) -> None:
+    guard = Guard()
+    calls = []
+
+    def hook(value: int) -> int:
+        calls.append(value)
+        if value == 2:
+            raise ValueError("boom")
+        return value * 10
+
+    guarded = guard.wrap("test.hook", hook)
+    with caplog.at_level(logging.WARNING, logger="stepscope"):
+        assert [guarded(1), guarded(2), guarded(3)] == [10, None, None]
+    assert calls == [1, 2]
+    assert guard.failures == {"test.hook": 1} and guard.is_disabled("test.hook")
+    assert len(caplog.records) == 1 and "ValueError: boom" in caplog.text
+
+
+def test_keyboard_interrupt_is_not_swallowed() -> None:
+    def hook() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Guard().wrap("test.interrupt", hook)()
+
+
+def test_profiling_everything_leaves_the_loss_sequence_unchanged(tmp_path: Path) -> None:
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            detailed_profiling_config=DetailedProfilingConfig(start_step=1, num_steps=2),
+            dataloader_profiling_config=DataloaderProfilingConfig(start_step=0, num_steps=100),
+            python_profiling_config=PythonProfilingConfig(start_step=3, num_steps=2),
+        )
+    )
+    args = ("--epochs", "2", "--steps", "5", "--eval-steps", "2", "--workers", "2")
+    plain_dir = tmp_path / "plain"
+    plain_dir.mkdir()
+    _, plain = run_script(plain_dir, TRAIN_SCRIPT, None, *args)
+    job_dir, profiled = run_script(tmp_path, TRAIN_SCRIPT, config, *args)
+    assert len(losses(plain)) == 10
+    assert losses(profiled) == losses(plain)
+    assert read_events(job_dir), "the profiled run recorded nothing"
+    assert "disabled" not in profiled.stderr, profiled.stderr
