@@ -173,7 +173,9 @@ def _folder_job(root: Path, folder: Path, names: set[str]) -> JobEntry | None:
     if "job.json" in names and _inside(root, folder / "job.json"):
         return _stepscope_entry(root, folder)
     if names & {"system", "framework"} and _inside(root, folder):
-        return _sagemaker_entry(root, folder, folder.name)
+        return _sagemaker_entry(root, folder, folder)
+    if "profiler-output" in names and _inside(root, folder / "profiler-output"):
+        return _sagemaker_entry(root, folder, folder / "profiler-output")
     return None
 
 
@@ -225,11 +227,12 @@ def _stepscope_entry(root: Path, folder: Path) -> JobEntry:
     )
 
 
-def _sagemaker_entry(root: Path, folder: Path, name: str) -> JobEntry:
-    """A SageMaker Debugger output folder; start, end and nodes come from system file names."""
+def _sagemaker_entry(root: Path, folder: Path, output: Path) -> JobEntry:
+    """A SageMaker Debugger output folder (``output``, the folder itself or its
+    ``profiler-output/``); start, end and nodes come from system file names."""
     minutes: list[int] = []
     nodes: set[str] = set()
-    incremental = folder / "system" / "incremental"
+    incremental = output / "system" / "incremental"
     try:
         for hour in os.scandir(incremental):
             if not hour.is_dir(follow_symlinks=False):
@@ -241,14 +244,14 @@ def _sagemaker_entry(root: Path, folder: Path, name: str) -> JobEntry:
                     nodes.add(match.group(2))
     except OSError:
         logger.debug("no system metrics folder in %s", folder)
-    ended = (folder / "training_job_end.ts").exists()
+    ended = (output / "training_job_end.ts").exists()
     start_us = min(minutes) * 1e6 if minutes else None
     end_us = (max(minutes) + 60) * 1e6 if minutes else None
     return _entry(
         folder,
         root,
         "sagemaker",
-        name,
+        folder.name,
         "completed" if ended or minutes else "unknown",
         start_us,
         end_us,

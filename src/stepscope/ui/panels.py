@@ -35,8 +35,9 @@ DEFAULT_K = 15
 MAX_K = 100
 MAX_POINTS = 600
 HISTOGRAM_BINS = 40
-_LABEL_CHARS = 60
+_LABEL_CHARS = 80
 _HOVER_CHARS = 300
+_MAX_GROUPS = 8
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,8 @@ def _active_time(kind: str, label: str) -> Callable[[Any, PanelQuery], dict[str,
     def compute(job: Any, query: PanelQuery) -> dict[str, Any]:
         frame = analysis.system_active_time(job, kind=kind)
         if frame.empty:
+            if kind == "gpu":
+                return _kernel_active_time(job)
             return empty(f"No {label} utilization was recorded for this job.")
         pies = []
         for row in frame.itertuples(index=False):
@@ -92,7 +95,7 @@ def _active_time(kind: str, label: str) -> Callable[[Any, PanelQuery], dict[str,
             counts = [int(row.active_samples), int(row.idle_samples)]
             pct = [float(row.active_pct), 100.0 - float(row.active_pct)]
             hover = [
-                f"{state}: {values[i]:,.1f} {label}-seconds ({pct[i]:.1f} %)<br>"
+                f"{state}: {values[i]:,.1f} {label}-seconds ({pct[i]:.1f} %)\n"
                 f"{counts[i]:,} of {int(row.samples):,} samples, {int(row.devices)} {label}s"
                 for i, state in enumerate(("Active", "Idle"))
             ]
@@ -109,10 +112,41 @@ def _active_time(kind: str, label: str) -> Callable[[Any, PanelQuery], dict[str,
     return compute
 
 
+def _kernel_active_time(job: Any) -> dict[str, Any]:
+    """GPU active time from kernel activity, for traces without sampled GPU utilization."""
+    fn = _analysis("gpu_active_time")
+    frame = fn(job) if fn is not None else None
+    if frame is None or frame.empty:
+        return empty("No GPU utilization or GPU kernel activity was recorded for this job.")
+    by_rank = frame.groupby("rank", sort=True)[["active_us", "idle_us"]].sum()
+    if len(by_rank) > _MAX_GROUPS:
+        by_rank = by_rank.sum().to_frame("all ranks").T
+    pies = []
+    for rank, row in by_rank.iterrows():
+        total_us = float(row["active_us"] + row["idle_us"]) or 1.0
+        values = [float(row["active_us"]) / 1e6, float(row["idle_us"]) / 1e6]
+        hover = [
+            f"{state}: {values[i]:,.3f} GPU-seconds ({100.0 * values[i] * 1e6 / total_us:.1f} %)"
+            for i, state in enumerate(("Active", "Idle"))
+        ]
+        title = rank if isinstance(rank, str) else f"rank {int(rank)}"
+        pies.append(
+            {"title": title, "labels": ["Active", "Idle"], "values": values, "hover": hover}
+        )
+    return {
+        "kind": "pies",
+        "pies": pies,
+        "unit": "GPU-seconds",
+        "note": "From GPU kernel activity in the trace (the job has no sampled GPU utilization).",
+    }
+
+
 def _utilization(kind: str, label: str) -> Callable[[Any, PanelQuery], dict[str, Any]]:
     def compute(job: Any, query: PanelQuery) -> dict[str, Any]:
         frame = analysis.system_utilization_timeline(job, kind=kind, max_points=MAX_POINTS)
         if frame.empty:
+            if kind == "gpu":
+                return _kernel_utilization(job)
             return empty(f"No {label} utilization was recorded for this job.")
         series = [
             {
@@ -131,6 +165,36 @@ def _utilization(kind: str, label: str) -> Callable[[Any, PanelQuery], dict[str,
         }
 
     return compute
+
+
+def _kernel_utilization(job: Any) -> dict[str, Any]:
+    """Mean kernel-busy share of each rank's GPUs over time, at most ``MAX_POINTS`` per rank."""
+    fn = _analysis("gpu_utilization_timeline")
+    frame = fn(job) if fn is not None else None
+    if frame is None or frame.empty:
+        return empty("No GPU utilization or GPU kernel activity was recorded for this job.")
+    t0_us = float(frame["start_us"].min())
+    width_us = max(1.0, (float(frame["end_us"].max()) - t0_us) / MAX_POINTS)
+    frame = frame.assign(bin=((frame["start_us"] - t0_us) // width_us).astype("int64"))
+    if frame["rank"].nunique() > _MAX_GROUPS:
+        frame = frame.assign(rank=-1)  # too many ranks for one chart: their mean instead
+    means = frame.groupby(["rank", "bin"], sort=True)["utilization"].mean().reset_index()
+    series = [
+        {
+            "name": f"rank {int(rank)}" if rank >= 0 else "mean of all ranks",
+            "x": [round(float(b) * width_us / 1e6, 4) for b in group["bin"]],
+            "y": [round(float(u) * 100.0, 2) for u in group["utilization"]],
+        }
+        for rank, group in means.groupby("rank", sort=True)
+    ]
+    return {
+        "kind": "lines",
+        "series": series,
+        "start_us": t0_us,
+        "x_title": "time since start of the trace (s)",
+        "y_title": "GPU kernel busy time (%)",
+        "note": "From GPU kernel activity in the trace (the job has no sampled GPU utilization).",
+    }
 
 
 # --- kernels -----------------------------------------------------------------------------------
@@ -170,7 +234,7 @@ def _kernel_pie(order_by: str, *, with_others: bool) -> Callable[[Any, PanelQuer
                 values.append(int(amount))
                 detail = f"{int(amount):,} launches ({pct:.2f} % of all launches)"
             hover.append(
-                f"{_short(name, _HOVER_CHARS)}<br>{detail}<br>"
+                f"{_short(name, _HOVER_CHARS)}\n{detail}\n"
                 f"{int(row.count):,} launches, {float(row.total_us) / 1e6:,.4f} s"
             )
         unit = "s" if order_by == "total" else "launches"
@@ -201,8 +265,8 @@ def _share_pie(
         for row in frame.itertuples(index=False):
             extra = f", {int(row.bytes):,} bytes" if "bytes" in frame.columns else ""
             hover.append(
-                f"{getattr(row, label_column)}<br>{float(row.total_us) / 1e6:,.4f} s "
-                f"({100.0 * float(row.total_us) / total_us:.2f} %)<br>{int(row.count):,} events{extra}"
+                f"{getattr(row, label_column)}\n{float(row.total_us) / 1e6:,.4f} s "
+                f"({100.0 * float(row.total_us) / total_us:.2f} %)\n{int(row.count):,} events{extra}"
             )
         pie = {
             "title": "",
@@ -288,7 +352,7 @@ def _annotation_histogram(job: Any, query: PanelQuery) -> dict[str, Any]:
 
 
 def annotation_names(job: Any) -> list[str]:
-    """Names for the custom histogram's drop-down (at most 500), or ``[]`` when unavailable."""
+    """Names for the custom histogram's drop-down, largest total time first (at most 500)."""
     names = _analysis("annotation_names")
     if names is None:
         return []
@@ -296,7 +360,7 @@ def annotation_names(job: Any) -> list[str]:
     if hasattr(result, "columns"):
         column = "name" if "name" in result.columns else result.columns[0]
         result = result[column]
-    return sorted({str(n) for n in list(result)})[:500]
+    return list(dict.fromkeys(str(n) for n in result))[:500]
 
 
 _BREAKDOWN_KEYS = {

@@ -44,16 +44,23 @@ class LoadedProfile:
     job: Any = None  # Any: a stepscope.store.JobData (typed loosely to keep the seam open)
     loaded_at_s: float = 0.0
     refreshed_at_s: float = 0.0
+    first_us: float | None = None
+    last_us: float | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
     cache: OrderedDict[Hashable, Any] = field(default_factory=OrderedDict)
 
     def to_json(self) -> dict[str, Any]:
+        start_us = self.entry.start_us if self.entry.start_us is not None else self.first_us
+        end_us = self.entry.end_us if self.entry.end_us is not None else self.last_us
         return {
             "id": self.entry.id,
             "name": self.entry.name,
             "state": self.state,
             "error": self.error,
             "status": self.entry.status,
+            "start_us": start_us,
+            "end_us": end_us,
+            "duration_s": (end_us - start_us) / 1e6 if start_us and end_us else None,
         }
 
 
@@ -138,6 +145,7 @@ class ProfileRegistry:
                 job.refresh()
                 profile.job = job
                 profile.refreshed_at_s = time.monotonic()
+                self._note_time_range(profile)
         except (StepscopeError, OSError, ValueError) as exc:
             logger.warning("could not load %s: %s", profile.entry.name, exc, exc_info=True)
             profile.error = str(exc)
@@ -161,3 +169,12 @@ class ProfileRegistry:
             return
         if changed:
             profile.cache.clear()
+            self._note_time_range(profile)
+
+    @staticmethod
+    def _note_time_range(profile: LoadedProfile) -> None:
+        """Remember the data's time range (discovery cannot know it for a bare trace)."""
+        metadata = profile.job.metadata if hasattr(profile.job, "metadata") else {}
+        if isinstance(metadata, dict):
+            profile.first_us = metadata.get("first_timestamp_us")
+            profile.last_us = metadata.get("last_timestamp_us")

@@ -50,7 +50,12 @@ def job_info(job_id: str, state: State) -> dict[str, Any]:
     profile = state.loaded(job_id)
 
     def build(job: Any) -> dict[str, Any]:
-        metadata = job.metadata if isinstance(job.metadata, dict) else {}
+        recovered = job.metadata if isinstance(job.metadata, dict) else {}
+        # job.json's fields, with the nodes and ranks the store recovered from the data itself
+        metadata = dict(recovered.get("job") or {})
+        for key in ("nodes", "ranks", "status"):
+            if recovered.get(key):
+                metadata[key] = recovered[key]
         return {
             "name": profile.entry.name,
             "sections": job_information(profile.entry, metadata, _measured(job)),

@@ -22,6 +22,11 @@ def list_jobs(state: State) -> dict[str, Any]:
         item = entry.to_json()
         item["load_state"] = profile.state if profile else "not_loaded"
         item["load_error"] = profile.error if profile else ""
+        if profile is not None and entry.start_us is None:
+            # a bare trace's time range is known only once loaded
+            loaded = profile.to_json()
+            item.update(start_us=loaded["start_us"], end_us=loaded["end_us"])
+            item["duration_s"] = loaded["duration_s"]
         jobs.append(item)
     return {"jobs": jobs, "roots": len(state.roots)}
 

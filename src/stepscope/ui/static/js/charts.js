@@ -1,0 +1,150 @@
+// Draws the server's panel payloads with plotly (see stepscope/ui/panels.py for their shapes).
+
+const COLORS = [
+  "#3b6ea5", "#e08a3c", "#5a9e6f", "#c8553d", "#8c6bb1", "#4aa3a8", "#d4b44a", "#b5658f",
+  "#6c8ebf", "#9c7c54", "#77a34a", "#d07a6a", "#5d6d9e", "#a3a84a", "#4f8a8b", "#c79a5b",
+];
+const OTHERS = "#b8bec6";
+const ACTIVE_IDLE = { Active: "#3b6ea5", Idle: "#d5dae0" };
+
+const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d", "toImage"] };
+
+function baseLayout(extra = {}) {
+  return {
+    font: { family: "Inter, system-ui, -apple-system, 'Segoe UI', sans-serif", size: 12, color: "#2b3440" },
+    paper_bgcolor: "rgba(0,0,0,0)",
+    plot_bgcolor: "rgba(0,0,0,0)",
+    margin: { l: 56, r: 16, t: 12, b: 44 },
+    colorway: COLORS,
+    hoverlabel: { bgcolor: "#ffffff", bordercolor: "#c9d0d8", font: { size: 12, color: "#1f2933" }, align: "left" },
+    ...extra,
+  };
+}
+
+const axis = (title, extra = {}) => ({
+  title: { text: title, font: { size: 12, color: "#5b6672" } },
+  gridcolor: "#e6e9ed",
+  zerolinecolor: "#c9d0d8",
+  linecolor: "#c9d0d8",
+  ...extra,
+});
+
+function pies(payload) {
+  const n = payload.pies.length;
+  const gap = 0.04;
+  const width = (1 - gap * (n - 1)) / n;
+  const many = payload.pies[0].labels.length > 2;
+  const traces = payload.pies.map((pie, i) => ({
+    type: "pie",
+    name: pie.title,
+    labels: pie.labels.map(escapeText),
+    values: pie.values,
+    hovertext: pie.hover.map(richText),
+    hovertemplate: "%{hovertext}<extra></extra>",
+    textinfo: "percent",
+    textposition: "inside",
+    insidetextorientation: "horizontal",
+    sort: false,
+    direction: "clockwise",
+    hole: 0.35,
+    marker: {
+      colors: pie.labels.map((label, j) => ACTIVE_IDLE[label] || (label === "others" ? OTHERS : COLORS[j % COLORS.length])),
+      line: { color: "#ffffff", width: 1 },
+    },
+    domain: many && n === 1 ? { x: [0, 0.36], y: [0, 1] } : { x: [i * (width + gap), i * (width + gap) + width], y: [0, n > 1 ? 0.9 : 1] },
+  }));
+  const annotations = n > 1
+    ? payload.pies.map((pie, i) => ({
+        text: `<b>${escapeText(pie.title)}</b>`, showarrow: false, xref: "paper", yref: "paper",
+        x: i * (width + gap) + width / 2, y: 1, xanchor: "center", yanchor: "bottom",
+      }))
+    : [];
+  const layout = baseLayout({
+    height: many ? 340 : 280,
+    showlegend: true,
+    legend: many
+      ? { orientation: "v", x: 0.42, xanchor: "left", y: 0.5, yanchor: "middle", font: { size: 11.5 } }
+      : { orientation: "h", x: 0.5, xanchor: "center", y: -0.05 },
+    margin: { l: 8, r: 8, t: n > 1 ? 28 : 8, b: 8 },
+    annotations,
+  });
+  return { traces, layout };
+}
+
+function lines(payload) {
+  const traces = payload.series.map((s) => ({
+    type: "scatter", mode: "lines", name: escapeText(s.name), x: s.x, y: s.y, line: { width: 1.6 },
+    hovertemplate: `${escapeText(s.name)}: %{y:.1f} %<br>%{x:.1f} s since start<extra></extra>`,
+  }));
+  const layout = baseLayout({
+    height: 280,
+    showlegend: payload.series.length > 1,
+    legend: { orientation: "h", y: 1.12, x: 0 },
+    xaxis: axis(payload.x_title),
+    yaxis: axis(payload.y_title, { range: [0, 105] }),
+  });
+  return { traces, layout };
+}
+
+function histogram(payload) {
+  const edges = payload.edges;
+  const centers = edges.slice(0, -1).map((e, i) => (e + edges[i + 1]) / 2);
+  const width = edges[1] - edges[0];
+  const unit = payload.unit;
+  const traces = payload.series.map((s) => {
+    const total = s.counts.reduce((a, b) => a + b, 0) || 1;
+    const hover = s.counts.map((c, i) =>
+      `${escapeText(s.name)}<br>${edges[i].toFixed(2)}–${edges[i + 1].toFixed(2)} ${unit}<br>${c} (${((100 * c) / total).toFixed(1)} %)`);
+    return {
+      type: "bar", name: `${escapeText(s.name)} (n=${s.stats.count}, median ${s.stats.median.toFixed(2)} ${unit})`,
+      x: centers, y: s.counts, width, hovertext: hover, hovertemplate: "%{hovertext}<extra></extra>",
+      opacity: payload.series.length > 1 ? 0.7 : 1, marker: { line: { color: "#ffffff", width: 0.5 } },
+    };
+  });
+  const layout = baseLayout({
+    height: 280,
+    barmode: "overlay",
+    showlegend: true,
+    legend: { orientation: "h", y: 1.14, x: 0 },
+    xaxis: axis(`duration (${unit})`),
+    yaxis: axis("count"),
+  });
+  return { traces, layout };
+}
+
+function bars(payload) {
+  const traces = payload.series.map((s) => ({
+    type: "bar", orientation: "h", name: escapeText(s.name), y: payload.categories, x: s.values,
+    hovertext: s.hover.map(richText), hovertemplate: "%{hovertext}<extra></extra>",
+  }));
+  const layout = baseLayout({
+    height: Math.max(160, 90 + 34 * payload.categories.length),
+    barmode: "stack",
+    showlegend: true,
+    legend: { orientation: "h", y: 1.18, x: 0, traceorder: "normal" },
+    margin: { l: 70, r: 16, t: 12, b: 44 },
+    xaxis: axis(payload.unit),
+    yaxis: axis("", { autorange: "reversed", tickvals: payload.categories, ticktext: payload.categories.map(escapeText) }),
+  });
+  return { traces, layout };
+}
+
+const BUILDERS = { pies, lines, histogram, bars };
+
+export function drawChart(node, payload) {
+  const { traces, layout } = BUILDERS[payload.kind](payload);
+  return window.Plotly.react(node, traces, layout, CONFIG);
+}
+
+export function purgeChart(node) {
+  if (window.Plotly) window.Plotly.purge(node);
+}
+
+function escapeText(text) {
+  return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
+
+// Server hover text is plain text with newlines; plotly reads a small HTML subset.
+function richText(text) {
+  return escapeText(text).replace(/\n/g, "<br>");
+}

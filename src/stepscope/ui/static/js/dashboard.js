@@ -1,0 +1,189 @@
+// The Dashboard page: every panel of the selected loaded profile, computed by the server, plus
+// rule verdicts and "Create a new histogram" of a custom annotation. A running job refreshes
+// itself in the background.
+
+import { api, ApiError } from "./api.js";
+import { drawChart, purgeChart } from "./charts.js";
+import { clear, h } from "./dom.js";
+import { formatDuration, formatTime, STATUS_LABEL } from "./format.js";
+import { selectedJob } from "./selection.js";
+
+const REFRESH_MS = 15000;
+
+// Sections and their panels, in display order; "wide" panels span both columns.
+const LAYOUT = [
+  ["System utilization", [
+    ["gpu_active_time"], ["cpu_active_time"], ["gpu_utilization", "wide"], ["cpu_utilization", "wide"]]],
+  ["GPU kernels", [
+    ["kernel_time_all", "wide"], ["kernel_time_top", "wide"], ["kernel_launches_all", "wide"], ["kernel_launches_top", "wide"]]],
+  ["Steps and GPU activity", [
+    ["step_time"], ["kernel_precision"], ["gpu_activity"], ["memory_operations"], ["step_breakdown", "wide"]]],
+];
+
+export async function renderDashboard(main) {
+  const id = selectedJob();
+  const loaded = id ? (await api.loaded()).loaded.find((p) => p.id === id) : null;
+  if (!loaded || loaded.state !== "loaded") {
+    clear(main).append(
+      h("header", { class: "page-head" }, h("h1", {}, "Dashboard")),
+      h("div", { class: "notice" }, "No profile is selected. ",
+        h("a", { href: "/" }, "Load a profile"), " and pick it with its radio button to open its dashboard."));
+    return;
+  }
+  const listed = (await api.jobs()).jobs.find((j) => j.id === id) || { nodes: [] };
+  const job = { ...listed, ...loaded };
+  const { panels, default_k: defaultK, max_k: maxK } = await api.panels();
+  const titles = Object.fromEntries(panels.map((p) => [p.name, p]));
+
+  const cards = new Map();
+  const sections = LAYOUT.map(([title, members]) => h("section", { class: "dash-section" },
+    h("h2", { class: "section-title" }, title),
+    h("div", { class: "grid" }, members.map(([name, wide]) => {
+      const card = panelCard(id, titles[name], { wide: wide === "wide", defaultK, maxK });
+      cards.set(name, card);
+      return card.node;
+    }))));
+
+  const rules = h("section", { class: "card wide", id: "rules" });
+  const custom = customHistograms(id);
+  clear(main).append(
+    h("header", { class: "page-head" },
+      h("div", {}, h("h1", {}, job.name),
+        h("p", { class: "lead" },
+          h("span", { class: `badge status-${job.status}` }, STATUS_LABEL[job.status] || job.status),
+          " ", `Started ${formatTime(job.start_us)}`,
+          job.duration_s !== null && job.duration_s !== undefined ? ` · ${formatDuration(job.duration_s)}` : "",
+          job.nodes.length ? ` · ${job.nodes.length} node${job.nodes.length > 1 ? "s" : ""}` : "")),
+      job.status === "running" ? h("span", { class: "live" }, "Live: refreshes every 15 s") : null),
+    ...sections,
+    h("section", { class: "dash-section" }, h("h2", { class: "section-title" }, "Custom annotations"), custom.node),
+    h("section", { class: "dash-section" }, h("h2", { class: "section-title" }, "Rules"), rules),
+  );
+  const refreshAll = async (poll) => {
+    await Promise.all([...cards.values()].map((c) => c.load(poll)));
+    await renderRules(rules, id, poll);
+  };
+  await refreshAll(false);
+  await custom.init();
+  if (job.status === "running") {
+    window.setInterval(() => { refreshAll(true).catch(() => {}); custom.reload(true); }, REFRESH_MS);
+  }
+}
+
+function panelCard(jobId, panel, { wide, defaultK, maxK, params = {}, title = null, onRemove = null }) {
+  const chart = h("div", { class: "chart", "data-panel": panel.name });
+  const message = h("p", { class: "empty", hidden: true });
+  const note = h("p", { class: "note", hidden: true });
+  const controls = [];
+  let k = defaultK;
+  if (panel.uses_k) {
+    const input = h("input", {
+      type: "number", min: 1, max: maxK, value: defaultK, class: "k-input", "aria-label": "k: kernels shown",
+    });
+    input.addEventListener("change", () => {
+      const value = Number.parseInt(input.value, 10);
+      if (Number.isFinite(value) && value >= 1 && value <= maxK) {
+        k = value;
+        load(false);
+      } else {
+        input.value = String(k);
+      }
+    });
+    controls.push(h("label", { class: "k-label" }, "k", input));
+  }
+  if (onRemove) {
+    controls.push(h("button", { class: "icon-button", type: "button", title: "Remove this histogram",
+      "aria-label": "Remove this histogram", onclick: () => { purgeChart(chart); node.remove(); onRemove(); } }, "✕"));
+  }
+  const node = h("article", { class: `card panel${wide ? " wide" : ""}`, "data-panel": panel.name },
+    h("div", { class: "card-head" }, h("h3", {}, title || panel.title), h("div", { class: "actions" }, controls)),
+    message, chart, note);
+  async function load(poll) {
+    let payload;
+    try {
+      payload = await api.panel(jobId, panel.name, panel.uses_k ? { ...params, k } : params, { poll });
+    } catch (error) {
+      payload = { empty: true, message: error instanceof ApiError ? error.message : "The server did not answer." };
+    }
+    node.dataset.state = payload.empty ? "empty" : "data";
+    if (payload.empty) {
+      purgeChart(chart);
+      chart.hidden = true;
+      note.hidden = true;
+      message.hidden = false;
+      message.textContent = payload.message;
+      return;
+    }
+    message.hidden = true;
+    chart.hidden = false;
+    note.hidden = !payload.note;
+    note.textContent = payload.note || "";
+    await drawChart(chart, payload);
+  }
+  return { node, load };
+}
+
+function customHistograms(jobId) {
+  const select = h("select", { id: "annotation-select", "aria-label": "Annotation" });
+  const button = h("button", { class: "button primary", type: "button", id: "create-histogram" }, "Create histogram");
+  const grid = h("div", { class: "grid" });
+  const note = h("p", { class: "muted" });
+  const created = new Map();
+  const form = h("article", { class: "card wide" },
+    h("div", { class: "card-head" }, h("h3", {}, "Create a new histogram"),
+      h("div", { class: "actions" }, select, button)),
+    note);
+  const node = h("div", {}, form, grid);
+  async function init() {
+    let names = [];
+    try {
+      names = (await api.annotations(jobId)).annotations;
+    } catch {
+      names = [];
+    }
+    clear(select).append(names.map((n) => h("option", { value: n }, n)));
+    const none = names.length === 0;
+    select.disabled = none;
+    button.disabled = none;
+    note.textContent = none
+      ? "This job has no custom annotations. Annotate code in the training script (stepscope.annotate) to histogram its duration here."
+      : "Pick an annotation recorded by the training script to see how its duration is distributed.";
+  }
+  button.addEventListener("click", async () => {
+    const name = select.value;
+    if (!name || created.has(name)) return;
+    const card = panelCard(jobId, { name: "annotation_histogram", title: name, uses_k: false }, {
+      wide: false, params: { annotation: name }, title: `Histogram of “${name}”`,
+      onRemove: () => created.delete(name),
+    });
+    created.set(name, card);
+    grid.append(card.node);
+    await card.load(false);
+  });
+  return { node, init, reload: (poll) => created.forEach((c) => c.load(poll).catch(() => {})) };
+}
+
+const RULE_CLASS = { IssuesFound: "issues", NoIssuesFound: "ok", InProgress: "progress", Error: "error", NotApplicable: "na" };
+const RULE_LABEL = { IssuesFound: "Issues found", NoIssuesFound: "No issues found", InProgress: "In progress", Error: "Error", NotApplicable: "Not applicable" };
+
+async function renderRules(box, jobId, poll) {
+  let data;
+  try {
+    data = await api.rules(jobId, { poll });
+  } catch (error) {
+    data = { rules: [], report_url: null, error: error.message };
+  }
+  clear(box).append(h("div", { class: "card-head" }, h("h3", {}, "Rule statuses"),
+    data.report_url ? h("a", { class: "button", href: data.report_url, target: "_blank", rel: "noopener" }, "Open the profiling report") : null));
+  if (!data.rules.length) {
+    box.append(h("p", { class: "empty" }, data.error || "No rule results for this job yet. Rules run live while a job trains under “stepscope run”."));
+    return;
+  }
+  box.append(h("table", { class: "table" },
+    h("thead", {}, h("tr", {}, h("th", {}, "Rule"), h("th", {}, "Status"), h("th", {}, "Triggered"), h("th", {}, "Details"))),
+    h("tbody", {}, data.rules.map((rule) => h("tr", { "data-rule": rule.rule },
+      h("td", { class: "name" }, data.report_url ? h("a", { href: `${data.report_url}#${encodeURIComponent(rule.rule)}`, target: "_blank", rel: "noopener" }, rule.rule) : rule.rule),
+      h("td", {}, h("span", { class: `badge rule-${RULE_CLASS[rule.status] || "na"}` }, RULE_LABEL[rule.status] || rule.status)),
+      h("td", { class: "nowrap" }, rule.triggered === undefined || rule.triggered === null ? "—" : `${rule.triggered}${rule.datapoints ? ` of ${rule.datapoints}` : ""}`),
+      h("td", { class: "message" }, rule.message || ""))))));
+}

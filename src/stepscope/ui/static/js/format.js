@@ -1,0 +1,33 @@
+// How times, durations and statuses read on every page.
+
+export function formatTime(us) {
+  if (us === null || us === undefined) return "—";
+  const date = new Date(us / 1000);
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+}
+
+export function formatDuration(seconds) {
+  if (seconds === null || seconds === undefined) return "—";
+  if (seconds < 1) return `${(seconds * 1000).toFixed(0)} ms`;
+  if (seconds < 60) return `${seconds.toFixed(1)} s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${minutes} min ${Math.round(seconds % 60)} s`;
+  const hours = Math.floor(minutes / 60);
+  return `${hours} h ${minutes % 60} min`;
+}
+
+export const STATUS_LABEL = {
+  running: "Running",
+  completed: "Completed",
+  failed: "Failed",
+  stopped: "Stopped",
+  unknown: "Unknown",
+};
+
+export const LOAD_LABEL = {
+  not_loaded: "Not loaded",
+  loading: "Loading…",
+  loaded: "Loaded",
+  error: "Error",
+};

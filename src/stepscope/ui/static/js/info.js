@@ -1,0 +1,34 @@
+// The Information page: what is known about the selected loaded profile, as titled sections.
+
+import { api } from "./api.js";
+import { clear, h } from "./dom.js";
+import { selectedJob } from "./selection.js";
+
+export async function renderInfo(main) {
+  const id = selectedJob();
+  const loaded = id ? (await api.loaded()).loaded.find((p) => p.id === id) : null;
+  clear(main).append(h("header", { class: "page-head" }, h("h1", {}, "Information")));
+  if (!loaded || loaded.state !== "loaded") {
+    main.append(h("div", { class: "notice" }, "No profile is selected. ", h("a", { href: "/" }, "Load a profile"),
+      " and pick it to see its hosts, hardware, ranks, versions and configuration."));
+    return;
+  }
+  const info = await api.info(id);
+  main.querySelector("h1").textContent = `Information · ${info.name}`;
+  const grid = h("div", { class: "grid info-grid" });
+  for (const section of info.sections) {
+    const wide = section.table || section.rows.length > 12 || section.title === "Profiler configuration";
+    const card = h("section", { class: `card${wide ? " wide" : ""}`, "data-section": section.title }, h("h2", {}, section.title));
+    if (section.table) {
+      card.append(h("div", { class: "scroll" }, h("table", { class: "table" },
+        h("thead", {}, h("tr", {}, section.columns.map((c) => h("th", {}, c)))),
+        h("tbody", {}, section.table.map((row) => h("tr", {}, row.map((v) => h("td", {}, String(v)))))))));
+    } else if (section.rows.length) {
+      card.append(h("dl", { class: "facts" }, section.rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, String(v))])));
+    } else {
+      card.append(h("p", { class: "muted" }, "Nothing recorded."));
+    }
+    grid.append(card);
+  }
+  main.append(grid);
+}

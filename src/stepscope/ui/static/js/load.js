@@ -1,0 +1,143 @@
+// The Load profile page: the loaded profiles (radio opens the dashboard, trash unloads) and the
+// list of training jobs found under the server's roots (check boxes and Load).
+
+import { api } from "./api.js";
+import { clear, h } from "./dom.js";
+import { formatDuration, formatTime, LOAD_LABEL, STATUS_LABEL } from "./format.js";
+import { selectedJob, selectJob } from "./selection.js";
+
+const POLL_MS = 1000;
+
+export async function renderLoad(main) {
+  const loadedBox = h("section", { class: "card", id: "loaded-profiles" });
+  const jobsBox = h("section", { class: "card", id: "job-list" });
+  clear(main).append(
+    h("header", { class: "page-head" }, h("h1", {}, "Load profile"),
+      h("p", { class: "lead" }, "Choose training jobs, load them, then pick one to open its dashboard.")),
+    loadedBox,
+    jobsBox,
+  );
+  let timer = null;
+  async function refresh() {
+    window.clearTimeout(timer);
+    const { jobs } = await api.jobs({ poll: true });
+    const { loaded } = await api.loaded({ poll: true });
+    renderLoaded(loadedBox, loaded, refresh);
+    renderJobs(jobsBox, jobs, refresh);
+    if (loaded.some((p) => p.state === "loading")) timer = window.setTimeout(refresh, POLL_MS);
+  }
+  await refresh();
+}
+
+function statusBadge(status) {
+  return h("span", { class: `badge status-${status}` }, STATUS_LABEL[status] || status);
+}
+
+function renderLoaded(box, loaded, refresh) {
+  clear(box).append(h("h2", {}, "Loaded profile"));
+  if (!loaded.length) {
+    box.append(h("p", { class: "muted" }, "No profile is loaded yet. Select jobs below and choose Load."));
+    return;
+  }
+  const current = selectedJob();
+  const rows = loaded.map((profile) => {
+    const radio = h("input", {
+      type: "radio",
+      name: "selected-profile",
+      value: profile.id,
+      "aria-label": `Open the dashboard of ${profile.name}`,
+      checked: profile.id === current,
+      disabled: profile.state !== "loaded",
+      onchange: () => {
+        selectJob(profile.id);
+        window.location.assign("/dashboard");
+      },
+    });
+    const trash = h("button", {
+      class: "icon-button",
+      type: "button",
+      title: `Unload ${profile.name}`,
+      "aria-label": `Unload ${profile.name}`,
+      onclick: async () => {
+        await api.unload(profile.id);
+        if (selectedJob() === profile.id) selectJob(null);
+        await refresh();
+      },
+    }, trashIcon());
+    const state = profile.state === "error"
+      ? h("span", { class: "badge load-error", title: profile.error }, "Error")
+      : h("span", { class: `badge load-${profile.state}` }, LOAD_LABEL[profile.state]);
+    return h("tr", { "data-job": profile.id },
+      h("td", { class: "narrow" }, radio),
+      h("td", { class: "name" }, profile.name),
+      h("td", {}, statusBadge(profile.status)),
+      h("td", {}, state, profile.state === "error" ? h("div", { class: "muted small" }, profile.error) : null),
+      h("td", { class: "narrow right" }, trash));
+  });
+  box.append(h("table", { class: "table" },
+    h("thead", {}, h("tr", {}, h("th", { class: "narrow" }, ""), h("th", {}, "Job name"), h("th", {}, "Job status"),
+      h("th", {}, "Load status"), h("th", { class: "narrow" }, ""))),
+    h("tbody", {}, rows)));
+}
+
+function renderJobs(box, jobs, refresh) {
+  const loadButton = h("button", { class: "button primary", type: "button", disabled: true, id: "load-button" }, "Load");
+  clear(box).append(h("div", { class: "card-head" },
+    h("h2", {}, "List of training jobs"),
+    h("div", { class: "actions" },
+      h("button", { class: "button", type: "button", onclick: refresh }, "Refresh"), loadButton)));
+  if (!jobs.length) {
+    box.append(h("p", { class: "muted" },
+      "No training jobs were found under the folders this server was started with. ",
+      "Run a job with “stepscope run”, or start “stepscope ui” with a folder that holds jobs or PyTorch profiler traces."));
+    return;
+  }
+  const boxes = [];
+  const update = () => { loadButton.disabled = !boxes.some((b) => b.checked); };
+  const rows = jobs.map((job) => {
+    const check = h("input", {
+      type: "checkbox",
+      value: job.id,
+      "aria-label": `Select ${job.name}`,
+      disabled: job.load_state === "loaded" || job.load_state === "loading",
+      onchange: update,
+    });
+    boxes.push(check);
+    const duration = job.status === "running" && job.start_us ? (Date.now() * 1000 - job.start_us) / 1e6 : job.duration_s;
+    return h("tr", { "data-job": job.id },
+      h("td", { class: "narrow" }, check),
+      h("td", { class: "name" }, job.name, h("div", { class: "muted small" }, kindLabel(job.kind), " · ", job.location)),
+      h("td", {}, statusBadge(job.status)),
+      h("td", { class: "nowrap" }, formatTime(job.start_us)),
+      h("td", { class: "nowrap" }, formatDuration(duration)),
+      h("td", {}, job.nodes.length ? job.nodes.join(", ") : "—"),
+      h("td", {}, h("span", { class: `badge load-${job.load_state}` }, LOAD_LABEL[job.load_state] || job.load_state)));
+  });
+  box.append(h("table", { class: "table" },
+    h("thead", {}, h("tr", {}, h("th", { class: "narrow" }, ""), h("th", {}, "Training job"), h("th", {}, "Status"),
+      h("th", {}, "Start"), h("th", {}, "Duration"), h("th", {}, "Nodes"), h("th", {}, "Load status"))),
+    h("tbody", {}, rows)));
+  loadButton.addEventListener("click", async () => {
+    loadButton.disabled = true;
+    for (const b of boxes.filter((x) => x.checked)) await api.load(b.value);
+    await refresh();
+  });
+}
+
+function kindLabel(kind) {
+  return { stepscope: "stepscope job", sagemaker: "SageMaker Debugger output", kineto: "PyTorch profiler trace" }[kind] || kind;
+}
+
+function trashIcon() {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("width", "18");
+  svg.setAttribute("height", "18");
+  svg.setAttribute("aria-hidden", "true");
+  const path = document.createElementNS(ns, "path");
+  path.setAttribute("d", "M9 3h6l1 2h4v2H4V5h4l1-2zm-3 6h12l-1 12H7L6 9zm4 2v8h2v-8h-2zm4 0v8h2v-8h-2z");
+  path.setAttribute("fill", "currentColor");
+  svg.append(path);
+  return svg;
+}
