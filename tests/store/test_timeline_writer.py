@@ -218,6 +218,36 @@ def test_unwritable_folder_disables_after_threshold_and_never_raises(
     assert "disabled after 5 consecutive file failures" in messages[1]
 
 
+def test_a_closed_file_is_never_overwritten(tmp_path: Path) -> None:
+    for run in range(2):  # e.g. a relaunched process with the same node id
+        writer = TimelineWriter(tmp_path, NODE)
+        writer.write_event(f"run{run}", "Forward", T0_US, 10.0)
+        writer.close()
+    names = [p.name for p in closed_files(tmp_path)]
+    assert names == [
+        f"{T0_US + 10}_{NODE}_pythontimeline.json",
+        f"{T0_US + 11}_{NODE}_pythontimeline.json",
+    ]
+    assert [e["name"] for e in all_events(tmp_path)] == ["run0", "run1"]
+
+
+def test_a_malformed_event_is_dropped_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = TimelineWriter(tmp_path, NODE)
+    with caplog.at_level(logging.WARNING, logger="stepscope.store.timeline_writer"):
+        writer.write_event("good1", "Forward", T0_US, 1.0)
+        writer.write_event("bad", "Forward", "yesterday", 1.0)  # type: ignore[arg-type]
+        writer.write_event("odd args", "Forward", T0_US + 5, 1.0, {"when": object(), 3: "int key"})
+        writer.write_event("good2", "Forward", T0_US + 10, 1.0)
+        writer.close()
+    events = all_events(tmp_path)
+    assert [e["name"] for e in events] == ["good1", "odd args", "good2"]
+    assert events[1]["args"]["3"] == "int key" and "object" in events[1]["args"]["when"]
+    assert writer.dropped_events == 1
+    assert len(caplog.records) == 1 and "not a number" in caplog.messages[0]
+
+
 def test_invalid_settings_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="TimelineWriter.file_max_size must be an integer > 0"):
         TimelineWriter(tmp_path, NODE, file_max_size=0)
@@ -359,3 +389,34 @@ def test_smdebug_reads_our_files_as_we_wrote_them(tmp_path: Path) -> None:
         ("DetailedframeworkMetrics",),
     }
     assert sorted([e[:5] for e in read]) == sorted(written)
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_dataloader_workers_write_through_an_inherited_writer(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    writer = TimelineWriter(tmp_path, NODE, suffix="model_timeline.json")
+    writer.write_event("before", "DataLoaderIterInitialize", T0_US, 1.0)  # thread runs before fork
+
+    class Traced(torch.utils.data.Dataset):  # type: ignore[misc, name-defined]
+        def __len__(self) -> int:
+            return 16
+
+        def __getitem__(self, index: int) -> Any:
+            writer.write_event(
+                f"item{index}", "DataLoaderWorker", T0_US + 10 + index, 1.0, {"pid": os.getpid()}
+            )
+            return torch.tensor([index])
+
+    loader = torch.utils.data.DataLoader(
+        Traced(), batch_size=4, num_workers=2, multiprocessing_context="fork"
+    )
+    assert sorted(int(x) for batch in loader for x in batch) == list(range(16))
+    del loader  # workers exit through multiprocessing's os._exit
+    writer.close()
+
+    events = all_events(tmp_path)
+    items = [e for e in events if e["name"].startswith("item")]
+    assert sorted(e["name"] for e in items) == sorted(f"item{i}" for i in range(16))
+    assert os.getpid() not in {e["args"]["pid"] for e in items}
+    assert "before" in {e["name"] for e in events}
+    assert not list((tmp_path / "framework").glob("*.tmp"))

@@ -331,15 +331,26 @@ class TimelineWriter:
             if self._disabled:  # only after a failure, which leaves no open file and no chunks
                 self._count_dropped(len(events) - index)
                 return
-            if self._fd is None and not self._open_file(event[2]):
+            try:
+                start_us, dur_us = float(event[2]), float(event[3])
+            except (TypeError, ValueError):
+                self._count_dropped(1)
+                self._warn_once(
+                    "bad-event",
+                    "Timeline writer %s: dropping events whose start or duration is not a number "
+                    "(first: %r).",
+                    self._node_id,
+                    event,
+                )
+                continue
+            if self._fd is None and not self._open_file(start_us):
                 self._count_dropped(1)
                 continue
-            chunks.append(self._serialize(event))
+            chunks.append(self._serialize(event[0], event[1], start_us, dur_us, event[4], event[5]))
             pending += 1
             self._file_size += len(chunks[-1])
-            self._file_end_us = max(
-                self._file_end_us, event[2] + (event[3] if event[5] == "X" else 0)
-            )
+            end_us = start_us + dur_us if event[5] == "X" else start_us
+            self._file_end_us = max(self._file_end_us, end_us)
             if self._file_size > self._file_max_size:
                 if self._flush(chunks, pending):
                     self._close_file()
@@ -347,8 +358,15 @@ class TimelineWriter:
         if chunks:
             self._flush(chunks, pending)
 
-    def _serialize(self, event: _Event) -> bytes:
-        name, phase, start_us, dur_us, args, ph = event
+    def _serialize(
+        self,
+        name: str,
+        phase: str,
+        start_us: float,
+        dur_us: float,
+        args: dict[str, Any] | None,
+        ph: str,
+    ) -> bytes:
         pid = self._phase_pids.get(phase)
         if pid is None:
             pid = self._phase_pids[phase] = len(self._phase_pids) + 1
@@ -441,23 +459,34 @@ class TimelineWriter:
             self._record_failure(f"could not finish {tmp_path}: {exc}")
             return
         _close_fd(fd)
-        end_us = int(self._file_end_us)
+        error = self._move_to_pevents(tmp_path, int(self._file_end_us))
+        if error is None:
+            self._consecutive_failures = 0
+        else:
+            self._record_failure(error)
+
+    def _move_to_pevents(self, tmp_path: Path, end_us: int) -> str | None:
+        """Move a finished file to its pevents name, never overwriting one; returns the error."""
         for attempt in range(_NAME_ATTEMPTS):
             final = pevents_file_path(
                 self._output_dir, end_us + attempt, self._node_id, self._suffix
             )
             try:
                 final.parent.mkdir(parents=True, exist_ok=True)
-                os.link(tmp_path, final)  # fails if the name is taken: never overwrite a file
+                os.link(tmp_path, final)  # fails if the name is taken
             except FileExistsError:
                 continue
-            except OSError as exc:
-                self._record_failure(f"could not move {tmp_path} to {final}: {exc}")
-                return
+            except OSError:  # e.g. a file system without hard links: check, then rename
+                if final.exists():
+                    continue
+                try:
+                    os.replace(tmp_path, final)
+                except OSError as exc:
+                    return f"could not move {tmp_path} to {final}: {exc}"
+                return None
             self._discard(tmp_path)
-            self._consecutive_failures = 0
-            return
-        self._record_failure(f"no free name for {tmp_path} near {end_us} µs")
+            return None
+        return f"no free name for {tmp_path} near {end_us} µs"
 
     def _abandon_file(self, reason: str) -> None:
         """Drop the open file after a failed write (its tail is unknown, so it cannot be kept)."""
