@@ -1,0 +1,97 @@
+"""Annotations: nested, threaded, as context manager, decorator or begin/end handles."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from tests.collect.torch.torchjob import read_events
+
+import stepscope
+from stepscope.collect.session import Session, get_active_session
+from stepscope.config import FrameworkProfile, ProfilerConfig
+
+
+def _session(tmp_path: Path) -> Session:
+    config = ProfilerConfig(framework_profile_params=FrameworkProfile())
+    return Session(config, tmp_path / "job" / "profiler-output")
+
+
+def test_nested_annotations_are_written_nested(tmp_path: Path) -> None:
+    session = _session(tmp_path).start()
+    try:
+
+        @stepscope.annotate("decorated")
+        def work() -> int:
+            with stepscope.annotate("inner"):
+                return 42
+
+        outer = stepscope.annotation_begin("outer")
+        assert work() == 42
+        with stepscope.annotate("second"):
+            pass
+        stepscope.annotation_end(outer)
+        stepscope.annotation_end(outer)  # closing twice records once
+    finally:
+        session.stop()
+    events = {e["name"]: e for e in read_events(tmp_path / "job") if e["phase"] == "Annotation"}
+    assert sorted(events) == ["decorated", "inner", "outer", "second"]
+
+    def within(inner: str, outer: str) -> bool:
+        a, b = events[inner], events[outer]
+        return b["start_us"] <= a["start_us"] <= a["end_us"] <= b["end_us"]
+
+    assert within("inner", "decorated") and within("decorated", "outer")
+    assert (
+        within("second", "outer") and events["decorated"]["end_us"] <= events["second"]["start_us"]
+    )
+    assert {e["args"]["tid"] for e in events.values()} == {threading.get_ident()}
+
+
+def test_annotations_from_many_threads_are_all_kept(tmp_path: Path) -> None:
+    session = _session(tmp_path).start()
+    all_started = threading.Barrier(4)  # four live threads: four distinct thread ids
+
+    def worker(n: int) -> None:
+        all_started.wait()
+        for i in range(50):
+            with stepscope.annotate(f"t{n}"), stepscope.annotate(f"t{n}.{i}"):
+                pass
+        all_started.wait()
+
+    try:
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        session.stop()
+    events = [e for e in read_events(tmp_path / "job") if e["phase"] == "Annotation"]
+    assert len(events) == 4 * 50 * 2
+    assert len({e["args"]["tid"] for e in events}) == 4
+
+
+def test_outside_a_session_annotations_do_nothing() -> None:
+    assert get_active_session() is None
+    handle = stepscope.annotation_begin("nothing")
+    assert handle is None
+    stepscope.annotation_end(handle)
+    with stepscope.annotate("nothing"):
+        pass
+
+
+def test_annotating_does_not_import_torch() -> None:
+    code = (
+        "import sys, stepscope\n"
+        "h = stepscope.annotation_begin('a')\n"
+        "with stepscope.annotate('b'):\n    pass\n"
+        "stepscope.annotation_end(h)\n"
+        "print('torch' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"

@@ -1,0 +1,73 @@
+"""The profiling session: one at a time, explicit steps and modes, the rank file, profile()."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from tests.collect.torch.torchjob import read_events, steps
+
+import stepscope
+from stepscope.collect.session import Session, get_active_session, rank_from_env
+from stepscope.collect.torch import is_instrumented
+from stepscope.config import FrameworkProfile, ProfilerConfig
+from stepscope.errors import ConfigError, SessionError
+
+
+def _config() -> ProfilerConfig:
+    return ProfilerConfig(framework_profile_params=FrameworkProfile(start_step=10_000, num_steps=1))
+
+
+def test_only_one_session_runs_at_a_time(tmp_path: Path) -> None:
+    first = Session(_config(), tmp_path / "a").start()
+    try:
+        with pytest.raises(SessionError, match="already running"):
+            Session(_config(), tmp_path / "b").start()
+    finally:
+        first.stop()
+    assert get_active_session() is None
+
+
+def test_explicit_steps_and_modes(tmp_path: Path) -> None:
+    session = Session(_config(), tmp_path / "job" / "profiler-output").start()
+    try:
+        for _ in range(3):
+            with stepscope.step("train"):
+                pass
+        with stepscope.step("PREDICT") as number:
+            assert number == 3
+        with pytest.raises(ConfigError, match="step.mode must be one of TRAIN, EVAL"):
+            with stepscope.step("testing"):
+                pass
+    finally:
+        session.stop()
+    events = read_events(tmp_path / "job")
+    assert [e["args"]["step_num"] for e in steps(events, "TRAIN")] == ["0", "1", "2"]
+    assert [e["args"]["step_num"] for e in steps(events, "PREDICT")] == ["0"]
+    rank = json.loads((tmp_path / "job/profiler-output/framework/ranks/0-algo-1.json").read_text())
+    assert rank["rank"] == 0 and rank["node_id"] == "0-algo-1"
+    assert rank["clock_offset_us"] == 0.0 and rank["world_size"] == 1
+
+
+def test_profile_instruments_torch_and_set_mode_predicts(tmp_path: Path) -> None:
+    model = torch.nn.Linear(4, 2)
+    with stepscope.profile(_config(), job_dir=tmp_path / "job") as session:
+        assert is_instrumented() and get_active_session() is session
+        with torch.no_grad():
+            model(torch.randn(3, 4))
+            stepscope.set_mode("predict")
+            model(torch.randn(3, 4))
+            model(torch.randn(3, 4))
+            stepscope.set_mode(None)
+    assert get_active_session() is None and not is_instrumented()
+    events = read_events(tmp_path / "job")
+    assert len(steps(events, "EVAL")) == 1
+    assert [e["args"]["step_num"] for e in steps(events, "PREDICT")] == ["0", "1"]
+
+
+def test_rank_and_node_come_from_torchrun_variables() -> None:
+    found = rank_from_env({"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "GROUP_RANK": "1"})
+    assert found == {"node": "algo-2", "rank": 3, "local_rank": 1, "world_size": 4}
+    assert rank_from_env({"STEPSCOPE_NODE": "algo-1"})["node"] == "algo-1"
