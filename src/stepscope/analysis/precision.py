@@ -3,15 +3,19 @@
 No trace field states a kernel's precision, so it is inferred. For every kernel the first of
 these sources that answers decides (the ``source`` column of :func:`kernel_precision_by_name`):
 
-1. ``counters``: CUPTI instruction counters (``cuda_profiler_range`` events recorded with
-   ``profiler_metrics``) for a kernel of the same name on the same rank: the class with the most
-   executed half (``op_h*``), single (``op_f*``) or double (``op_d*``) precision instructions
-   gives fp16, fp32 or fp64. Measured, so it is the ground truth when present.
-2. ``name``: :data:`NAME_RULES`, tokens that library and compiler kernel names carry
+1. ``name``: :data:`NAME_RULES`, tokens that library and compiler kernel names carry
    (cuBLAS/cuDNN/CUTLASS prefixes such as ``h1688``, ``s1688``, ``sgemm``, ``tf32``; ATen
    template arguments such as ``<float>``, ``<c10::Half>``; NCCL suffixes such as ``_Sum_bf16``).
    Checked in order, first match wins: narrower types come first because a mixed-precision kernel
    name lists its narrow input type beside its fp32 accumulator (``..._f16f16_f16f32_f32``).
+2. ``counters``: CUPTI instruction counters (``cuda_profiler_range`` events recorded with
+   ``profiler_metrics``) for a kernel of the same name on the same rank: when executed half
+   (``op_h*``), single (``op_f*``) or double (``op_d*``) precision instructions make at least
+   90 % of those counted, that class gives fp16, fp32 or fp64. The counters are measured, but
+   on their own they mislead, which is why a name token wins over them: compilers zero
+   registers with ``HFMA2`` (``max_pool_forward_nchw<float>`` counts only ``hfma``, an fp32
+   element-wise add twice as many ``hfma`` as ``fadd``), and tensor-core instructions are not
+   counted at all (a TF32 ``hmma`` convolution counts only its fp32 epilogue).
 3. ``nccl_dtype``: the ``dtype`` arg NCCL kernels carry (``"Float"``, ``"BFloat16"``), read with
    :data:`DTYPE_RULES`.
 4. ``launch_op``: the ``Input type`` arg of the ``cpu_op`` that launched the kernel (joined on
@@ -59,10 +63,12 @@ NAME_RULES: tuple[tuple[str, str], ...] = (
     ("fp8", r"e4m3|e5m2|fp8|float8"),
     ("int8", r"i8816|i8832|imma|int8|_s8s8|_i8i8|signed char"),
     ("bf16", r"bf16|bfloat16"),
+    # Before fp16: Ampere TF32 tensor-core kernels are named "..._hmma_tf32_...".
+    ("tf32", r"tf32"),
     ("fp16", r"h884|h1688|h16816|hmma|fp16|f16|c10::half|<half|__half|hcudnn|hgemm"),
     # Volta/Turing tensor-op kernels: "s884"/"s1688" there mean fp16 inputs, fp32 output.
     ("fp16", r"(volta|turing|sm70|sm75|_70_|_75_)\w*_s(884|1688)"),
-    ("tf32", r"tf32|s1688|s16816|tensorop_s"),
+    ("tf32", r"s1688|s16816|tensorop_s"),
     # An ATen lambda's argument is the element type; "double" elsewhere may be a scalar param.
     ("fp32", r"lambda\(float\)"),
     ("fp64", r"double|dgemm|fp64|f64|d884|dmma|dcudnn"),
@@ -84,6 +90,9 @@ DTYPE_RULES: tuple[tuple[str, str], ...] = (
 
 _COUNTER = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum"
 _COUNTER_CLASSES = {"h": "fp16", "f": "fp32", "d": "fp64"}
+#: Counters decide only when one class has this share of the counted instructions: compilers
+#: zero registers with HFMA2, so fp32 kernels also count half-precision instructions.
+_DOMINANT = 0.9
 
 
 def precision_from_name(name: str) -> str | None:
@@ -131,9 +140,10 @@ def _classified_sql(rank: int | None) -> str:
     counted AS (
         SELECT rank, name,
                CASE WHEN h + f + d <= 0 THEN NULL
-                    WHEN d >= f AND d >= h THEN 'fp64'
-                    WHEN f >= h THEN 'fp32'
-                    ELSE 'fp16' END AS precision
+                    WHEN d >= {_DOMINANT} * (h + f + d) THEN 'fp64'
+                    WHEN f >= {_DOMINANT} * (h + f + d) THEN 'fp32'
+                    WHEN h >= {_DOMINANT} * (h + f + d) THEN 'fp16'
+                    ELSE NULL END AS precision
         FROM counters
     ),
     launch_ops AS (
@@ -155,9 +165,9 @@ def _classified_sql(rank: int | None) -> str:
                                AND k.external_id >= 0
     )
     SELECT rank, name, dur_us,
-           coalesce(by_counters, by_name, by_dtype, by_launch_op, 'unknown') AS precision,
-           CASE WHEN by_counters IS NOT NULL THEN 'counters'
-                WHEN by_name IS NOT NULL THEN 'name'
+           coalesce(by_name, by_counters, by_dtype, by_launch_op, 'unknown') AS precision,
+           CASE WHEN by_name IS NOT NULL THEN 'name'
+                WHEN by_counters IS NOT NULL THEN 'counters'
                 WHEN by_dtype IS NOT NULL THEN 'nccl_dtype'
                 WHEN by_launch_op IS NOT NULL THEN 'launch_op'
                 ELSE 'none' END AS source
