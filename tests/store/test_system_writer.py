@@ -64,6 +64,17 @@ def test_writes_append_to_the_minute_file(tmp_path: Path) -> None:
     assert [json.loads(line)["Value"] for line in path.read_text().splitlines()] == [1.0, 2.0]
 
 
+def test_numpy_values_are_written_as_numbers(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+    with SystemMetricsWriter(tmp_path) as writer:
+        writer.write(
+            [SystemRecord("gpu", "gpu0", "GPUUtilization", np.float32(33.5), np.float64(T0_S))]
+        )
+    [path] = tmp_path.rglob("*.json")
+    record = json.loads(path.read_text())
+    assert record["Value"] == 33.5 and record["Timestamp"] == T0_S
+
+
 def test_node_must_be_algo_n(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="SystemMetricsWriter.node must be 'algo-<n>'"):
         SystemMetricsWriter(tmp_path, node="myhost")

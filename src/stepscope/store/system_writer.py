@@ -79,9 +79,10 @@ class SystemMetricsWriter:
         return self._dropped
 
     def write(self, records: Iterable[SystemRecord]) -> int:
-        """Append ``records`` to the files of their minutes; never raises.
+        """Append ``records`` to the files of their minutes; disk errors are logged, not raised.
 
         :returns: how many records were written.
+        :raises TypeError, ValueError: for a value or timestamp that is not a number.
         """
         lines_by_minute: dict[int, list[bytes]] = {}
         for record in records:
@@ -90,9 +91,9 @@ class SystemMetricsWriter:
                     "Type": record.type,
                     "Name": record.name,
                     "Dimension": record.dimension,
-                    "Value": record.value,
+                    "Value": float(record.value),  # also numpy scalars, which orjson refuses
                     "NodeId": self._node,
-                    "Timestamp": record.timestamp_s,
+                    "Timestamp": float(record.timestamp_s),
                 }
             )
             lines_by_minute.setdefault(minute_start_s(record.timestamp_s), []).append(line)
