@@ -31,7 +31,6 @@ from collections import Counter
 from pathlib import Path
 
 from peers import SMDEBUG, PeerSetupError, peer_python
-
 from stepscope.store import open_job
 from stepscope.testing import generate_job
 

@@ -1,0 +1,140 @@
+"""Reading a whole 1-hour job into DataFrames: stepscope's store against smdebug 1.0.34's readers.
+
+The input is the reference 1-hour job written by ``stepscope.testing.generate_job`` (one node,
+32 CPUs, 8 GPUs: 633,600 system records in 60 files, 281,694 framework events in 120 files),
+made once under ``.bench-cache/``. Each measurement runs in a fresh process and reports its wall
+time (imports included) and peak RSS:
+
+* **stepscope cold**: empty cache; ``open_job`` → ``refresh`` (raw JSON to Parquet) →
+  ``SELECT *`` of ``system`` and ``events`` into pandas DataFrames;
+* **stepscope warm**: the same with the cache already built (every read after the first);
+* **smdebug**: ``LocalSystemMetricsReader.get_events`` and
+  ``LocalAlgorithmMetricsReader.get_events`` over the whole job, each list of event objects
+  turned into a pandas DataFrame of the same columns, in smdebug's own virtualenv.
+
+The three sides alternate ``--reps`` times; the medians and the ratios are printed.
+
+    python bench/bench_read.py [--reps 3] [--minutes 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+from peers import CACHE_DIR, SMDEBUG, PeerSetupError, peer_python
+
+OURS = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    t0 = time.perf_counter()
+    from stepscope.store import open_job
+    job = open_job(sys.argv[1], cache_dir=sys.argv[2])
+    job.refresh()
+    con = job.connect()
+    system = con.sql("SELECT * FROM system").to_arrow_table().to_pandas()
+    events = con.sql("SELECT * FROM events").to_arrow_table().to_pandas()
+    seconds = time.perf_counter() - t0
+    print(json.dumps({"seconds": seconds, "system_rows": len(system), "event_rows": len(events),
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    """
+)
+
+SMDEBUG_SCRIPT = textwrap.dedent(
+    """
+    import json, logging, resource, sys, time
+    logging.disable(logging.CRITICAL)
+    t0 = time.perf_counter()
+    import pandas as pd
+    from smdebug.profiler.algorithm_metrics_reader import LocalAlgorithmMetricsReader
+    from smdebug.profiler.system_metrics_reader import LocalSystemMetricsReader
+    start_us, end_us = 0, 4_000_000_000_000_000
+    records = LocalSystemMetricsReader(sys.argv[1]).get_events(start_us, end_us)
+    system = pd.DataFrame(
+        [(e.timestamp, e.node_id, e.type, e.name, e.dimension, e.value) for e in records],
+        columns=["timestamp", "node", "type", "name", "dimension", "value"],
+    )
+    del records
+    spans = LocalAlgorithmMetricsReader(sys.argv[1]).get_events(start_us, end_us)
+    events = pd.DataFrame(
+        [(e.node_id, e.event_phase, e.event_name, e.start_time, e.duration, e.pid, e.tid,
+          json.dumps(e.event_args)) for e in spans],
+        columns=["node", "category", "name", "start_us", "dur_us", "pid", "tid", "args"],
+    )
+    seconds = time.perf_counter() - t0
+    print(json.dumps({"seconds": seconds, "system_rows": len(system), "event_rows": len(events),
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    """
+)
+
+
+def _measure(python: str | Path, script: str, *args: str) -> dict[str, float]:
+    done = subprocess.run(
+        [str(python), "-c", script, *args], capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _job(minutes: int) -> Path:
+    """The generated job, made once and kept in the bench cache."""
+    folder = CACHE_DIR / f"read-job-{minutes}min"
+    if not (folder / "profiler-output" / "training_job_end.ts").exists():
+        from stepscope.testing import generate_job
+
+        shutil.rmtree(folder, ignore_errors=True)
+        print(f"generating a {minutes}-minute job in {folder} ...", flush=True)
+        generate_job(folder, minutes=minutes)
+    return folder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--minutes", type=int, default=60)
+    args = parser.parse_args()
+    job = _job(args.minutes)
+    try:
+        smdebug = peer_python("smdebug", SMDEBUG)
+    except PeerSetupError as exc:
+        raise SystemExit(f"cannot set up the smdebug peer: {exc}") from None
+
+    runs: dict[str, list[dict[str, float]]] = {"cold": [], "warm": [], "smdebug": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(args.reps):
+            cache = Path(tmp) / f"cache-{rep}"
+            runs["cold"].append(_measure(sys.executable, OURS, str(job), str(cache)))
+            runs["warm"].append(_measure(sys.executable, OURS, str(job), str(cache)))
+            runs["smdebug"].append(_measure(smdebug, SMDEBUG_SCRIPT, str(job / "profiler-output")))
+            line = ", ".join(
+                f"{side} {r[-1]['seconds']:.2f} s {r[-1]['peak_rss_mb']:.0f} MB"
+                for side, r in runs.items()
+            )
+            print(f"rep {rep + 1}: {line}", flush=True)
+
+    def median(side: str, key: str) -> float:
+        return statistics.median(r[key] for r in runs[side])
+
+    print()
+    print(f"job: {job.name}; rows system / events:")
+    for side in runs:
+        print(
+            f"  {side:<8}{int(median(side, 'system_rows')):>10,}"
+            f"{int(median(side, 'event_rows')):>10,}"
+        )
+    theirs_s, theirs_mb = median("smdebug", "seconds"), median("smdebug", "peak_rss_mb")
+    print(f"{'median of ' + str(args.reps):<22}{'seconds':>9}{'peak RSS MB':>13}{'faster':>9}")
+    for side in ("cold", "warm", "smdebug"):
+        seconds, rss = median(side, "seconds"), median(side, "peak_rss_mb")
+        print(f"{side:<22}{seconds:>9.2f}{rss:>13.0f}{theirs_s / seconds:>8.1f}x")
+    print(f"smdebug peak RSS / stepscope warm: {theirs_mb / median('warm', 'peak_rss_mb'):.1f}x")
+
+
+if __name__ == "__main__":
+    main()
