@@ -1,0 +1,86 @@
+"""A real two-rank torchrun (gloo) job: both ranks instrument themselves and align their clocks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tests.collect.torch.torchjob import read_events, run_script, steps
+
+from stepscope.config import (
+    FrameworkProfile,
+    ProfilerConfig,
+    SMDataParallelProfilingConfig,
+)
+
+DDP_SCRIPT = """
+import os
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+data = torch.utils.data.TensorDataset(torch.randn(32, 8), torch.randn(32, 1))
+sampler = torch.utils.data.distributed.DistributedSampler(data, shuffle=False)
+loader = torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, num_workers=1)
+for x, y in loader:
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    total = loss.detach().clone()
+    dist.all_reduce(total)
+    work = dist.all_reduce(total.clone(), async_op=True)
+    work.wait()
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_two_ranks_write_their_steps_collectives_and_clock_offsets(tmp_path: Path) -> None:
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            smdataparallel_profiling_config=SMDataParallelProfilingConfig(
+                start_step=0, num_steps=100
+            )
+        )
+    )
+    launcher = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2")
+    job_dir, _ = run_script(tmp_path, DDP_SCRIPT, config, launcher=launcher, timeout_s=240)
+    ranks_dir = job_dir / "profiler-output" / "framework" / "ranks"
+    ranks = {p.stem: json.loads(p.read_text()) for p in ranks_dir.glob("*.json")}
+    assert sorted(ranks) == ["0-algo-1", "1-algo-1"]
+    for node_id, info in ranks.items():
+        assert (info["node_id"], info["world_size"], info["node"]) == (node_id, 2, "algo-1")
+        assert isinstance(info["clock_offset_us"], float)
+    assert ranks["0-algo-1"]["clock_offset_us"] == 0.0
+    assert ranks["0-algo-1"]["pid"] != ranks["1-algo-1"]["pid"]
+    events = read_events(job_dir)
+    for node_id in ranks:
+        mine = [e for e in events if e["node_id"] == node_id]
+        # 32 samples over 2 ranks in batches of 4: 4 steps each
+        assert [e["args"]["step_num"] for e in steps(mine)] == ["0", "1", "2", "3"]
+        collectives = [e for e in mine if e["phase"] == "Collective"]
+        reduces = [e for e in collectives if e["name"] == "all_reduce"]
+        assert len(reduces) == 8
+        assert {e["args"]["bytes"] for e in reduces} == {4}  # one float32
+        assert {e["args"]["dtype"] for e in reduces} == {"float32"}
+        assert sorted(e["args"]["async_op"] for e in reduces) == [False] * 4 + [True] * 4
+        assert [e["name"] for e in collectives if e["name"] == "barrier"] == ["barrier"]
+        assert all(e["end_us"] >= e["start_us"] for e in collectives)
+    # data-loader workers carry their rank's node id (they report through their rank)
+    loader_events = read_events(job_dir, "model_timeline.json")
+    for node_id, info in ranks.items():
+        workers = [
+            e for e in loader_events if e["node_id"] == node_id and e["phase"] == "DataLoaderWorker"
+        ]
+        assert len(workers) == 1 and workers[0]["args"]["pid"] != info["pid"]
+        getnexts = [
+            e for e in loader_events if e["node_id"] == node_id and e["phase"] == "DataLoaderIter"
+        ]
+        assert len(getnexts) == 4 and {e["args"]["pid"] for e in getnexts} == {info["pid"]}
