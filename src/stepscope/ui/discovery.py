@@ -17,7 +17,6 @@ and the path relative to it), never a path.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import logging
@@ -27,6 +26,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from stepscope.store import is_kineto_trace
 
 __all__ = ["MAX_DEPTH", "JobEntry", "JobKind", "JobStatus", "discover_jobs", "job_id"]
 
@@ -41,7 +42,6 @@ MAX_DEPTH = 4
 _MAX_FOLDERS = 5000
 _SKIPPED_FOLDERS = {"node_modules", "__pycache__", "site-packages"}
 _TRACE_SUFFIXES = (".json", ".json.gz")
-_SNIFF_BYTES = 4096
 _JOB_STATUS: dict[str, JobStatus] = {
     "Running": "running",
     "Completed": "completed",
@@ -119,7 +119,7 @@ def discover_jobs(roots: Iterable[str | os.PathLike[str]]) -> list[JobEntry]:
 def _discover_root(root: Path) -> Iterable[JobEntry]:
     if root.is_file():
         if _is_trace(root):
-            yield _entry(root, root.parent, "kineto", root.name, "completed")
+            yield _entry(root, root.parent, "kineto", _trace_name(root), "completed")
         return
     visited = 0
     pending: list[tuple[Path, int]] = [(root, 0)]
@@ -276,29 +276,8 @@ def _trace_name(path: Path) -> str:
 
 
 def _is_trace(path: Path) -> bool:
-    """Whether ``path`` is a Kineto trace: the store's sniff, else a look at its first bytes."""
-    if not path.name.endswith(_TRACE_SUFFIXES):
-        return False
-    try:
-        from stepscope.store.kineto import is_kineto_trace
-    except ImportError:
-        return _sniff_trace(path)
-    return bool(is_kineto_trace(path))
-
-
-def _sniff_trace(path: Path) -> bool:
-    try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rb") as stream:
-                head = stream.read(_SNIFF_BYTES)
-        else:
-            with path.open("rb") as stream:
-                head = stream.read(_SNIFF_BYTES)
-    except (OSError, EOFError, gzip.BadGzipFile):
-        return False
-    return head.lstrip().startswith(b"{") and (
-        b'"traceEvents"' in head or b'"schemaVersion"' in head or b'"deviceProperties"' in head
-    )
+    """Whether ``path`` is a Kineto trace (the store's cheap sniff of its first bytes)."""
+    return path.name.endswith(_TRACE_SUFFIXES) and bool(is_kineto_trace(path))
 
 
 def _number(value: Any) -> float | None:

@@ -1,0 +1,294 @@
+"""The JSON API the front end uses: job list, load/unload, dashboard panels, info, rules, settings.
+
+Most tests run against a job double over small Arrow tables (``TableJob``), so they check what the
+API promises independently of the readers; the last ones go through the real store.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stepscope.testing import generate_job
+
+from .conftest import T0_US, job_ids, load_and_wait, write_job_folder
+
+PANELS = [
+    "gpu_active_time",
+    "gpu_utilization",
+    "cpu_active_time",
+    "cpu_utilization",
+    "kernel_time_all",
+    "kernel_time_top",
+    "kernel_launches_all",
+    "kernel_launches_top",
+    "step_time",
+    "kernel_precision",
+    "gpu_activity",
+    "memory_operations",
+    "step_breakdown",
+    "annotation_histogram",
+]
+
+
+@pytest.fixture
+def client(jobs_root: Path, make_client):
+    write_job_folder(jobs_root, "job-a")
+    write_job_folder(jobs_root, "job-b", status="Running")
+    return make_client([jobs_root])
+
+
+def test_job_list_shows_name_status_start_duration_nodes_and_load_state(client):
+    jobs = {j["name"]: j for j in client.get("/api/jobs").json()["jobs"]}
+    assert set(jobs) == {"job-a", "job-b"}
+    a = jobs["job-a"]
+    assert (a["status"], a["start_us"], a["duration_s"], a["nodes"], a["load_state"]) == (
+        "completed",
+        T0_US,
+        60.0,
+        ["algo-1"],
+        "not_loaded",
+    )
+    assert jobs["job-b"]["status"] == "running"
+    assert jobs["job-b"]["duration_s"] is None
+
+
+def test_load_then_unload(client):
+    ids = job_ids(client)
+    profile = load_and_wait(client, ids["job-a"])
+    assert profile["state"] == "loaded"
+    assert {j["name"]: j["load_state"] for j in client.get("/api/jobs").json()["jobs"]} == {
+        "job-a": "loaded",
+        "job-b": "not_loaded",
+    }
+    assert client.delete(f"/api/jobs/{ids['job-a']}/load").status_code == 204
+    assert client.get("/api/loaded").json() == {"loaded": []}
+    assert client.delete(f"/api/jobs/{ids['job-a']}/load").status_code == 404
+    response = client.get(f"/api/jobs/{ids['job-a']}/dashboard/step_time")
+    assert response.status_code == 409 and "Load" in response.json()["detail"]
+
+
+def test_panel_list_names_every_dashboard_panel_in_order(client):
+    body = client.get("/api/panels").json()
+    assert [p["name"] for p in body["panels"]] == PANELS
+    assert {p["name"] for p in body["panels"] if p["uses_k"]} == {
+        "kernel_time_all",
+        "kernel_launches_all",
+    }
+    assert (body["default_k"], body["max_k"]) == (15, 100)
+
+
+def test_dashboard_panels_of_a_loaded_job(client):
+    job = job_ids(client)["job-a"]
+    load_and_wait(client, job)
+
+    gpu = client.get(f"/api/jobs/{job}/dashboard/gpu_active_time").json()
+    assert gpu["kind"] == "pies" and gpu["title"] == "GPU active time"
+    (pie,) = gpu["pies"]
+    assert pie["title"] == "algo-1" and pie["labels"] == ["Active", "Idle"]
+    # the double records 0 % on every 5th second of 60 for 2 GPUs: 12 of 60 samples idle per GPU
+    active, idle = pie["values"]
+    assert active / (active + idle) == pytest.approx(48 / 60)
+    assert "80.0 %" in pie["hover"][0]
+
+    cpu = client.get(f"/api/jobs/{job}/dashboard/cpu_utilization").json()
+    assert cpu["kind"] == "lines" and [s["name"] for s in cpu["series"]] == ["algo-1"]
+    assert len(cpu["series"][0]["x"]) == 60  # 60 one-second samples fit in the point budget
+
+    steps = client.get(f"/api/jobs/{job}/dashboard/step_time").json()
+    assert steps["kind"] == "histogram" and steps["unit"] == "ms"
+    (train,) = steps["series"]
+    assert train["name"] == "TRAIN"
+    assert sum(train["counts"]) == 50 == train["stats"]["count"]
+    assert train["stats"]["max"] == 900.0 and train["stats"]["median"] == 250.0
+    assert len(steps["edges"]) == len(train["counts"]) + 1 <= 41
+
+    kernels = client.get(f"/api/jobs/{job}/dashboard/kernel_time_all").json()
+    assert kernels["empty"] is True and "kernel" in kernels["message"].lower()
+
+
+def test_every_panel_answers_data_or_a_plain_message(client):
+    job = job_ids(client)["job-a"]
+    load_and_wait(client, job)
+    for panel in PANELS:
+        params = {"annotation": "Forward"} if panel == "annotation_histogram" else {}
+        response = client.get(f"/api/jobs/{job}/dashboard/{panel}", params=params)
+        assert response.status_code in (200, 404), (panel, response.text)
+        if response.status_code == 200:
+            body = response.json()
+            assert body["panel"] == panel
+            assert body["empty"] is False or body["message"], panel
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/jobs/0123456789abcdef0123/load",  # well-formed but unknown
+        "/api/jobs/not-an-id/info",
+        "/api/jobs/..%2F..%2Fetc%2Fpasswd/load",
+        "/api/jobs/%2e%2e%2f%2e%2e%2fetc%2fpasswd/info",
+        "/api/jobs/..%252F..%252Fetc%252Fpasswd/info",
+        "/api/jobs/../../etc/passwd",
+        "/api/jobs/%2Fetc%2Fpasswd/dashboard/step_time",
+        "/static/../../../../etc/passwd",
+        "/static/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+        "/static/..%2f..%2f..%2fpyproject.toml",
+        "/vendor/..%2f..%2fetc%2fpasswd",
+    ],
+)
+def test_hostile_ids_and_paths_are_refused(client, path):
+    for method in ("GET", "POST", "DELETE"):
+        response = client.request(method, path)
+        assert 400 <= response.status_code < 500, (method, path, response.status_code)
+        assert "root:" not in response.text and "[project]" not in response.text
+
+
+def test_unknown_job_ids_are_not_found(client):
+    unknown = "0123456789abcdef0123"
+    assert client.post(f"/api/jobs/{unknown}/load").status_code == 404
+    assert client.get(f"/api/jobs/{unknown}/info").status_code == 404
+    assert client.get(f"/api/jobs/{unknown}/dashboard/step_time").status_code == 404
+    assert client.get(f"/api/jobs/{unknown}/rules").status_code == 404
+    assert client.post("/api/jobs/..%2F..%2Fetc%2Fpasswd/load").status_code == 404
+
+
+def test_bad_panel_parameters_are_refused(client):
+    job = job_ids(client)["job-a"]
+    load_and_wait(client, job)
+    assert client.get(f"/api/jobs/{job}/dashboard/no_such_panel").status_code == 404
+    assert client.get(f"/api/jobs/{job}/dashboard/kernel_time_all?k=0").status_code == 422
+    assert client.get(f"/api/jobs/{job}/dashboard/kernel_time_all?k=101").status_code == 422
+    assert client.get(f"/api/jobs/{job}/dashboard/kernel_time_all?k=ten").status_code == 422
+    response = client.get(
+        f"/api/jobs/{job}/dashboard/annotation_histogram", params={"annotation": "x" * 501}
+    )
+    assert response.status_code == 422
+
+
+def test_information_of_a_loaded_job(client):
+    job = job_ids(client)["job-a"]
+    assert client.get(f"/api/jobs/{job}/info").status_code == 409
+    load_and_wait(client, job)
+    info = client.get(f"/api/jobs/{job}/info").json()
+    sections = {s["title"]: s for s in info["sections"]}
+    rows = {k: v for k, v in sections["Job"]["rows"]}
+    assert rows["Command"] == "python train.py --epochs 3"
+    assert rows["Status"] == "Completed"
+    hardware = sections["Nodes and hardware"]
+    assert hardware["table"] == [
+        ["algo-1", "trainbox", "Test CPU", 4, "16.0 GiB", "Test GPU (8.0 GiB)"]
+    ]
+    assert dict(sections["Hyperparameters"]["rows"]) == {"lr": 0.1, "batch_size": 32}
+    assert dict(sections["Framework and library versions"]["rows"])["torch"] == "2.13.0"
+    data = dict(sections["Data"]["rows"])
+    assert data["System metric samples"] == 60 * (4 + 2)
+    assert data["Ranks with data"] == "0"
+
+
+def test_rule_statuses_and_report(client, jobs_root: Path):
+    job = job_ids(client)["job-a"]
+    assert client.get(f"/api/jobs/{job}/rules").json() == {"rules": [], "report_url": None}
+    assert client.get(f"/api/jobs/{job}/report").status_code == 404
+    rule_output = jobs_root / "job-a" / "rule-output"
+    (rule_output / "CPUBottleneck").mkdir(parents=True)
+    (rule_output / "CPUBottleneck" / "status.json").write_text(
+        json.dumps(
+            {
+                "rule": "CPUBottleneck",
+                "status": "IssuesFound",
+                "message": "CPU bound 12 times",
+                "triggered": 12,
+                "violations": 12,
+                "datapoints": 300,
+                "updated_us": T0_US,
+            }
+        )
+    )
+    (rule_output / "LowGPUUtilization").mkdir()
+    (rule_output / "LowGPUUtilization" / "status.json").write_text('{"status": "InPro')
+    (rule_output / "profiler-report.html").write_text("<html><body>report</body></html>")
+    body = client.get(f"/api/jobs/{job}/rules").json()
+    assert body["report_url"] == f"/api/jobs/{job}/report"
+    assert [(r["rule"], r["status"]) for r in body["rules"]] == [
+        ("CPUBottleneck", "IssuesFound"),
+        ("LowGPUUtilization", "Unknown"),  # half-written status file: listed, not hidden
+    ]
+    assert body["rules"][0]["triggered"] == 12
+    report = client.get(body["report_url"])
+    assert report.status_code == 200 and "report" in report.text
+
+
+def test_settings_persist_and_bad_values_are_named(tmp_path: Path, jobs_root: Path, make_client):
+    settings_file = tmp_path / "settings" / "ui.json"
+    client = make_client([jobs_root], settings_path=settings_file)
+    assert client.get("/api/settings").json() == {
+        "auto_shutdown_enabled": True,
+        "auto_shutdown_threshold_hours": 2.0,
+    }
+    saved = client.put("/api/settings", json={"auto_shutdown_enabled": False}).json()
+    assert saved == {"auto_shutdown_enabled": False, "auto_shutdown_threshold_hours": 2.0}
+    client.put("/api/settings", json={"auto_shutdown_threshold_hours": 6.5})
+    assert json.loads(settings_file.read_text()) == {
+        "auto_shutdown_enabled": False,
+        "auto_shutdown_threshold_hours": 6.5,
+    }
+    reopened = make_client([jobs_root], settings_path=settings_file)
+    assert reopened.get("/api/settings").json()["auto_shutdown_threshold_hours"] == 6.5
+    for bad, words in (
+        ({"auto_shutdown_threshold_hours": 0}, "greater than 0"),
+        ({"auto_shutdown_threshold_hours": "two"}, "threshold_hours"),
+        ({"auto_shutdown_enabled": "yes"}, "true or false"),
+        ({"shutdown": True}, "auto_shutdown_enabled"),
+    ):
+        response = client.put("/api/settings", json=bad)
+        assert response.status_code == 422 and words in response.json()["detail"], bad
+    assert client.get("/api/settings").json()["auto_shutdown_threshold_hours"] == 6.5
+
+
+def test_pages_and_the_bundled_plotly_are_served(client):
+    for page in ("/", "/dashboard", "/timeline", "/info", "/settings"):
+        response = client.get(page)
+        assert response.status_code == 200 and "/static/js/main.js" in response.text
+        assert "default-src 'self'" in response.headers["content-security-policy"]
+    plotly = client.get("/vendor/plotly.min.js")
+    assert plotly.status_code == 200 and "plotly" in plotly.text[:2000].lower()
+    assert client.get("/static/js/dashboard.js").status_code == 200
+
+
+def test_a_running_job_is_refreshed_and_shows_new_data(tmp_path: Path, make_client, table_opener):
+    """Loading a running job shows the data so far; later requests reread new data."""
+    root = tmp_path / "live"
+    root.mkdir()
+    write_job_folder(root, "live-job", status="Running")
+    opened = []
+
+    def opener(path):
+        job = table_opener(path)
+        opened.append(job)
+        return job
+
+    client = make_client([root], job_opener=opener, refresh_interval_s=0.0)
+    job = job_ids(client)["live-job"]
+    load_and_wait(client, job)
+    client.get(f"/api/jobs/{job}/dashboard/step_time")
+    client.get(f"/api/jobs/{job}/dashboard/step_time")
+    assert opened[0].refreshes >= 3  # the load, then once per dashboard request
+
+
+def test_the_real_store_serves_a_generated_job(tmp_path: Path, make_client):
+    root = tmp_path / "jobs"
+    generate_job(root / "generated", gpus=2, cpus=4, minutes=2)
+    from stepscope.store import open_job
+
+    client = make_client([root], job_opener=open_job)
+    job = job_ids(client)["generated"]
+    assert load_and_wait(client, job)["state"] == "loaded"
+    gpu = client.get(f"/api/jobs/{job}/dashboard/gpu_utilization").json()
+    assert gpu["kind"] == "lines" and gpu["series"][0]["name"] == "algo-1"
+    assert len(gpu["series"][0]["x"]) <= 600
+    steps = client.get(f"/api/jobs/{job}/dashboard/step_time").json()
+    assert steps["kind"] == "histogram" and steps["series"][0]["stats"]["count"] > 100
+    info = client.get(f"/api/jobs/{job}/info").json()
+    assert "Nodes and hardware" in {s["title"] for s in info["sections"]}
