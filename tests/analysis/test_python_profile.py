@@ -6,6 +6,7 @@ import cProfile
 import logging
 import math
 import pstats
+import socket
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from stepscope.analysis.python_profile import (
     cProfileAnalysis,
 )
 from stepscope.errors import ConfigError
+from stepscope.store import open_job
 from stepscope.store.python_stats import PythonProfileModes
 
 T = 1_700_000_000_000_000
@@ -159,6 +161,11 @@ def test_listing_and_node_ids(cprofile_job: Path) -> None:
     assert analysis.list_available_node_ids() == ["0-algo-1"]
 
 
+def test_a_job_opened_by_the_store_is_accepted(cprofile_job: Path, tmp_path: Path) -> None:
+    job = open_job(cprofile_job, cache_dir=tmp_path / "cache")
+    assert len(cProfileAnalysis(job).fetch_profile_stats_by_step(1, 2).records) == 2
+
+
 def test_a_wrong_sort_key_is_a_config_error(cprofile_job: Path) -> None:
     result = cProfileAnalysis(cprofile_job).fetch_profile_stats_by_step(1)
     with pytest.raises(ConfigError, match="top_functions.by"):
@@ -270,3 +277,43 @@ def test_pyinstrument_empty_query_is_an_empty_sequence(tmp_path: Path) -> None:
     result = PyinstrumentAnalysis(tmp_path).fetch_pre_step_zero_profile_stats()
     assert result.empty and len(result) == 0
     assert result.top_functions().empty
+
+
+# -- S3 ------------------------------------------------------------------------------------------
+
+
+def test_profiles_on_s3_are_copied_once_and_queried_like_local_ones(
+    cprofile_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("s3fs")
+    boto3 = pytest.importorskip("boto3")
+    moto_server = pytest.importorskip("moto.server")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        for key, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": endpoint,
+        }.items():
+            monkeypatch.setenv(key, value)
+        client = boto3.client("s3", endpoint_url=endpoint)
+        client.create_bucket(Bucket="training")
+        for path in sorted(p for p in cprofile_job.rglob("*") if p.is_file()):
+            key = f"jobs/run-1/{path.relative_to(cprofile_job).as_posix()}"
+            client.upload_file(str(path), "training", key)
+
+        local = tmp_path / "downloaded"
+        analysis = cProfileAnalysis(local_profile_dir=local, s3_path="s3://training/jobs/run-1")
+        result = analysis.fetch_profile_stats_by_step(1, 2)
+        assert _calls(result.ps, "busy_trainer") == 9
+        assert all(Path(r.path).is_relative_to(local) for r in result.records)
+        assert len(list(local.rglob("python_stats"))) == 4
+        assert analysis.list_available_node_ids() == ["0-algo-1"]
+    finally:
+        server.stop()

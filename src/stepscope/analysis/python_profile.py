@@ -29,8 +29,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stepscope._optional import require
 from stepscope.errors import ConfigError
+from stepscope.store.filesystem import RemoteFiles
 from stepscope.store.python_stats import (
     PythonProfileModes,
     PythonStatsRecord,
@@ -241,15 +241,23 @@ class _PythonProfileAnalysis:
 
     profiler = ""
 
-    def __init__(
-        self, local_profile_dir: str | os.PathLike[str] | None = None, s3_path: str | None = None
-    ) -> None:
+    def __init__(self, local_profile_dir: Any = None, s3_path: str | None = None) -> None:
         """
-        :param local_profile_dir: a job folder, its ``profiler-output`` folder, or the
-            ``framework/<framework>/<profiler>`` folder SageMaker's version took. With ``s3_path``
-            it is where the stats are downloaded to (default: a new temporary folder).
-        :param s3_path: an ``s3://`` profiler output (needs ``pip install 'stepscope[s3]'``).
+        :param local_profile_dir: a job folder, its ``profiler-output`` folder, the
+            ``framework/<framework>/<profiler>`` folder SageMaker's version took, or a
+            ``JobData``. With ``s3_path`` it is where the stats are downloaded to (default: a
+            new temporary folder).
+        :param s3_path: an ``s3://`` job or profiler output (needs ``pip install
+            'stepscope[s3]'``; endpoint and credentials come from the usual ``AWS_*`` variables).
+            The stats files are copied once into ``local_profile_dir``; a refresh copies only
+            new ones.
         """
+        job_path = getattr(local_profile_dir, "path", None)
+        if job_path is not None and hasattr(local_profile_dir, "python_stats"):
+            # A JobData: read where it reads.
+            local_profile_dir, s3_path = (
+                (None, job_path) if "://" in str(job_path) else (job_path, s3_path)
+            )
         if local_profile_dir is None and s3_path is None:
             raise ConfigError(
                 f"{type(self).__name__}.local_profile_dir",
@@ -265,27 +273,25 @@ class _PythonProfileAnalysis:
     # -- loading ---------------------------------------------------------------------------
 
     def _download(self, s3_path: str) -> list[PythonStatsRecord]:
-        fsspec = require("fsspec", extra="s3", feature="Reading python stats from S3")
-        require("s3fs", extra="s3", feature="Reading python stats from S3")
-        fs = fsspec.filesystem("s3")
-        bucket_root = s3_path.removeprefix("s3://").rstrip("/")
+        """List the remote profiles of this profiler and copy the new ones to the local folder."""
+        files = RemoteFiles(s3_path)
         if self.local_profile_dir is None:
             self.local_profile_dir = tempfile.mkdtemp(prefix="stepscope-python-stats-")
         local_root = Path(self.local_profile_dir)
+        remote_root = files.fsspec_root
         local: list[PythonStatsRecord] = []
-        for record in list_python_stats(bucket_root, fs=fs):
+        for record in list_python_stats(remote_root, fs=files.fs):
             if record.profiler != self.profiler:
                 continue
-            relative = os.path.relpath(record.path, bucket_root)
-            target = local_root / relative
+            target = local_root / os.path.relpath(record.path, remote_root)
             target.parent.mkdir(parents=True, exist_ok=True)
             if not target.exists():
-                fs.get(record.path, str(target))
+                files.fs.get_file(record.path, str(target))
             html = ""
             if record.html_path:
                 html_target = target.parent / os.path.basename(record.html_path)
                 if not html_target.exists():
-                    fs.get(record.html_path, str(html_target))
+                    files.fs.get_file(record.html_path, str(html_target))
                 html = str(html_target)
             local.append(_with_paths(record, str(target), html))
         return local
