@@ -45,7 +45,7 @@ def system_table() -> pa.Table:
     )
 
 
-def _event(source, category, name, start_s, dur_s, step=-1, args=None):
+def event(source, category, name, start_s, dur_s, step=-1, args=None):
     return {
         "source": source,
         "node": "algo-1",
@@ -71,14 +71,12 @@ def event_rows() -> list[dict]:
     rows = []
     for step, lo, hi in TRAIN_STEPS:
         rows.append(
-            _event(
-                "pythontimeline", "Step:ModeKeys.TRAIN", "Step:ModeKeys.TRAIN", lo, hi - lo, step
-            )
+            event("pythontimeline", "Step:ModeKeys.TRAIN", "Step:ModeKeys.TRAIN", lo, hi - lo, step)
         )
-        rows.append(_event("pythontimeline", "Forward", "Net", lo + 0.1, 0.5))
+        rows.append(event("pythontimeline", "Forward", "Net", lo + 0.1, 0.5))
         dur = 500e-6 if step == 2 else 100e-6
         rows.append(
-            _event(
+            event(
                 "model_timeline",
                 "DataLoaderIter",
                 "DataLoaderIter::GetNext",
@@ -89,10 +87,10 @@ def event_rows() -> list[dict]:
         )
     for step, lo, hi in EVAL_STEPS:
         rows.append(
-            _event("pythontimeline", "Step:ModeKeys.EVAL", "Step:ModeKeys.EVAL", lo, hi - lo, step)
+            event("pythontimeline", "Step:ModeKeys.EVAL", "Step:ModeKeys.EVAL", lo, hi - lo, step)
         )
     rows.append(
-        _event(
+        event(
             "model_timeline",
             "DataLoaderIterInitialize",
             "_MultiProcessingDataLoaderIter.__init__",
@@ -102,10 +100,10 @@ def event_rows() -> list[dict]:
         )
     )
     rows.append(
-        _event("model_timeline", "DataLoaderWorker", "worker_loop", 0.5, 7.5, args={"worker_id": 0})
+        event("model_timeline", "DataLoaderWorker", "worker_loop", 0.5, 7.5, args={"worker_id": 0})
     )
     rows.append(
-        _event("model_timeline", "DataLoaderWorker", "worker_loop", 0.5, 2.0, args={"worker_id": 1})
+        event("model_timeline", "DataLoaderWorker", "worker_loop", 0.5, 2.0, args={"worker_id": 1})
     )
     return rows
 

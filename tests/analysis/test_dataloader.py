@@ -50,7 +50,7 @@ def _getnext_job() -> PT_dataloader_analysis:
     rows = [r for r in hb.event_rows() if r["category"] != "DataLoaderIter"]
     for start_s in (0, 1, 2, 3, 6, 7):
         rows.append(
-            hb._event(
+            hb.event(
                 "model_timeline",
                 "DataLoaderIter",
                 "DataLoaderIter::GetNext",
