@@ -1,0 +1,244 @@
+"""The Kineto reader on every recorded trace, checked against the raw JSON read independently."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from stepscope.errors import UnsupportedFormatError
+from stepscope.store import EVENT_SCHEMA, is_kineto_trace, read_kineto_trace
+
+TRACES = [
+    "a100_alexnet_cuda_sync.json.gz",
+    "a100_cupti_counters.json.gz",
+    "a100_rank0of2_nccl.json.gz",
+    "a100_triton.json.gz",
+    "cpu_only_gloo_rank34of300.json.gz",
+    "distributed_info_not_found.json.gz",
+    "mi250_rocm.json.gz",
+    "rank_not_found.json.gz",
+    "v100_rank1of2_memory.json.gz",
+    "v100_single_ns_resolution.pt.trace.json.gz",
+    "two_ranks_one_job/sampled_rank-0.json.gz",
+    "two_ranks_one_job/sampled_rank-1.json.gz",
+    "legacy_2021_gpu_metrics_input.json",
+]
+KERNEL_CATEGORIES = {"kernel", "Kernel"}
+
+
+def _raw(path: Path) -> dict:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as handle:
+        return json.load(handle)
+
+
+def _table(path: Path, **kwargs) -> tuple[pa.Table, dict]:
+    trace = read_kineto_trace(path, **kwargs)
+    batches = list(trace.batches())
+    assert all(batch.schema.equals(EVENT_SCHEMA) for batch in batches)
+    table = pa.Table.from_batches(batches, schema=EVENT_SCHEMA)
+    return table, trace.metadata
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_every_trace_loads_with_its_events(shared_fixtures, name, caplog):
+    path = shared_fixtures / "kineto" / name
+    raw = _raw(path)["traceEvents"]
+    assert is_kineto_trace(path)
+    with caplog.at_level(logging.WARNING):
+        table, metadata = _table(path)
+    phases = Counter(event.get("ph") for event in raw)
+    assert table.num_rows == phases["X"] + phases["i"] + phases["C"]
+    assert metadata["flow_events"] == phases["s"] + phases["f"]
+    assert metadata["metadata_events"] == phases["M"]
+    categories = Counter(table["category"].to_pylist())
+    assert categories["kernel"] == sum(e.get("cat") in KERNEL_CATEGORIES for e in raw)
+    assert set(table["source"].to_pylist()) == {"kineto"}
+    assert not set(categories) & {"Operator", "Runtime", "Kernel", "Memcpy", "Memset"}
+    durations = sorted(float(e.get("dur", 0)) for e in raw if e.get("ph") == "X")
+    assert sorted(table.filter(pa.compute.equal(table["ph"], "X"))["dur_us"].to_pylist()) == (
+        pytest.approx(durations)
+    )
+
+
+def test_legacy_names_and_string_streams(shared_fixtures):
+    path = shared_fixtures / "kineto" / "legacy_2021_gpu_metrics_input.json"
+    raw = _raw(path)["traceEvents"]
+    table, metadata = _table(path)
+    categories = Counter(table["category"].to_pylist())
+    assert categories["cpu_op"] == sum(e.get("cat") == "Operator" for e in raw)
+    assert categories["cuda_runtime"] == sum(e.get("cat") == "Runtime" for e in raw)
+    assert categories["gpu_memcpy"] == 2
+    kernels = table.filter(pa.compute.equal(table["category"], "kernel")).to_pylist()
+    # tid "stream 7" and the 2021 "external id" key.
+    assert {k["stream"] for k in kernels} == {7}
+    assert {k["device"] for k in kernels} == {0}
+    assert min(k["external_id"] for k in kernels) == 41
+    assert metadata["device_properties"][0]["name"] == "Tesla V100-DGXS-32GB"
+
+
+def test_ns_resolution_and_base_time(shared_fixtures):
+    folder = shared_fixtures / "kineto"
+    ns_path = folder / "v100_single_ns_resolution.pt.trace.json.gz"
+    first = next(e for e in _raw(ns_path)["traceEvents"] if e.get("cat") == "kernel")
+    table, metadata = _table(ns_path)
+    assert metadata["display_time_unit"] == "ns"
+    assert metadata["base_time_ns"] is None
+    kernel = table.filter(pa.compute.equal(table["correlation"], first["args"]["correlation"]))
+    # µs floats with ns fractions stay µs: no scaling by the display unit.
+    assert kernel["start_us"][0].as_py() == pytest.approx(first["ts"], abs=0.25)
+    assert kernel["dur_us"][0].as_py() == pytest.approx(first["dur"])
+    assert metadata["steps"] == [101, 102, 103, 104, 105]
+
+    base_path = folder / "a100_rank0of2_nccl.json.gz"
+    raw = _raw(base_path)
+    first = next(e for e in raw["traceEvents"] if e.get("cat") == "kernel")
+    table, metadata = _table(base_path)
+    assert metadata["base_time_ns"] == raw["baseTimeNanoseconds"]
+    kernel = table.filter(pa.compute.equal(table["correlation"], first["args"]["correlation"]))
+    expected = raw["baseTimeNanoseconds"] / 1000 + first["ts"]
+    assert kernel["start_us"][0].as_py() == pytest.approx(expected, abs=0.5)
+
+
+@pytest.fixture(scope="module")
+def v100_memory(shared_fixtures):
+    path = shared_fixtures / "kineto" / "v100_rank1of2_memory.json.gz"
+    return _raw(path)["traceEvents"], _table(path)[0]
+
+
+def test_steps_by_containment_and_by_launch(v100_memory):
+    raw, table = v100_memory
+    steps = [
+        (int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"])
+        for e in raw
+        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+    ]
+
+    def step_at(ts: float) -> int:
+        return next((n for n, lo, hi in steps if lo <= ts < hi), -1)
+
+    launch_step = {
+        e["args"]["correlation"]: step_at(e["ts"]) for e in raw if e.get("cat") == "cuda_runtime"
+    }
+    expected_ops = Counter(step_at(e["ts"]) for e in raw if e.get("cat") == "cpu_op")
+    expected_kernels = Counter(
+        launch_step.get(e["args"]["correlation"], step_at(e["ts"]))
+        for e in raw
+        if e.get("cat") == "kernel"
+    )
+    rows = table.select(["category", "step"]).to_pylist()
+    assert Counter(r["step"] for r in rows if r["category"] == "cpu_op") == expected_ops
+    assert Counter(r["step"] for r in rows if r["category"] == "kernel") == expected_kernels
+
+
+def test_memory_events(v100_memory):
+    raw_events, table = v100_memory
+    raw = [e for e in raw_events if e.get("name") == "[memory]"]
+    memory = table.filter(pa.compute.equal(table["name"], "[memory]")).to_pylist()
+    assert len(memory) == len(raw) == 28_010
+    assert {m["category"] for m in memory} == {"cpu_instant_event"}
+    assert {m["ph"] for m in memory} == {"i"}
+    assert sum(m["bytes"] for m in memory) == sum(e["args"]["Bytes"] for e in raw)
+    cuda = [m for m in memory if m["device"] >= 0]
+    assert len(cuda) == sum(e["args"]["Device Type"] == 1 for e in raw)
+    assert "Total Allocated" in json.loads(cuda[0]["args"])
+
+
+def test_triton_and_rocm_launches(shared_fixtures):
+    folder = shared_fixtures / "kineto"
+    table, _ = _table(folder / "a100_triton.json.gz")
+    rows = table.to_pylist()
+    driver = next(r for r in rows if r["category"] == "cuda_driver")
+    kernel = next(r for r in rows if r["category"] == "kernel")
+    assert driver["name"] == "cuLaunchKernel"
+    assert kernel["correlation"] == driver["correlation"]
+    op = next(
+        r
+        for r in rows
+        if r["name"] == "triton_poi_fused_add_cos_sin_0" and r["category"] == "cpu_op"
+    )
+    assert json.loads(op["args"])["Input type"] == ["float", "float", "float", "Scalar"]
+
+    table, _ = _table(folder / "mi250_rocm.json.gz")
+    rows = table.to_pylist()
+    assert any(r["name"] == "hipLaunchKernel" for r in rows)
+    kernels = [r for r in rows if r["category"] == "kernel"]
+    assert kernels and all(r["device"] == r["pid"] for r in kernels)
+    launched = {r["correlation"] for r in rows if r["category"] == "cuda_runtime"}
+    assert all(r["correlation"] in launched for r in kernels)
+
+
+def test_rank_from_distributed_info_hint_file_name_or_zero(shared_fixtures, tmp_path, caplog):
+    folder = shared_fixtures / "kineto"
+    assert read_kineto_trace(folder / "cpu_only_gloo_rank34of300.json.gz").metadata["rank"] == 34
+    with caplog.at_level(logging.WARNING, logger="stepscope.store.kineto"):
+        missing = read_kineto_trace(folder / "rank_not_found.json.gz").metadata
+    assert missing["rank"] == 0
+    assert "no distributedInfo.rank" in missing["warnings"][0]
+    assert "assuming rank 0" in caplog.text
+    assert read_kineto_trace(folder / "rank_not_found.json.gz", rank_hint=5).metadata["rank"] == 5
+
+    data = (folder / "distributed_info_not_found.json.gz").read_bytes()
+    for name, rank in [("worker_rank-3.json.gz", 3), ("2-algo-1_100_200.pt.trace.json.gz", 2)]:
+        (tmp_path / name).write_bytes(data)
+        metadata = read_kineto_trace(tmp_path / name).metadata
+        assert metadata["rank"] == rank
+        assert "taken from the file name" in metadata["warnings"][0]
+    plain = read_kineto_trace(folder / "distributed_info_not_found.json.gz").metadata
+    assert plain["rank"] == 0 and "has no distributedInfo" in plain["warnings"][0]
+
+
+def test_truncated_gzip_keeps_what_was_read(shared_fixtures, tmp_path, caplog):
+    full = shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz"
+    cut = tmp_path / "cut.json.gz"
+    data = full.read_bytes()
+    cut.write_bytes(data[: len(data) * 6 // 10])
+    with caplog.at_level(logging.WARNING, logger="stepscope.store.kineto"):
+        trace = read_kineto_trace(cut)
+    complete = read_kineto_trace(full).metadata["event_count"]
+    assert 0 < trace.metadata["event_count"] < complete
+    warning = " ".join(trace.metadata["warnings"])
+    assert str(cut) in warning and "truncated" in warning
+    assert str(cut) in caplog.text
+
+
+def test_json_cut_mid_event_keeps_every_whole_event(shared_fixtures, tmp_path):
+    path = shared_fixtures / "kineto" / "legacy_2021_gpu_metrics_input.json"
+    text = path.read_bytes()
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(text[: len(text) // 2])
+    events = json.loads(text)["traceEvents"]
+    trace = read_kineto_trace(cut)
+    assert trace.metadata["event_count"] > 0
+    assert "ends early" in " ".join(trace.metadata["warnings"])
+    assert trace.metadata["event_count"] + trace.metadata["flow_events"] < len(events)
+
+
+def test_not_a_trace(shared_fixtures, tmp_path):
+    other = tmp_path / "other.json"
+    other.write_text('{"foo": 1}')
+    garbage = tmp_path / "garbage.json.gz"
+    garbage.write_bytes(b"not json at all")
+    for path in (other, garbage):
+        assert not is_kineto_trace(path)
+        with pytest.raises(UnsupportedFormatError):
+            read_kineto_trace(path)
+    smdebug = shared_fixtures / "smdebug"
+    assert not is_kineto_trace(next(smdebug.rglob("*pythontimeline.json")))
+    assert not is_kineto_trace(next(smdebug.rglob("*.trace.json.gz")))
+
+
+def test_python_function_tree_ids_stay_in_args(tmp_path):
+    from tests.analysis import _kineto_synthetic as synthetic
+
+    table, metadata = _table(synthetic.write_trace(tmp_path))
+    frame = table.filter(pa.compute.equal(table["category"], "python_function")).to_pylist()[0]
+    assert json.loads(frame["args"]) == {"Python id": 7, "Python parent id": 3}
+    assert metadata["flow_events"] == 2
+    assert metadata["steps"] == [1, 2]
