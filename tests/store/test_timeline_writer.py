@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from stepscope.errors import ConfigError
-from stepscope.store import TimelineWriter
+from stepscope.store import TimelineWriter, recover_timeline_files
 
 NODE = "0-algo-1"
 # 2026-02-03 10:59:58 UTC: close to an hour boundary on purpose.
@@ -258,7 +258,7 @@ def test_invalid_settings_are_rejected(tmp_path: Path) -> None:
 _KILLED_WRITER = textwrap.dedent(
     """
     import sys, time
-    from stepscope.store import TimelineWriter
+    from stepscope.store import TimelineWriter, recover_timeline_files
     writer = TimelineWriter(sys.argv[1], "0-algo-1", file_max_size=3000)
     i = 0
     while True:
@@ -280,12 +280,51 @@ def test_kill_9_loses_nothing_that_was_closed(tmp_path: Path) -> None:
     indices = [e["args"]["i"] for e in all_events(tmp_path)]  # every closed file parses
     assert indices == list(range(len(indices)))  # and holds a gapless prefix of the events
     assert len(indices) > 0
+    # the file that was open when the process died is recovered, continuing the sequence
+    recovered = recover_timeline_files(tmp_path)  # one file, unless it died between files
+    assert len(recovered) <= 1 and set(recovered) <= set(closed_files(tmp_path))
+    after = [e["args"]["i"] for e in all_events(tmp_path)]
+    assert after == list(range(len(after))) and len(after) >= len(indices) + len(recovered)
+    assert not list((tmp_path / "framework").glob("*.tmp"))
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_recovery_cuts_a_torn_record_and_leaves_live_files_alone(tmp_path: Path) -> None:
+    framework = tmp_path / "framework"
+    framework.mkdir()
+    header = (
+        b'[\n{"name":"process_name","ph":"M","pid":0,"args":{"start_time_since_epoch_in_micros":1000}},\n'
+        b'{"name":"process_sort_index","ph":"M","pid":0,"args":{"sort_index":0}},\n'
+        b'{"name":"process_name","ph":"M","pid":1,"args":{"name":"Forward"}},\n'
+        b'{"name":"process_sort_index","ph":"M","pid":1,"args":{"sort_index":1}}'
+    )
+    events = b',\n{"name":"a","pid":1,"ph":"X","ts":5,"dur":10,"args":{}},\n{"name":"b","pid":1,"ph":"X","ts":20,"dur":30,"args":{}}'
+    torn = b',\n{"name":"c","pid":1,"ph":"X","ts":60,"du'
+    dead = framework / f"{NODE}_pythontimeline.json.{_dead_pid()}.tmp"
+    dead.write_bytes(header + events + torn)
+    live = framework / f"{NODE}_pythontimeline.json.{os.getpid()}.tmp"
+    live.write_bytes(header + events)
+    empty = framework / f"1-algo-1_pythontimeline.json.{_dead_pid()}.tmp"
+    empty.write_bytes(header)
+
+    [recovered] = recover_timeline_files(tmp_path)
+    assert recovered.name == f"1050_{NODE}_pythontimeline.json"  # b ends at 1000 + 20 + 30
+    assert [(e["name"], e["start_us"]) for e in read_events(recovered)] == [
+        ("a", 1005),
+        ("b", 1020),
+    ]
+    assert live.exists() and not dead.exists() and not empty.exists()
 
 
 _EXITING_WRITER = textwrap.dedent(
     """
     import sys
-    from stepscope.store import TimelineWriter
+    from stepscope.store import TimelineWriter, recover_timeline_files
     writer = TimelineWriter(sys.argv[1], "0-algo-1")
     for i in range(50):
         writer.write_event(f"e{i}", "Forward", 1_700_000_000_000_000 + i, 1.0)

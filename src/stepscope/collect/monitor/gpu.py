@@ -84,6 +84,9 @@ class NvmlGpuBackend(GpuBackend):
     is the share of time the memory was being read or written (bandwidth activity). The rules that
     read it (GPUMemoryIncrease, BatchSize, OverallSystemUsage) are about memory filling up, and a
     leak is invisible in bandwidth activity.
+
+    Devices are NVML's: every GPU of the node with NVML's index, whatever
+    ``CUDA_VISIBLE_DEVICES`` says, since the monitor describes the node, not one process.
     """
 
     def __init__(self) -> None:
