@@ -1,0 +1,102 @@
+"""The SageMaker-style analyses over a generated job read through the real store.
+
+Expected figures are counted here straight from the raw files the generator wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from stepscope.analysis import (
+    PandasFrame,
+    PandasFrameAnalysis,
+    PT_dataloader_analysis,
+    job_statistics,
+    step_statistics,
+)
+from stepscope.store import open_job
+from stepscope.testing import TINY_JOB, generate_job
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return generate_job(tmp_path_factory.mktemp("generated") / "job", **TINY_JOB)
+
+
+@pytest.fixture(scope="module")
+def raw(job: Path) -> dict:
+    """Phase counts, TRAIN step spans and system timestamps read from the raw files."""
+    phases: Counter[str] = Counter()
+    steps: list[tuple[int, float, float]] = []
+    for path in (job / "profiler-output" / "framework" / "pevents").rglob("*.json"):
+        events = json.loads(path.read_text())
+        start = events[0]["args"]["start_time_since_epoch_in_micros"]
+        names = {
+            e["pid"]: e["args"]["name"]
+            for e in events
+            if e.get("name") == "process_name" and "name" in e["args"]
+        }
+        for e in events:
+            if e.get("ph") != "X":
+                continue
+            phases[names[e["pid"]]] += 1
+            if names[e["pid"]] == "Step:ModeKeys.TRAIN":
+                steps.append((int(e["args"]["step_num"]), start + e["ts"], e["dur"]))
+    timestamps = [
+        json.loads(line)["Timestamp"]
+        for path in (job / "profiler-output" / "system").rglob("*.json")
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+    return {"phases": phases, "steps": sorted(steps), "system": (min(timestamps), max(timestamps))}
+
+
+@pytest.fixture(scope="module")
+def pf(job: Path, tmp_path_factory: pytest.TempPathFactory) -> PandasFrame:
+    return PandasFrame(open_job(job, cache_dir=tmp_path_factory.mktemp("cache")))
+
+
+def test_tables_hold_every_record(pf: PandasFrame, raw: dict) -> None:
+    fw = pf.get_all_framework_metrics()
+    assert Counter(fw["process"]) == raw["phases"]
+    first_s, last_s = raw["system"]
+    system = pf.get_all_system_metrics()
+    assert system["timestamp_epoch_us"].min() == pytest.approx(first_s * 1e6, abs=1)
+    assert system["timestamp_epoch_us"].max() == pytest.approx(last_s * 1e6, abs=1)
+
+
+def test_job_and_step_statistics_match_the_raw_files(pf: PandasFrame, raw: dict) -> None:
+    first_s, last_s = raw["system"]
+    step0 = next(start for step, start, _ in raw["steps"] if step == 0)
+    stats = job_statistics(pf.connection())
+    assert stats["job_duration"] == pytest.approx((last_s - first_s) * 1e6, abs=2)
+    assert stats["initialization"] == pytest.approx(step0 - first_s * 1e6, abs=2)
+    durations = [dur for _, _, dur in raw["steps"]]
+    train = step_statistics(pf.connection()).set_index("training_phase").loc["Step:ModeKeys.TRAIN"]
+    assert train["duration_max_us"] == pytest.approx(max(durations))
+    assert train["duration_mean_us"] == pytest.approx(sum(durations) / len(durations))
+    frames = PandasFrameAnalysis(pf.get_all_system_metrics(), pf.get_all_framework_metrics())
+    assert frames.get_job_statistics() == stats
+
+
+def test_every_forward_event_gets_a_step(pf: PandasFrame) -> None:
+    frames = PandasFrameAnalysis(pf.get_all_system_metrics(), pf.get_all_framework_metrics())
+    fw = frames.framework_metrics_df
+    assert (fw.loc[fw.process == "Forward", "step"] >= 0).all()
+
+
+def test_dataloader_analysis_counts_what_was_written(pf: PandasFrame, raw: dict) -> None:
+    assert min(raw["phases"][p] for p in ("DataLoaderIter", "DataLoaderWorker")) > 0
+    analysis = PT_dataloader_analysis(pf)
+    assert analysis.analyze_dataloader_getnext().count == raw["phases"]["DataLoaderIter"]
+    assert analysis.analyze_dataloaderWorkers().count == raw["phases"]["DataLoaderWorker"]
+    inits = analysis.analyze_dataloaderIter_initialization()
+    assert sum(i.count for i in inits.values()) == raw["phases"]["DataLoaderIterInitialize"]
+    batches = analysis.analyze_batchtime()
+    assert batches.batches["BatchTime_in_seconds"].notna().sum() == (
+        raw["phases"]["DataLoaderIter"] - 1
+    )
