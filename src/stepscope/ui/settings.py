@@ -131,6 +131,11 @@ class IdleShutdown:
         """Record activity now (each user request calls this)."""
         self._last_activity = time.monotonic()
 
+    @property
+    def last_activity_s(self) -> float:
+        """``time.monotonic()`` of the last activity."""
+        return self._last_activity
+
     def idle_s(self) -> float:
         return time.monotonic() - self._last_activity
 
