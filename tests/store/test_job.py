@@ -29,6 +29,8 @@ def test_a_stepscope_job_folder(tmp_path: Path) -> None:
     meta = data.metadata
     job_json = json.loads((job / "job.json").read_text())
     assert meta["job"] == job_json
+    for key in ("command", "start_time_us", "end_time_us", "hardware", "hosts", "exit_code"):
+        assert meta[key] == job_json[key]
     assert meta["status"] == "Completed" and meta["ended"] is True
     assert meta["nodes"] == ["algo-1", "algo-2"]
     assert sorted(meta["ranks"]) == [0, 1]

@@ -231,8 +231,9 @@ class JobData:
     def metadata(self) -> dict[str, Any]:
         """What is known about the job now (cheap: the manifest and a few small files).
 
-        Keys: ``name``, ``kind``, ``path``, ``job`` (job.json or None), ``status``, ``ended``,
-        ``nodes``, ``ranks`` (rank -> ``node``, ``node_id``, ``clock_offset_us`` and the rank
+        Every job.json field (``command``, ``start_time_us``, ``hardware``...) when there is one,
+        and these, always: ``name``, ``kind``, ``path``, ``job`` (job.json as read, or None),
+        ``status``, ``ended``, ``nodes``, ``ranks`` (rank -> ``node``, ``node_id``, ``clock_offset_us`` and the rank
         file's or job.json's fields, plus ``kineto`` metadata when the rank has a Kineto trace),
         ``first_timestamp_us`` and ``last_timestamp_us`` (None without data).
         """
@@ -267,6 +268,7 @@ class JobData:
         else:
             status = "Running"
         return {
+            **(job or {}),
             "name": self.name,
             "kind": self.kind,
             "path": str(self.path),
@@ -443,4 +445,3 @@ class JobData:
                 )
             else:
                 yield read_horovod_timeline(stream, path=display)
-
