@@ -216,3 +216,23 @@ def test_sampler_stamps_records_with_its_clock_and_sees_a_busy_core() -> None:
     busy = [r.value for r in records if r.dimension == "CPUUtilization"]
     # our half second of CPU ran on some core(s) in that interval, whatever else ran
     assert len(busy) == psutil.cpu_count() and sum(busy) >= 50.0
+
+
+def test_a_long_interval_still_notices_the_job_end(tmp_path: Path) -> None:
+    frozen_s = 1_800_000_000.5  # the clock never reaches the next tick: only the checks can end it
+    result: list[str] = []
+    thread = threading.Thread(
+        target=lambda: result.append(
+            run_monitor(
+                tmp_path,
+                interval_ms=60_000,
+                gpu_backend=ScriptedGpuBackend([]),
+                clock_s=lambda: frozen_s,
+            )
+        )
+    )
+    thread.start()
+    write_job_end_marker(tmp_path)
+    thread.join(60)
+    assert result == ["job ended"]
+    assert system_records(tmp_path) == []

@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 #: Snapshot errors logged with a traceback before the log switches to a count every 1000.
 _LOGGED_ERRORS = 3
+#: Longest wait between checks of the parent and the end marker, for long sampling intervals.
+_CHECK_EVERY_S = 1.0
 
 
 def run_monitor(
@@ -73,13 +75,24 @@ def run_monitor(
     sampler = SystemSampler(gpu_backend, clock_s=clock_s)
     parent = _process_or_none(parent_pid)
     errors = 0
+
+    def why_stop() -> str | None:
+        if parent_pid is not None and not _alive(parent):
+            return "parent exited"
+        if job_has_ended(profiler_output_dir):
+            return "job ended"
+        return None
+
     try:
         sampler.sample()  # prime the counters
         while True:
-            now_s = clock_s()
-            next_tick_s = (now_s // interval_s + 1) * interval_s
-            if stop.wait(next_tick_s - now_s):
-                return "stopped"
+            next_tick_s = (clock_s() // interval_s + 1) * interval_s
+            # long intervals wait in slices, so a dead parent or the job end is noticed quickly
+            while (remaining_s := next_tick_s - clock_s()) > 0:
+                if stop.wait(min(remaining_s, _CHECK_EVERY_S)):
+                    return "stopped"
+                if remaining_s > _CHECK_EVERY_S and (reason := why_stop()) is not None:
+                    return reason
             if parent_pid is not None and not _alive(parent):
                 return "parent exited"
             try:
