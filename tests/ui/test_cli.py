@@ -1,0 +1,113 @@
+"""``stepscope ui``: serves the given roots on 127.0.0.1, or on a wider bind with a token."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from .conftest import write_job_folder
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def _start(args: list[str], tmp_path: Path) -> subprocess.Popen[str]:
+    env = {
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "stepscope", "ui", "--no-browser", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _wait_until_serving(url: str, server: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert server.poll() is None, server.stderr.read() if server.stderr else ""
+        try:
+            socket.create_connection(url, timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("the server did not start")
+
+
+def _stop(server: subprocess.Popen[str]) -> str:
+    server.send_signal(signal.SIGINT)
+    try:
+        _, stderr = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    return stderr
+
+
+def test_serves_the_jobs_under_the_given_root_on_loopback(tmp_path: Path, jobs_root: Path):
+    write_job_folder(jobs_root, "job-a")
+    port = _free_port()
+    server = _start([str(jobs_root), "--port", str(port)], tmp_path)
+    try:
+        _wait_until_serving(("127.0.0.1", port), server)
+        status, body = _get(f"http://127.0.0.1:{port}/api/jobs")
+        assert status == 200
+        assert [job["name"] for job in json.loads(body)["jobs"]] == ["job-a"]
+    finally:
+        stderr = _stop(server)
+    assert f"http://127.0.0.1:{port}/" in stderr
+    assert "token" not in stderr
+
+
+def test_a_wider_bind_prints_a_token_and_requires_it(tmp_path: Path, jobs_root: Path):
+    write_job_folder(jobs_root, "job-a")
+    port = _free_port()
+    server = _start([str(jobs_root), "--port", str(port), "--host", "0.0.0.0"], tmp_path)
+    try:
+        _wait_until_serving(("127.0.0.1", port), server)
+        assert _get(f"http://127.0.0.1:{port}/api/jobs")[0] == 401
+    finally:
+        stderr = _stop(server)
+    token = re.search(r"\?token=([\w-]+)", stderr)
+    assert token, stderr
+    # a fresh server, a fresh token: the printed one opens it
+    port = _free_port()
+    server = _start([str(jobs_root), "--port", str(port), "--host", "0.0.0.0"], tmp_path)
+    try:
+        _wait_until_serving(("127.0.0.1", port), server)
+        line = ""
+        while "token=" not in line:
+            line = server.stderr.readline() if server.stderr else ""
+            assert line or server.poll() is None
+        printed = re.search(r"\?token=([\w-]+)", line)
+        assert printed and printed.group(1) != token.group(1)
+        status, _ = _get(
+            f"http://127.0.0.1:{port}/api/jobs",
+            headers={"Authorization": f"Bearer {printed.group(1)}"},
+        )
+        assert status == 200
+    finally:
+        _stop(server)

@@ -1,0 +1,97 @@
+"""Dashboard panels on recorded GPU traces: kernel pies, k, precision, activity, custom histograms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stepscope.store import open_job
+from stepscope.ui.panels import PANELS, PanelQuery, compute_panel
+
+TRACE = "kineto/a100_rank0of2_nccl.json.gz"
+
+
+@pytest.fixture(scope="module")
+def gpu_job(shared_fixtures: Path, tmp_path_factory):
+    job = open_job(shared_fixtures / TRACE, cache_dir=tmp_path_factory.mktemp("cache"))
+    job.refresh()
+    return job
+
+
+def _pie(payload):
+    assert payload["empty"] is False, payload
+    (pie,) = payload["pies"]
+    return pie
+
+
+def test_all_kernels_pie_has_k_slices_plus_others(gpu_job):
+    for k in (3, 15):
+        pie = _pie(compute_panel("kernel_time_all", gpu_job, PanelQuery(k=k)))
+        assert len(pie["labels"]) == k + 1
+        assert pie["labels"][-1] == "others"
+        assert pie["values"] == sorted(pie["values"][:-1], reverse=True) + [pie["values"][-1]]
+
+
+def test_top_kernels_pie_shows_only_the_top_15_with_shares_of_all_kernel_time(gpu_job):
+    everything = _pie(compute_panel("kernel_time_all", gpu_job, PanelQuery(k=100)))
+    top = _pie(compute_panel("kernel_time_top", gpu_job, PanelQuery()))
+    assert len(top["labels"]) == 15 and "others" not in top["labels"]
+    total_s = sum(everything["values"])
+    first_pct = 100 * top["values"][0] / total_s
+    assert f"({first_pct:.2f} % of all kernel time)" in top["hover"][0]
+    assert "NCCL" in top["hover"][0] or "nccl" in top["hover"][0]
+
+
+def test_launch_count_pies_count_launches(gpu_job):
+    top = _pie(compute_panel("kernel_launches_top", gpu_job, PanelQuery()))
+    everything = _pie(compute_panel("kernel_launches_all", gpu_job, PanelQuery(k=5)))
+    assert all(isinstance(v, int) for v in top["values"])
+    assert top["values"] == sorted(top["values"], reverse=True)
+    assert everything["values"][:5] == top["values"][:5]
+    # the trace holds 2,700 kernels (fixture README): every launch is in some slice
+    assert sum(everything["values"]) == pytest.approx(2700, rel=0.05)
+
+
+def test_gpu_share_pies_have_data(gpu_job):
+    precision = _pie(compute_panel("kernel_precision", gpu_job, PanelQuery()))
+    assert "fp32" in precision["labels"]
+    activity = _pie(compute_panel("gpu_activity", gpu_job, PanelQuery()))
+    assert {"kernel", "memcpy"} <= set(activity["labels"])
+    memory = _pie(compute_panel("memory_operations", gpu_job, PanelQuery()))
+    assert memory["labels"]
+
+
+def test_without_sampled_gpu_utilization_the_trace_kernels_are_used(gpu_job):
+    active = compute_panel("gpu_active_time", gpu_job, PanelQuery())
+    assert active["note"].startswith("From GPU kernel activity")
+    (pie,) = active["pies"]
+    assert pie["title"] == "rank 0" and 0 < pie["values"][0] < sum(pie["values"])
+    timeline = compute_panel("gpu_utilization", gpu_job, PanelQuery())
+    assert timeline["kind"] == "lines" and len(timeline["series"][0]["x"]) <= 600
+    assert max(timeline["series"][0]["y"]) <= 100.0
+    cpu = compute_panel("cpu_active_time", gpu_job, PanelQuery())
+    assert cpu["empty"] is True and "No CPU utilization" in cpu["message"]
+
+
+def test_steps_breakdown_and_annotation_histogram(gpu_job):
+    steps = compute_panel("step_time", gpu_job, PanelQuery())
+    assert [s["name"] for s in steps["series"]] == ["ProfilerStep"]
+    assert steps["series"][0]["stats"]["count"] == 3  # ProfilerStep#4-6
+    breakdown = compute_panel("step_breakdown", gpu_job, PanelQuery())
+    assert breakdown["categories"] == ["rank 0"]
+    assert "kernel" in {s["name"] for s in breakdown["series"]}
+    histogram = compute_panel(
+        "annotation_histogram", gpu_job, PanelQuery(annotation="## forward ##")
+    )
+    assert histogram["kind"] == "histogram" and sum(histogram["series"][0]["counts"]) == 3
+
+
+def test_a_failing_panel_says_so_and_the_others_go_on():
+    class Broken:
+        def connect(self):
+            raise OSError("disk went away")
+
+    payload = compute_panel("step_time", Broken(), PanelQuery())
+    assert payload["empty"] is True and "could not be computed" in payload["message"]
+    assert set(PANELS) >= {"step_time", "gpu_active_time"}
