@@ -74,9 +74,13 @@ def test_new_grown_and_removed_files_are_the_only_ones_read(job: Path) -> None:
         handle.write("\n".join(extra) + "\n")
     assert data.refresh() is True
     assert data.last_refresh_files == [rel]
-    new_segment = json.loads(manifest_path.read_text())["files"][rel]["segment"]
-    assert not (job / ".stepscope/cache" / old_segment).exists()
+    manifest = json.loads(manifest_path.read_text())
+    new_segment = manifest["files"][rel]["segment"]
+    assert new_segment != old_segment
     assert (job / ".stepscope/cache" / new_segment).exists()
+    # the old segment leaves the views at once and the disk after a grace period
+    assert old_segment in [segment for segment, _ in manifest["retired"]]
+    assert old_segment not in [e["segment"] for e in manifest["files"].values()]
     assert _count(data, "system") == _system_lines(job)
     # a removed file takes its rows with it
     removed = len(new_file.read_text().splitlines())
@@ -176,6 +180,27 @@ def test_the_recorded_fixtures_stay_untouched(
     assert not (folder / ".stepscope").exists()
     lines = sum(len(p.read_text().splitlines()) for p in folder.glob("system/**/*.json"))
     assert _count(data, "system") == lines
+
+
+def test_retired_segments_are_deleted_after_the_grace_period(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from stepscope.store.cache import ColumnarCache
+    from stepscope.store.filesystem import FileInfo
+
+    row = {"timestamp_us": 1, "node": "algo-1", "type": "cpu", "name": "cpu0", "dimension": "", "value": 1.0}  # fmt: skip
+    batch = pa.RecordBatch.from_pylist([row], schema=SYSTEM_SCHEMA)
+    cache = ColumnarCache(tmp_path / "c", retire_after_s=0.0)
+    segment, stats = cache.write_segment("system", "system/x.json", [batch])
+    assert segment is not None and stats["rows"] == 1
+    cache.record(FileInfo("system/x.json", 10, 1.0), segment, stats)
+    cache.save()
+    assert cache.connect().execute("SELECT count(*) FROM system").fetchone() == (1,)
+    cache.drop("system/x.json")
+    assert (tmp_path / "c" / segment).exists()  # retired, not yet deleted
+    cache.save()
+    assert not (tmp_path / "c" / segment).exists()
+    assert cache.connect().execute("SELECT count(*) FROM system").fetchone() == (0,)
 
 
 def test_explicit_cache_dir_wins(job: Path, tmp_path: Path) -> None:

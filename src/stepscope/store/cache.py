@@ -13,7 +13,9 @@ writable; otherwise ``$STEPSCOPE_CACHE_DIR/<hash>/`` or ``~/.cache/stepscope/<ha
 from the job's absolute path or URL, so read-only inputs and ``s3://`` jobs still get one.
 
 Concurrent refreshes (the live rule engine and the UI) serialise on ``<cache>/lock`` (``flock``);
-the manifest and every segment are written to a temporary name and renamed into place.
+the manifest and every segment are written to a temporary name and renamed into place. A
+replaced segment is deleted only ``retire_after_s`` later, so a DuckDB connection opened by
+another process just before the replacement can still read it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import hashlib
 import logging
 import os
 import re
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,10 +89,13 @@ class ColumnarCache:
     """The segments and manifest of one job's cache folder.
 
     :param root: the cache folder (created if missing).
+    :param retire_after_s: how long a replaced or dropped segment stays on disk.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, retire_after_s: float = 300.0) -> None:
         self.root = Path(root)
+        self.retire_after_s = retire_after_s
+        self.retired: list[tuple[str, float]] = []
         self.root.mkdir(parents=True, exist_ok=True)
         self._manifest_path = self.root / "manifest.json"
         self.files: dict[str, dict[str, Any]] = {}
@@ -102,7 +108,7 @@ class ColumnarCache:
         try:
             manifest = orjson.loads(self._manifest_path.read_bytes())
         except FileNotFoundError:
-            self.files = {}
+            self.files, self.retired = {}, []
             return
         except (OSError, orjson.JSONDecodeError):
             logger.warning(
@@ -110,16 +116,25 @@ class ColumnarCache:
             )
             manifest = {}
         if manifest.get("version") != _MANIFEST_VERSION:
-            self.files = {}
+            self.files, self.retired = {}, []
             return
         self.files = manifest.get("files", {})
+        self.retired = [(str(path), float(at)) for path, at in manifest.get("retired", [])]
 
     def save(self) -> None:
-        """Write the manifest atomically (temporary file, then rename)."""
+        """Delete segments retired long enough ago; write the manifest atomically."""
+        now = time.time()
+        kept = []
+        for segment, retired_at in self.retired:
+            if now - retired_at >= self.retire_after_s:
+                (self.root / segment).unlink(missing_ok=True)
+            else:
+                kept.append((segment, retired_at))
+        self.retired = kept
         tmp = self._manifest_path.with_name(f"manifest.json.{os.getpid()}.tmp")
         tmp.write_bytes(
             orjson.dumps(
-                {"version": _MANIFEST_VERSION, "files": self.files},
+                {"version": _MANIFEST_VERSION, "files": self.files, "retired": self.retired},
                 option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
                 default=str,
             )
@@ -156,13 +171,10 @@ class ColumnarCache:
         }
 
     def drop(self, path: str, *, keep_segment: str | None = None) -> None:
-        """Forget raw file ``path`` and delete its segment."""
+        """Forget raw file ``path``; its segment is deleted ``retire_after_s`` later."""
         entry = self.files.pop(path, None)
         if entry and entry.get("segment") and entry["segment"] != keep_segment:
-            try:
-                (self.root / entry["segment"]).unlink()
-            except FileNotFoundError:
-                pass
+            self.retired.append((entry["segment"], time.time()))
 
     # ------------------------------------------------------------------ segments
 
