@@ -203,6 +203,23 @@ def test_retired_segments_are_deleted_after_the_grace_period(tmp_path: Path) -> 
     assert cache.connect().execute("SELECT count(*) FROM system").fetchone() == (0,)
 
 
+def test_missing_or_damaged_segments_are_rebuilt_from_the_raw_files(
+    job: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = open_job(job)
+    data.refresh()
+    expected = _count(data, "system")
+    cache = job / ".stepscope" / "cache"
+    segments = sorted(cache.glob("system/*/*.parquet"))
+    segments[0].unlink()
+    segments[1].write_bytes(b"not parquet at all")
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        con = data.connect()
+    assert con.execute("SELECT count(*) FROM system").fetchone() == (expected,)
+    assert any("re-reading 2 raw file(s)" in r.getMessage() for r in caplog.records)
+    assert len(data.last_refresh_files) == 2
+
+
 def test_explicit_cache_dir_wins(job: Path, tmp_path: Path) -> None:
     data = open_job(job, cache_dir=tmp_path / "mine")
     data.refresh()

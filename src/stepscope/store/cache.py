@@ -279,8 +279,30 @@ class ColumnarCache:
                 sql = f"SELECT * FROM read_parquet([{listing}])"
             else:
                 sql = _empty_view_sql(schema)
-            con.execute(f"CREATE VIEW {kind} AS {sql}")
+            try:
+                con.execute(f"CREATE VIEW {kind} AS {sql}")
+            except duckdb.Error as exc:
+                con.close()
+                raise CorruptFileError(str(self.root), f"the {kind} segments", str(exc)) from exc
         return con
+
+    def forget_unreadable(self) -> list[str]:
+        """Forget the raw files whose segment is missing or damaged, so they are read again.
+
+        :returns: the raw files forgotten.
+        """
+        forgotten = []
+        for raw_path, entry in list(self.files.items()):
+            segment = entry.get("segment")
+            if not segment:
+                continue
+            try:
+                pq.read_metadata(self.root / segment)
+            except (OSError, pa.ArrowException):
+                (self.root / segment).unlink(missing_ok=True)
+                del self.files[raw_path]
+                forgotten.append(raw_path)
+        return forgotten
 
 
 def _time_range(kind: str, batch: pa.RecordBatch) -> tuple[float, float]:

@@ -27,7 +27,12 @@ from typing import Any, Literal
 import orjson
 import pyarrow as pa
 
-from stepscope.errors import JobNotFoundError, StoreError, UnsupportedFormatError
+from stepscope.errors import (
+    CorruptFileError,
+    JobNotFoundError,
+    StoreError,
+    UnsupportedFormatError,
+)
 from stepscope.store import layout
 from stepscope.store.cache import ColumnarCache, cache_dir_for
 from stepscope.store.filesystem import FileInfo, LocalFiles, RemoteFiles, SourceFiles, source_files
@@ -215,7 +220,20 @@ class JobData:
         """
         if not self._refreshed:
             self.refresh()
-        return self._cache.connect()
+        try:
+            return self._cache.connect()
+        except CorruptFileError as exc:
+            with self._cache.locked():
+                self._cache.load()
+                forgotten = self._cache.forget_unreadable()
+                self._cache.save()
+            logger.warning(
+                "%s; re-reading %d raw file(s) whose cache segment was missing or damaged.",
+                exc,
+                len(forgotten),
+            )
+            self.refresh()
+            return self._cache.connect()
 
     def python_stats(self) -> list[Any]:
         """The python-profiler folders of the job, their names parsed into records."""
