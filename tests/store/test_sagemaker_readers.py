@@ -280,6 +280,19 @@ def test_whole_file_and_line_by_line_paths_give_the_same_rows(tmp_path: Path) ->
     assert (a[-1]["bytes"], a[-1]["tid"], a[-1]["pid"]) == (512, 9, 78)
 
 
+def test_files_too_large_to_parse_whole_are_read_line_by_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stepscope.store import sagemaker
+
+    path = tmp_path / "1_0-algo-1_pythontimeline.json"
+    path.write_text(_pevents_text([_step(i) for i in range(40)]))
+    whole = _events_table(path)
+    monkeypatch.setattr(sagemaker, "_WHOLE_FILE_MAX_BYTES", 333)  # cuts a line in two
+    assert _events_table(path).to_pylist() == whole.to_pylist()
+    assert whole.num_rows == 40
+
+
 def test_a_json_object_is_not_a_framework_trace(tmp_path: Path) -> None:
     path = tmp_path / "1_0-algo-1_pythontimeline.json"
     path.write_text('{"Type": "cpu"}\n')

@@ -18,6 +18,7 @@ import importlib
 import logging
 import os
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -170,6 +171,7 @@ class JobData:
         self._single_file = single_file
         self._refreshed = False
         self._duckdb: Any = None
+        self._refresh_lock = threading.Lock()  # one refresh at a time per object (UI threads)
         self.kind: JobKind = kind
         self.path: Path | str = files.root if isinstance(files, LocalFiles) else files.url
         self.cache_dir = cache.root
@@ -195,7 +197,7 @@ class JobData:
         self._refreshed = True
         changed = False
         read: list[str] = []
-        with self._cache.locked(), self._reading_session():
+        with self._refresh_lock, self._cache.locked(), self._reading_session():
             self._cache.load()
             listing = self._list_files()
             raw_files = self._classify(listing)
