@@ -150,6 +150,18 @@ def test_wrong_arguments_are_config_errors(analysis: PandasFrameAnalysis) -> Non
         analysis.get_device_usage_stats(utilization_ranges=[(1, 2, 3)])  # type: ignore[list-item]
 
 
+def test_frames_without_the_needed_columns_are_a_config_error() -> None:
+    pf = PandasFrame(hb.connect())
+    with pytest.raises(ConfigError, match="framework_df.*start_time_us"):
+        PandasFrameAnalysis(pf.get_all_system_metrics(), pd.DataFrame({"x": [1]}))
+    empty = PandasFrame(hb.connect(hb.system_table().slice(0, 0), hb.events_table([])))
+    analysis = PandasFrameAnalysis(
+        empty.get_all_system_metrics(), empty.get_all_framework_metrics()
+    )
+    assert analysis.get_step_statistics().empty
+    assert analysis.get_utilization_stats().empty
+
+
 def test_job_level_functions_equal_the_frame_analysis(analysis: PandasFrameAnalysis) -> None:
     con = hb.connect()
     assert job_statistics(con) == analysis.get_job_statistics()

@@ -378,6 +378,8 @@ def _check_ranges(utilization_ranges: Any) -> list[tuple[float, float]]:
     return [(r[0], r[1]) for r in utilization_ranges]
 
 
+_SYSTEM_COLUMNS = ("timestamp_us", "value", "dimension", "nodeID", "type")
+_FRAMEWORK_COLUMNS = ("start_time_us", "end_time_us", "framework_metric", "step", "process")
 _ALL_RESOURCES = list(Resource)
 _DEVICES = [Resource.CPU, Resource.GPU]
 _STEP_BY = list(StatsBy)
@@ -398,6 +400,19 @@ class PandasFrameAnalysis:
     def __init__(self, system_df: pd.DataFrame, framework_df: pd.DataFrame) -> None:
         import duckdb
 
+        for parameter, frame, columns in (
+            ("system_df", system_df, _SYSTEM_COLUMNS),
+            ("framework_df", framework_df, _FRAMEWORK_COLUMNS),
+        ):
+            missing = [c for c in columns if c not in frame.columns]
+            if missing:
+                raise ConfigError(
+                    f"PandasFrameAnalysis.{parameter}",
+                    f"a frame without {', '.join(missing)}",
+                    f"a DataFrame with the columns {', '.join(columns)}",
+                    "Pass the frames of PandasFrame.get_all_system_metrics() and "
+                    "get_all_framework_metrics().",
+                )
         self.sys_metrics_df = system_df.copy()
         self.framework_metrics_df = framework_df.copy()
         fw, sm = self.framework_metrics_df, self.sys_metrics_df
