@@ -1,7 +1,7 @@
 """The rule family: the :class:`Rule` base class, what a rule concludes, and the result the engine writes.
 
 A rule is a small object with incremental state. The engine calls :meth:`Rule.scan` once per time
-window of new data (each sample and event belongs to exactly one window, by its start time) and
+window of new data (each sample belongs to exactly one window by its timestamp, each event by its end) and
 :meth:`Rule.evaluate` whenever it needs the current verdict. Built-in and user rules are treated
 alike: subclass :class:`Rule`, declare ``parameter_specs``, implement the two methods, and pass the
 class to :func:`~stepscope.rules.run_rules`, :func:`~stepscope.rules.start_rule_engine` or
@@ -208,7 +208,7 @@ class Rule:
         return []
 
     def scan(self, window: ScanWindow) -> None:
-        """Consume the samples and events that start inside ``window``; update the state only."""
+        """Consume the samples and events of ``window`` (see ScanWindow); update the state only."""
         raise NotImplementedError
 
     def evaluate(self) -> Verdict:

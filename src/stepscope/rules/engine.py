@@ -3,10 +3,12 @@
 A :class:`RuleSession` owns the rule instances of one job and a watermark. Each
 :meth:`RuleSession.advance` asks the job for new data (``JobData.refresh()``), scans the window
 from the watermark to the end of what is safely complete, and moves the watermark, so every
-sample and event is scanned exactly once. While the job runs, "safely complete" is the earlier of
-the newest system sample and the newest event start (framework files are closed up to a minute
-after their events; when a job has produced no events yet, system data is held back two minutes
-for them), floored to a whole second. The final pass takes everything.
+sample and event is scanned exactly once. While the job runs, "safely complete" is the newest
+record of the slowest live stream (each event source of each rank and the system metrics of each
+node are written to separate files, closed at different times; a stream silent for two minutes
+is taken as finished), and at least two minutes behind the newest record of all (a file is
+closed up to a minute after its first record, so a stream may appear late), floored to a whole
+second. The final pass takes everything.
 
 A rule that raises is marked Error with the reason; the others go on. Offline,
 :func:`run_rules` makes one final pass over the whole job: because rules are incremental and
@@ -32,13 +34,26 @@ __all__ = ["RuleSession", "open_input", "rule_output_dir", "run_rules"]
 
 logger = logging.getLogger(__name__)
 
-#: Without any event yet, system data is scanned only up to this long before its newest sample.
-_EVENT_GRACE_US = 120_000_000
+#: Live scans stay this far behind the newest record (a file is closed up to a minute after its
+#: first record), and a stream this much older than the newest is taken as finished (a writer
+#: that stopped) and no longer holds the scans back.
+_STREAM_GRACE_US = 120_000_000
 
+# The newest record of each stream: each event source of each rank, the system metrics of each
+# node. Files of different streams are closed at different times, so the scans may only go as far
+# as the slowest live stream.
 _END_SQL = """
+WITH streams AS (
+    SELECT 'events' AS kind, max(start_us + dur_us) AS last_us FROM events
+    GROUP BY source, node, rank
+    UNION ALL
+    SELECT 'system' AS kind, max(timestamp_us) AS last_us FROM system GROUP BY node
+), newest AS (SELECT max(last_us) AS last_us FROM streams)
 SELECT
-    (SELECT max(timestamp_us) FROM system) AS system_last,
-    (SELECT max(start_us) FROM events) AS events_last
+    (SELECT last_us FROM newest) AS newest_us,
+    (SELECT min(last_us) FROM streams WHERE last_us >= (SELECT last_us FROM newest) - {grace})
+        AS slowest_us,
+    (SELECT count(*) FROM streams WHERE kind = 'events') AS event_streams
 """
 
 
@@ -90,18 +105,18 @@ class RuleSession:
             self.failed[rule.rule_name()] = f"{type(exc).__name__}: {exc}"
 
     def _end_us(self, con: Any, final: bool) -> int | None:
-        system_last, events_last = con.execute(_END_SQL).fetchone()
-        known = [int(v) for v in (system_last, events_last) if v is not None]
-        if not known:
+        newest, slowest, event_streams = con.execute(
+            _END_SQL.format(grace=_STREAM_GRACE_US)
+        ).fetchone()
+        if newest is None:
             return None
         if final:
-            return max(known) + 1
-        if events_last is None:
-            end = int(system_last) - _EVENT_GRACE_US
-        elif system_last is None:
-            end = int(events_last)
-        else:
-            end = min(int(system_last), int(events_last))
+            return int(newest) + 1
+        # Writers close a file up to a minute after its first record, so a stream that has not
+        # appeared yet may still bring records that old: stay the grace period behind the newest.
+        end = int(newest) - _STREAM_GRACE_US
+        if event_streams:
+            end = min(end, int(slowest))
         return (end // 1_000_000) * 1_000_000
 
     def results(self) -> dict[str, RuleResult]:

@@ -1,8 +1,11 @@
 """One scan window: the slice of a job's data a rule consumes in one call, and its shared aggregates.
 
 A window is ``[start_us, end_us)`` in data time. A system sample belongs to the window holding its
-timestamp and an event to the window holding its *start*, so no sample or event is ever seen twice
-(SageMaker's windows counted events that straddle a boundary in both).
+timestamp and an event to the window holding its *end*, so no sample or event is ever seen twice
+(SageMaker's windows counted events that straddle a boundary in both). Events are assigned by
+their end because that is when they are written: a span is recorded when it completes, so a
+data-loader worker's span that lasts the whole job appears in the last file, long after its
+start. By its end, every event arrives within a file-close interval of its window.
 
 System records of one snapshot carry timestamps a few microseconds apart (the monitor's threads
 wake separately), so records are grouped into *snapshots* per node: a new snapshot starts when the
@@ -95,10 +98,10 @@ class ScanWindow:
         self._cache: dict[str, dict[str, np.ndarray]] = {}
 
     def events_sql(self, where: str = "TRUE") -> str:
-        """A subquery over the events that start in this window and satisfy ``where``."""
+        """A subquery over the events that end in this window and satisfy ``where``."""
         return (
-            f"(SELECT * FROM events WHERE start_us >= {self.start_us} "
-            f"AND start_us < {self.end_us} AND ({where}))"
+            f"(SELECT * FROM events WHERE start_us + dur_us >= {self.start_us} "
+            f"AND start_us + dur_us < {self.end_us} AND ({where}))"
         )
 
     def query(self, sql: str) -> dict[str, np.ndarray]:

@@ -4,7 +4,8 @@ Reads the node's core count (distinct ``CPUUtilization`` names), the PyTorch dat
 (``DataLoaderWorker`` and ``DataLoaderIter`` GetNext, whose ``worker_id`` names the worker that
 made the batch; without one, the event's process id) and
 ``DataLoaderIterInitialize`` (``num_workers``, ``pin_memory``). Per node and second of data time
-it counts the distinct processes loading data; it triggers once more than ``patience`` seconds
+it counts the distinct processes loading data (each event counted in the second it ended, so a
+second is never split between two scan windows, which end on whole seconds); it triggers once more than ``patience`` seconds
 were seen and the median count is below ``min_threshold`` % or above ``max_threshold`` % of the
 cores. It also reports GetNext durations (how long the training loop waited for a batch) and
 their share of step time. This is SageMaker's twelfth, undocumented rule, with its defaults.
@@ -35,7 +36,7 @@ _LOADER = (
 )
 
 _LOADERS_SQL = f"""
-SELECT node, CAST(floor(start_us / 1e6) AS BIGINT) AS second, count(DISTINCT {_LOADER}) AS loaders
+SELECT node, CAST(floor((start_us + dur_us) / 1e6) AS BIGINT) AS second, count(DISTINCT {_LOADER}) AS loaders
 FROM {{events}}
 WHERE category IN ('DataLoaderWorker', 'DataLoaderIter')
 GROUP BY ALL ORDER BY node

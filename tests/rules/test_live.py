@@ -1,0 +1,105 @@
+"""The live engine: a separate process that follows a job as its files appear, then finishes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from stepscope.rules import rule_configs, run_rules, start_rule_engine
+from stepscope.testing import generate_job
+
+RULES = [rule_configs.ProfilerReport(scan_interval_us=1_000_000, StepOutlier_n_outliers=0)]
+
+
+def wait_for(predicate, timeout_s: float = 120.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def status(job: Path, rule: str) -> dict:
+    try:
+        return json.loads((job / "rule-output" / rule / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def files_by_close_time(output: Path) -> list[Path]:
+    """The job's raw files in the order their writers closed them, as a live job produces them.
+
+    A system file is named after its minute and closed at its end; a framework file is named
+    after its last event's end.
+    """
+    closed = [
+        (int(p.name.split(".")[0]) + 60.0, p) for p in (output / "system").rglob("*.algo-*.json")
+    ]
+    closed += [
+        (int(p.name.split("_")[0]) / 1e6, p) for p in (output / "framework").rglob("*_*.json")
+    ]
+    return [path for _, path in sorted(closed)]
+
+
+def publish(source_root: Path, target_root: Path, path: Path) -> None:
+    """Copy one raw file into the live job atomically, as a closing writer would."""
+    target = target_root / path.relative_to(source_root)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target_root.parent / f".{path.name}.partial"
+    shutil.copyfile(path, temporary)
+    os.replace(temporary, target)
+
+
+@pytest.mark.timeout(300)
+def test_live_engine_follows_a_job_and_agrees_with_the_offline_run(tmp_path):
+    recorded = generate_job(
+        tmp_path / "recorded", minutes=4, gpus=2, cpus=4, dataloader_starved=True
+    )
+    live = tmp_path / "live"
+    (live / "profiler-output").mkdir(parents=True)
+    shutil.copyfile(recorded / "job.json", live / "job.json")
+    files = files_by_close_time(recorded / "profiler-output")
+    first = files[: len(files) * 3 // 4]
+
+    handle = start_rule_engine(live, RULES, report_hook=None)
+    try:
+        # three of four minutes: more than the two minutes the live scans stay behind
+        for path in first:
+            publish(recorded / "profiler-output", live / "profiler-output", path)
+        assert wait_for(lambda: status(live, "StepOutlier").get("datapoints", 0) > 0)
+        early = status(live, "ProfilerReport")
+        assert early["status"] in ("InProgress", "IssuesFound")
+        for path in files[len(first) :]:
+            publish(recorded / "profiler-output", live / "profiler-output", path)
+        (live / "profiler-output" / "training_job_end.ts").touch()
+        assert handle.finish(timeout_s=120)
+    finally:
+        handle.stop()
+    assert not handle.is_alive()
+
+    offline = run_rules(recorded, RULES, output_dir=tmp_path / "offline")
+    for name, result in offline.items():
+        seen = status(live, name)
+        assert seen["status"] == result.status, name
+        assert (seen["violations"], seen["datapoints"]) == (result.violations, result.datapoints), (
+            name
+        )
+    assert status(live, "Dataloader")["status"] == "IssuesFound"
+
+
+def test_finish_on_a_finished_job_makes_the_final_pass(tmp_path):
+    job = generate_job(tmp_path / "done", minutes=2, gpus=1, cpus=4)
+    handle = start_rule_engine(job, ["StepOutlier"], report_hook=None)
+    assert handle.finish(timeout_s=120)
+    assert status(job, "StepOutlier")["status"] in ("NoIssuesFound", "IssuesFound")
+
+
+def test_bad_rules_fail_before_the_process_starts(tmp_path):
+    with pytest.raises(ValueError):
+        start_rule_engine(tmp_path, [rule_configs.ProfilerReport(CPUBottleneck_patience=-1)])
