@@ -13,9 +13,12 @@ Files come out exactly in SageMaker Debugger's format, so its readers and ours r
 One record a line; a phase's ``process_name``/``process_sort_index`` pair is written the first
 time the phase appears in a file. Phase pids are stable for the writer's life and start at 1.
 
-**Off the training thread.** :meth:`TimelineWriter.write_event` only puts a tuple into a bounded
-queue (``put_nowait``): when the queue is full the event is dropped and counted, never waited
+**Off the training thread.** :meth:`TimelineWriter.write_event` only appends a tuple to a bounded
+buffer: when ``queue_size`` events are waiting the event is dropped and counted, never waited
 for. A daemon thread serializes events in batches and writes each batch with one ``write`` call.
+The buffer is a ``deque`` rather than a ``queue.Queue``: an append costs the training thread a
+tenth of a ``put_nowait`` (no lock, no condition variable), and the writer thread, once woken,
+lingers 50 ms so a burst of events costs one wake-up and one system call.
 
 **Rotation.** The open file (``framework/<node_id>_<suffix>.<pid>.tmp``) is closed when it grows
 past ``file_max_size`` bytes (it exceeds it by at most one event) or ``file_close_interval_s``
@@ -44,10 +47,10 @@ parent's open file is left untouched), and it is closed at the child's exit, inc
 from __future__ import annotations
 
 import atexit
+import collections
 import functools
 import logging
 import os
-import queue
 import sys
 import threading
 import time
@@ -71,13 +74,14 @@ __all__ = ["TimelineWriter", "recover_timeline_files"]
 
 logger = logging.getLogger(__name__)
 
-#: Events a writer thread takes from the queue before writing them with one system call.
+#: Events a writer thread takes from the buffer before writing them with one system call.
 _BATCH_EVENTS = 4096
+#: How long the writer thread lets events gather after being woken from idle.
+_LINGER_S = 0.05
 #: How long ``close()`` waits for the writer thread (also at interpreter exit).
 _CLOSE_TIMEOUT_S = 5.0
 #: How many next-µs names are tried when a closed file's name is taken.
 _NAME_ATTEMPTS = 1000
-_CLOSE = object()
 _DUMPS_OPTIONS = orjson.OPT_NON_STR_KEYS
 
 _Event = tuple[str, str, float, float, "dict[str, Any] | None", str]
@@ -178,18 +182,21 @@ class TimelineWriter:
                 return False
             if self._thread is None:
                 self._start_thread()
-            self._queue.put_nowait((name, phase, start_us, dur_us, args, ph))
+            buffer = self._buffer
+            if len(buffer) >= self._queue_size:
+                self._count_dropped(1)
+                self._warn_once(
+                    "queue-full",
+                    "Timeline writer %s: %d events are waiting to be written; dropping events "
+                    "until the writer catches up. Lower the event rate or raise queue_size.",
+                    self._node_id,
+                    self._queue_size,
+                )
+                return False
+            buffer.append((name, phase, start_us, dur_us, args, ph))
+            if self._idle:
+                self._wake.set()
             return True
-        except queue.Full:
-            self._count_dropped(1)
-            self._warn_once(
-                "queue-full",
-                "Timeline writer %s: %d events are waiting to be written; dropping events until "
-                "the writer catches up. Lower the event rate or raise queue_size.",
-                self._node_id,
-                self._queue_size,
-            )
-            return False
         except Exception:  # the guard of the training-thread entry point: never raise into it
             self._count_dropped(1)
             if "write-event" not in self._warned:
@@ -213,10 +220,8 @@ class TimelineWriter:
             atexit.unregister(self._atexit)
             thread = self._thread
             if thread is not None and thread.is_alive():
-                try:
-                    self._queue.put(_CLOSE, timeout=timeout_s)
-                except queue.Full:
-                    self._stop.set()
+                self._stop.set()
+                self._wake.set()
                 thread.join(timeout_s)
                 if thread.is_alive():
                     logger.warning(
@@ -236,7 +241,9 @@ class TimelineWriter:
         """Fresh thread, queue and locks for the current process (construction and after fork)."""
         self._pid = os.getpid()
         self._lock = threading.Lock()
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=self._queue_size)
+        self._buffer: collections.deque[_Event] = collections.deque()
+        self._wake = threading.Event()  # set by write_event() when the writer thread is idle
+        self._idle = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fd: int | None = None
@@ -301,24 +308,31 @@ class TimelineWriter:
             self._drop_queued()
 
     def _loop(self) -> None:
+        buffer = self._buffer
         while not self._disabled:
-            try:
-                item = self._queue.get(timeout=self._seconds_to_interval_close())
-            except queue.Empty:
-                self._close_file()  # idle past the interval
-                continue
-            batch = [item]
-            while len(batch) < _BATCH_EVENTS:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            stop = _CLOSE in batch
-            self._write_batch([event for event in batch if event is not _CLOSE])
+            if not buffer:
+                if self._stop.is_set():
+                    return
+                self._wait_for_events()
+                if not buffer:  # the interval ended while idle
+                    if self._fd is not None and self._seconds_to_interval_close() == 0.0:
+                        self._close_file()
+                    continue
+            # only this thread pops, so the length can only grow meanwhile
+            self._write_batch([buffer.popleft() for _ in range(min(len(buffer), _BATCH_EVENTS))])
             if self._fd is not None and self._seconds_to_interval_close() == 0.0:
                 self._close_file()
-            if stop or self._stop.is_set():
+
+    def _wait_for_events(self) -> None:
+        """Sleep until events arrive (then let a burst gather), the interval ends, or close()."""
+        self._wake.clear()
+        self._idle = True  # write_event() now sets the wake event; the buffer is re-checked below
+        try:
+            if self._buffer or not self._wake.wait(self._seconds_to_interval_close()):
                 return
+        finally:
+            self._idle = False
+        self._stop.wait(_LINGER_S)
 
     def _seconds_to_interval_close(self) -> float | None:
         if self._fd is None:
@@ -392,10 +406,10 @@ class TimelineWriter:
             "name": name,
             "pid": pid,
             "ph": ph,
-            "ts": round(start_us - self._file_start_us, 3),
+            "ts": start_us - self._file_start_us,
         }
         if ph == "X":
-            record["dur"] = round(dur_us, 3)
+            record["dur"] = dur_us
         elif ph == "i":
             record["s"] = "p"
         record["args"] = args if args is not None else {}
@@ -510,13 +524,9 @@ class TimelineWriter:
 
     def _drop_queued(self) -> None:
         dropped = 0
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not _CLOSE:
-                dropped += 1
+        while self._buffer:
+            self._buffer.popleft()
+            dropped += 1
         self._count_dropped(dropped)
 
 
