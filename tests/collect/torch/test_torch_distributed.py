@@ -9,6 +9,7 @@ import pytest
 from tests.collect.torch.torchjob import read_events, run_script, steps
 
 from stepscope.config import (
+    DataloaderProfilingConfig,
     FrameworkProfile,
     ProfilerConfig,
     SMDataParallelProfilingConfig,
@@ -47,7 +48,8 @@ def test_two_ranks_write_their_steps_collectives_and_clock_offsets(tmp_path: Pat
         framework_profile_params=FrameworkProfile(
             smdataparallel_profiling_config=SMDataParallelProfilingConfig(
                 start_step=0, num_steps=100
-            )
+            ),
+            dataloader_profiling_config=DataloaderProfilingConfig(start_step=0, num_steps=100),
         )
     )
     launcher = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2")
