@@ -128,6 +128,44 @@ def test_kill_9_leaves_only_whole_snapshots(tmp_path: Path) -> None:
     assert values == [float(i) for i in range(len(values) // 8) for _ in range(8)]
 
 
+_FULL_DISK_WRITER = textwrap.dedent(
+    """
+    import resource, signal, sys
+    from stepscope.store import SystemMetricsWriter, SystemRecord
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    writer = SystemMetricsWriter(sys.argv[1])
+    snapshot = lambda i: [SystemRecord("cpu", f"cpu{c}", "CPUUtilization", float(i), 1.7e9 + i) for c in range(8)]
+    resource.setrlimit(resource.RLIMIT_FSIZE, (3000, hard))  # the disk fills up
+    results = [writer.write(snapshot(i)) for i in range(10)]
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # space is freed
+    results += [writer.write(snapshot(i)) for i in range(10, 12)]
+    writer.close()
+    print(results, writer.dropped_records)
+    """
+)
+
+
+def test_a_full_disk_leaves_no_torn_line_behind(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_WRITER, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    results, dropped = done.stdout.rsplit(" ", 1)
+    written = json.loads(results)
+    assert 0 in written[:10] and written[10:] == [8, 8] and int(dropped) == written.count(0) * 8
+    [path] = tmp_path.rglob("*.json")
+    values = [
+        json.loads(line)["Value"] for line in path.read_text().splitlines()
+    ]  # all whole lines
+    kept = [float(i) for i, n in enumerate(written) if n]
+    assert values == [v for v in kept for _ in range(8)]
+    assert done.stderr.count("could not be written") == 1
+
+
 def test_job_end_marker_is_seen_by_us_and_by_sagemaker_readers(tmp_path: Path) -> None:
     assert not job_has_ended(tmp_path)
     marker = write_job_end_marker(tmp_path)

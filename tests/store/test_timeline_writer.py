@@ -248,6 +248,42 @@ def test_a_malformed_event_is_dropped_alone(
     assert len(caplog.records) == 1 and "not a number" in caplog.messages[0]
 
 
+_FULL_DISK_WRITER = textwrap.dedent(
+    """
+    import json, logging, resource, signal, sys
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    from stepscope.store import TimelineWriter
+    # files cannot grow past 20 kB: writes fail with EFBIG, like ENOSPC on a full disk;
+    # 5000 events make at least two batches (4096 at most each), each one failed write
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+    writer = TimelineWriter(sys.argv[1], "0-algo-1", file_open_fail_threshold=2)
+    accepted = sum(
+        writer.write_event(f"e{i}", "Forward", 1_700_000_000_000_000 + i, 1.0, {"i": i})
+        for i in range(5000)
+    )
+    writer.close()
+    print(json.dumps({"accepted": accepted, "dropped": writer.dropped_events, "disabled": writer.disabled}))
+    """
+)
+
+
+def test_full_disk_drops_events_with_warnings_and_leaves_no_broken_file(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_WRITER, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["disabled"] and result["dropped"] == 5000
+    warnings = done.stderr.strip().splitlines()
+    assert len(warnings) == 2, warnings
+    assert "could not write" in warnings[0] and "disabled after 2" in warnings[1]
+    assert closed_files(tmp_path) == [] and not list((tmp_path / "framework").glob("*.tmp"))
+
+
 def test_invalid_settings_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="TimelineWriter.file_max_size must be an integer > 0"):
         TimelineWriter(tmp_path, NODE, file_max_size=0)

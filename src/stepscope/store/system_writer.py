@@ -9,7 +9,7 @@ record's own timestamp, UTC). Files are only appended to, and each :meth:`System
 call ends with one ``write`` system call per file it touches, so a reader sees whole lines and a
 ``kill -9`` loses at most the records of the call in progress (a torn last line is what every
 reader of this format tolerates). A failing disk logs one warning and drops records; nothing is
-raised.
+raised, and the part of a failed write that reached the file is cut off again.
 """
 
 from __future__ import annotations
@@ -124,16 +124,20 @@ class SystemMetricsWriter:
 
     def _append(self, minute_s: int, data: bytes) -> bool:
         path = system_file_path(self._output_dir, self._node, minute_s)
+        size_before = None
         try:
             if self._fd_minute_s != minute_s:
                 self.close()
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
                 self._fd_minute_s = minute_s
+            assert self._fd is not None
+            size_before = os.fstat(self._fd).st_size
             view = memoryview(data)
             while view:
-                view = view[os.write(self._fd, view) :]  # type: ignore[arg-type]
+                view = view[os.write(self._fd, view) :]
         except OSError as exc:
+            self._cut_torn_write(size_before)
             self.close()
             if not self._warned:
                 self._warned = True
@@ -147,6 +151,19 @@ class SystemMetricsWriter:
                 )
             return False
         return True
+
+    def _cut_torn_write(self, size_before: int | None) -> None:
+        """Remove the part of a failed write that reached the file (a full disk writes part).
+
+        Otherwise the torn line would sit in the middle of the file once writing works again,
+        and SageMaker's reader refuses a file with a corrupt line that is not the last.
+        """
+        if self._fd is None or size_before is None:
+            return
+        try:
+            os.ftruncate(self._fd, size_before)
+        except OSError:
+            logger.debug("could not cut a torn system-metrics write", exc_info=True)
 
 
 def write_job_end_marker(profiler_output_dir: str | Path) -> Path:
