@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,9 @@ class DetailedProfiler:
         self._start_us = 0.0
         self._step_range: Any = None
         self._exports: list[threading.Thread] = []
+        #: an explicit window (SageMaker Profiler's start_profiling): ranges do not close it
+        self._manual = False
+        self._manual_deadline_s = math.inf
 
     # -- step listener --------------------------------------------------------------------
 
@@ -59,6 +64,13 @@ class DetailedProfiler:
             self._open(step)
 
     def on_step_end(self, session: Session, step: int) -> None:
+        if self._manual:
+            self._end_step_range()
+            if time.monotonic() >= self._manual_deadline_s:
+                self.stop_manual()
+            else:
+                self._begin_step_range(step + 1)
+            return
         if self._profiler is not None:
             self._end_step_range()
             if session.active["detailed"]:
@@ -69,6 +81,7 @@ class DetailedProfiler:
             self._open(step + 1)
 
     def on_stop(self, session: Session) -> None:
+        self._manual = False
         if self._profiler is not None:
             self._end_step_range()
             self._close(max(session.step, self._first_step))
@@ -76,11 +89,31 @@ class DetailedProfiler:
             thread.join(_JOIN_TIMEOUT_S)
         self._exports = []
 
+    # -- explicit windows -----------------------------------------------------------------
+
+    def start_manual(self, *, cuda: bool = True, max_duration_s: float = math.inf) -> None:
+        """Open a window now, until :meth:`stop_manual` or ``max_duration_s`` seconds (checked
+        at step ends), whatever the configured range says; a range window already open is
+        taken over."""
+        if self._profiler is None:
+            self._open(max(self.session.step + (0 if self.session.in_step else 1), 0), cuda=cuda)
+        self._manual = True
+        self._manual_deadline_s = time.monotonic() + max_duration_s
+
+    def stop_manual(self) -> None:
+        """Close the explicit window (a no-op without one)."""
+        if not self._manual:
+            return
+        self._manual = False
+        if self._profiler is not None:
+            self._end_step_range()
+            self._close(max(self.session.step, self._first_step))
+
     # -- windows --------------------------------------------------------------------------
 
-    def _open(self, step: int) -> None:
+    def _open(self, step: int, *, cuda: bool = True) -> None:
         activities = [torch.profiler.ProfilerActivity.CPU]
-        if torch.cuda.is_available():
+        if cuda and torch.cuda.is_available():
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         profiler = torch.profiler.profile(activities=activities)
         profiler.start()

@@ -98,3 +98,9 @@ def uninstrument() -> None:
 def is_instrumented() -> bool:
     """Whether hooks are installed in this process."""
     return _installed is not None
+
+
+def installed() -> Instrumentation | None:
+    """The installed :class:`Instrumentation`, or ``None`` (SageMaker Profiler's API drives its
+    detailed profiler directly)."""
+    return _installed

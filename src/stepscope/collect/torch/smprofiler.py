@@ -1,0 +1,154 @@
+"""SageMaker Profiler's Python API (``smprof``) on top of stepscope's detailed profiling.
+
+Scripts written for SageMaker Profiler run with only their import changed
+(``import stepscope.smprof as smprof``)::
+
+    SMProf = smprof.SMProfiler.instance()
+    config = smprof.Config()
+    config.profiler = {"EnableCuda": "1"}
+    SMProf.configure(config)
+    SMProf.start_profiling()
+    ...   # with smprof.annotate("Forward"): ...
+    SMProf.stop_profiling()
+
+``start_profiling`` opens a ``torch.profiler`` window now (CPU, and CUDA when ``EnableCuda`` is
+``"1"`` and a GPU is there) and ``stop_profiling`` closes it, whatever the configured detailed
+range says; annotations inside become ``record_function`` ranges and timeline events. The window
+also closes at the first step end after ``cpu_profiling_duration`` seconds (SageMaker SDK's
+``Profiler(cpu_profiling_duration=3600)``, default 3600). Under ``stepscope run`` the running
+session records it; otherwise ``start_profiling`` starts a session of its own (output under
+``./stepscope-jobs/``) and ``stop_profiling`` stops it.
+
+Global state: the one :class:`SMProfiler` of the process, from :meth:`SMProfiler.instance`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from stepscope.collect.session import get_active_session
+from stepscope.errors import ConfigError, SessionError
+
+__all__ = [
+    "Config",
+    "Profiler",
+    "SMProfiler",
+    "configure",
+    "start_profiling",
+    "stop_profiling",
+]
+
+logger = logging.getLogger(__name__)
+
+#: SageMaker SDK's default ``cpu_profiling_duration``, in seconds
+DEFAULT_CPU_PROFILING_DURATION_S = 3600
+
+
+@dataclass
+class Profiler:
+    """SageMaker SDK's ``Profiler``: how long CPU activity is profiled once profiling starts.
+
+    :param cpu_profiling_duration: seconds, an integer >= 1; default 3600.
+    """
+
+    cpu_profiling_duration: int = DEFAULT_CPU_PROFILING_DURATION_S
+
+    def __post_init__(self) -> None:
+        duration = self.cpu_profiling_duration
+        if isinstance(duration, bool) or not isinstance(duration, int) or duration < 1:
+            raise ConfigError("Profiler.cpu_profiling_duration", duration, "an integer >= 1")
+
+
+@dataclass
+class Config:
+    """``smprof.Config``: ``profiler`` holds SageMaker Profiler's string options.
+
+    :param profiler: ``{"EnableCuda": "1"}`` profiles CUDA activity too (when there is a GPU);
+        ``"0"`` profiles the CPU only. Default ``{"EnableCuda": "1"}``.
+    :param profile_params: a :class:`Profiler` (its ``cpu_profiling_duration``).
+    """
+
+    profiler: dict[str, Any] = field(default_factory=lambda: {"EnableCuda": "1"})
+    profile_params: Profiler = field(default_factory=Profiler)
+
+    @property
+    def enable_cuda(self) -> bool:
+        value = str(self.profiler.get("EnableCuda", "1")).strip().lower()
+        if value not in ("0", "1", "true", "false"):
+            raise ConfigError("Config.profiler['EnableCuda']", value, '"1" or "0"')
+        return value in ("1", "true")
+
+
+class SMProfiler:
+    """The process's SageMaker Profiler: configure, then start and stop profiling."""
+
+    def __init__(self) -> None:
+        self.config = Config()
+        self._owned: Any = None  # the profile() context this profiler started, if any
+        self._detailed: Any = None
+
+    @staticmethod
+    def instance() -> SMProfiler:
+        """The one profiler of this process."""
+        return _instance()
+
+    def configure(self, config: Config | Profiler) -> None:
+        """Use ``config`` (a :class:`Config`, or a :class:`Profiler` for its duration only)."""
+        if isinstance(config, Profiler):
+            config = Config(profile_params=config)
+        if not isinstance(config, Config):
+            raise ConfigError("SMProfiler.configure.config", config, "an smprof.Config")
+        config.enable_cuda  # noqa: B018 - validates the option now rather than at start
+        self.config = config
+
+    def start_profiling(self) -> None:
+        """Open the detailed window now (starting a session first if none runs)."""
+        if self._detailed is not None:
+            raise SessionError("SageMaker Profiler is already profiling; call stop_profiling first")
+        session = get_active_session()
+        if session is None:
+            from stepscope.collect.session import profile
+
+            self._owned = profile()
+            session = self._owned.__enter__()
+        from stepscope.collect.torch.instrumentation import installed, instrument
+
+        instrumentation = installed() or instrument(session)
+        self._detailed = instrumentation.detailed_profiler
+        self._detailed.start_manual(
+            cuda=self.config.enable_cuda,
+            max_duration_s=float(self.config.profile_params.cpu_profiling_duration),
+        )
+        logger.info("stepscope: SageMaker Profiler window started on %s", session.node_id)
+
+    def stop_profiling(self) -> None:
+        """Close the detailed window (and the session, if :meth:`start_profiling` started it)."""
+        detailed, self._detailed = self._detailed, None
+        if detailed is not None:
+            detailed.stop_manual()
+        owned, self._owned = self._owned, None
+        if owned is not None:
+            owned.__exit__(None, None, None)
+
+
+@functools.cache
+def _instance() -> SMProfiler:
+    return SMProfiler()
+
+
+def configure(config: Config | Profiler) -> None:
+    """``SMProfiler.instance().configure(config)``."""
+    _instance().configure(config)
+
+
+def start_profiling() -> None:
+    """``SMProfiler.instance().start_profiling()``."""
+    _instance().start_profiling()
+
+
+def stop_profiling() -> None:
+    """``SMProfiler.instance().stop_profiling()``."""
+    _instance().stop_profiling()

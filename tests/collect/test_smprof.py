@@ -1,0 +1,99 @@
+"""``stepscope.smprof``: SageMaker Profiler's example script runs with only its import changed."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stepscope.errors import ConfigError
+
+#: SageMaker Profiler's documented example (annotation_begin/end variant), import changed only
+EXAMPLE = """
+import torch
+import stepscope.smprof as smprof
+
+SMProf = smprof.SMProfiler.instance()
+config = smprof.Config()
+config.profiler = {
+    "EnableCuda": "1",
+}
+SMProf.configure(config)
+SMProf.start_profiling()
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+criterion = torch.nn.CrossEntropyLoss()
+optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+data = torch.utils.data.TensorDataset(torch.randn(16, 8), torch.randint(0, 2, (16,)))
+trainloader = torch.utils.data.DataLoader(data, batch_size=4)
+for epoch in range(1):
+    for i, data in enumerate(trainloader, 0):
+        step_annotator = smprof.annotation_begin("step_" + str(i))
+        inputs, labels = data
+        optimizer.zero_grad()
+        forward_annotator = smprof.annotation_begin("Forward")
+        outputs = net(inputs)
+        smprof.annotation_end(forward_annotator)
+        with smprof.annotate("Loss"):
+            loss = criterion(outputs, labels)
+        backward_annotator = smprof.annotation_begin("Backward")
+        loss.backward()
+        smprof.annotation_end(backward_annotator)
+        optimizer_annotator = smprof.annotation_begin("Optimizer")
+        optimizer.step()
+        smprof.annotation_end(optimizer_annotator)
+        smprof.annotation_end(step_annotator)
+SMProf.stop_profiling()
+print("done")
+"""
+
+
+def test_the_sagemaker_profiler_example_runs_and_records_its_annotations(tmp_path: Path) -> None:
+    script = tmp_path / "train_with_profiler_demo.py"
+    script.write_text(EXAMPLE)
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("STEPSCOPE_")}
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done"
+    jobs = list((tmp_path / "stepscope-jobs").iterdir())
+    assert len(jobs) == 1
+    traces = list(jobs[0].rglob("*.pt.trace.json.gz"))
+    assert len(traces) == 1
+    names = {
+        e.get("name") for e in json.loads(gzip.decompress(traces[0].read_bytes()))["traceEvents"]
+    }
+    assert {"step_0", "step_3", "Forward", "Loss", "Backward", "Optimizer"} <= names
+    assert {f"ProfilerStep#{n}" for n in range(4)} <= names
+
+
+def test_profiler_duration_and_cuda_option_are_checked() -> None:
+    from stepscope import smprof
+
+    assert smprof.Profiler().cpu_profiling_duration == 3600
+    with pytest.raises(
+        ConfigError, match="Profiler.cpu_profiling_duration must be an integer >= 1"
+    ):
+        smprof.Profiler(cpu_profiling_duration=0)
+    config = smprof.Config()
+    config.profiler = {"EnableCuda": "maybe"}
+    with pytest.raises(ConfigError, match="EnableCuda"):
+        smprof.SMProfiler.instance().configure(config)
+
+
+def test_importing_smprof_for_annotations_does_not_import_torch() -> None:
+    code = "import sys\nimport stepscope.smprof as s\nwith s.annotate('x'):\n    pass\nprint('torch' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
