@@ -61,6 +61,7 @@ _PUBLIC: dict[str, str] = {
     "step": "stepscope.collect.session",
     "step_statistics": "stepscope.analysis.statistics",
     "utilization_statistics": "stepscope.analysis.statistics",
+    "write_report": "stepscope.report",
 }
 
 __all__ = sorted([*_PUBLIC, "__version__"])

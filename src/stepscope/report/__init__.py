@@ -1,5 +1,12 @@
-"""The self-contained HTML profiling report."""
+"""The self-contained HTML profiling report.
+
+Interface to the other stages: :func:`write_report` (used by ``stepscope report``, ``stepscope
+run`` at the end of a job, and the live rule engine) and the section table :data:`SECTIONS`.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from stepscope.report.document import REPORT_NAME, write_report
+from stepscope.report.sections import SECTIONS
+
+__all__ = ["REPORT_NAME", "SECTIONS", "write_report"]

@@ -1,0 +1,27 @@
+"""``stepscope report``: write the self-contained HTML profiling report of a job."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_arguments", "main"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "path", help="job folder, SageMaker Debugger output folder (or s3:// URL), Kineto trace"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        help="HTML file to write (default <job>/rule-output/profiler-report.html); rule results "
+        "are read from, or computed into, its folder",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from stepscope.report import write_report
+
+    path = write_report(args.path, output=args.output)
+    print(f"profiling report: {path}")
+    return 0

@@ -1,0 +1,118 @@
+"""The profiling report as one self-contained HTML file: sections, figures, CSS and plotly.js inlined.
+
+The file opens from disk with no network access: plotly.js comes from the installed ``plotly``
+package, the stylesheet and the chart script from this package's ``assets/``, and the figures are
+embedded as JSON. Rule results are read from ``rule-output/`` (or computed when absent).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import os
+import tempfile
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from stepscope._optional import require
+from stepscope.report.sections import SECTIONS, ReportContext
+from stepscope.rules import BUILTIN_RULES, read_results, run_rules
+from stepscope.rules.engine import open_input, rule_output_dir
+
+__all__ = ["REPORT_NAME", "write_report"]
+
+logger = logging.getLogger(__name__)
+
+#: The report's file name inside ``rule-output/``.
+REPORT_NAME = "profiler-report.html"
+
+
+def write_report(job_or_path: Any, *, output: str | os.PathLike[str] | None = None) -> Path:
+    """Write the HTML profiling report of a job and return its path.
+
+    :param job_or_path: a job folder, SageMaker Debugger output, Kineto trace (anything
+        ``open_job`` reads) or a ``JobData``.
+    :param output: the HTML file to write; default ``<job>/rule-output/profiler-report.html``
+        (required for read-only inputs). Rule results are read beside it, in the same folder,
+        and computed there first when there are none.
+    """
+    plotly = require("plotly.offline", extra="ui", feature="the HTML profiling report")
+    job = open_input(job_or_path)
+    if output is not None:
+        target = Path(output)
+        results_dir = target.parent
+    else:
+        results_dir = rule_output_dir(job, None)
+        target = results_dir / REPORT_NAME
+    results = read_results(results_dir)
+    if not results:
+        results = run_rules(job, output_dir=results_dir)
+    context = ReportContext(
+        name=str(getattr(job, "name", "") or Path(str(job.path)).name),
+        metadata=dict(getattr(job, "metadata", {}) or {}),
+        results=_in_registry_order(results),
+        job=job,
+    )
+    page = _page(context, plotly.get_plotlyjs())
+    _write_atomic(target, page)
+    return target
+
+
+def _in_registry_order(results: dict[str, Any]) -> dict[str, Any]:
+    order = {name: i for i, name in enumerate(BUILTIN_RULES)}
+    return dict(sorted(results.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
+
+
+def _page(context: ReportContext, plotly_js: str) -> str:
+    parts = []
+    toc = []
+    for section_class in SECTIONS:
+        section = section_class()
+        try:
+            body = section.render(context)
+        except Exception:
+            logger.exception("report section %r failed; it is left out", section.title)
+            continue
+        if not body:
+            continue
+        toc.append(f'<a href="#{section.anchor}">{html.escape(section.title)}</a>')
+        parts.append(
+            f'<section class="part" id="{section.anchor}"><h2>{html.escape(section.title)}</h2>{body}</section>'
+        )
+    assets = resources.files("stepscope.report") / "assets"
+    css = (assets / "report.css").read_text(encoding="utf-8")
+    script = (assets / "report.js").read_text(encoding="utf-8")
+    # NaN (a missing figure) becomes null, which plotly leaves out.
+    figures = orjson.dumps(context.figures, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+    figures = figures.replace("</", "<\\/")
+    created = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    title = f"Profiling report · {context.name}"
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(title)}</title><style>{css}</style></head><body>"
+        f'<header class="page"><h1>{html.escape(title)}</h1>'
+        f"<p>Written by stepscope on {created}. Rules and figures cover the data recorded so far.</p>"
+        f'<nav class="toc">{"".join(toc)}</nav></header>'
+        f"<main>{''.join(parts)}</main>"
+        "<footer>stepscope profiling report — every chart is drawn from data embedded in this file.</footer>"
+        f'<script type="application/json" id="figures">{figures}</script>'
+        f"<script>{plotly_js}</script><script>{script}</script></body></html>\n"
+    )
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,93 @@
+"""The report-section family: what a section receives, what it returns, and its HTML pieces.
+
+A section is a :class:`Section` subclass with a ``title`` and one method, :meth:`Section.render`,
+that returns an HTML fragment or None (nothing to show). Charts are registered on the
+:class:`ReportContext`, which numbers them; the page script draws each one with plotly.js.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = ["ReportContext", "Section", "fmt", "paragraph", "table"]
+
+
+@dataclass
+class ReportContext:
+    """What every section may read: the job, its rule results, and the charts drawn so far.
+
+    :param name: the job's name.
+    :param metadata: ``job.json`` contents (empty for traces and SageMaker outputs).
+    :param results: rule results by rule name.
+    :param job: the JobData, for sections that query data (kernel summaries); may be None.
+    """
+
+    name: str
+    metadata: dict[str, Any]
+    results: dict[str, Any]
+    job: Any = None
+    figures: list[dict[str, Any]] = field(default_factory=list)
+
+    def chart(self, figure: dict[str, Any] | None, *, wide: bool = False) -> str:
+        """A placeholder the page script fills with ``figure``; empty when there is no figure."""
+        if figure is None:
+            return ""
+        self.figures.append(figure)
+        css = "chart wide" if wide else "chart"
+        return f'<div class="{css}" id="chart-{len(self.figures) - 1}"></div>'
+
+    def details(self, rule: str) -> dict[str, Any]:
+        result = self.results.get(rule)
+        return dict(result.details) if result is not None else {}
+
+
+class Section:
+    """One part of the report; subclasses set ``title`` and implement :meth:`render`."""
+
+    title: ClassVar[str] = ""
+    anchor: ClassVar[str] = ""
+
+    def render(self, context: ReportContext) -> str | None:
+        raise NotImplementedError
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    """A number for a table cell: thousands separators, ``digits`` decimals, dash for missing."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return html.escape(str(value))
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, numeric_from: int = 1) -> str:
+    """An HTML table; cells from column ``numeric_from`` on are right-aligned numbers."""
+    head = "".join(
+        f'<th class="{"num" if i >= numeric_from else ""}">{html.escape(h)}</th>'
+        for i, h in enumerate(headers)
+    )
+    body = []
+    for row in rows:
+        cells = "".join(
+            f'<td class="num">{fmt(cell)}</td>' if i >= numeric_from else f"<td>{fmt(cell)}</td>"
+            for i, cell in enumerate(row)
+        )
+        body.append(f"<tr>{cells}</tr>")
+    if not body:
+        return ""
+    thead = f"<thead><tr>{head}</tr></thead>" if any(headers) else ""
+    return f"<table>{thead}<tbody>{''.join(body)}</tbody></table>"
+
+
+def paragraph(text: str, css: str = "") -> str:
+    if not text:
+        return ""
+    cls = f' class="{css}"' if css else ""
+    return f"<p{cls}>{html.escape(text)}</p>"

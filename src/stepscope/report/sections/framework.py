@@ -1,0 +1,34 @@
+"""Framework metrics summary: where the training loop's time went (pies and operator tables)."""
+
+from __future__ import annotations
+
+from stepscope.report.figures import pie
+from stepscope.report.sections.base import ReportContext, Section, table
+
+__all__ = ["FrameworkMetrics"]
+
+
+class FrameworkMetrics(Section):
+    title = "Framework metrics summary"
+    anchor = "framework"
+
+    def render(self, context: ReportContext) -> str | None:
+        d = context.details("OverallFrameworkMetrics")
+        if not d:
+            return None
+        charts = [
+            context.chart(pie("Steps versus time between steps (s)", d.get("phase", {}))),
+            context.chart(pie("Forward versus backward pass (s)", d.get("forward_backward", {}))),
+            context.chart(pie("CPU versus GPU operators (s)", d.get("ratio", {}))),
+            context.chart(pie("Other framework operations (s)", d.get("general", {}))),
+            context.chart(pie("Collective communication (s)", d.get("horovod", {}))),
+        ]
+        grid = '<div class="grid">' + "".join(f"<div>{c}</div>" for c in charts if c) + "</div>"
+        tables = []
+        for key, title in (("CPU", "Overview: CPU operators"), ("GPU", "Overview: GPU operators")):
+            rows = [(r["name"], r["count"], r["total_s"], r["pct"]) for r in d.get(key, [])]
+            if rows:
+                tables.append(
+                    f"<h3>{title}</h3>" + table(["Operator", "Calls", "Total (s)", "%"], rows)
+                )
+        return grid + "".join(tables)

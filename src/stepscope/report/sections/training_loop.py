@@ -1,0 +1,289 @@
+"""Analyzing the training loop: one subsection per rule with its charts and figures.
+
+Built-in rules have a view in ``RULE_VIEWS``; any other rule (a user's) gets the generic view:
+its message, recommendation and violation intervals.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from typing import Any
+
+from stepscope.report.figures import bar_histogram, box_plots, pie, stacked_histograms
+from stepscope.report.sections.base import ReportContext, Section, paragraph, table
+
+__all__ = ["RULE_VIEWS", "TrainingLoop"]
+
+View = Callable[[ReportContext, Any], str]
+
+#: Rules shown elsewhere (job summary, system usage, framework metrics) or aggregating others.
+_ELSEWHERE = (
+    "MaxInitializationTime",
+    "OverallSystemUsage",
+    "OverallFrameworkMetrics",
+    "ProfilerReport",
+)
+
+
+def _step_outlier(context: ReportContext, result: Any) -> str:
+    out = []
+    for node, phases in result.details.get("step_details", {}).items():
+        for phase, d in phases.items():
+            stats = d.get("step_stats", {})
+            out.append(
+                f"<h4>{html.escape(node)} · {html.escape(phase)}: {d.get('steps', 0):,} steps</h4>"
+            )
+            out.append(
+                table(
+                    [
+                        "mean (s)",
+                        "std (s)",
+                        "max (s)",
+                        "p99 (s)",
+                        "p95 (s)",
+                        "p50 (s)",
+                        "min (s)",
+                        "outliers",
+                    ],
+                    [
+                        [stats.get(k) for k in ("mean", "std", "max", "p99", "p95", "p50", "min")]
+                        + [d.get("number_of_outliers")]
+                    ],
+                    numeric_from=0,
+                )
+            )
+            histogram = d.get("histogram_s", {})
+            out.append(
+                context.chart(
+                    bar_histogram(
+                        f"Step durations, {node} {phase} (threshold {d.get('threshold_s', 0):.3f} s)",
+                        histogram.get("edges", []),
+                        histogram.get("counts", []),
+                        "step duration (s)",
+                    ),
+                    wide=True,
+                )
+            )
+            outliers = d.get("outliers", [])
+            if outliers:
+                rows = [(o["step"], o["rank"], o["duration_s"]) for o in outliers[:50]]
+                more = f" (first 50 of {len(outliers)})" if len(outliers) > 50 else ""
+                out.append(
+                    f"<h5>Outlier steps{more}</h5>"
+                    + table(["Step", "Rank", "Duration (s)"], rows, numeric_from=1)
+                )
+    return "".join(out)
+
+
+def _gpu_boxes(context: ReportContext, result: Any, title: str) -> str:
+    gpus = result.details.get("gpus", {})
+    return context.chart(box_plots(title, gpus, "%"), wide=True)
+
+
+def _low_gpu(context: ReportContext, result: Any) -> str:
+    gpus = result.details.get("gpus", {})
+    rows = [
+        (
+            name,
+            g.get("blocks"),
+            g.get("underused"),
+            g.get("fluctuating"),
+            g.get("p5"),
+            g.get("p50"),
+            g.get("p95"),
+        )
+        for name, g in gpus.items()
+    ]
+    return _gpu_boxes(context, result, "GPU utilization per GPU") + table(
+        ["GPU", "Blocks", "Underused", "Fluctuating", "p5 %", "p50 %", "p95 %"], rows
+    )
+
+
+def _load_balancing(context: ReportContext, result: Any) -> str:
+    d = result.details
+    workloads = d.get("workloads", {})
+    if len(workloads) < 2:
+        return paragraph("Only one GPU: the workload cannot be unbalanced." if workloads else "")
+    chart = context.chart(
+        stacked_histograms(
+            "Utilization histogram per GPU",
+            d.get("bin_edges_pct", []),
+            workloads,
+            "GPU utilization (%)",
+        ),
+        wide=True,
+    )
+    medians = d.get("median_distance", {})
+    means = d.get("mean_utilization_pct", {})
+    rows = [
+        (
+            name,
+            means.get(name),
+            medians.get(name),
+            "yes" if name in d.get("imbalanced", []) else "no",
+        )
+        for name in workloads
+    ]
+    return chart + table(
+        ["GPU", "Mean utilization %", "Median JS distance", "Imbalanced"], rows, numeric_from=1
+    )
+
+
+def _dataloader(context: ReportContext, result: Any) -> str:
+    d = result.details
+    rows = [
+        (
+            node,
+            e.get("cores"),
+            e.get("dataloaders"),
+            e.get("num_workers"),
+            e.get("pin_memory"),
+            e.get("getnext_share_of_step_pct"),
+        )
+        for node, e in d.get("nodes", {}).items()
+    ]
+    out = table(
+        [
+            "Node",
+            "Cores",
+            "Parallel loaders (median)",
+            "num_workers",
+            "pin_memory",
+            "GetNext share of step %",
+        ],
+        rows,
+    )
+    getnext = d.get("getnext_ms")
+    if getnext:
+        histogram = getnext.get("histogram", {})
+        out += context.chart(
+            bar_histogram(
+                f"Data loading time per batch (p50 {getnext['p50']:.1f} ms, p95 {getnext['p95']:.1f} ms)",
+                histogram.get("edges", []),
+                histogram.get("counts", []),
+                "GetNext duration (ms)",
+            ),
+            wide=True,
+        )
+    return out
+
+
+def _batch_size(context: ReportContext, result: Any) -> str:
+    boxes = result.details.get("boxes", {})
+    cpu = {k: v for k, v in boxes.items() if k.endswith("/CPU")}
+    gpu = {k: v for k, v in boxes.items() if not k.endswith(("/CPU", "_memory"))}
+    memory = {k.removesuffix("_memory"): v for k, v in boxes.items() if k.endswith("_memory")}
+    charts = [
+        context.chart(box_plots("CPU utilization", cpu, "%")),
+        context.chart(box_plots("GPU utilization", gpu, "%")),
+        context.chart(box_plots("GPU memory utilization", memory, "%")),
+    ]
+    return '<div class="grid">' + "".join(f"<div>{c}</div>" for c in charts if c) + "</div>"
+
+
+def _bottleneck(context: ReportContext, result: Any) -> str:
+    d = result.details
+    points = d.get("datapoints", 0)
+    hits = d.get("bottlenecks", 0)
+    low = d.get("low_gpu_utilization", 0)
+    chart = context.chart(
+        pie(
+            "Snapshots",
+            {
+                "Bottleneck (low GPU, busy host)": hits,
+                "Low GPU, other cause": max(0, low - hits),
+                "GPU busy": max(0, points - low),
+            },
+        )
+    )
+    rows = [
+        (
+            node,
+            e.get("datapoints"),
+            e.get("low_gpu"),
+            e.get("high"),
+            e.get("bottlenecks"),
+            e.get("bottleneck_pct"),
+            e.get("peak_core_pct"),
+        )
+        for node, e in d.get("nodes", {}).items()
+    ]
+    return (
+        f'<div class="split"><div>{chart}</div><div>'
+        + table(
+            [
+                "Node",
+                "Snapshots",
+                "Low GPU",
+                "High host",
+                "Bottlenecks",
+                "Bottleneck %",
+                "Hottest core %",
+            ],
+            rows,
+        )
+        + "</div></div>"
+    )
+
+
+def _gpu_memory(context: ReportContext, result: Any) -> str:
+    gpus = result.details.get("gpus", {})
+    rows = [
+        (
+            name,
+            g.get("blocks"),
+            g.get("baseline_pct"),
+            g.get("last_mean_pct"),
+            g.get("max_increase_pct"),
+            g.get("violations"),
+        )
+        for name, g in gpus.items()
+    ]
+    return _gpu_boxes(context, result, "GPU memory utilization per GPU") + table(
+        ["GPU", "Blocks", "Baseline %", "Last block %", "Largest rise (points)", "Violations"], rows
+    )
+
+
+#: rule name -> the view that draws its details
+RULE_VIEWS: dict[str, View] = {
+    "StepOutlier": _step_outlier,
+    "LowGPUUtilization": _low_gpu,
+    "LoadBalancing": _load_balancing,
+    "Dataloader": _dataloader,
+    "BatchSize": _batch_size,
+    "CPUBottleneck": _bottleneck,
+    "IOBottleneck": _bottleneck,
+    "GPUMemoryIncrease": _gpu_memory,
+}
+
+
+class TrainingLoop(Section):
+    title = "Analyzing the training loop"
+    anchor = "training-loop"
+
+    def render(self, context: ReportContext) -> str | None:
+        parts = []
+        for name, result in context.results.items():
+            if name in _ELSEWHERE:
+                continue
+            view = RULE_VIEWS.get(name)
+            body = (
+                view(context, result)
+                if view is not None and result.status not in ("Error", "NotApplicable")
+                else ""
+            )
+            badge = f'<span class="badge {result.status}">{result.status}</span>'
+            recommendation = (
+                f'<div class="recommendation"><strong>Recommendation.</strong> {html.escape(result.recommendation)}</div>'
+                if result.recommendation
+                else ""
+            )
+            intervals = ""
+            if result.intervals:
+                intervals = paragraph(f"{len(result.intervals)} violation interval(s).", "muted")
+            parts.append(
+                f'<section class="rule" id="rule-{html.escape(name)}"><h3>{html.escape(name)} {badge}</h3>'
+                f"{paragraph(result.description, 'muted')}{paragraph(result.message)}{recommendation}{body}{intervals}</section>"
+            )
+        return "".join(parts) or None

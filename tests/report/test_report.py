@@ -1,0 +1,123 @@
+"""The HTML report: one self-contained file with every section, opened offline in a browser."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from stepscope.cli import main as cli_main
+from stepscope.report import write_report
+from stepscope.rules import Rule, Verdict, run_rules
+from stepscope.testing import generate_job
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+class AlwaysWarns(Rule):
+    description = "A user rule that always finds something."
+
+    def scan(self, window):
+        pass
+
+    def evaluate(self):
+        return Verdict(
+            triggered=True,
+            violations=1,
+            datapoints=1,
+            message="found it",
+            recommendation="do the thing",
+        )
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    job = generate_job(
+        tmp_path_factory.mktemp("jobs") / "report-job",
+        minutes=3,
+        gpus=4,
+        cpus=8,
+        dataloader_starved=True,
+        slow_steps=range(50, 55),
+    )
+    run_rules(job)
+    return write_report(job)
+
+
+def test_report_is_one_self_contained_file(report):
+    assert report.name == "profiler-report.html" and report.parent.name == "rule-output"
+    text = report.read_text()
+    assert "Plotly.newPlot" in text  # plotly.js inlined
+    markup = re.sub(r"<script[^>]*>.*?</script>", "", text, flags=re.DOTALL)
+    assert not re.search(r"""(src|href)=["']https?://""", markup)
+    assert "<link" not in markup and "<script src" not in text
+    for title in (
+        "Training job summary",
+        "System usage statistics",
+        "Framework metrics summary",
+        "Rules summary",
+        "Analyzing the training loop",
+    ):
+        assert title in text
+
+
+def test_rules_summary_is_sorted_by_triggers(report):
+    text = report.read_text()
+    summary = text[text.index('id="rules"') : text.index('id="training-loop"')]
+    names = re.findall(r'<a href="#rule-(\w+)">', summary)
+    triggered = [n for n in names if f'#rule-{n}">{n}</a><div class="badge IssuesFound"' in summary]
+    assert names[: len(triggered)] == triggered  # issues first
+    assert "OverallSystemUsage" not in names and "ProfilerReport" not in names
+
+
+def test_report_of_custom_rules_and_command(tmp_path, capsys):
+    job = generate_job(tmp_path / "custom", minutes=2, gpus=1, cpus=4)
+    run_rules(job, [AlwaysWarns, "StepOutlier"])
+    assert cli_main(["report", str(job)]) == 0
+    path = job / "rule-output" / "profiler-report.html"
+    assert str(path) in capsys.readouterr().out
+    text = path.read_text()
+    assert 'id="rule-AlwaysWarns"' in text and "do the thing" in text
+
+
+def test_read_only_input_needs_an_output(shared_fixtures, tmp_path):
+    trace = shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz"
+    out = write_report(trace, output=tmp_path / "report.html")
+    text = out.read_text()
+    assert "GPU kernels" in text  # kernel summaries of the detailed trace
+    assert (tmp_path / "profiler-reports" / "StepOutlier.json").is_file()
+
+
+@pytest.mark.browser
+def test_report_opens_offline_in_a_browser(report):
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    errors: list[str] = []
+    requests: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(report.as_uri())
+            page.wait_for_function("document.querySelectorAll('.chart').length > 0")
+            charts = page.evaluate("document.querySelectorAll('.chart').length")
+            drawn = page.evaluate(
+                "Array.from(document.querySelectorAll('.chart')).filter("
+                "c => c.data && c.data.length && c.querySelector('.main-svg')).length"
+            )
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "profiler-report.png"))
+        finally:
+            browser.close()
+    assert errors == []
+    assert [url for url in requests if not url.startswith("file://")] == []
+    assert charts >= 8
+    assert drawn == charts  # every chart placeholder was drawn with data
