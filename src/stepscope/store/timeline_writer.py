@@ -17,7 +17,7 @@ time the phase appears in a file. Phase pids are stable for the writer's life an
 buffer: when ``queue_size`` events are waiting the event is dropped and counted, never waited
 for. A daemon thread serializes events in batches and writes each batch with one ``write`` call.
 The buffer is a ``deque`` rather than a ``queue.Queue``: an append costs the training thread a
-tenth of a ``put_nowait`` (no lock, no condition variable), and the writer thread, once woken,
+fraction of a ``put_nowait`` (no lock, no condition variable), and the writer thread, once woken,
 lingers 50 ms so a burst of events costs one wake-up and one system call.
 
 **Rotation.** The open file (``framework/<node_id>_<suffix>.<pid>.tmp``) is closed when it grows
@@ -39,7 +39,7 @@ pid 0, colliding with the start-time metadata; its interval counts from the last
 idle writer keeps its file open until the next event.
 
 **Fork.** A writer inherited through ``fork`` (DataLoader workers) notices the pid change at its
-next call and starts afresh in the child: a new queue and thread and its own ``.tmp`` file (the
+next call and starts afresh in the child: a new buffer and thread and its own ``.tmp`` file (the
 parent's open file is left untouched), and it is closed at the child's exit, including the
 ``os._exit`` of ``multiprocessing`` workers. Phase pids carry on from the parent's.
 """
@@ -238,7 +238,7 @@ class TimelineWriter:
     # -- per-process state -------------------------------------------------------------------
 
     def _start_process_state(self) -> None:
-        """Fresh thread, queue and locks for the current process (construction and after fork)."""
+        """Fresh thread, buffer and locks for the current process (construction and after fork)."""
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._buffer: collections.deque[_Event] = collections.deque()
