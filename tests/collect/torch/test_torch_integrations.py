@@ -1,0 +1,93 @@
+"""Lightning and Hugging Face callbacks (skipped when the framework is not installed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from tests.collect.torch.torchjob import read_events, steps
+
+from stepscope.collect.session import get_active_session
+from stepscope.config import FrameworkProfile, ProfilerConfig
+
+
+def _config() -> ProfilerConfig:
+    return ProfilerConfig(framework_profile_params=FrameworkProfile(start_step=10_000, num_steps=1))
+
+
+def test_lightning_batches_are_steps(tmp_path: Path) -> None:
+    pl = pytest.importorskip("lightning.pytorch")
+    from stepscope.collect.integrations.lightning import StepscopeCallback
+
+    class Module(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.layer(x), y)
+
+        def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> None:
+            self.layer(batch[0])
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    data = torch.utils.data.TensorDataset(torch.randn(12, 4), torch.randn(12, 1))
+    loader = torch.utils.data.DataLoader(data, batch_size=4)
+    trainer = pl.Trainer(
+        max_epochs=1,
+        callbacks=[StepscopeCallback(config=_config(), job_dir=tmp_path / "job")],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        num_sanity_val_steps=0,
+    )
+    trainer.fit(Module(), loader, loader)
+    assert get_active_session() is None
+    events = read_events(tmp_path / "job")
+    assert [e["args"]["step_num"] for e in steps(events, "TRAIN")] == ["0", "1", "2"]
+    assert [e["args"]["step_num"] for e in steps(events, "EVAL")] == ["0", "1", "2"]
+
+
+def test_huggingface_trainer_steps_are_steps(tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    from stepscope.collect.integrations.huggingface import StepscopeCallback
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+            out = self.layer(x)
+            return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
+
+    class Data(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 12
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            return {"x": torch.full((4,), float(i)), "labels": torch.tensor([float(i)])}
+
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "hf"),
+        per_device_train_batch_size=4,
+        per_device_eval_batch_size=4,
+        num_train_epochs=1,
+        report_to=[],
+        use_cpu=True,
+    )
+    trainer = transformers.Trainer(
+        model=Model(),
+        args=args,
+        train_dataset=Data(),
+        eval_dataset=Data(),
+        callbacks=[StepscopeCallback(config=_config(), job_dir=tmp_path / "job")],
+    )
+    trainer.train()
+    assert get_active_session() is None
+    events = read_events(tmp_path / "job")
+    assert [e["args"]["step_num"] for e in steps(events, "TRAIN")] == ["0", "1", "2"]
