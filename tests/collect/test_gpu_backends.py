@@ -117,6 +117,23 @@ def test_nvml_skips_a_failing_device_and_warns_once(
     assert len(caplog.records) == 1 and "gpu1" in caplog.messages[0]
 
 
+def test_nvml_with_a_broken_library_reports_zero_gpus(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    module, _ = _fake_pynvml(broken_device=None)
+
+    def broken_init() -> None:
+        raise OSError("libnvidia-ml.so.1: undefined symbol")
+
+    module.nvmlInit = broken_init  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        backend = NvmlGpuBackend()
+        assert backend.open() == [] and backend.sample() == []
+        backend.close()
+    assert len(caplog.records) == 1 and caplog.records[0].exc_info is not None
+
+
 def test_scripted_backend_cycles_through_its_script() -> None:
     backend = ScriptedGpuBackend([[(10, 20), (30, 40)], [(50, 60), (70, 80)]], names=["a", "b"])
     assert [d.name for d in backend.open()] == ["a", "b"]

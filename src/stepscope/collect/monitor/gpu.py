@@ -108,6 +108,9 @@ class NvmlGpuBackend(GpuBackend):
         except pynvml.NVMLError as exc:
             logger.info("NVML is not available (%s): no GPU metrics on this node.", exc)
             return []
+        except Exception:  # a broken driver install must not stop the job: no GPUs, logged
+            logger.warning("NVML failed to start: no GPU metrics on this node.", exc_info=True)
+            return []
         self._nvml = pynvml
         devices = []
         try:
