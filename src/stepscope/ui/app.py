@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.staticfiles import StaticFiles
 
 from stepscope.ui.profiles import JobOpener, ProfileRegistry
-from stepscope.ui.routes import dashboard, info, jobs, pages, settings
+from stepscope.ui.routes import dashboard, info, jobs, pages, settings, timeline
 from stepscope.ui.security import AccessGuard
 from stepscope.ui.settings import IdleShutdown, default_settings_path
 from stepscope.ui.state import UIState
@@ -103,7 +103,7 @@ def create_app(
     # Registered last so it runs first: nothing, not even activity tracking, precedes the guard.
     app.middleware("http")(AccessGuard(token))
 
-    for module in (jobs, dashboard, info, settings, pages):
+    for module in (jobs, dashboard, timeline, info, settings, pages):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=pages.STATIC_DIR), name="static")
     return app

@@ -151,6 +151,11 @@ class ProfileRegistry:
             profile.error = str(exc)
             profile.state = "error"
             return
+        except Exception as exc:  # the thread's boundary: a bug must show as an error, not hang
+            logger.exception("loading %s failed unexpectedly", profile.entry.name)
+            profile.error = f"unexpected error: {exc}"
+            profile.state = "error"
+            return
         profile.loaded_at_s = time.time()
         profile.state = "loaded"
         logger.info("loaded %s in %.1f s", profile.entry.name, time.monotonic() - started)

@@ -11,15 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from stepscope.analysis.timeline import (
-    TimelineTrack,
-    slice_connections,
-    slice_details,
-    timeline_bounds,
-    timeline_tracks,
-    timeline_window,
-    window_statistics,
-)
+from stepscope.analysis.timeline import TimelineIndex, TimelineTrack
 from stepscope.ui.profiles import LoadedProfile
 from stepscope.ui.state import State, UIState
 
@@ -36,21 +28,21 @@ MAX_TRACKS = 400
 _TrackIds = Annotated[str, Query(max_length=MAX_TRACKS * 13, pattern=r"^[0-9a-f,]*$")]
 
 
-def _tracks(state: UIState, profile: LoadedProfile) -> list[TimelineTrack]:
+def _index(state: UIState, profile: LoadedProfile) -> TimelineIndex:
+    """The job's timeline index, built on first use and rebuilt when new data arrives."""
     return state.registry.compute(
-        profile, ("timeline", "tracks"), lambda job: timeline_tracks(job.connect())
+        profile, ("timeline", "index"), lambda job: TimelineIndex(job.connect())
     )
 
 
-def _select(state: UIState, profile: LoadedProfile, ids: str) -> list[TimelineTrack]:
+def _select(index: TimelineIndex, ids: str) -> list[TimelineTrack]:
     wanted = [i for i in ids.split(",") if i]
     if len(wanted) > MAX_TRACKS:
         raise HTTPException(status_code=422, detail=f"At most {MAX_TRACKS} tracks per request.")
-    by_id = {t.id: t for t in _tracks(state, profile)}
-    unknown = [i for i in wanted if i not in by_id]
+    unknown = [i for i in wanted if i not in index.by_id]
     if unknown:
         raise HTTPException(status_code=404, detail=f"No track {unknown[0]!r} in this job.")
-    return [by_id[i] for i in wanted]
+    return index.select(wanted)
 
 
 def _check_window(start_us: float, end_us: float) -> None:
@@ -58,16 +50,19 @@ def _check_window(start_us: float, end_us: float) -> None:
         raise HTTPException(status_code=422, detail="end_us must be greater than start_us.")
 
 
+def _ask(state: UIState, profile: LoadedProfile, key: tuple[Any, ...], question: Any) -> Any:
+    """Run ``question(index)`` under the profile's lock (one DuckDB connection per index)."""
+    index = _index(state, profile)
+    return state.registry.compute(profile, ("timeline", *key), lambda job: question(index))
+
+
 @router.get("/tracks")
 def tracks(job_id: str, state: State) -> dict[str, Any]:
     """The track tree (``path`` from node down) and the job's time bounds in epoch µs."""
-    profile = state.loaded(job_id)
-    bounds = state.registry.compute(
-        profile, ("timeline", "bounds"), lambda job: timeline_bounds(job.connect())
-    )
+    index = _index(state, state.loaded(job_id))
     return {
-        "bounds": list(bounds) if bounds else None,
-        "tracks": [t.to_json() for t in _tracks(state, profile)],
+        "bounds": list(index.bounds) if index.bounds else None,
+        "tracks": [t.to_json() for t in index.tracks],
     }
 
 
@@ -83,14 +78,12 @@ def window(
     """Slices (or bins), counter points and launch flows of ``tracks`` in the window."""
     _check_window(start_us, end_us)
     profile = state.loaded(job_id)
-    selected = _select(state, profile, tracks)
-    key = ("timeline", "window", tracks, start_us, end_us, bins)
-    return state.registry.compute(
+    selected = _select(_index(state, profile), tracks)
+    return _ask(
+        state,
         profile,
-        key,
-        lambda job: timeline_window(
-            job.connect(), selected, start_us, end_us, bins=bins, max_items=MAX_ITEMS
-        ),
+        ("window", tracks, start_us, end_us, bins),
+        lambda index: index.window(selected, start_us, end_us, bins=bins, max_items=MAX_ITEMS),
     )
 
 
@@ -104,17 +97,15 @@ def slice_(
 ) -> dict[str, Any]:
     """One slice's details, and its launch ↔ GPU activity connections."""
     profile = state.loaded(job_id)
-    (selected,) = _select(state, profile, track)
-    all_tracks = _tracks(state, profile)
+    (selected,) = _select(_index(state, profile), track)
 
-    def find(job: Any) -> dict[str, Any] | None:
-        con = job.connect()
-        details = slice_details(con, selected, start_us, name)
+    def find(index: TimelineIndex) -> dict[str, Any] | None:
+        details = index.details(selected, start_us, name)
         if details is None:
             return None
-        return {"details": details, "connections": slice_connections(con, all_tracks, details)}
+        return {"details": details, "connections": index.connections(details)}
 
-    found = state.registry.compute(profile, ("timeline", "slice", track, start_us, name), find)
+    found = _ask(state, profile, ("slice", track, start_us, name), find)
     if found is None:
         raise HTTPException(status_code=404, detail="No such slice on that track.")
     return found
@@ -131,9 +122,11 @@ def stats(
     """Count and time per name of what an area selection covers (top 50)."""
     _check_window(start_us, end_us)
     profile = state.loaded(job_id)
-    selected = _select(state, profile, tracks)
-    key = ("timeline", "stats", tracks, start_us, end_us)
-    rows = state.registry.compute(
-        profile, key, lambda job: window_statistics(job.connect(), selected, start_us, end_us)
+    selected = _select(_index(state, profile), tracks)
+    rows = _ask(
+        state,
+        profile,
+        ("stats", tracks, start_us, end_us),
+        lambda index: index.statistics(selected, start_us, end_us),
     )
     return {"rows": rows}

@@ -141,7 +141,7 @@ function customHistograms(jobId) {
     } catch {
       names = [];
     }
-    clear(select).append(names.map((n) => h("option", { value: n }, n)));
+    clear(select).append(...names.map((n) => h("option", { value: n }, n)));
     const none = names.length === 0;
     select.disabled = none;
     button.disabled = none;

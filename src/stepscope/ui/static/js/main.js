@@ -5,7 +5,7 @@ import { clear, h } from "./dom.js";
 import { renderInfo } from "./info.js";
 import { renderLoad } from "./load.js";
 import { renderSettings } from "./settings.js";
-import { renderTimeline } from "./timeline.js";
+import { renderTimeline } from "./timeline/page.js";
 
 const PAGES = {
   "/": ["load", renderLoad],

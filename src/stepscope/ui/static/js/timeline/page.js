@@ -131,6 +131,7 @@ class TimelinePage {
     window.stepscopeTimeline = {
       state: () => ({ view: { ...this.view }, selected: this.selected, drawnFlows: this.drawn.flows, tracks: this.tracks.length }),
       locate: (trackId, startUs) => this.locate(trackId, startUs),
+      show: (startUs, endUs) => this.setView(startUs, endUs),
     };
   }
 

@@ -1,0 +1,305 @@
+"""The Profiler UI in a real browser (headless Chromium through Playwright) against a real server.
+
+One server on 127.0.0.1 serves a generated job and a recorded GPU trace. The tests load jobs,
+open dashboards, change ``k``, create a custom-annotation histogram, unload, and save settings;
+every page must render without console errors and without a request leaving 127.0.0.1.
+Screenshots of each page go to ``test-artifacts/`` for a human to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stepscope.testing import generate_job
+
+sync_api = pytest.importorskip("playwright.sync_api")
+expect = sync_api.expect
+sync_playwright = sync_api.sync_playwright
+
+from .conftest import T0_US
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+GPU_TRACE = "a100_rank0of2_nccl"
+CPU_JOB = "generated-job"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed"),
+]
+
+#: panels that must show data for each job; every other panel must say plainly it has none
+DATA_PANELS = {
+    CPU_JOB: {
+        "gpu_active_time",
+        "gpu_utilization",
+        "cpu_active_time",
+        "cpu_utilization",
+        "step_time",
+    },
+    GPU_TRACE: {
+        "gpu_active_time",
+        "gpu_utilization",
+        "kernel_time_all",
+        "kernel_time_top",
+        "kernel_launches_all",
+        "kernel_launches_top",
+        "step_time",
+        "kernel_precision",
+        "gpu_activity",
+        "memory_operations",
+        "step_breakdown",
+    },
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, shared_fixtures: Path) -> Iterator[dict[str, Any]]:
+    import uvicorn
+
+    from stepscope.ui import create_app
+
+    tmp = tmp_path_factory.mktemp("ui-browser")
+    root = tmp / "jobs"
+    job = generate_job(root / CPU_JOB, gpus=2, cpus=8, minutes=3)
+    status_dir = job / "rule-output" / "CPUBottleneck"
+    status_dir.mkdir(parents=True)
+    (status_dir / "status.json").write_text(
+        json.dumps(
+            {
+                "rule": "CPUBottleneck",
+                "status": "IssuesFound",
+                "message": "The CPU was the bottleneck in 14 of 360 data points.",
+                "updated_us": T0_US,
+                "triggered": 14,
+                "violations": 14,
+                "datapoints": 360,
+            }
+        )
+    )
+    (job / "rule-output" / "profiler-report.html").write_text("<!doctype html><title>r</title>")
+    settings_path = tmp / "config" / "ui-settings.json"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STEPSCOPE_CACHE_DIR", str(tmp / "cache"))
+        app = create_app(
+            [root, shared_fixtures / "kineto" / f"{GPU_TRACE}.json.gz"],
+            settings_path=settings_path,
+        )
+        port = _free_port()
+        uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        thread = threading.Thread(target=uv.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not uv.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert uv.started, "the UI server did not start"
+        try:
+            yield {"base": f"http://127.0.0.1:{port}", "settings_path": settings_path}
+        finally:
+            uv.should_exit = True
+            thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    expect.set_options(timeout=60_000)  # loading a trace the first time builds its cache
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, server) -> Iterator[Any]:
+    """A 1440x900 page that records console errors and every request it makes."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    requests: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.set_default_timeout(60_000)
+    yield page
+    assert errors == [], f"console errors: {errors}"
+    leaving = [u for u in requests if not u.startswith(server["base"] + "/")]
+    assert leaving == [], f"requests left 127.0.0.1: {leaving}"
+    assert page.locator(".notice.error").count() == 0
+    context.close()
+
+
+def _shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"ui-{name}.png"), full_page=True)
+
+
+def _ensure_loaded(page, base: str, name: str) -> None:
+    page.goto(base + "/")
+    row = page.locator("#job-list tbody tr", has_text=name).first
+    expect(row).to_be_visible()
+    box = row.locator("input[type=checkbox]")
+    if box.is_enabled():
+        box.check()
+        page.click("#load-button")
+    radio = page.locator("#loaded-profiles tr", has_text=name).locator("input[type=radio]")
+    expect(radio).to_be_enabled()
+
+
+def _open_dashboard(page, base: str, name: str) -> None:
+    _ensure_loaded(page, base, name)
+    page.locator("#loaded-profiles tr", has_text=name).locator("input[type=radio]").click()
+    page.wait_for_url("**/dashboard")
+    expect(page.locator("h1")).to_have_text(name)
+    expect(page.locator("article.panel")).to_have_count(13)
+    expect(page.locator("article.panel:not([data-state])")).to_have_count(0)
+
+
+def _panel_states(page) -> dict[str, str]:
+    cards = page.locator("article.panel")
+    return {
+        cards.nth(i).get_attribute("data-panel"): cards.nth(i).get_attribute("data-state")
+        for i in range(cards.count())
+    }
+
+
+def test_load_page_lists_jobs_and_loads_them(page, server):
+    page.goto(server["base"] + "/")
+    expect(page.locator("#job-list tbody tr")).to_have_count(2)
+    row = page.locator("#job-list tbody tr", has_text=CPU_JOB)
+    expect(row).to_contain_text("Completed")
+    expect(row).to_contain_text("3 min 0 s")
+    expect(row).to_contain_text("algo-1")
+    expect(row).to_contain_text("Not loaded")
+    expect(page.locator("#load-button")).to_be_disabled()
+    for name in (CPU_JOB, GPU_TRACE):
+        page.locator("#job-list tbody tr", has_text=name).locator("input[type=checkbox]").check()
+    page.click("#load-button")
+    expect(page.locator("#loaded-profiles input[type=radio]:not([disabled])")).to_have_count(2)
+    expect(page.locator("#job-list tbody tr", has_text=GPU_TRACE)).to_contain_text("Loaded")
+    _shot(page, "load-profile")
+
+
+def test_dashboard_of_a_generated_job(page, server):
+    _open_dashboard(page, server["base"], CPU_JOB)
+    states = _panel_states(page)
+    assert {name for name, state in states.items() if state == "data"} == DATA_PANELS[CPU_JOB]
+    empty = page.locator("article.panel[data-state=empty] .empty")
+    for i in range(empty.count()):
+        assert empty.nth(i).inner_text().strip()
+    # utilization charts are drawn by plotly
+    expect(page.locator("article[data-panel=cpu_utilization] .main-svg").first).to_be_visible()
+    rules = page.locator("#rules")
+    expect(rules.locator("tr[data-rule=CPUBottleneck]")).to_contain_text("Issues found")
+    expect(rules.locator("tr[data-rule=CPUBottleneck]")).to_contain_text("14 of 360")
+    report = rules.get_by_role("link", name="Open the profiling report")
+    assert report.get_attribute("href").endswith("/report")
+    _shot(page, "dashboard-generated")
+
+
+def test_dashboard_of_a_gpu_trace_with_k_and_hover(page, server):
+    _open_dashboard(page, server["base"], GPU_TRACE)
+    states = _panel_states(page)
+    assert {name for name, state in states.items() if state == "data"} == DATA_PANELS[GPU_TRACE]
+    _shot(page, "dashboard-gpu")
+
+    legend = page.locator("article[data-panel=kernel_time_all] .legend .traces")
+    expect(legend).to_have_count(16)  # 15 kernels and "others"
+    k = page.locator("article[data-panel=kernel_time_all] input.k-input")
+    k.fill("5")
+    k.press("Enter")
+    expect(legend).to_have_count(6)
+    launches = page.locator("article[data-panel=kernel_launches_all] .legend .traces")
+    expect(launches).to_have_count(16)  # each panel has its own k
+
+    slice_ = page.locator("article[data-panel=kernel_time_top] g.slice").first
+    slice_.hover()
+    hover = page.locator("article[data-panel=kernel_time_top] .hovertext").first
+    expect(hover).to_contain_text("% of all kernel time")
+    expect(hover).to_contain_text(" s")
+
+
+def test_custom_annotation_histogram(page, server):
+    _open_dashboard(page, server["base"], GPU_TRACE)
+    select = page.locator("#annotation-select")
+    expect(select.locator("option", has_text="## forward ##")).to_have_count(1)
+    select.select_option("## forward ##")
+    page.click("#create-histogram")
+    card = page.locator("article[data-panel=annotation_histogram]")
+    expect(card).to_have_attribute("data-state", "data")
+    expect(card.locator("h3")).to_contain_text("## forward ##")
+    expect(card.locator(".main-svg").first).to_be_visible()
+    card.scroll_into_view_if_needed()
+    _shot(page, "dashboard-custom-histogram")
+    card.get_by_role("button", name="Remove this histogram").click()
+    expect(card).to_have_count(0)
+
+
+def test_information_page(page, server):
+    _open_dashboard(page, server["base"], CPU_JOB)
+    page.click("nav a[data-page=info]")
+    expect(page.locator("h1")).to_contain_text(CPU_JOB)
+    for title in ("Job", "Data", "Nodes and hardware", "Ranks", "Profiler configuration"):
+        expect(page.locator(f"[data-section='{title}']")).to_be_visible()
+    expect(page.locator("[data-section='Nodes and hardware']")).to_contain_text("algo-1")
+    _shot(page, "information")
+
+
+def test_unload(page, server):
+    _ensure_loaded(page, server["base"], GPU_TRACE)
+    loaded = page.locator("#loaded-profiles tr", has_text=GPU_TRACE)
+    loaded.get_by_role("button", name=f"Unload {GPU_TRACE}").click()
+    expect(loaded).to_have_count(0)
+    expect(page.locator("#job-list tbody tr", has_text=GPU_TRACE)).to_contain_text("Not loaded")
+
+
+def test_settings_persist(page, server):
+    page.goto(server["base"] + "/settings")
+    expect(page.locator("#auto-shutdown-enabled")).to_have_value("true")
+    expect(page.locator("#auto-shutdown-hours")).to_have_value("2")
+    _shot(page, "settings")
+    page.locator("#auto-shutdown-hours").fill("6")
+    page.click("#save-settings")
+    expect(page.locator(".form-status")).to_have_text("Saved.")
+    page.locator("#auto-shutdown-enabled").select_option("false")
+    expect(page.locator("#auto-shutdown-hours")).to_be_disabled()
+    page.click("#save-settings")
+    expect(page.locator(".form-status")).to_have_text("Saved.")
+    page.reload()
+    expect(page.locator("#auto-shutdown-enabled")).to_have_value("false")
+    expect(page.locator("#auto-shutdown-hours")).to_have_value("6")
+    assert json.loads(server["settings_path"].read_text()) == {
+        "auto_shutdown_enabled": False,
+        "auto_shutdown_threshold_hours": 6.0,
+    }
+    page.locator("#auto-shutdown-enabled").select_option("true")
+    page.locator("#auto-shutdown-hours").fill("0")
+    page.click("#save-settings")
+    expect(page.locator(".form-status")).to_contain_text("greater than 0")
+
+
+def test_timeline_page_says_what_comes(page, server):
+    page.goto(server["base"] + "/timeline")
+    expect(page.locator("nav a.active")).to_have_text("Timeline")
+    expect(page.locator(".notice")).to_contain_text("arrives with the timeline view")
+    _shot(page, "timeline")
+
+
+def test_dashboard_without_a_selected_profile_says_how_to_get_one(page, server):
+    page.goto(server["base"] + "/dashboard")
+    page.evaluate("() => window.localStorage.clear()")
+    page.reload()
+    expect(page.locator(".notice")).to_contain_text("Load a profile")

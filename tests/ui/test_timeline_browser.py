@@ -1,0 +1,278 @@
+"""The timeline view in a real browser (headless Chromium) on recorded GPU traces.
+
+It checks what a user does: the track tree shows the streams of a GPU trace; w/a/s/d and the
+arrow keys move the visible window; clicking a kernel shows its details and, under
+Connections, its launch, with the cyan arrow drawn; f zooms to it; dragging lists what the area
+covers; both ranks of a two-rank job appear on one clock. No console errors, no request beyond
+127.0.0.1. A screenshot goes to ``test-artifacts/`` for a human to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+from urllib.request import Request, urlopen
+
+import pytest
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory, shared_fixtures: Path) -> Iterator[str]:
+    import uvicorn
+
+    from stepscope.ui import create_app
+
+    tmp = tmp_path_factory.mktemp("timeline")
+    kineto = shared_fixtures / "kineto"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STEPSCOPE_CACHE_DIR", str(tmp / "cache"))
+        app = create_app(
+            [kineto / "a100_rank0of2_nccl.json.gz", kineto / "two_ranks_one_job"],
+            settings_path=tmp / "settings.json",
+        )
+        port = _free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.started, "the UI server did not start"
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
+
+
+def _get(url: str, params: dict[str, Any] | None = None) -> Any:
+    with urlopen(url + ("?" + urlencode(params) if params else ""), timeout=60) as response:
+        return json.load(response)
+
+
+def _post(url: str) -> None:
+    with urlopen(Request(url, method="POST"), timeout=60) as response:
+        assert response.status < 300
+
+
+def _load(base_url: str, name: str) -> str:
+    """Load a job through the API and return its id once loaded."""
+    jobs = _get(f"{base_url}/api/jobs")["jobs"]
+    job_id = next(j["id"] for j in jobs if j["name"] == name)
+    _post(f"{base_url}/api/jobs/{job_id}/load")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        loaded = _get(f"{base_url}/api/loaded")["loaded"]
+        state = next(p["state"] for p in loaded if p["id"] == job_id)
+        if state != "loading":
+            assert state == "loaded", loaded
+            return job_id
+        time.sleep(0.1)
+    raise AssertionError(f"{name} did not load")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def open_timeline(browser, base_url: str):
+    pages = []
+
+    def open_page(job_id: str) -> tuple[Any, list[str], list[str]]:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        errors: list[str] = []
+        outside: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on(
+            "request",
+            lambda r: (
+                None
+                if r.url.startswith(base_url) or r.url.startswith("data:")
+                else outside.append(r.url)
+            ),
+        )
+        page.goto(base_url + "/")
+        page.evaluate("id => localStorage.setItem('stepscope.selectedJob', id)", job_id)
+        page.goto(base_url + "/timeline")
+        page.wait_for_selector("#tl-canvas[data-loaded='1']", timeout=60_000)
+        pages.append(page)
+        return page, errors, outside
+
+    yield open_page
+    for page in pages:
+        page.close()
+
+
+def _view(page: Any) -> tuple[float, float]:
+    label = page.locator("#tl-range")
+    return float(label.get_attribute("data-start-us")), float(label.get_attribute("data-end-us"))
+
+
+def _wait_view_change(page: Any, before: tuple[float, float]) -> tuple[float, float]:
+    page.wait_for_function(
+        "b => { const l = document.querySelector('#tl-range');"
+        " return Number(l.dataset.startUs) !== b[0] || Number(l.dataset.endUs) !== b[1]; }",
+        arg=list(before),
+    )
+    return _view(page)
+
+
+def test_kernels_streams_keys_selection_and_areas(open_timeline, base_url: str) -> None:
+    job_id = _load(base_url, "a100_rank0of2_nccl")
+    page, errors, outside = open_timeline(job_id)
+    tree = page.locator("#tl-tree")
+    sync_api.expect(tree.locator("[data-label='GPU-0']")).to_be_visible()
+    sync_api.expect(tree.locator("[data-label='rank 0 · stream 7']")).to_be_visible()
+    sync_api.expect(tree.locator("[data-label='rank 0 · stream 40']")).to_be_visible()
+
+    # w zooms in, s zooms out, d and → move right, a and ← move left
+    start, end = _view(page)
+    page.locator("#tl-canvas").focus()
+    page.keyboard.press("w")
+    zoomed = _wait_view_change(page, (start, end))
+    assert zoomed[1] - zoomed[0] < end - start
+    page.keyboard.press("d")
+    moved = _wait_view_change(page, zoomed)
+    assert moved[0] > zoomed[0]
+    page.keyboard.press("ArrowLeft")
+    back = _wait_view_change(page, moved)
+    assert back[0] < moved[0]
+    page.keyboard.press("ArrowUp")
+    closer = _wait_view_change(page, back)
+    assert closer[1] - closer[0] < back[1] - back[0]
+    page.keyboard.press("s")
+    farther = _wait_view_change(page, closer)
+    assert farther[1] - farther[0] > closer[1] - closer[0]
+
+    # pick a kernel that has a launch, through the same API the page uses
+    tracks = _get(f"{base_url}/api/jobs/{job_id}/timeline/tracks")
+    stream = next(t for t in tracks["tracks"] if t["path"][-1] == "rank 0 · stream 7")
+    ids = ",".join(t["id"] for t in tracks["tracks"])
+    lo, hi = tracks["bounds"]
+    middle = (lo + hi) / 2
+    window = _get(
+        f"{base_url}/api/jobs/{job_id}/timeline/window",
+        {"start_us": middle, "end_us": middle + 3000, "tracks": ids, "bins": 500},
+    )
+    flow = next(f for f in window["flows"] if f["to"][0] == stream["id"])
+    kernel_start = flow["to"][1]
+    kernel = next(s for s in window["tracks"][stream["id"]]["slices"] if s[0] == kernel_start)
+
+    page.evaluate(
+        "([a, b]) => window.stepscopeTimeline.show(a, b)",
+        [kernel_start - 2000, kernel_start + 2000],
+    )
+    page.wait_for_function(
+        "([t, s]) => window.stepscopeTimeline.locate(t, s) !== null",
+        arg=[stream["id"], kernel_start],
+    )
+    point = page.evaluate(
+        "([t, s]) => window.stepscopeTimeline.locate(t, s)", [stream["id"], kernel_start]
+    )
+    page.mouse.click(point["x"], point["y"])
+    selection = page.locator("#tl-selection")
+    sync_api.expect(selection).to_contain_text(kernel[3])
+    sync_api.expect(selection).to_contain_text("kernel")
+    sync_api.expect(selection).to_contain_text("Correlation")
+    page.locator("[data-tab='connections']").click()
+    connections = page.locator("#tl-connections")
+    sync_api.expect(connections).to_contain_text("launch")
+    sync_api.expect(connections).to_contain_text("cudaLaunchKernel")
+    assert int(page.locator("#tl-canvas").get_attribute("data-flows")) >= 1, "no launch arrow drawn"
+
+    # f zooms to the selected kernel
+    page.locator("#tl-canvas").focus()
+    page.keyboard.press("s")
+    page.keyboard.press("s")
+    before = _view(page)
+    page.keyboard.press("f")
+    focused = _wait_view_change(page, before)
+    assert focused[0] <= kernel_start <= focused[1]
+    assert focused[1] - focused[0] <= kernel[1] * 2 + 2
+
+    # a click on the connection centres its launch
+    page.locator("#tl-connections tr.tl-link").first.click()
+    launch_view = _wait_view_change(page, focused)
+    assert launch_view[0] <= flow["from"][1] <= launch_view[1]
+
+    # dragging selects an area and lists what it covers
+    page.evaluate("([a, b]) => window.stepscopeTimeline.show(a, b)", [middle, middle + 3000])
+    page.wait_for_timeout(300)
+    box = page.locator("#tl-canvas").bounding_box()
+    page.mouse.move(box["x"] + 100, box["y"] + 40)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 700, box["y"] + 40 + 300, steps=5)
+    page.mouse.up()
+    stats = page.locator("#tl-area-stats tbody tr")
+    sync_api.expect(stats.first).to_be_visible()
+    assert stats.count() >= 2
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "timeline-gpu-trace.png"))
+    assert not errors, errors
+    assert not outside, outside
+
+
+def test_two_ranks_share_one_clock(open_timeline, base_url: str) -> None:
+    job_id = _load(base_url, "two_ranks_one_job")
+    page, errors, outside = open_timeline(job_id)
+    tree = page.locator("#tl-tree")
+    labels = tree.locator(".tl-track").evaluate_all("rows => rows.map(r => r.dataset.label)")
+    assert any(label.startswith("rank 0 ") for label in labels)
+    assert any(label.startswith("rank 1 ") for label in labels)
+    tracks = _get(f"{base_url}/api/jobs/{job_id}/timeline/tracks")
+    by_rank: dict[str, list[str]] = {}
+    for t in tracks["tracks"]:
+        if t["kind"] == "slices":
+            by_rank.setdefault(t["path"][-1].split(" · ")[0], []).append(t["id"])
+    lo, hi = tracks["bounds"]
+    firsts = {}
+    for rank, ids in by_rank.items():
+        window = _get(
+            f"{base_url}/api/jobs/{job_id}/timeline/window",
+            {"start_us": lo, "end_us": hi, "tracks": ",".join(ids), "bins": 500},
+        )
+        starts = [
+            row[0]
+            for track in window["tracks"].values()
+            for row in track.get("slices", []) + track.get("bins", [])
+        ]
+        firsts[rank] = min(starts)
+    # the two ranks ran the same steps together: on one clock their first events are close
+    assert abs(firsts["rank 0"] - firsts["rank 1"]) < 0.05 * (hi - lo)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "timeline-two-ranks.png"))
+    assert not errors, errors
+    assert not outside, outside
