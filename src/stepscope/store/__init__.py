@@ -1,24 +1,42 @@
-"""The on-disk job layout, the raw-file writers and readers, and the columnar cache."""
+"""The on-disk job layout, the raw-file writers and readers, and the columnar cache.
+
+Names resolve lazily: a training process imports the writers (``TimelineWriter``,
+``SystemMetricsWriter``) from here, and must not pay for pyarrow and duckdb, which only the
+readers and the cache need.
+"""
 
 from __future__ import annotations
 
-from stepscope.store.job import JobData, open_job
-from stepscope.store.kineto import KinetoTrace, is_kineto_trace, read_kineto_trace
-from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
-from stepscope.store.system_writer import SystemMetricsWriter, SystemRecord, write_job_end_marker
-from stepscope.store.timeline_writer import TimelineWriter, recover_timeline_files
+import importlib
+from typing import Any
 
-__all__ = [
-    "EVENT_SCHEMA",
-    "JobData",
-    "KinetoTrace",
-    "SYSTEM_SCHEMA",
-    "SystemMetricsWriter",
-    "SystemRecord",
-    "TimelineWriter",
-    "is_kineto_trace",
-    "open_job",
-    "read_kineto_trace",
-    "recover_timeline_files",
-    "write_job_end_marker",
-]
+#: public name -> module that defines it
+_PUBLIC: dict[str, str] = {
+    "EVENT_SCHEMA": "stepscope.store.schema",
+    "JobData": "stepscope.store.job",
+    "KinetoTrace": "stepscope.store.kineto",
+    "SYSTEM_SCHEMA": "stepscope.store.schema",
+    "SystemMetricsWriter": "stepscope.store.system_writer",
+    "SystemRecord": "stepscope.store.system_writer",
+    "TimelineWriter": "stepscope.store.timeline_writer",
+    "is_kineto_trace": "stepscope.store.kineto",
+    "open_job": "stepscope.store.job",
+    "read_kineto_trace": "stepscope.store.kineto",
+    "recover_timeline_files": "stepscope.store.timeline_writer",
+    "write_job_end_marker": "stepscope.store.system_writer",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stepscope.store' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
