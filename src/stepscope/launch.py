@@ -393,8 +393,10 @@ def _start_rule_engine(job: Job, rules: Sequence[Any] | None) -> Any:
 
 
 def _finish(job: Job, monitor: Any, engine: Any, watcher: _StatusPrinter, report: bool) -> None:
-    from stepscope.store import write_job_end_marker
+    from stepscope.store import recover_timeline_files, write_job_end_marker
 
+    # a rank killed before it closed its timeline files leaves .tmp files: close them now
+    recover_timeline_files(job.profiler_output)
     write_job_end_marker(job.profiler_output)
     if monitor is not None:
         monitor.stop()

@@ -43,6 +43,7 @@ def test_import_stays_light() -> None:
     code = (
         "import sys, stepscope\n"
         "with stepscope.annotate('x'):\n    pass\n"
+        "from stepscope.store import SystemMetricsWriter, TimelineWriter\n"
         f"print(','.join(m for m in {heavy!r} if m in sys.modules))"
     )
     result = subprocess.run(
