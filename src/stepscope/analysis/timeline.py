@@ -1,55 +1,56 @@
 """Timeline windows at the level of detail a zoom needs: the data behind the UI's timeline view.
 
-A job can hold millions of events; a browser can draw a few thousand per frame. For each visible
-track, :func:`timeline_window` returns the individual slices of the window when they are few
-enough (with their nesting depth), and otherwise fixed-width bins (count, busy time, the name that
-took most of the bin). Counters are averaged into the same bins. Every answer is bounded by
-``max_items`` whatever the zoom. The track tree, the details of one slice, its launch ↔ GPU
-activity connection and the statistics of an area selection complete what the view needs.
+A job can hold millions of events; a browser can draw a few thousand per frame. A
+:class:`TimelineIndex` copies a job's spans and counters once into compact in-memory tables,
+sorted by track and time, and answers each window with three scans whatever the zoom: for every
+visible track, the individual slices with their nesting depth when they are few enough,
+otherwise fixed-width bins (count, busy time, the name that took most of the bin); counters are
+averaged into the same bins. Every answer is bounded by ``max_items``. The track tree, a slice's
+details, its launch ↔ GPU activity connection and the statistics of an area selection complete
+what the view needs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
-import numpy as np
 import orjson
 
-from stepscope.analysis.tracks import TRACK_COLUMNS_SQL
+from stepscope.analysis.tracks import UNKNOWN_NODE, tracked_events_sql
 
-__all__ = [
-    "TimelineTrack",
-    "slice_connections",
-    "slice_details",
-    "timeline_bounds",
-    "timeline_tracks",
-    "timeline_window",
-    "window_statistics",
-]
+__all__ = ["TimelineIndex", "TimelineTrack"]
 
 _LAUNCH = ("cuda_runtime", "cuda_driver")
 _GPU_ACTIVITY = ("kernel", "gpu_memcpy", "gpu_memset")
-#: Counters shown per node; ``gpu`` -1 is the node's CPU side.
-_COUNTER_SQL = """
-    SELECT node, -1 AS gpu, 'CPU utilization' AS series, timestamp_us, value
-        FROM system WHERE dimension = 'CPUUtilization'
+#: Counters per node; ``gpu`` -1 is the node's CPU side.
+_COUNTERS_SQL = f"""
+    WITH s AS (SELECT CASE WHEN node = '' THEN '{UNKNOWN_NODE}' ELSE node END AS node,
+                      timestamp_us, name, dimension, value FROM system)
+    SELECT node, -1 AS gpu, 'CPU utilization' AS series, timestamp_us, avg(value) AS value
+        FROM s WHERE dimension = 'CPUUtilization' GROUP BY ALL
     UNION ALL SELECT node, -1, name || ' utilization', timestamp_us, value
-        FROM system WHERE dimension = 'CPUUtilization'
+        FROM s WHERE dimension = 'CPUUtilization'
     UNION ALL SELECT node, -1, 'Memory used', timestamp_us, value
-        FROM system WHERE name = 'MemoryUsedPercent'
+        FROM s WHERE name = 'MemoryUsedPercent'
     UNION ALL SELECT node, CAST(regexp_extract(name, '[0-9]+$') AS INTEGER), 'utilization',
-        timestamp_us, value FROM system WHERE dimension = 'GPUUtilization'
+        timestamp_us, value FROM s WHERE dimension = 'GPUUtilization'
     UNION ALL SELECT node, CAST(regexp_extract(name, '[0-9]+$') AS INTEGER), 'memory',
-        timestamp_us, value FROM system WHERE dimension = 'GPUMemoryUtilization'
+        timestamp_us, value FROM s WHERE dimension = 'GPUMemoryUtilization'
 """
 
 
 def _sql_list(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{v}'" for v in values)
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    """``cpu10`` after ``cpu2``: digits compare as numbers."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
 
 
 @dataclass(frozen=True)
@@ -60,164 +61,331 @@ class TimelineTrack:
     :param path: labels from the root: ``[node, "CPU", "rank 0 · thread 7"]`` or
         ``[node, "GPUs", "GPU-0", "rank 0 · stream 7"]``.
     :param kind: ``slices`` or ``counter``.
-    :param key: the columns that select the track's rows (internal to the server).
+    :param count: how many slices or samples the track holds.
     """
 
     id: str
     path: tuple[str, ...]
     kind: str
     count: int
-    key: tuple[Any, ...] = field(repr=False)
+    key: tuple[Any, ...] = field(repr=False)  # the columns that select the track's rows
+    index: int = field(repr=False, default=-1)  # its number in the index's tables
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "path": list(self.path), "kind": self.kind, "count": self.count}
+
+    def display_order(self) -> tuple[Any, ...]:
+        """Node, its CPU before its GPUs, GPU by GPU; counters first in each group."""
+        node, group, *rest = self.path
+        gpu = _natural(rest[0]) if group == "GPUs" else ()
+        kind = self.kind != "counter"
+        return (_natural(node), group != "CPU", gpu, kind, _natural(self.path[-1]))
 
 
 def _track_id(key: tuple[Any, ...]) -> str:
     return hashlib.sha1(repr(key).encode()).hexdigest()[:12]
 
 
-def timeline_tracks(con: duckdb.DuckDBPyConnection) -> list[TimelineTrack]:
-    """Every slice track and counter of the job, in display order (node, CPU before GPUs)."""
-    tracks: list[TimelineTrack] = []
-    counters = con.execute(
-        f"SELECT node, gpu, series, count(*) FROM ({_COUNTER_SQL}) GROUP BY ALL "
-        "ORDER BY node, gpu, series"
-    ).fetchall()
-    slices = con.execute(
-        f"SELECT node, rank, side, gpu, thread, count(*) FROM (SELECT {TRACK_COLUMNS_SQL} "
-        "FROM events WHERE ph = 'X') GROUP BY ALL ORDER BY node, side, gpu, rank, thread"
-    ).fetchall()
-    for node, gpu, series, count in counters:
-        key = ("counter", node, gpu, series)
-        tracks.append(
-            TimelineTrack(_track_id(key), _tree(node, gpu, series), "counter", count, key)
-        )
-    for node, rank, side, gpu, thread, count in slices:
-        key = ("slices", node, rank, side, gpu, thread)
-        rank_label = f"rank {rank}" if rank >= 0 else "rank ?"
-        label = f"{rank_label} · {thread}"
-        tracks.append(
-            TimelineTrack(
-                _track_id(key),
-                _tree(node, gpu if side == "gpu" else -1, label),
-                "slices",
-                count,
-                key,
-            )
-        )
-    tracks.sort(key=_display_order)
-    return tracks
-
-
-def _display_order(track: TimelineTrack) -> tuple[Any, ...]:
-    """Node, its CPU before its GPUs, GPU by GPU; counters before slice tracks in each group."""
-    node, group, *rest = track.path
-    gpu = _natural(rest[0]) if group == "GPUs" else ()
-    return (_natural(node), group != "CPU", gpu, track.kind != "counter", _natural(track.path[-1]))
-
-
-def _natural(text: str) -> tuple[Any, ...]:
-    """``cpu10`` after ``cpu2``: digits compare as numbers."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
-
-
 def _tree(node: str, gpu: int, label: str) -> tuple[str, ...]:
     return (node, "CPU", label) if gpu < 0 else (node, "GPUs", f"GPU-{gpu}", label)
 
 
-def timeline_bounds(con: duckdb.DuckDBPyConnection) -> tuple[float, float] | None:
-    """The first and last time of anything in the job, µs; ``None`` for an empty job."""
-    row = con.execute(
-        "SELECT least((SELECT min(start_us) FROM events), "
-        "(SELECT CAST(min(timestamp_us) AS DOUBLE) FROM system)), "
-        "greatest((SELECT max(start_us + dur_us) FROM events), "
-        "(SELECT CAST(max(timestamp_us) AS DOUBLE) FROM system))"
-    ).fetchone()
-    if row is None or row[0] is None:
-        return None
-    return float(row[0]), float(row[1])
+class TimelineIndex:
+    """A job's timeline in memory, ready for bounded window queries.
 
-
-def _slice_filter(track: TimelineTrack) -> tuple[str, list[Any]]:
-    _, node, rank, side, gpu, thread = track.key
-    return (
-        "node = ? AND rank = ? AND side = ? AND gpu = ? AND thread = ?",
-        [node, rank, side, gpu, thread],
-    )
-
-
-def timeline_window(
-    con: duckdb.DuckDBPyConnection,
-    tracks: list[TimelineTrack],
-    start_us: float,
-    end_us: float,
-    *,
-    bins: int = 1000,
-    max_items: int = 4000,
-) -> dict[str, Any]:
-    """What the visible ``tracks`` hold in ``[start_us, end_us)``, bounded by ``max_items``.
-
-    Each slice track answers with ``slices`` (``[start, dur, depth, name, category]`` rows) when
-    its window holds at most its share of ``max_items``, else with ``bins`` (``[bin start, count,
-    busy µs, dominant name]``). Counters answer with averaged ``points``. Flows between visible
-    launch and GPU-activity slices come along as ``flows``.
+    :param con: a connection with the ``events`` and ``system`` views; the index keeps it and
+        adds two temporary tables to it, so give it a connection of its own.
     """
-    bins = max(1, min(bins, max_items))
-    share = max(50, max_items // max(1, len(tracks)))
-    bin_us = max((end_us - start_us) / bins, 1e-3)
-    _ensure_view(con)
-    answer: dict[str, Any] = {"start_us": start_us, "end_us": end_us, "tracks": {}, "flows": []}
-    visible_corr: dict[str, list[tuple[int, int, float, str]]] = {"launch": [], "gpu": []}
-    for track in tracks:
-        if track.kind == "counter":
-            answer["tracks"][track.id] = {
-                "points": _counter_points(con, track, start_us, end_us, bin_us)
-            }
-            continue
-        where, params = _slice_filter(track)
-        overlap = "start_us < ? AND start_us + dur_us > ?"
-        count = con.execute(
-            f"SELECT count(*) FROM timeline_events WHERE {where} AND {overlap}",
-            [*params, end_us, start_us],
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        con.execute(f"CREATE OR REPLACE TEMP VIEW tl_source AS {tracked_events_sql()}")
+        slice_keys = con.execute(
+            "SELECT node, rank, side, gpu, thread, count(*) FROM tl_source GROUP BY ALL"
+        ).fetchall()
+        counter_keys = con.execute(
+            f"SELECT node, gpu, series, count(*) FROM ({_COUNTERS_SQL}) GROUP BY ALL"
+        ).fetchall()
+        tracks = []
+        for node, rank, side, gpu, thread, count in slice_keys:
+            key = ("slices", node, rank, side, gpu, thread)
+            label = f"{f'rank {rank}' if rank >= 0 else 'rank ?'} · {thread}"
+            path = _tree(node, gpu if side == "gpu" else -1, label)
+            tracks.append(TimelineTrack(_track_id(key), path, "slices", count, key))
+        for node, gpu, series, count in counter_keys:
+            key = ("counter", node, gpu, series)
+            tracks.append(
+                TimelineTrack(_track_id(key), _tree(node, gpu, series), "counter", count, key)
+            )
+        tracks.sort(key=TimelineTrack.display_order)
+        self.tracks = [
+            TimelineTrack(t.id, t.path, t.kind, t.count, t.key, i) for i, t in enumerate(tracks)
+        ]
+        self.by_id = {t.id: t for t in self.tracks}
+        self._materialize()
+
+    def _materialize(self) -> None:
+        con = self.con
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE tl_keys (idx INTEGER, kind VARCHAR, node VARCHAR, "
+            "rank INTEGER, side VARCHAR, gpu BIGINT, label VARCHAR)"
+        )
+        rows = []
+        for t in self.tracks:
+            if t.kind == "slices":
+                _, node, rank, side, gpu, thread = t.key
+                rows.append([t.index, "slices", node, rank, side, gpu, thread])
+            else:
+                _, node, gpu, series = t.key
+                rows.append([t.index, "counter", node, -1, "", gpu, series])
+        if rows:
+            con.executemany("INSERT INTO tl_keys VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        con.execute(
+            """
+            CREATE OR REPLACE TEMP TABLE tl_slices AS
+            SELECT k.idx, e.start_us, e.dur_us, e.start_us + e.dur_us AS end_us, e.name,
+                   e.category, e.rank, e.correlation
+            FROM tl_source e JOIN tl_keys k
+              ON k.kind = 'slices' AND e.node = k.node AND e.rank = k.rank AND e.side = k.side
+             AND e.gpu = k.gpu AND e.thread = k.label
+            ORDER BY k.idx, e.start_us
+            """
+        )
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE tl_counters AS
+            SELECT k.idx, c.timestamp_us AS t, c.value AS v
+            FROM ({_COUNTERS_SQL}) c JOIN tl_keys k
+              ON k.kind = 'counter' AND c.node = k.node AND c.gpu = k.gpu AND c.series = k.label
+            ORDER BY k.idx, c.timestamp_us
+            """
+        )
+        row = con.execute(
+            "SELECT least((SELECT min(start_us) FROM tl_slices), "
+            "(SELECT CAST(min(t) AS DOUBLE) FROM tl_counters)), "
+            "greatest((SELECT max(end_us) FROM tl_slices), "
+            "(SELECT CAST(max(t) AS DOUBLE) FROM tl_counters))"
         ).fetchone()
-        if count is not None and count[0] <= share:
-            rows = con.execute(
-                f"SELECT start_us, dur_us, name, category, rank, correlation FROM timeline_events "
-                f"WHERE {where} AND {overlap} ORDER BY start_us, dur_us DESC",
-                [*params, end_us, start_us],
-            ).fetchall()
-            depths = _depths(np.array([r[0] for r in rows]), np.array([r[0] + r[1] for r in rows]))
-            answer["tracks"][track.id] = {
+        self.bounds = (float(row[0]), float(row[1])) if row and row[0] is not None else None
+
+    def select(self, ids: list[str]) -> list[TimelineTrack]:
+        """The tracks named by ``ids``; ``KeyError`` names the first unknown one."""
+        return [self.by_id[i] for i in ids]
+
+    def window(
+        self,
+        tracks: list[TimelineTrack],
+        start_us: float,
+        end_us: float,
+        *,
+        bins: int = 1000,
+        max_items: int = 4000,
+    ) -> dict[str, Any]:
+        """What ``tracks`` hold in ``[start_us, end_us)``, bounded by ``max_items``.
+
+        A slice track answers with ``slices`` (``[start, dur, depth, name, category]`` rows) when
+        its window holds at most its share of ``max_items``, else with ``bins`` (``[bin start,
+        count, busy µs, dominant name]``). Counters answer with averaged ``points`` (``[t,
+        value]``). Flows between visible launch and GPU-activity slices come as ``flows``.
+        """
+        bins = max(1, min(bins, max_items))
+        bin_us = max((end_us - start_us) / bins, 1e-3)
+        slice_tracks = [t for t in tracks if t.kind == "slices"]
+        counter_tracks = [t for t in tracks if t.kind == "counter"]
+        share = max(50, max_items // max(1, len(slice_tracks)))
+        answer: dict[str, Any] = {"start_us": start_us, "end_us": end_us, "tracks": {}, "flows": []}
+        overlap = "start_us < $end AND end_us > $start"
+        params = {"start": start_us, "end": end_us}
+        exact: list[int] = []
+        binned: list[int] = []
+        if slice_tracks:
+            counts = dict(
+                self.con.execute(
+                    f"SELECT idx, count(*) FROM tl_slices WHERE idx IN "
+                    f"({self._idx_list(slice_tracks)}) AND {overlap} GROUP BY idx",
+                    params,
+                ).fetchall()
+            )
+            for t in slice_tracks:
+                n = counts.get(t.index, 0)
+                (exact if n <= share else binned).append(t.index)
+        by_index = {t.index: t for t in tracks}
+        if exact:
+            self._exact_slices(exact, by_index, params, answer)
+        if binned:
+            self._binned_slices(binned, by_index, params, bin_us, answer)
+        for t in slice_tracks:
+            answer["tracks"].setdefault(t.id, {"slices": []})
+        if counter_tracks:
+            self._counter_points(counter_tracks, params, bin_us, answer)
+        return answer
+
+    @staticmethod
+    def _idx_list(tracks: list[TimelineTrack]) -> str:
+        return ", ".join(str(t.index) for t in tracks)
+
+    def _exact_slices(
+        self,
+        indices: list[int],
+        by_index: dict[int, TimelineTrack],
+        params: dict[str, float],
+        answer: dict[str, Any],
+    ) -> None:
+        rows = self.con.execute(
+            f"SELECT idx, start_us, dur_us, end_us, name, category, rank, correlation "
+            f"FROM tl_slices WHERE idx IN ({', '.join(map(str, indices))}) "
+            f"AND start_us < $end AND end_us > $start ORDER BY idx, start_us, dur_us DESC",
+            params,
+        ).fetchall()
+        per_track: dict[int, list[Any]] = defaultdict(list)
+        for row in rows:
+            per_track[row[0]].append(row)
+        launches: dict[tuple[int, int], list[Any]] = {}
+        activities: list[tuple[tuple[int, int], list[Any]]] = []
+        for index, track_rows in per_track.items():
+            track_id = by_index[index].id
+            depths = _depths([r[1] for r in track_rows], [r[3] for r in track_rows])
+            answer["tracks"][track_id] = {
                 "slices": [
-                    [r[0], r[1], int(d), r[2], r[3]] for r, d in zip(rows, depths, strict=True)
+                    [r[1], r[2], d, r[4], r[5]] for r, d in zip(track_rows, depths, strict=True)
                 ]
             }
-            for r in rows:
-                if r[5] >= 0 and r[3] in _LAUNCH:
-                    visible_corr["launch"].append((r[4], r[5], r[0], track.id))
-                elif r[5] >= 0 and r[3] in _GPU_ACTIVITY:
-                    visible_corr["gpu"].append((r[4], r[5], r[0], track.id))
+            for r in track_rows:
+                if r[7] < 0:
+                    continue
+                if r[5] in _LAUNCH:
+                    launches[(r[6], r[7])] = [track_id, r[1]]
+                elif r[5] in _GPU_ACTIVITY:
+                    activities.append(((r[6], r[7]), [track_id, r[1]]))
+        answer["flows"] = [
+            {"from": launches[key], "to": end} for key, end in activities if key in launches
+        ]
+
+    def _binned_slices(
+        self,
+        indices: list[int],
+        by_index: dict[int, TimelineTrack],
+        params: dict[str, float],
+        bin_us: float,
+        answer: dict[str, Any],
+    ) -> None:
+        rows = self.con.execute(
+            f"""
+            SELECT idx, floor((greatest(start_us, $start) - $start) / $bin) AS b, count(*),
+                   sum(least(end_us, $end) - greatest(start_us, $start)), arg_max(name, dur_us)
+            FROM tl_slices
+            WHERE idx IN ({", ".join(map(str, indices))}) AND start_us < $end AND end_us > $start
+            GROUP BY ALL ORDER BY idx, b
+            """,
+            {**params, "bin": bin_us},
+        ).fetchall()
+        start = params["start"]
+        for index, b, n, busy, top in rows:
+            entry = answer["tracks"].setdefault(by_index[index].id, {"bins": []})
+            entry["bins"].append([start + b * bin_us, n, busy, top])
+
+    def _counter_points(
+        self,
+        tracks: list[TimelineTrack],
+        params: dict[str, float],
+        bin_us: float,
+        answer: dict[str, Any],
+    ) -> None:
+        # one bin beyond each edge keeps the line continuous where the window cuts it
+        rows = self.con.execute(
+            f"""
+            SELECT idx, min(t), avg(v) FROM tl_counters
+            WHERE idx IN ({self._idx_list(tracks)})
+              AND t >= $start - $bin AND t < $end + $bin
+            GROUP BY idx, floor((t - $start) / $bin) ORDER BY idx, 2
+            """,
+            {**params, "bin": bin_us},
+        ).fetchall()
+        by_index = {t.index: t.id for t in tracks}
+        for t in tracks:
+            answer["tracks"][t.id] = {"points": []}
+        for index, t, v in rows:
+            answer["tracks"][by_index[index]]["points"].append([float(t), float(v)])
+
+    def details(self, track: TimelineTrack, start_us: float, name: str) -> dict[str, Any] | None:
+        """Everything known of the slice of ``track`` that starts at ``start_us`` named ``name``."""
+        _, node, rank, side, gpu, thread = track.key
+        keys = [
+            "name",
+            "category",
+            "source",
+            "start_us",
+            "dur_us",
+            "pid",
+            "tid",
+            "step",
+            "device",
+            "stream",
+            "correlation",
+            "external_id",
+            "bytes",
+            "args",
+            "rank",
+        ]
+        row = self.con.execute(
+            f"SELECT {', '.join(keys)} FROM tl_source WHERE node = ? AND rank = ? AND side = ? "
+            "AND gpu = ? AND thread = ? AND name = ? AND abs(start_us - ?) < 0.001 LIMIT 1",
+            [node, rank, side, gpu, thread, name, start_us],
+        ).fetchone()
+        if row is None:
+            return None
+        details = dict(zip(keys, row, strict=True))
+        details["args"] = orjson.loads(details["args"]) if details["args"] else {}
+        return details
+
+    def connections(self, details: dict[str, Any]) -> list[dict[str, Any]]:
+        """The launch of a GPU activity, or the GPU activities of a launch, with their tracks."""
+        if details.get("correlation", -1) < 0:
+            return []
+        if details["category"] in _LAUNCH:
+            other, relation = _GPU_ACTIVITY, "launched"
+        elif details["category"] in _GPU_ACTIVITY:
+            other, relation = _LAUNCH, "launch"
         else:
-            answer["tracks"][track.id] = {
-                "bins": _slice_bins(con, where, params, start_us, end_us, bin_us)
+            return []
+        rows = self.con.execute(
+            f"SELECT idx, name, category, start_us, dur_us FROM tl_slices "
+            f"WHERE rank = ? AND correlation = ? AND category IN ({_sql_list(other)}) LIMIT 16",
+            [details["rank"], details["correlation"]],
+        ).fetchall()
+        return [
+            {
+                "relation": relation,
+                "track": self.tracks[idx].id,
+                "name": name,
+                "category": category,
+                "start_us": start,
+                "dur_us": dur,
             }
-    launches = {(rank, corr): (ts, tid) for rank, corr, ts, tid in visible_corr["launch"]}
-    for rank, corr, ts, tid in visible_corr["gpu"]:
-        if (rank, corr) in launches:
-            lts, ltid = launches[(rank, corr)]
-            answer["flows"].append({"from": [ltid, lts], "to": [tid, ts]})
-    return answer
+            for idx, name, category, start, dur in rows
+        ]
+
+    def statistics(
+        self, tracks: list[TimelineTrack], start_us: float, end_us: float, *, top: int = 50
+    ) -> list[dict[str, Any]]:
+        """Count and time (clipped to the window) per name over the selected slice tracks."""
+        chosen = [t for t in tracks if t.kind == "slices"]
+        if not chosen:
+            return []
+        rows = self.con.execute(
+            f"""
+            SELECT name, category, count(*) AS n,
+                   sum(least(end_us, $end) - greatest(start_us, $start)) AS total
+            FROM tl_slices
+            WHERE idx IN ({self._idx_list(chosen)}) AND start_us < $end AND end_us > $start
+            GROUP BY ALL ORDER BY total DESC LIMIT {int(top)}
+            """,
+            {"start": start_us, "end": end_us},
+        ).fetchall()
+        return [{"name": n, "category": c, "count": k, "total_us": t} for n, c, k, t in rows]
 
 
-def _ensure_view(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(
-        f"CREATE OR REPLACE TEMP VIEW timeline_events AS "
-        f"SELECT *, {TRACK_COLUMNS_SQL} FROM events WHERE ph = 'X'"
-    )
-
-
-def _depths(starts: np.ndarray, ends: np.ndarray) -> list[int]:
+def _depths(starts: list[float], ends: list[float]) -> list[int]:
     """Nesting depth of each slice (sorted by start, longer first): how many are still open."""
     depths: list[int] = []
     open_ends: list[float] = []
@@ -226,153 +394,3 @@ def _depths(starts: np.ndarray, ends: np.ndarray) -> list[int]:
         depths.append(len(open_ends))
         open_ends.append(end)
     return depths
-
-
-def _slice_bins(
-    con: duckdb.DuckDBPyConnection,
-    where: str,
-    params: list[Any],
-    start_us: float,
-    end_us: float,
-    bin_us: float,
-) -> list[list[Any]]:
-    rows = con.execute(
-        f"""
-        SELECT floor((greatest(start_us, ?) - ?) / ?) AS b, count(*) AS n,
-               sum(least(start_us + dur_us, ?) - greatest(start_us, ?)) AS busy,
-               arg_max(name, dur_us) AS top
-        FROM timeline_events
-        WHERE {where} AND start_us < ? AND start_us + dur_us > ?
-        GROUP BY b ORDER BY b
-        """,
-        [start_us, start_us, bin_us, end_us, start_us, *params, end_us, start_us],
-    ).fetchall()
-    return [[start_us + b * bin_us, n, busy, top] for b, n, busy, top in rows]
-
-
-def _counter_points(
-    con: duckdb.DuckDBPyConnection,
-    track: TimelineTrack,
-    start_us: float,
-    end_us: float,
-    bin_us: float,
-) -> list[list[float]]:
-    _, node, gpu, series = track.key
-    # one sample before the window keeps the line continuous at its left edge
-    rows = con.execute(
-        f"""
-        WITH c AS (SELECT timestamp_us, value FROM ({_COUNTER_SQL})
-                   WHERE node = ? AND gpu = ? AND series = ?)
-        SELECT min(timestamp_us), avg(value) FROM c
-        WHERE timestamp_us >= ? - ? AND timestamp_us < ? + ?
-        GROUP BY floor((timestamp_us - ?) / ?) ORDER BY 1
-        """,
-        [node, gpu, series, start_us, bin_us, end_us, bin_us, start_us, bin_us],
-    ).fetchall()
-    return [[float(t), float(v)] for t, v in rows]
-
-
-def slice_details(
-    con: duckdb.DuckDBPyConnection, track: TimelineTrack, start_us: float, name: str
-) -> dict[str, Any] | None:
-    """Everything known of the slice of ``track`` that starts at ``start_us`` named ``name``."""
-    _ensure_view(con)
-    where, params = _slice_filter(track)
-    row = con.execute(
-        f"SELECT name, category, source, start_us, dur_us, pid, tid, step, device, stream, "
-        f"correlation, external_id, bytes, args, rank FROM timeline_events "
-        f"WHERE {where} AND name = ? AND abs(start_us - ?) < 0.001 LIMIT 1",
-        [*params, name, start_us],
-    ).fetchone()
-    if row is None:
-        return None
-    keys = [
-        "name",
-        "category",
-        "source",
-        "start_us",
-        "dur_us",
-        "pid",
-        "tid",
-        "step",
-        "device",
-        "stream",
-        "correlation",
-        "external_id",
-        "bytes",
-        "args",
-        "rank",
-    ]
-    details = dict(zip(keys, row, strict=True))
-    details["args"] = orjson.loads(details["args"]) if details["args"] else {}
-    return details
-
-
-def slice_connections(
-    con: duckdb.DuckDBPyConnection,
-    tracks: list[TimelineTrack],
-    details: dict[str, Any],
-) -> list[dict[str, Any]]:
-    """The launch of a GPU activity, or the GPU activities of a launch, with their tracks."""
-    if details.get("correlation", -1) < 0:
-        return []
-    if details["category"] in _LAUNCH:
-        other = _GPU_ACTIVITY
-        relation = "launched"
-    elif details["category"] in _GPU_ACTIVITY:
-        other = _LAUNCH
-        relation = "launch"
-    else:
-        return []
-    _ensure_view(con)
-    rows = con.execute(
-        f"SELECT node, rank, side, gpu, thread, name, category, start_us, dur_us "
-        f"FROM timeline_events WHERE rank = ? AND correlation = ? "
-        f"AND category IN ({_sql_list(other)}) LIMIT 16",
-        [details["rank"], details["correlation"]],
-    ).fetchall()
-    by_key = {t.key: t.id for t in tracks}
-    return [
-        {
-            "relation": relation,
-            "track": by_key.get(("slices", node, rank, side, gpu, thread)),
-            "name": name,
-            "category": category,
-            "start_us": start,
-            "dur_us": dur,
-        }
-        for node, rank, side, gpu, thread, name, category, start, dur in rows
-    ]
-
-
-def window_statistics(
-    con: duckdb.DuckDBPyConnection,
-    tracks: list[TimelineTrack],
-    start_us: float,
-    end_us: float,
-    *,
-    top: int = 50,
-) -> list[dict[str, Any]]:
-    """Count and total time (clipped to the window) per name over the selected slice tracks."""
-    _ensure_view(con)
-    keys = [t.key[1:] for t in tracks if t.kind == "slices"]
-    if not keys:
-        return []
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE timeline_selection (node VARCHAR, rank INTEGER, "
-        "side VARCHAR, gpu BIGINT, thread VARCHAR)"
-    )
-    con.executemany(
-        "INSERT INTO timeline_selection VALUES (?, ?, ?, ?, ?)", [list(k) for k in keys]
-    )
-    rows = con.execute(
-        f"""
-        SELECT e.name, e.category, count(*) AS n,
-               sum(least(e.start_us + e.dur_us, ?) - greatest(e.start_us, ?)) AS total
-        FROM timeline_events e JOIN timeline_selection s USING (node, rank, side, gpu, thread)
-        WHERE e.start_us < ? AND e.start_us + e.dur_us > ?
-        GROUP BY ALL ORDER BY total DESC LIMIT {int(top)}
-        """,
-        [end_us, start_us, end_us, start_us],
-    ).fetchall()
-    return [{"name": n, "category": c, "count": k, "total_us": t} for n, c, k, t in rows]

@@ -8,7 +8,7 @@ asynchronous collectives overlap compute. :func:`assign_lanes` fixes both withou
 anything: overshoots under :data:`NEST_TOLERANCE_US` are clamped to the parent's end, and a slice
 that truly overlaps its neighbour moves to an extra lane of the same track ("stream 7 · 2").
 
-Track identity is a pure function of an event's columns (:data:`TRACK_COLUMNS_SQL`), so the
+Track identity is a pure function of an event's columns (:func:`tracked_events_sql`), so the
 export and the UI's timeline group events the same way.
 """
 
@@ -21,9 +21,10 @@ import numpy as np
 __all__ = [
     "GPU_CATEGORIES",
     "NEST_TOLERANCE_US",
-    "TRACK_COLUMNS_SQL",
     "Track",
+    "UNKNOWN_NODE",
     "assign_lanes",
+    "tracked_events_sql",
 ]
 
 #: Kineto categories that run on a GPU stream (``device`` and ``stream`` say which).
@@ -34,22 +35,30 @@ NEST_TOLERANCE_US = 1.0
 
 _GPU_LIST = ", ".join(f"'{c}'" for c in GPU_CATEGORIES)
 
-#: SQL select-list over the ``events`` view that names each event's process and thread track.
-#: ``side`` is ``cpu`` or ``gpu``; ``thread`` is the track's label within its process.
-TRACK_COLUMNS_SQL = f"""
-    node,
-    rank,
-    CASE WHEN category IN ({_GPU_LIST}) THEN 'gpu' ELSE 'cpu' END AS side,
-    CASE WHEN category IN ({_GPU_LIST}) THEN device ELSE -1 END AS gpu,
-    CASE
-        WHEN category = 'gpu_user_annotation' THEN 'stream ' || stream || ' annotations'
-        WHEN category IN ({_GPU_LIST}) THEN 'stream ' || stream
-        WHEN source = 'kineto' THEN 'thread ' || tid
-        WHEN category = 'DataLoaderWorker' THEN 'DataLoaderWorker pid ' || pid
-        WHEN tid >= 0 THEN category || ' thread ' || tid
-        ELSE category
-    END AS thread
-"""
+#: Shown for events whose source did not say which host recorded them (a lone trace file).
+UNKNOWN_NODE = "host"
+
+
+def tracked_events_sql(where: str = "TRUE") -> str:
+    """A query over the ``events`` view: every span with the columns that name its track.
+
+    ``side`` is ``cpu`` or ``gpu``; ``gpu`` the device on the GPU side (else -1); ``thread``
+    the track's label within its process; ``node`` is never empty.
+    """
+    return f"""
+        SELECT * REPLACE (CASE WHEN node = '' THEN '{UNKNOWN_NODE}' ELSE node END AS node),
+            CASE WHEN category IN ({_GPU_LIST}) THEN 'gpu' ELSE 'cpu' END AS side,
+            CASE WHEN category IN ({_GPU_LIST}) THEN device ELSE -1 END AS gpu,
+            CASE
+                WHEN category = 'gpu_user_annotation' THEN 'stream ' || stream || ' annotations'
+                WHEN category IN ({_GPU_LIST}) THEN 'stream ' || stream
+                WHEN source = 'kineto' THEN 'thread ' || tid
+                WHEN category = 'DataLoaderWorker' THEN 'DataLoaderWorker pid ' || pid
+                WHEN tid >= 0 THEN category || ' thread ' || tid
+                ELSE category
+            END AS thread
+        FROM events WHERE ph = 'X' AND ({where})
+    """
 
 
 @dataclass(frozen=True)

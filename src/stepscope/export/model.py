@@ -17,7 +17,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from stepscope.analysis.tracks import TRACK_COLUMNS_SQL, Track, assign_lanes
+from stepscope.analysis.tracks import Track, assign_lanes, tracked_events_sql
 from stepscope.export.window import Window
 
 __all__ = [
@@ -93,10 +93,7 @@ def linked_correlations(con: duckdb.DuckDBPyConnection, window: Window) -> set[i
 
 def iter_track_slices(con: duckdb.DuckDBPyConnection, window: Window) -> Iterator[TrackSlices]:
     """Every track of the window, lane by lane, in display order (node, rank, CPU before GPU)."""
-    con.execute(
-        f"CREATE OR REPLACE TEMP VIEW export_events AS "
-        f"SELECT *, {TRACK_COLUMNS_SQL} FROM events WHERE ph = 'X' AND {window.sql()}"
-    )
+    con.execute(f"CREATE OR REPLACE TEMP VIEW export_events AS {tracked_events_sql(window.sql())}")
     tracks = con.execute(
         "SELECT DISTINCT node, rank, side, gpu, thread FROM export_events "
         "ORDER BY node, rank, side, gpu, thread"
