@@ -25,14 +25,19 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from stepscope.collect.session import get_active_session, now_us
+from stepscope.collect import session as _session
+from stepscope.collect.session import LATER_MAX_EVENTS
 
 __all__ = ["AnnotationHandle", "annotate", "annotation_begin", "annotation_end"]
 
 PHASE = "Annotation"
+
+_perf_counter = time.perf_counter
+_get_ident = threading.get_ident
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -56,7 +61,7 @@ def annotation_begin(name: str) -> AnnotationHandle | None:
 
     Returns ``None`` outside a profiling session (``annotation_end(None)`` is a no-op).
     """
-    session = get_active_session()
+    session = _session._active  # the hot path reads the active session without a call
     if session is None or not session.enabled:
         return None
     record_function = session.record_function
@@ -65,26 +70,32 @@ def annotation_begin(name: str) -> AnnotationHandle | None:
         range_ = session.guard.wrap("annotation.record_function", _enter_range)(
             record_function, name
         )
-    return AnnotationHandle(str(name), session, now_us(), threading.get_ident(), range_)
+    start_us = _perf_counter() * 1e6 + session.epoch_offset_us
+    return AnnotationHandle(str(name), session, start_us, _get_ident(), range_)
 
 
 def annotation_end(handle: AnnotationHandle | None) -> None:
     """Close an annotation opened by :func:`annotation_begin` and write it to the timeline."""
     if handle is None or handle.session is None:
         return
-    end = now_us()
     session = handle.session
+    end_us = _perf_counter() * 1e6 + session.epoch_offset_us
     handle.session = None
     if handle.range is not None:
         session.guard.wrap("annotation.record_function_exit", _exit_range)(handle.range)
     if session.enabled:
-        session.write(
-            PHASE,
-            handle.name,
-            handle.start_us,
-            end - handle.start_us,
-            {"tid": handle.tid, "pid": session.pid, "step_num": session.step_num()},
+        later = session._later  # Session.write_later, inlined: this runs for every annotation
+        later.append(
+            (
+                PHASE,
+                handle.name,
+                handle.start_us,
+                end_us - handle.start_us,
+                {"tid": handle.tid, "pid": session.pid, "step_num": session.current_step_num},
+            )
         )
+        if len(later) >= LATER_MAX_EVENTS:
+            session.flush()
 
 
 def _enter_range(record_function: Callable[[str], Any], name: str) -> Any:

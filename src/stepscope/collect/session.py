@@ -19,6 +19,7 @@ therefore immune to wall-clock jumps; cross-process alignment is recorded, never
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import datetime as _dt
@@ -58,6 +59,9 @@ MODES = ("TRAIN", "EVAL", "PREDICT", "GLOBAL")
 
 #: The collection options a step range can switch on (``FrameworkProfile.range_for``).
 OPTIONS = ("dataloader", "python", "detailed", "horovod", "smdataparallel")
+
+#: Annotation events held back before they are handed to the writer in one burst.
+LATER_MAX_EVENTS = 256
 
 #: How often, at most, a step boundary checks whether the config file changed.
 CONFIG_POLL_INTERVAL_S = 1.0
@@ -144,6 +148,10 @@ class Session:
         self.mode: str | None = None
         self.mode_steps: dict[str, int] = {}
         self.in_step = False
+        #: the running step's ``step_num`` (per mode, as SageMaker writes it)
+        self.current_step_num = "0"
+        #: epoch µs minus ``perf_counter`` µs (see :func:`now_us`), for hot paths
+        self.epoch_offset_us = _epoch_offset_us()
         self.step_start_us = 0.0
         #: Where the next step starts: the end of the previous step (or a data-loader epoch
         #: start); ``None`` when the next step starts where it is detected.
@@ -155,6 +163,10 @@ class Session:
         self._listeners: list[StepListener] = []
         self._closers: list[Callable[[], None]] = []
         self._writers: dict[str, Any] = {}
+        # annotations wait here (append/popleft are atomic) and reach the writer in bursts
+        self._later: collections.deque[tuple[str, str, float, float, dict[str, Any]]] = (
+            collections.deque()
+        )
         self._writer_factory = writer_factory
         self._lock = threading.RLock()
         self._watcher: Any = None
@@ -195,6 +207,7 @@ class Session:
             self.guard.wrap(f"{type(listener).__name__}.on_stop", listener.on_stop)(self)
         for closer in reversed(self._closers):
             self.guard.wrap("session.close", closer)()
+        self.guard.wrap("session.flush", self.flush)()
         self.enabled = False
         if self._writers:
             self.write_rank_file()
@@ -243,6 +256,33 @@ class Session:
             if writer is None:
                 return False
         return bool(writer.write_event(name, phase, start_us, dur_us, args))
+
+    def write_later(
+        self, phase: str, name: str, start_us: float, dur_us: float, args: dict[str, Any]
+    ) -> None:
+        """Queue a ``pythontimeline`` event for the next burst: at a step end, at the stop, or
+        after :data:`LATER_MAX_EVENTS` events. Cheaper than :meth:`write` for many small events
+        (one writer wake-up per burst instead of per event)."""
+        later = self._later
+        later.append((phase, name, start_us, dur_us, args))
+        if len(later) >= LATER_MAX_EVENTS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand the events queued by :meth:`write_later` to the writer."""
+        later = self._later
+        if not later:
+            return
+        writer = self._writers.get("pythontimeline.json") or self._open_writer(
+            "pythontimeline.json"
+        )
+        while later:
+            try:
+                phase, name, start_us, dur_us, args = later.popleft()
+            except IndexError:
+                return
+            if writer is not None:
+                writer.write_event(name, phase, start_us, dur_us, args)
 
     def _open_writer(self, suffix: str) -> Any:
         with self._lock:
@@ -348,6 +388,7 @@ class Session:
             self.step += 1
             self.mode = mode
             self.mode_steps[mode] = self.mode_steps.get(mode, -1) + 1
+            self.current_step_num = str(self.mode_steps[mode])
             self.in_step = True
             self.step_start_us = start_us
             self.boundary_us = None
@@ -370,6 +411,7 @@ class Session:
             phase = f"Step:ModeKeys.{mode}"
             args = {"step_num": str(self.mode_steps[mode]), "pid": self.pid}
             self.write(phase, phase, self.step_start_us, end - self.step_start_us, args)
+            self.flush()
             finished = self.step
             self._poll_config()
             self._update_active(finished + 1)
@@ -387,9 +429,7 @@ class Session:
 
     def step_num(self) -> str:
         """The running step's ``step_num`` arg (per mode, as SageMaker writes it)."""
-        if self.mode is None:
-            return "0"
-        return str(self.mode_steps.get(self.mode, 0))
+        return self.current_step_num
 
     def _update_active(self, step_number: int) -> None:
         now_s = time.time()
