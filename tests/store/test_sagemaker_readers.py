@@ -259,16 +259,14 @@ def test_truncated_pevents_file_keeps_each_complete_event_and_names_the_position
 
 def test_whole_file_and_line_by_line_paths_give_the_same_rows(tmp_path: Path) -> None:
     events = [_step(i) for i in range(3)]
-    events.append(
-        {
-            "name": "DataLoaderIter::GetNext",
-            "pid": 2,
-            "ph": "X",
-            "ts": 5,
-            "dur": 3,
-            "args": {"worker_id": 1, "pid": 78, "bytes": 512, "tid": 9},
-        }  # fmt: skip
-    )
+    loader = {"name": "DataLoaderIter::GetNext", "pid": 2, "ph": "X", "ts": 5, "dur": 3}
+    events += [
+        {**loader, "args": {"worker_id": 1, "pid": 78, "bytes": 512, "tid": 9}},
+        {**loader, "tid": 4, "args": {"thread_id": "11", "bytes_fetched": 64, "device": 2}},
+        {**loader, "args": {"device": "cpu", "step_num": 7, "tid": 5}},
+        {**loader, "pid": 9, "args": {"step_num": "not a number", "layer_name": "fc"}},
+        {"name": "no args", "pid": 1, "ph": "X", "ts": 6.5},
+    ]
     text = _pevents_text(events)
     whole = tmp_path / "1_0-algo-1_model_timeline.json"
     whole.write_text(text)
@@ -276,8 +274,16 @@ def test_whole_file_and_line_by_line_paths_give_the_same_rows(tmp_path: Path) ->
     unclosed.write_text(text.removesuffix("\n]") + ",\n")  # as an unfinished writer leaves it
     a, b = _events_table(whole).to_pylist(), _events_table(unclosed).to_pylist()
     assert a == b
-    assert a[-1]["args"] == '{"worker_id":1}'
-    assert (a[-1]["bytes"], a[-1]["tid"], a[-1]["pid"]) == (512, 9, 78)
+    got = [(r["pid"], r["tid"], r["bytes"], r["device"], r["step"], r["args"]) for r in a[3:]]
+    assert got == [
+        (78, 9, 512, -1, -1, '{"worker_id":1}'),
+        (-1, 11, 64, 2, -1, ""),
+        (-1, 5, -1, -1, 7, '{"device":"cpu"}'),
+        (-1, -1, -1, -1, -1, '{"layer_name":"fc"}'),
+        (-1, -1, -1, -1, -1, ""),
+    ]
+    assert [r["category"] for r in a[5:]] == ["DataLoaderIter", "Unknown", "Step:ModeKeys.TRAIN"]
+    assert a[-1]["dur_us"] == 0.0 and a[-1]["start_us"] == 1_700_000_000_000_006.5
 
 
 def test_files_too_large_to_parse_whole_are_read_line_by_line(

@@ -31,6 +31,7 @@ from typing import IO, Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from stepscope.errors import CorruptFileError, UnsupportedFormatError
 from stepscope.store import layout
@@ -478,9 +479,10 @@ def read_pevents_file(
             events = orjson.loads(data)
         except orjson.JSONDecodeError:
             events = None
-        if isinstance(events, list) and _convert_simple_array(events, columns):
-            if len(columns):
-                yield columns.flush()
+        batch = _simple_array_batch(events, columns) if isinstance(events, list) else None
+        if batch is not None:
+            if batch.num_rows:
+                yield batch
             return
         lines: Iterable[bytes] = io.BytesIO(data)
     else:
@@ -502,19 +504,27 @@ def _chain_lines(head: bytes, stream: IO[bytes]) -> Iterator[bytes]:
     yield from stream
 
 
-def _int_or_minus_one(value: Any) -> int:
+def _int_column(values: list[Any]) -> pa.Array:
+    """Integers (or their text) as int64: null where absent, -1 where not an integer."""
     try:
-        return int(value)
-    except (TypeError, ValueError):
-        return -1
+        array = pa.array(values)
+        if pa.types.is_integer(array.type) or pa.types.is_string(array.type):
+            return pc.cast(array, pa.int64())
+        if pa.types.is_null(array.type):
+            return pa.nulls(len(values), pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        pass  # mixed or non-numeric values: convert one by one
+    return pa.array([None if v is None else _as_int(v) for v in values], pa.int64())
 
 
-def _convert_simple_array(events: list[Any], columns: EventColumns) -> bool:
-    """Convert a parsed array of metadata and ``X`` events, column by column.
+def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBatch | None:
+    """Convert a parsed array of metadata and ``X`` events column by column.
 
-    :returns: False (and adds nothing) when the array needs the event-by-event path: ``B``/``E``
-        or instant events, two different start times, a pid renamed, a non-object item or an
-        event without ``ts``.
+    Gives the same rows as :class:`TraceEventConverter`, several times faster, for what closed
+    pevents files hold.
+
+    :returns: None when the array needs the event-by-event path: ``B``/``E`` or instant events,
+        two different start times, a pid renamed, a non-object item or a ``ts`` not a number.
     """
     phases: dict[Any, str] = {}
     start_us = 0.0
@@ -522,7 +532,7 @@ def _convert_simple_array(events: list[Any], columns: EventColumns) -> bool:
     spans = []
     for event in events:
         if not isinstance(event, dict):
-            return False
+            return None
         ph = event.get("ph")
         if ph == "X":
             spans.append(event)
@@ -533,48 +543,62 @@ def _convert_simple_array(events: list[Any], columns: EventColumns) -> bool:
             if "start_time_since_epoch_in_micros" in args:
                 value = float(args["start_time_since_epoch_in_micros"])
                 if seen_start and value != start_us:
-                    return False
+                    return None
                 start_us, seen_start = value, True
             if "name" in args:
                 name = str(args["name"])
                 if phases.setdefault(event.get("pid"), name) != name:
-                    return False
+                    return None
         elif ph is not None:
-            return False
+            return None
     try:
-        starts = [float(e["ts"]) + start_us for e in spans]
-        durations = [float(e.get("dur") or 0.0) for e in spans]
-    except (KeyError, TypeError, ValueError):
-        return False
+        ts = pc.cast(pa.array([e.get("ts") for e in spans]), pa.float64())
+        durations = pc.cast(pa.array([e.get("dur") for e in spans]), pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+    if ts.null_count:
+        return None
+    n = len(spans)
     all_args = [e.get("args") or None for e in spans]
-    steps = [
-        _int_or_minus_one(a.pop("step_num")) if a and "step_num" in a else -1 for a in all_args
+    steps = [a.pop("step_num", None) if a else None for a in all_args]
+    pids = [a.pop("pid", None) if a else None for a in all_args]
+    thread_ids = [a.pop("thread_id", None) if a else None for a in all_args]
+    arg_tids = [
+        a.pop("tid", None) if a and t is None else None
+        for a, t in zip(all_args, thread_ids, strict=True)
     ]
-    pids = [_int_or_minus_one(a.pop("pid")) if a and "pid" in a else -1 for a in all_args]
-    tids = [_int_or_minus_one(e["tid"]) if "tid" in e else -1 for e in spans]
-    for i, a in enumerate(all_args):
-        if a and ("thread_id" in a or "tid" in a):
-            tids[i] = _int_or_minus_one(a.pop("thread_id") if "thread_id" in a else a.pop("tid"))
-    nbytes = [-1] * len(spans)
-    devices = [-1] * len(spans)
-    for i, a in enumerate(all_args):
-        if not a:
-            continue
-        if "bytes" in a:
-            nbytes[i] = _int_or_minus_one(a.pop("bytes"))
-        elif "bytes_fetched" in a:
-            nbytes[i] = _int_or_minus_one(a.pop("bytes_fetched"))
-        if "device" in a and _as_int(a["device"]) >= 0:
-            devices[i] = _as_int(a.pop("device"))
-    columns.category.extend([phases.get(e.get("pid"), "Unknown") for e in spans])
-    columns.name.extend([str(e.get("name", "")) for e in spans])
-    columns.ph.extend(["X"] * len(spans))
-    columns.start_us.extend(starts)
-    columns.dur_us.extend(durations)
-    columns.pid.extend(pids)
-    columns.tid.extend(tids)
-    columns.step.extend(steps)
-    columns.device.extend(devices)
-    columns.bytes.extend(nbytes)
-    columns.args.extend([orjson.dumps(a).decode() if a else "" for a in all_args])
-    return True
+    event_tids = [e.get("tid") for e in spans]
+    nbytes = [a.pop("bytes", None) if a else None for a in all_args]
+    fetched = [
+        a.pop("bytes_fetched", None) if a and b is None else None
+        for a, b in zip(all_args, nbytes, strict=True)
+    ]
+    devices = pc.fill_null(_int_column([a.get("device") if a else None for a in all_args]), -1)
+    for index in pc.indices_nonzero(pc.greater_equal(devices, 0)).to_pylist():
+        del all_args[index]["device"]
+    tid_column = pc.coalesce(
+        _int_column(thread_ids), _int_column(arg_tids), _int_column(event_tids), -1
+    )
+    minus_one = pa.array([-1] * n, pa.int64())
+    return pa.record_batch(
+        [
+            pa.array([columns.source] * n, pa.string()),
+            pa.array([columns.node] * n, pa.string()),
+            pa.array([columns.rank] * n, pa.int32()),
+            pa.array([phases.get(e.get("pid"), "Unknown") for e in spans], pa.string()),
+            pa.array([str(e.get("name", "")) for e in spans], pa.string()),
+            pa.array(["X"] * n, pa.string()),
+            pc.add(ts, start_us),
+            pc.fill_null(durations, 0.0),
+            pc.fill_null(_int_column(pids), -1),
+            tid_column,
+            pc.fill_null(_int_column(steps), -1),
+            devices,
+            minus_one,
+            minus_one,
+            minus_one,
+            pc.coalesce(_int_column(nbytes), _int_column(fetched), -1),
+            pa.array([orjson.dumps(a).decode() if a else "" for a in all_args], pa.string()),
+        ],
+        schema=EVENT_SCHEMA,
+    )
