@@ -12,6 +12,7 @@ from stepscope.config import (
     DataloaderProfilingConfig,
     FrameworkProfile,
     ProfilerConfig,
+    PythonProfilingConfig,
     SMDataParallelProfilingConfig,
 )
 
@@ -50,6 +51,7 @@ def test_two_ranks_write_their_steps_collectives_and_clock_offsets(tmp_path: Pat
                 start_step=0, num_steps=100
             ),
             dataloader_profiling_config=DataloaderProfilingConfig(start_step=0, num_steps=100),
+            python_profiling_config=PythonProfilingConfig(start_step=1, num_steps=1),
         )
     )
     launcher = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2")
@@ -86,3 +88,9 @@ def test_two_ranks_write_their_steps_collectives_and_clock_offsets(tmp_path: Pat
             e for e in loader_events if e["node_id"] == node_id and e["phase"] == "DataLoaderIter"
         ]
         assert len(getnexts) == 4 and {e["args"]["pid"] for e in getnexts} == {info["pid"]}
+    # each rank profiles its own Python; torchrun's launcher process profiles nothing
+    cprofile = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile"
+    assert sorted(p.name for p in cprofile.iterdir()) == sorted(ranks)
+    for node_id in ranks:
+        windows = sorted(p.name.split("-", 1)[0] for p in (cprofile / node_id).iterdir())
+        assert windows == ["posthookclose", "prestepzero", "train"]

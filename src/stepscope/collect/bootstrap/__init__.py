@@ -4,7 +4,8 @@
 calls :func:`install` when ``STEPSCOPE_JOB_DIR`` is set (and then chains to the
 ``sitecustomize`` that would have run otherwise). :func:`install`:
 
-1. reads the configuration named by ``STEPSCOPE_CONFIG``, the job folder ``STEPSCOPE_JOB_DIR``, the
+1. skips torchrun's own launcher process (its ranks are the ones that train), then reads the
+   configuration named by ``STEPSCOPE_CONFIG``, the job folder ``STEPSCOPE_JOB_DIR``, the
    node ``STEPSCOPE_NODE`` and torchrun's ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``GROUP_RANK``;
 2. starts the process's profiling session (no thread, no file until the first event);
 3. waits for the script to import torch (an import hook, one-shot), and only then installs the
@@ -47,7 +48,7 @@ def install(environ: Mapping[str, str] | None = None) -> Session | None:
     """
     env = os.environ if environ is None else environ
     job_dir = env.get("STEPSCOPE_JOB_DIR")
-    if not job_dir or get_active_session() is not None:
+    if not job_dir or get_active_session() is not None or _is_torch_launcher():
         return None
     try:
         from stepscope.config import ProfilerConfig
@@ -73,6 +74,18 @@ def install(environ: Mapping[str, str] | None = None) -> Session | None:
     _when_torch_is_imported(session.guard.wrap("bootstrap.instrument", _instrument_torch))
     _at_end_of_main(session.guard.wrap("bootstrap.stop", session.stop))
     return session
+
+
+#: ``python -m <module>`` launchers that only start the ranks (each rank profiles itself)
+_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def _is_torch_launcher() -> bool:
+    """Whether this process is torchrun itself, which trains nothing."""
+    argv = list(getattr(sys, "orig_argv", sys.argv))
+    if argv and Path(argv[0]).name == "torchrun":
+        return True
+    return any(a == "-m" and b in _LAUNCHER_MODULES for a, b in zip(argv, argv[1:], strict=False))
 
 
 def _instrument_torch() -> None:
