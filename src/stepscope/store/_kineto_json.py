@@ -5,12 +5,14 @@ bytes (files reach gigabytes), with small metadata keys before it (``schemaVersi
 ``deviceProperties``, ``distributedInfo``) and after it (``traceName``, ``displayTimeUnit``,
 ``baseTimeNanoseconds``). Parsing the whole document with ``json.load`` holds every event as a
 Python dict at once; this module instead decompresses the file block by block, cuts the event
-array at event boundaries into chunks of a few megabytes and parses each chunk with orjson, so
-only one chunk of dicts is alive at a time.
+array at event boundaries into chunks of about a megabyte and hands each chunk to a parser, so
+only one chunk is in flight at a time.
 
 A chunk boundary is the last ``}`` ``,`` ``{`` sequence in the buffer whose prefix parses as a
 list of events; a boundary that falls inside a string or a nested object fails to parse and the
-previous candidate is tried. A file that ends early (truncated ``.gz``, a JSON document cut
+previous candidate is tried. The caller supplies the chunk parser (``parse``: the JSON text of
+an array of events in, anything out, :class:`ValueError` when the text is not valid JSON), so
+the events can go straight into a columnar engine without becoming Python objects. A file that ends early (truncated ``.gz``, a JSON document cut
 mid-event) yields every event up to the last complete one and reports where it stopped.
 """
 
@@ -18,14 +20,16 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 __all__ = ["TraceDocument", "iter_event_chunks"]
+
+T = TypeVar("T")
 
 #: Decompressed bytes parsed per chunk: a few MB of JSON is a few ten thousand events.
 CHUNK_BYTES = 1 << 20
@@ -92,61 +96,61 @@ def _decompressed_blocks(path: Path, document: TraceDocument) -> Iterator[bytes]
             )
 
 
-def _parse_events_prefix(buffer: bytes) -> tuple[list[dict[str, Any]], int]:
+def _parse_events_prefix(buffer: bytes, parse: Callable[[bytes], T]) -> tuple[T | None, int]:
     """Parse the longest prefix of ``buffer`` that is a comma-separated run of whole events.
 
-    Returns the events and how many bytes they used (0 when no boundary parses yet).
+    Returns the parsed chunk and how many bytes it used (``None, 0`` when no boundary parses).
     """
     window_start = max(0, len(buffer) - (1 << 20))
     candidates = [m.start() + 1 for m in _BOUNDARY.finditer(buffer, window_start)]
     if not candidates and window_start:
         candidates = [m.start() + 1 for m in _BOUNDARY.finditer(buffer)]
-    for cut in reversed(candidates):
+    for cut in reversed(candidates[-16:]):
         try:
-            return orjson.loads(b"[" + buffer[:cut] + b"]"), cut
-        except orjson.JSONDecodeError:
+            return parse(b"[" + buffer[:cut] + b"]"), cut
+        except ValueError:
             continue
-    return [], 0
+    return None, 0
 
 
-def _parse_events_final(buffer: bytes) -> tuple[list[dict[str, Any]], int, bool]:
-    """Parse the last chunk: everything up to ``]``. Returns events, bytes used, and completeness."""
-    stripped = buffer.rstrip()
-    end = stripped.rfind(b"]")
-    body = stripped[:end] if end >= 0 else stripped
+def _parse_events_final(buffer: bytes, parse: Callable[[bytes], T]) -> tuple[T | None, int]:
+    """Parse what is left of a damaged array: the longest run of whole events it starts with."""
+    body = buffer.rstrip()
     try:
-        events = orjson.loads(b"[" + body + b"]")
-        return events, len(buffer), end >= 0
-    except orjson.JSONDecodeError:
+        return parse(b"[" + body + b"]"), len(buffer)
+    except ValueError:
         pass
-    events, used = _parse_events_prefix(buffer)
-    if not events:
-        # Maybe the buffer holds exactly one complete event followed by garbage.
-        closing = body.find(b"}")
-        while closing >= 0:
-            try:
-                return orjson.loads(b"[" + body[: closing + 1] + b"]"), closing + 1, False
-            except orjson.JSONDecodeError:
-                closing = body.find(b"}", closing + 1)
-    return events, used, False
+    chunk, used = _parse_events_prefix(buffer, parse)
+    if chunk is not None:
+        return chunk, used
+    # Maybe the buffer holds exactly one complete event followed by garbage.
+    closing = body.find(b"}")
+    while 0 <= closing < (1 << 20):
+        try:
+            return parse(b"[" + body[: closing + 1] + b"]"), closing + 1
+        except ValueError:
+            closing = body.find(b"}", closing + 1)
+    return None, 0
 
 
-def _split_array_end(buffer: bytes) -> tuple[bytes, bytes] | None:
+def _split_array_end(buffer: bytes, parse: Callable[[bytes], T]) -> tuple[T | None, bytes] | None:
     """If the event array ends in ``buffer`` (a top-level ``]`` after the last event), split there.
 
-    Only called on a buffer that starts at an event boundary and parses as whole events up to
-    the ``]``, so a ``]`` inside a string or nested list is rejected by the parse.
+    Returns the parsed events before the ``]`` (None when there are none) and the bytes after
+    it. Only called on a buffer that starts at an event boundary; a ``]`` inside a string or a
+    nested list is rejected because the text before it does not parse.
     """
     position = buffer.rfind(b"]")
     attempts = 0
     while position >= 0 and attempts < 16:
         head = buffer[:position].rstrip()
-        if not head or head.endswith(b"}"):
+        if not head:
+            return None, buffer[position + 1 :]
+        if head.endswith(b"}"):
             attempts += 1
             try:
-                orjson.loads(b"[" + head + b"]")
-                return head, buffer[position + 1 :]
-            except orjson.JSONDecodeError:
+                return parse(b"[" + head + b"]"), buffer[position + 1 :]
+            except ValueError:
                 pass
         position = buffer.rfind(b"]", 0, position)
     return None
@@ -180,16 +184,19 @@ def _parse_tail(tail: bytes, document: TraceDocument) -> None:
         document.header.update(value)
 
 
-def iter_event_chunks(path: Path, document: TraceDocument) -> Iterator[list[dict[str, Any]]]:
-    """Yield the trace's events in chunks of parsed dicts, filling ``document`` as it goes.
+def iter_event_chunks(
+    path: Path, document: TraceDocument, parse: Callable[[bytes], T]
+) -> Iterator[T]:
+    """Yield the trace's events chunk by chunk, each parsed by ``parse``, filling ``document``.
 
     :param path: a ``.json`` or ``.json.gz`` Chrome-trace file.
     :param document: receives the header keys, the array flag and any damage found.
+    :param parse: turns the JSON text of an array of events into a chunk; raises
+        :class:`ValueError` when the text is not valid JSON.
     """
     blocks = _decompressed_blocks(path, document)
     buffer = b""
     offset = 0  # decompressed offset of buffer[0]
-    events_seen = 0
     # 1. Find where the event array starts.
     for block in blocks:
         buffer += block
@@ -235,8 +242,8 @@ def iter_event_chunks(path: Path, document: TraceDocument) -> Iterator[list[dict
             _parse_tail(buffer[1:] + b"".join(blocks), document)
             return
         if not exhausted:
-            events, used = _parse_events_prefix(buffer)
-            if not events:
+            chunk, used = _parse_events_prefix(buffer, parse)
+            if chunk is None:
                 # One event larger than the chunk: read more before cutting.
                 block = next(blocks, None)
                 if block is None:
@@ -244,26 +251,24 @@ def iter_event_chunks(path: Path, document: TraceDocument) -> Iterator[list[dict
                 else:
                     buffer += block
                 continue
-            yield events
-            events_seen += len(events)
+            yield chunk
             offset += used
             buffer = buffer[used:]
             continue
-        split = _split_array_end(buffer)
+        split = _split_array_end(buffer, parse)
         if split is not None:
-            body, tail = split
-            if body:
-                yield orjson.loads(b"[" + body + b"]")
+            chunk, tail = split
+            if chunk is not None:
+                yield chunk
             _parse_tail(tail, document)
             return
-        events, used, _complete = _parse_events_final(buffer)
-        if events:
-            yield events
-            events_seen += len(events)
+        chunk, used = _parse_events_final(buffer, parse)
+        if chunk is not None:
+            yield chunk
             offset += used
         document.problems.append(
             (
-                f"byte {offset} (event #{events_seen})",
+                f"decompressed byte {offset}",
                 "the event array ends early; the events after this point are lost",
             )
         )

@@ -162,11 +162,12 @@ def read_kineto_trace(
         raise FileNotFoundError(path)
     document = TraceDocument()
     counts = {"flow": 0, "metadata": 0, "skipped": 0}
-    batches: list[pa.RecordBatch] = []
-    for chunk in iter_event_chunks(path, document):
-        batch = _convert_chunk(chunk, counts)
-        if batch.num_rows:
-            batches.append(batch)
+
+    def parse(text: bytes) -> pa.RecordBatch:
+        # orjson.JSONDecodeError is a ValueError: the chunker then tries an earlier cut.
+        return _convert_chunk(orjson.loads(text), counts)
+
+    batches = [b for b in iter_event_chunks(path, document, parse) if b.num_rows]
     if not document.found_events and not document.is_array:
         raise UnsupportedFormatError(
             str(path), "a PyTorch profiler trace (a JSON object with a traceEvents array)"

@@ -1,0 +1,158 @@
+"""Kineto trace analysis: load + temporal breakdown + kernel breakdown, stepscope vs HTA 0.5.0.
+
+Two scenarios on the largest recorded trace (``v100_rank1of2_memory.json.gz``, 216k events,
+54 MB of JSON):
+
+* ``single``: that one trace;
+* ``eight``: eight copies of it relabelled as ranks 0-7 (1.73 M events), generated once into the
+  bench cache (never into the repository).
+
+Each run is its own process, started cold: stepscope opens the trace with ``open_job`` into a
+fresh cache folder and runs ``temporal_breakdown``, ``kernel_type_breakdown`` and
+``kernel_summary``; Holistic Trace Analysis (in its own virtualenv, see ``peers.py``) builds a
+``TraceAnalysis`` and runs ``get_temporal_breakdown`` and ``get_gpu_kernel_breakdown``. Wall time
+is measured from process start to exit; peak memory is the largest summed RSS of the process and
+its children (HTA parses ranks in a fork pool), sampled every 20 ms. Prints medians of
+``--reps`` runs and the ratios; both sides' idle time is printed to show they agree.
+
+    python bench/bench_kineto.py [--reps 3] [--scenario single|eight|all] [--fixtures DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from peers import CACHE_DIR, HTA, PeerSetupError, peer_python
+
+TRACE = "v100_rank1of2_memory.json.gz"
+DEFAULT_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kineto"
+
+OURS = """
+import json, sys, tempfile
+from stepscope.store import open_job
+from stepscope.analysis import kernel_summary, kernel_type_breakdown, temporal_breakdown
+with tempfile.TemporaryDirectory() as cache:
+    job = open_job(sys.argv[1], cache_dir=cache)
+    temporal = temporal_breakdown(job)
+    kernel_type_breakdown(job)
+    kernel_summary(job)
+print(json.dumps({"idle_us": float(temporal["idle_us"].sum()), "ranks": len(temporal)}))
+"""
+
+PEER = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+from hta.trace_analysis import TraceAnalysis
+analysis = TraceAnalysis(trace_dir=sys.argv[1])
+temporal = analysis.get_temporal_breakdown(visualize=False)
+analysis.get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=True)
+# The idle column is "idle_time(ns)" or "(us)" by version; Kineto timestamps are µs.
+idle = next(c for c in temporal.columns if c.startswith("idle_time("))
+print(json.dumps({"idle_us": float(temporal[idle].sum()), "ranks": len(temporal)}))
+"""
+
+
+def run_measured(command: list[str]) -> tuple[float, float, dict]:
+    """Run ``command``; return wall seconds, peak summed RSS in MB, and its JSON result."""
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    parent = psutil.Process(child.pid)
+    peak = 0
+    while child.poll() is None:
+        try:
+            processes = [parent, *parent.children(recursive=True)]
+            peak = max(peak, sum(p.memory_info().rss for p in processes if p.is_running()))
+        except psutil.Error:
+            pass
+        time.sleep(0.02)
+    wall = time.perf_counter() - start
+    out, err = child.communicate()
+    if child.returncode != 0:
+        raise SystemExit(f"{command[0]} failed:\n{err[-2000:]}")
+    return wall, peak / 1e6, json.loads(out.strip().splitlines()[-1])
+
+
+def eight_ranks(source: Path) -> Path:
+    """Eight relabelled copies of ``source`` (ranks 0-7) in the bench cache, made once."""
+    folder = CACHE_DIR / "kineto-eight-ranks"
+    if len(list(folder.glob("rank-*.json.gz"))) == 8:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(source, "rb") as handle:
+        text = handle.read()
+    head_end = text.index(b'"traceEvents"')
+    for rank in range(8):
+        head = re.sub(rb'"rank":\s*\d+', f'"rank": {rank}'.encode(), text[:head_end], count=1)
+        head = re.sub(rb'"world_size":\s*\d+', b'"world_size": 8', head, count=1)
+        with gzip.open(folder / f"rank-{rank}.json.gz", "wb", compresslevel=6) as handle:
+            handle.write(head + text[head_end:])
+    return folder
+
+
+def single_folder(source: Path) -> Path:
+    """A folder holding only ``source`` (HTA reads folders), as a symlink in the bench cache."""
+    folder = CACHE_DIR / "kineto-single"
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / source.name
+    if not link.exists():
+        link.symlink_to(source.resolve())
+    return folder
+
+
+def measure(label: str, target: Path, reps: int, hta_python: Path | None) -> None:
+    sides = {"stepscope": [sys.executable, "-c", OURS, str(target)]}
+    if hta_python is not None:
+        sides["HTA 0.5.0"] = [str(hta_python), "-c", PEER, str(target)]
+    results: dict[str, tuple[float, float, dict]] = {}
+    for name, command in sides.items():
+        runs = [run_measured(command) for _ in range(reps)]
+        wall = statistics.median(r[0] for r in runs)
+        rss = statistics.median(r[1] for r in runs)
+        results[name] = (wall, rss, runs[-1][2])
+        print(
+            f"{label:8} {name:10} wall {wall:7.2f} s   peak RSS {rss:7.0f} MB   "
+            f"idle {runs[-1][2]['idle_us']:,.0f} µs over {runs[-1][2]['ranks']} rank(s)"
+        )
+    if len(results) == 2:
+        ours, peer = results["stepscope"], results["HTA 0.5.0"]
+        print(
+            f"{label:8} ratio      {peer[0] / ours[0]:.1f}x faster, "
+            f"{peer[1] / ours[1]:.1f}x less memory"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--scenario", choices=["single", "eight", "all"], default="all")
+    parser.add_argument("--fixtures", type=Path, default=DEFAULT_FIXTURES)
+    parser.add_argument("--skip-hta", action="store_true", help="measure stepscope only")
+    args = parser.parse_args()
+    source = args.fixtures / TRACE
+    if not source.is_file():
+        raise SystemExit(f"{source} not found; pass --fixtures")
+    hta_python = None
+    if not args.skip_hta:
+        try:
+            hta_python = peer_python("hta", HTA)
+        except PeerSetupError as exc:
+            print(f"skipping the HTA side: {exc}")
+    if args.scenario in ("single", "all"):
+        measure("single", single_folder(source), args.reps, hta_python)
+    if args.scenario in ("eight", "all"):
+        measure("eight", eight_ranks(source), args.reps, hta_python)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
