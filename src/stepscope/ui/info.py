@@ -136,8 +136,8 @@ def job_information(
             [
                 ("First record", _time(data.get("first_us"))),
                 ("Last record", _time(data.get("last_us"))),
-                ("System metric samples", data.get("system_samples", 0)),
-                ("Timeline events", data.get("events", 0)),
+                ("System metric samples", f"{data.get('system_samples', 0):,}"),
+                ("Timeline events", f"{data.get('events', 0):,}"),
                 ("Nodes with data", ", ".join(data.get("data_nodes", [])) or "—"),
                 ("Ranks with data", ", ".join(map(str, data.get("data_ranks", []))) or "—"),
             ],
