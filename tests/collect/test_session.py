@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,27 @@ def test_rank_and_node_come_from_torchrun_variables() -> None:
     found = rank_from_env({"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "GROUP_RANK": "1"})
     assert found == {"node": "algo-2", "rank": 3, "local_rank": 1, "world_size": 4}
     assert rank_from_env({"STEPSCOPE_NODE": "algo-1"})["node"] == "algo-1"
+
+
+def test_a_changed_config_file_applies_from_the_next_step(tmp_path: Path) -> None:
+    from stepscope.config import DataloaderProfilingConfig
+
+    config_path = tmp_path / "profiler-config.json"
+    _config().to_file(config_path)
+    session = Session(_config(), tmp_path / "out", config_path=config_path).start()
+    try:
+        with stepscope.step("TRAIN"):
+            pass
+        assert not session.active["dataloader"]
+        later = DataloaderProfilingConfig(start_step=3, num_steps=2)
+        ProfilerConfig(
+            framework_profile_params=FrameworkProfile(dataloader_profiling_config=later)
+        ).to_file(config_path)
+        time.sleep(1.1)  # the file is checked at most once a second, at a step boundary
+        seen = []
+        for _ in range(5):
+            with stepscope.step("TRAIN"):
+                seen.append(session.active["dataloader"])
+    finally:
+        session.stop()
+    assert seen == [False, False, True, True, False]  # steps 1-5: the new range is steps 3-4
