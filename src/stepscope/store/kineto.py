@@ -247,102 +247,87 @@ def _as_int(value: Any) -> int:
     return -1
 
 
-def _convert_chunk(events: list[dict[str, Any]], counts: dict[str, int]) -> pa.RecordBatch:
-    """Turn one chunk of parsed events into a record batch in ``_RAW_SCHEMA``."""
-    category: list[str] = []
-    name: list[str] = []
-    ph_col: list[str] = []
-    ts: list[float] = []
-    dur: list[float] = []
-    pid: list[int] = []
-    tid: list[int] = []
-    device: list[int] = []
-    stream: list[int] = []
-    correlation: list[int] = []
-    external: list[int] = []
-    nbytes: list[int] = []
-    args_col: list[bytes] = []
-    dumps = orjson.dumps
-    for event in events:
-        if type(event) is not dict:
-            counts["skipped"] += 1
-            continue
-        ph = event.get("ph")
-        if ph not in _KEPT_PHASES:
+def _convert_chunk(events: list[Any], counts: dict[str, int]) -> pa.RecordBatch:
+    """Turn one chunk of parsed events into a record batch in ``_RAW_SCHEMA``.
+
+    Column by column (list comprehensions run several times faster than one loop that appends
+    to thirteen lists); only GPU and allocator events, a minority, take a per-event path.
+    """
+    kept = [e for e in events if type(e) is dict and e.get("ph") in _KEPT_PHASES]
+    if len(kept) != len(events):
+        for event in events:
+            ph = event.get("ph") if type(event) is dict else None
             if ph in _FLOW_PHASES:
                 counts["flow"] += 1
             elif ph == "M":
                 counts["metadata"] += 1
-            else:
+            elif ph not in _KEPT_PHASES:
                 counts["skipped"] += 1
-            continue
-        cat = event.get("cat") or ""
-        cat = _LEGACY_CATEGORIES.get(cat, cat)
-        event_name = event.get("name")
-        if type(event_name) is not str:
-            event_name = "" if event_name is None else str(event_name)
-        p = event.get("pid", -1)
-        t = event.get("tid", -1)
-        p = p if type(p) is int else _as_int(p)
-        t = t if type(t) is int else _as_int(t)
-        args = event.get("args")
-        dev = strm = corr = ext = size = -1
-        if type(args) is dict and args:
-            ext = args.pop("External id", None)
-            if ext is None:
-                ext = args.pop("external id", -1)
-            corr = args.pop("correlation", -1)
-            if cat in _GPU:
-                dev = args.pop("device", p)
-                strm = args.pop("stream", t)
-                size = args.pop("bytes", -1)
-            elif event_name == "[memory]":
-                cat = "cpu_instant_event"
-                if args.get("Device Type") == 1:
-                    dev = args.pop("Device Id", -1)
-                size = args.pop("Bytes", -1)
-            ext = ext if type(ext) is int else _as_int(ext)
-            corr = corr if type(corr) is int else _as_int(corr)
-            dev = dev if type(dev) is int else _as_int(dev)
-            strm = strm if type(strm) is int else _as_int(strm)
-            size = size if type(size) is int else _as_int(size)
-            args_col.append(dumps(args) if args else b"")
-        else:
-            if cat in _GPU:
-                dev, strm = p, t
-            elif event_name == "[memory]":
-                cat = "cpu_instant_event"
-            args_col.append(b"")
-        category.append(cat)
-        name.append(event_name)
-        ph_col.append("i" if ph == "I" else ph)
-        ts.append(event.get("ts", 0.0))
-        dur.append(event.get("dur", 0.0))
-        pid.append(p)
-        tid.append(t)
-        device.append(dev)
-        stream.append(strm)
-        correlation.append(corr)
-        external.append(ext)
-        nbytes.append(size)
+    rows = len(kept)
+    legacy = _LEGACY_CATEGORIES
+    category = [legacy.get(c, c) if c else "" for c in [e.get("cat") for e in kept]]
+    name = [e.get("name", "") for e in kept]
+    phase = [e["ph"] for e in kept]
+    pid = [p if type(p) is int else _as_int(p) for p in [e.get("pid", -1) for e in kept]]
+    tid = [t if type(t) is int else _as_int(t) for t in [e.get("tid", -1) for e in kept]]
+    args = [a if type(a) is dict else None for a in [e.get("args") for e in kept]]
+    correlation = [a.pop("correlation", -1) if a else -1 for a in args]
+    external = [a.pop("External id", None) if a else -1 for a in args]
+    external = [
+        (a.pop("external id", -1) if a is not None else -1) if x is None else x
+        for x, a in zip(external, args, strict=True)
+    ]
+    device = [-1] * rows
+    stream = [-1] * rows
+    nbytes = [-1] * rows
+    for i in [i for i, c in enumerate(category) if c in _GPU]:
+        a = args[i] or {}
+        device[i] = a.pop("device", pid[i])
+        stream[i] = a.pop("stream", tid[i])
+        nbytes[i] = a.pop("bytes", -1)
+    for i in [i for i, n in enumerate(name) if n == "[memory]"]:
+        category[i] = "cpu_instant_event"
+        a = args[i] or {}
+        if a.get("Device Type") == 1:
+            device[i] = a.pop("Device Id", -1)
+        nbytes[i] = a.pop("Bytes", -1)
+    if "I" in phase:
+        phase = ["i" if p == "I" else p for p in phase]
+    dumps = orjson.dumps
     return pa.record_batch(
         [
             pa.array(category, pa.string()),
-            pa.array(name, pa.string()),
-            pa.array(ph_col, pa.string()),
-            _floats(ts),
-            _floats(dur),
+            _strings(name),
+            pa.array(phase, pa.string()),
+            _floats([e.get("ts", 0.0) for e in kept]),
+            _floats([e.get("dur", 0.0) for e in kept]),
             pa.array(pid, pa.int64()),
             pa.array(tid, pa.int64()),
-            pa.array(device, pa.int64()),
-            pa.array(stream, pa.int64()),
-            pa.array(correlation, pa.int64()),
-            pa.array(external, pa.int64()),
-            pa.array(nbytes, pa.int64()),
-            pa.array(args_col, pa.binary()).cast(pa.string()),
+            _ints(device),
+            _ints(stream),
+            _ints(correlation),
+            _ints(external),
+            _ints(nbytes),
+            pa.array([dumps(a) if a else b"" for a in args], pa.binary()).cast(pa.string()),
         ],
         schema=_RAW_SCHEMA,
     )
+
+
+def _ints(values: list[Any]) -> pa.Array:
+    """An int64 array; values that are not ints (``"0x0"``, ``"stream 7"``, None) are coerced."""
+    try:
+        return pa.array(values, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([_as_int(v) for v in values], pa.int64())
+
+
+def _strings(values: list[Any]) -> pa.Array:
+    """A string array; a stray non-string name becomes its text."""
+    try:
+        return pa.array(values, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array(["" if v is None else str(v) for v in values], pa.string())
 
 
 def _floats(values: list[Any]) -> pa.Array:
