@@ -60,6 +60,7 @@ def demo_rules() -> list[Any]:
             rule_configs.ProfilerReport(
                 scan_interval_us=5_000_000,
                 StepOutlier_n_outliers=0,
+                StepOutlier_stddev=3,
                 Dataloader_patience=5,
                 CPUBottleneck_patience=50,
                 IOBottleneck_patience=50,

@@ -37,16 +37,16 @@ def print_job_summary(job: Job) -> None:
         table = Table(title="Rules", show_lines=False, title_justify="left")
         table.add_column("rule")
         table.add_column("status")
-        table.add_column("triggers", justify="right")
+        table.add_column("violations", justify="right")
         table.add_column("finding", overflow="fold")
         for rule, status in sorted(
-            statuses.items(), key=lambda item: -int(item[1].get("triggered") or 0)
+            statuses.items(), key=lambda item: (not item[1].get("triggered"), item[0])
         ):
             state = str(status.get("status", "?"))
             table.add_row(
                 rule,
                 f"[{_STYLE.get(state, '')}]{state}[/]",
-                str(status.get("triggered", "")),
+                str(status.get("violations", "")),
                 str(status.get("message") or ""),
             )
         _console.print(table)
