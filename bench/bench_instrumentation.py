@@ -1,16 +1,20 @@
 """Cost of the PyTorch instrumentation per training step, and of one annotation.
 
-Side by side in one run, each variant in a fresh process, variants interleaved over ``--reps``
-rounds; each process times its own steps with ``perf_counter`` and reports its median:
+Side by side in one run and one process: the variants take turns in blocks of ``--block`` steps
+(order rotated every round, ``--rounds`` rounds), so a busy machine slows them all alike; each
+block starts with a few untimed steps, and set-up and tear-down (starting a session, writing a
+trace) are outside the timing. Reported: the median step time of each variant.
 
 * ``bare``: the training loop, no profiling;
-* ``default``: a session with ``FrameworkProfile()`` (SageMaker's defaults: steps, forward and
-  backward always; data loader at step 7, detailed at 5, Python at 9-11; the median ignores those
-  few steps) - target: at most 1 % slower than bare;
+* ``default``: every option of ``FrameworkProfile`` configured but outside its range (the steady
+  state of a job: SageMaker's default windows are a few early steps) - target: at most 1 % slower
+  than bare;
 * ``submodules``: the same plus every sub-module's forward and backward - target: at most 3 %;
-* ``torch_profiler``: a plain ``torch.profiler.profile(activities=[CPU])`` around every step;
-* ``detailed``: stepscope's detailed window (the same activity) around every step - target: no
-  slower than ``torch_profiler``.
+* ``torch_profiler``: a plain ``torch.profiler.profile(activities=[CPU])`` with a
+  ``ProfilerStep#`` range per step;
+* ``detailed``: stepscope's detailed window (the same activity and ranges, plus the step, forward
+  and backward events; sub-module events off, ``submodules`` prices them) - target: no slower
+  than ``torch_profiler``.
 
 Then the cost of ``stepscope.annotate`` (enter + exit): outside a session; in a session with a
 writer that discards events (what the caller pays); in a session with the real writer (the
@@ -18,90 +22,107 @@ caller plus the writer thread's serialisation, which shares the GIL); inside a d
 (where it also opens a ``record_function``). An empty Python call is printed as the machine's
 reference. Target: well under 2 µs outside a detailed window.
 
-    python bench/bench_instrumentation.py [--reps 5] [--steps 300]
+    python bench/bench_instrumentation.py [--rounds 8] [--block 25]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 VARIANTS = ("bare", "default", "submodules", "torch_profiler", "detailed")
-WARMUP_STEPS = 20
+#: untimed steps at the start of every block (allocator and cache warm-up after a switch)
+BLOCK_WARMUP_STEPS = 3
 
 
-def _config(variant: str) -> object:
+def _config(variant: str) -> Any:
     from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
 
     if variant == "detailed":
-        detailed = DetailedProfilingConfig(start_step=0, num_steps=100_000)
+        detailed = DetailedProfilingConfig(start_step=0, num_steps=100)
         return ProfilerConfig(
             framework_profile_params=FrameworkProfile(detailed_profiling_config=detailed)
         )
-    return ProfilerConfig(framework_profile_params=FrameworkProfile())
+    # every option on, its range far away: the hooks of the default config, outside its windows
+    return ProfilerConfig(framework_profile_params=FrameworkProfile(start_step=10**9, num_steps=1))
 
 
-def _train(variant: str, steps: int, out: Path, work_dir: Path) -> None:
-    import torch
+class _Loop:
+    """The training loop the variants share (a small CNN on in-memory data, one thread)."""
 
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    session = None
-    if variant not in ("bare", "torch_profiler"):
-        from stepscope.collect.session import Session
-        from stepscope.collect.torch import instrument
+    def __init__(self) -> None:
+        import torch
 
-        session = Session(_config(variant), work_dir / "profiler-output").start()
-        instrument(session, submodules=True if variant == "submodules" else None)
-    model = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 16, 3, padding=1),
-        torch.nn.ReLU(),
-        torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(16, 32, 3, padding=1),
-        torch.nn.ReLU(),
-        torch.nn.AdaptiveAvgPool2d(1),
-        torch.nn.Flatten(),
-        torch.nn.Linear(32, 10),
-    )
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    data = torch.utils.data.TensorDataset(torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,)))
-    loader = torch.utils.data.DataLoader(data, batch_size=32, shuffle=True)
-    profiler = None
+        torch.manual_seed(0)
+        torch.set_num_threads(1)
+        self.torch = torch
+        self.model = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(16, 32, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(),
+            torch.nn.Linear(32, 10),
+        )
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01)
+        data = torch.utils.data.TensorDataset(
+            torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,))
+        )
+        self.loader = torch.utils.data.DataLoader(data, batch_size=32, shuffle=True)
+
+    def block(self, steps: int, step_ranges: bool) -> list[float]:
+        torch = self.torch
+        times = []
+        iterator = iter(self.loader)
+        for step in range(steps):
+            t0 = time.perf_counter()
+            try:
+                x, y = next(iterator)
+            except StopIteration:
+                iterator = iter(self.loader)
+                x, y = next(iterator)
+            step_range = None
+            if step_ranges:
+                step_range = torch.profiler.record_function(f"ProfilerStep#{step}")
+                step_range.__enter__()
+            loss = torch.nn.functional.cross_entropy(self.model(x), y)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            if step_range is not None:
+                step_range.__exit__(None, None, None)
+            times.append(time.perf_counter() - t0)
+        return times[BLOCK_WARMUP_STEPS:]
+
+
+def _run_block(variant: str, loop: _Loop, steps: int, work_dir: Path) -> list[float]:
+    """One block of ``variant``: set up, time ``steps`` steps, tear down."""
+    if variant == "bare":
+        return loop.block(steps, step_ranges=False)
     if variant == "torch_profiler":
+        torch = loop.torch
         profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
         profiler.start()
-    times: list[float] = []
-    step = 0
-    iterator = iter(loader)
-    while step < steps:
-        t0 = time.perf_counter()
-        try:
-            x, y = next(iterator)
-        except StopIteration:
-            iterator = iter(loader)
-            x, y = next(iterator)
-        if profiler is not None:
-            step_range = torch.profiler.record_function(f"ProfilerStep#{step}")
-            step_range.__enter__()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if profiler is not None:
-            step_range.__exit__(None, None, None)
-        times.append(time.perf_counter() - t0)
-        step += 1
-    if profiler is not None:
+        times = loop.block(steps, step_ranges=True)
         profiler.stop()
-    if session is not None:
+        return times
+    from stepscope.collect.session import Session
+    from stepscope.collect.torch import instrument
+
+    session = Session(_config(variant), work_dir / "profiler-output").start()
+    try:
+        # like for like: the detailed window without its sub-module events (``submodules``
+        # measures those on their own)
+        instrument(session, submodules=variant == "submodules")
+        return loop.block(steps, step_ranges=False)
+    finally:
         session.stop()
-    out.write_text(json.dumps(statistics.median(times[WARMUP_STEPS:])))
 
 
 class _NullWriter:
@@ -160,46 +181,30 @@ def _annotation_cost_ns(work_dir: Path, n: int = 100_000) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--work-dir", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--annotations", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--block", type=int, default=25, help="steps per block")
     args = parser.parse_args()
-    if args.variant:
-        _train(args.variant, args.steps, args.out, args.work_dir)
-        return
-    if args.annotations:
-        args.out.write_text(json.dumps(_annotation_cost_ns(args.work_dir)))
-        return
-    medians: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    loop = _Loop()
+    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "median.json"
-        for rep in range(args.reps):
-            for variant in VARIANTS:
-                command = [sys.executable, __file__, "--variant", variant, "--steps"]
-                command += [
-                    str(args.steps),
-                    "--out",
-                    str(out),
-                    "--work-dir",
-                    f"{tmp}/{rep}-{variant}",
-                ]
-                subprocess.run(command, check=True)
-                medians[variant].append(json.loads(out.read_text()))
-            line = ", ".join(f"{v} {medians[v][-1] * 1e3:.2f} ms" for v in VARIANTS)
-            print(f"rep {rep + 1}: {line}", flush=True)
-        command = [sys.executable, __file__, "--annotations", "--out", str(out)]
-        subprocess.run(command + ["--work-dir", tmp], check=True)
-        annotation = json.loads(out.read_text())
-    step = {v: statistics.median(m) for v, m in medians.items()}
+        loop.block(10, step_ranges=False)
+        for round_ in range(args.rounds):
+            order = VARIANTS[round_ % len(VARIANTS) :] + VARIANTS[: round_ % len(VARIANTS)]
+            for variant in order:
+                work_dir = Path(tmp) / f"{round_}-{variant}"
+                times[variant] += _run_block(variant, loop, args.block, work_dir)
+            medians = ", ".join(f"{v} {statistics.median(times[v]) * 1e3:.2f}" for v in VARIANTS)
+            print(f"round {round_ + 1}: running medians (ms) {medians}", flush=True)
+        annotation = _annotation_cost_ns(Path(tmp))
+    step = {v: statistics.median(t) for v, t in times.items()}
+    print(f"timed steps per variant: {len(times['bare'])}")
     print("median step time: " + ", ".join(f"{v} {t * 1e3:.3f} ms" for v, t in step.items()))
-    for variant, base, target in (
+    comparisons: list[tuple[str, str, str]] = [
         ("default", "bare", "<= +1 %"),
         ("submodules", "bare", "<= +3 %"),
         ("detailed", "torch_profiler", "<= +0 %"),
-    ):
+    ]
+    for variant, base, target in comparisons:
         print(
             f"{variant} vs {base}: {100 * (step[variant] / step[base] - 1):+.2f} % (target {target})"
         )
