@@ -25,53 +25,77 @@ __all__ = ["SNAPSHOT_GAP_US", "ScanWindow", "split_by"]
 #: Records of one node closer than this belong to the same snapshot (SageMaker used 20 ms too).
 SNAPSHOT_GAP_US = 20_000
 
-_SNAPSHOT_SQL = """
-WITH raw AS (
-    SELECT * FROM system WHERE timestamp_us >= {start} AND timestamp_us < {end}
-), stamps AS (
+#: Windows up to this long (live scans) copy their events into a temporary table once.
+_COPY_WINDOW_US = 600_000_000
+
+# One pass over the window's system records: per node, timestamp and metric, the count, sum,
+# max and min (a few rows per snapshot instead of ~90 records).
+_SUMS_SQL = """
+CREATE OR REPLACE TEMP TABLE stepscope_metric_sums AS
+SELECT node, timestamp_us,
+    CASE WHEN dimension IN ('CPUUtilization', 'I/OWaitPercentage', 'GPUUtilization',
+                            'GPUMemoryUtilization') THEN dimension
+         WHEN type = 'memory' AND name = 'MemoryUsedPercent' THEN 'memory'
+         ELSE 'network' END AS metric,
+    count(*) AS n, sum(value) AS total, max(value) AS peak, min(value) AS low
+FROM {system}
+WHERE (dimension IN ('CPUUtilization', 'I/OWaitPercentage', 'GPUUtilization', 'GPUMemoryUtilization')
+         OR (type = 'memory' AND name = 'MemoryUsedPercent')
+         OR (type = 'network' AND dimension <> 'Platform'))
+GROUP BY ALL
+"""
+
+# Each node's timestamps -> the snapshot they belong to (a new one after a gap of more than 20 ms).
+_SNAPSHOTS_SQL = """
+CREATE OR REPLACE TEMP TABLE stepscope_snapshots AS
+WITH stamps AS (
     SELECT node, timestamp_us,
            CASE WHEN timestamp_us - lag(timestamp_us) OVER w <= {gap} THEN 0 ELSE 1 END AS fresh
-    FROM (SELECT DISTINCT node, timestamp_us FROM raw)
+    FROM (SELECT DISTINCT node, timestamp_us FROM stepscope_metric_sums)
     WINDOW w AS (PARTITION BY node ORDER BY timestamp_us)
 ), groups AS (
     SELECT node, timestamp_us,
            sum(fresh) OVER (PARTITION BY node ORDER BY timestamp_us ROWS UNBOUNDED PRECEDING) AS gid
     FROM stamps
-), snap AS (
-    SELECT node, timestamp_us, min(timestamp_us) OVER (PARTITION BY node, gid) AS snapshot_us
-    FROM groups
 )
-SELECT raw.node, snap.snapshot_us, raw.type, raw.name, raw.dimension, raw.value
-FROM raw JOIN snap USING (node, timestamp_us)
+SELECT node, timestamp_us, min(timestamp_us) OVER (PARTITION BY node, gid) AS snapshot_us
+FROM groups
 """
 
 _PER_SNAPSHOT_SQL = """
 SELECT node, snapshot_us,
-    count(DISTINCT name) FILTER (WHERE dimension = 'CPUUtilization') AS cores,
-    avg(value) FILTER (WHERE dimension = 'CPUUtilization') AS cpu_mean_pct,
-    max(value) FILTER (WHERE dimension = 'CPUUtilization') AS cpu_max_pct,
-    avg(value) FILTER (WHERE dimension = 'I/OWaitPercentage') AS iowait_mean_pct,
-    max(value) FILTER (WHERE dimension = 'I/OWaitPercentage') AS iowait_max_pct,
-    count(DISTINCT name) FILTER (WHERE dimension = 'GPUUtilization') AS gpus,
-    avg(value) FILTER (WHERE dimension = 'GPUUtilization') AS gpu_mean_pct,
-    min(value) FILTER (WHERE dimension = 'GPUUtilization') AS gpu_min_pct,
-    avg(value) FILTER (WHERE dimension = 'GPUMemoryUtilization') AS gpu_memory_mean_pct,
-    avg(value) FILTER (WHERE type = 'memory' AND name = 'MemoryUsedPercent') AS memory_pct,
-    sum(value) FILTER (WHERE type = 'network' AND dimension <> 'Platform') AS network_bytes_per_s
-FROM samples
+    coalesce(sum(n) FILTER (WHERE metric = 'CPUUtilization'), 0) AS cores,
+    sum(total) FILTER (WHERE metric = 'CPUUtilization')
+        / sum(n) FILTER (WHERE metric = 'CPUUtilization') AS cpu_mean_pct,
+    max(peak) FILTER (WHERE metric = 'CPUUtilization') AS cpu_max_pct,
+    sum(total) FILTER (WHERE metric = 'I/OWaitPercentage')
+        / sum(n) FILTER (WHERE metric = 'I/OWaitPercentage') AS iowait_mean_pct,
+    max(peak) FILTER (WHERE metric = 'I/OWaitPercentage') AS iowait_max_pct,
+    coalesce(sum(n) FILTER (WHERE metric = 'GPUUtilization'), 0) AS gpus,
+    sum(total) FILTER (WHERE metric = 'GPUUtilization')
+        / sum(n) FILTER (WHERE metric = 'GPUUtilization') AS gpu_mean_pct,
+    min(low) FILTER (WHERE metric = 'GPUUtilization') AS gpu_min_pct,
+    sum(total) FILTER (WHERE metric = 'GPUMemoryUtilization')
+        / sum(n) FILTER (WHERE metric = 'GPUMemoryUtilization') AS gpu_memory_mean_pct,
+    sum(total) FILTER (WHERE metric = 'memory')
+        / sum(n) FILTER (WHERE metric = 'memory') AS memory_pct,
+    sum(total) FILTER (WHERE metric = 'network') AS network_bytes_per_s
+FROM stepscope_metric_sums JOIN stepscope_snapshots USING (node, timestamp_us)
 GROUP BY node, snapshot_us
 ORDER BY node, snapshot_us
 """
 
 _PER_GPU_SQL = """
 WITH cpu AS (
-    SELECT node, snapshot_us, avg(value) AS cpu_mean_pct
-    FROM samples WHERE dimension = 'CPUUtilization' GROUP BY node, snapshot_us
+    SELECT node, snapshot_us, sum(total) / sum(n) AS cpu_mean_pct
+    FROM stepscope_metric_sums JOIN stepscope_snapshots USING (node, timestamp_us)
+    WHERE metric = 'CPUUtilization'
+    GROUP BY node, snapshot_us
 ), gpu AS (
     SELECT node, name AS gpu, snapshot_us,
         avg(value) FILTER (WHERE dimension = 'GPUUtilization') AS util_pct,
         avg(value) FILTER (WHERE dimension = 'GPUMemoryUtilization') AS memory_pct
-    FROM samples
+    FROM {system} JOIN stepscope_snapshots USING (node, timestamp_us)
     WHERE type = 'gpu'
     GROUP BY node, name, snapshot_us
 )
@@ -98,11 +122,44 @@ class ScanWindow:
         self._cache: dict[str, dict[str, np.ndarray]] = {}
 
     def events_sql(self, where: str = "TRUE") -> str:
-        """A subquery over the events that end in this window and satisfy ``where``."""
+        """A subquery over the events that end in this window and satisfy ``where``.
+
+        A short window (a live scan) copies its events once into a temporary table, so every
+        rule's query reads only those instead of filtering the whole job again (the end time is
+        an expression, which the Parquet statistics cannot prune); a long window (an offline
+        pass) is read in place.
+        """
+        if self._short() and "events" not in self._cache:
+            self.con.execute(
+                "CREATE OR REPLACE TEMP TABLE stepscope_window_events AS SELECT * FROM events "
+                f"WHERE start_us + dur_us >= {self.start_us} AND start_us + dur_us < {self.end_us} "
+                f"AND start_us < {self.end_us}"
+            )
+            self._cache["events"] = {}
+        if "events" in self._cache:
+            return f"(SELECT * FROM stepscope_window_events WHERE ({where}))"
         return (
             f"(SELECT * FROM events WHERE start_us + dur_us >= {self.start_us} "
-            f"AND start_us + dur_us < {self.end_us} AND ({where}))"
+            f"AND start_us + dur_us < {self.end_us} AND start_us < {self.end_us} AND ({where}))"
         )
+
+    def system_sql(self) -> str:
+        """A subquery over the system samples of this window (copied once for a short window)."""
+        if self._short() and "system" not in self._cache:
+            self.con.execute(
+                "CREATE OR REPLACE TEMP TABLE stepscope_window_system AS SELECT * FROM system "
+                f"WHERE timestamp_us >= {self.start_us} AND timestamp_us < {self.end_us}"
+            )
+            self._cache["system"] = {}
+        if "system" in self._cache:
+            return "stepscope_window_system"
+        return (
+            f"(SELECT * FROM system WHERE timestamp_us >= {self.start_us} "
+            f"AND timestamp_us < {self.end_us})"
+        )
+
+    def _short(self) -> bool:
+        return self.end_us - self.start_us <= _COPY_WINDOW_US
 
     def query(self, sql: str) -> dict[str, np.ndarray]:
         """Run ``sql`` (which may use ``{events}`` for this window's events) into numpy columns;
@@ -126,24 +183,28 @@ class ScanWindow:
 
     def _aggregate(self, key: str, sql: str) -> dict[str, np.ndarray]:
         if key not in self._cache:
-            self._materialize_samples()
-            columns = dict(self.con.execute(sql).fetchnumpy())
+            self._group_snapshots()
+            query = sql.format(system=self.system_sql())
+            columns = dict(self.con.execute(query).fetchnumpy())
             self._cache[key] = {name: _plain(values) for name, values in columns.items()}
         return self._cache[key]
 
-    def _materialize_samples(self) -> None:
-        if "samples" in self._cache:
+    def _group_snapshots(self) -> None:
+        if "snapshots-grouped" in self._cache:
             return
-        self.con.execute(
-            "CREATE OR REPLACE TEMP TABLE samples AS "
-            + _SNAPSHOT_SQL.format(start=self.start_us, end=self.end_us, gap=SNAPSHOT_GAP_US)
-        )
-        self._cache["samples"] = {}
+        self.con.execute(_SUMS_SQL.format(system=self.system_sql()))
+        self.con.execute(_SNAPSHOTS_SQL.format(gap=SNAPSHOT_GAP_US))
+        self._cache["snapshots-grouped"] = {}
 
     def close(self) -> None:
-        """Drop the temporary table this window created."""
-        if "samples" in self._cache:
-            self.con.execute("DROP TABLE IF EXISTS samples")
+        """Drop the temporary tables this window created."""
+        if "events" in self._cache:
+            self.con.execute("DROP TABLE IF EXISTS stepscope_window_events")
+        if "system" in self._cache:
+            self.con.execute("DROP TABLE IF EXISTS stepscope_window_system")
+        if "snapshots-grouped" in self._cache:
+            self.con.execute("DROP TABLE IF EXISTS stepscope_metric_sums")
+            self.con.execute("DROP TABLE IF EXISTS stepscope_snapshots")
         self._cache.clear()
 
 

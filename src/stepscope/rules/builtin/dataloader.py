@@ -35,27 +35,16 @@ _LOADER = (
     "json_extract_string(args, '$.pid') END AS BIGINT), pid) AS VARCHAR))"
 )
 
-_LOADERS_SQL = f"""
-SELECT node, CAST(floor((start_us + dur_us) / 1e6) AS BIGINT) AS second, count(DISTINCT {_LOADER}) AS loaders
+# One pass over the window's events: every data-loader event and every step (for the wait share).
+_EVENTS_SQL = f"""
+SELECT node, rank, category, name, dur_us,
+    CAST(floor((start_us + dur_us) / 1e6) AS BIGINT) AS second,
+    CASE WHEN category IN ('DataLoaderWorker', 'DataLoaderIter') THEN {_LOADER} ELSE '' END AS loader,
+    CASE WHEN category = 'DataLoaderIterInitialize' THEN args ELSE '' END AS args
 FROM {{events}}
-WHERE category IN ('DataLoaderWorker', 'DataLoaderIter')
-GROUP BY ALL ORDER BY node
-"""
-
-_WAIT_SQL = """
-SELECT node,
-    sum(dur_us) FILTER (WHERE category = 'DataLoaderIter') AS getnext_us,
-    sum(dur_us) FILTER (WHERE category LIKE 'Step:ModeKeys.%') AS step_us
-FROM {events}
-WHERE category = 'DataLoaderIter' OR category LIKE 'Step:ModeKeys.%'
-GROUP BY node ORDER BY node
-"""
-
-_GETNEXT_SQL = "SELECT dur_us FROM {events} WHERE category = 'DataLoaderIter'"
-
-_INIT_SQL = """
-SELECT node, rank, start_us, name, args FROM {events}
-WHERE category = 'DataLoaderIterInitialize' ORDER BY start_us
+WHERE category IN ('DataLoaderWorker', 'DataLoaderIter', 'DataLoaderIterInitialize')
+    OR category LIKE 'Step:ModeKeys.%'
+ORDER BY start_us
 """
 
 
@@ -90,41 +79,45 @@ class Dataloader(Rule):
     def scan(self, window: ScanWindow) -> None:
         for (node,), rows in split_by(window.snapshots(), "node"):
             self.cores[node] = max(self.cores.get(node, 0), int(rows["cores"].max()))
-        for (node,), rows in split_by(window.query(_LOADERS_SQL), "node"):
+        events = window.query(_EVENTS_SQL)
+        category = events["category"]
+        loading = (category == "DataLoaderWorker") | (category == "DataLoaderIter")
+        getnext = category == "DataLoaderIter"
+        steps = ~loading & (category != "DataLoaderIterInitialize")
+        self.getnext.add(events["dur_us"][getnext] / 1e3)
+        for node in np.unique(events["node"]).tolist():
+            mine = events["node"] == node
+            # distinct (second, loader) pairs, then how many loaders each second had
+            _, loader = np.unique(events["loader"][loading & mine], return_inverse=True)
+            second = events["second"][loading & mine].astype(np.int64)
+            pairs = np.unique(second * (int(loader.max(initial=0)) + 1) + loader)
+            per_second = np.unique(pairs // (int(loader.max(initial=0)) + 1), return_counts=True)[1]
             counts = self.loaders.setdefault(node, {})
-            values, n = np.unique(rows["loaders"], return_counts=True)
-            for value, times in zip(values.tolist(), n.tolist(), strict=True):
-                counts[value] = counts.get(value, 0) + times
-        wait = window.query(_WAIT_SQL)
-        for node, getnext_us, step_us in zip(
-            wait["node"].tolist(),
-            wait["getnext_us"].tolist(),
-            wait["step_us"].tolist(),
-            strict=True,
-        ):
-            entry = self.wait.setdefault(node, [0.0, 0.0])
-            entry[0] += 0.0 if _missing(getnext_us) else getnext_us
-            entry[1] += 0.0 if _missing(step_us) else step_us
-        self.getnext.add(window.query(_GETNEXT_SQL)["dur_us"] / 1e3)
-        init = window.query(_INIT_SQL)
-        for node, rank, name, args in zip(
-            init["node"].tolist(),
-            init["rank"].tolist(),
-            init["name"].tolist(),
-            init["args"].tolist(),
-            strict=True,
-        ):
-            self.init[node] = {"name": name, **_args(args)}
-            self.ranks.setdefault(node, set()).add(int(rank))
+            values, times = np.unique(per_second, return_counts=True)
+            for value, n in zip(values.tolist(), times.tolist(), strict=True):
+                counts[value] = counts.get(value, 0) + n
+            wait = self.wait.setdefault(node, [0.0, 0.0])
+            wait[0] += float(events["dur_us"][getnext & mine].sum())
+            wait[1] += float(events["dur_us"][steps & mine].sum())
+        init = np.flatnonzero(category == "DataLoaderIterInitialize")
+        for index in init.tolist():
+            node = str(events["node"][index])
+            self.init[node] = {
+                "name": str(events["name"][index]),
+                **_args(str(events["args"][index])),
+            }
+            self.ranks.setdefault(node, set()).add(int(events["rank"][index]))
 
     def evaluate(self) -> Verdict:
-        if not self.loaders:
+        if not any(self.loaders.values()):
             return Verdict(applicable=False, message="No PyTorch data-loader events.")
         p = self.parameters
         nodes: dict[str, Any] = {}
         problems = []
         datapoints = 0
         for node, counts in sorted(self.loaders.items()):
+            if not counts:
+                continue
             buckets = sum(counts.values())
             datapoints += buckets
             median = _median(counts)
@@ -218,10 +211,6 @@ def _median(counts: dict[int, int]) -> float:
 
     total = int(cumulative[-1])
     return (at((total - 1) // 2) + at(total // 2)) / 2
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _args(text: str) -> dict[str, Any]:

@@ -19,18 +19,18 @@ from stepscope.rules.window import ScanWindow
 
 __all__ = ["MaxInitializationTime"]
 
-_BOUNDS_SQL = """
-SELECT
-    (SELECT min(timestamp_us) FROM system WHERE timestamp_us >= {start} AND timestamp_us < {end}) AS sys_first,
-    (SELECT max(timestamp_us) FROM system WHERE timestamp_us >= {start} AND timestamp_us < {end}) AS sys_last,
-    (SELECT min(start_us) FROM {{events}}) AS ev_first,
-    (SELECT max(start_us + dur_us) FROM {{events}}) AS ev_last,
-    (SELECT min(start_us) FROM {{events}} WHERE ph = 'X' AND (category LIKE 'Step:ModeKeys.%'
-        OR (name LIKE 'ProfilerStep#%' AND category <> 'gpu_user_annotation'))) AS step_first,
-    (SELECT max(start_us + dur_us) FROM {{events}} WHERE ph = 'X' AND (category LIKE 'Step:ModeKeys.%'
-        OR (name LIKE 'ProfilerStep#%' AND category <> 'gpu_user_annotation'))) AS step_last,
-    (SELECT count(*) FROM {{events}} WHERE ph = 'X' AND (category LIKE 'Step:ModeKeys.%'
-        OR (name LIKE 'ProfilerStep#%' AND category <> 'gpu_user_annotation'))) AS steps
+_STEP = (
+    "ph = 'X' AND (category LIKE 'Step:ModeKeys.%' "
+    "OR (name LIKE 'ProfilerStep#%' AND category <> 'gpu_user_annotation'))"
+)
+
+_SYSTEM_SQL = "SELECT min(timestamp_us), max(timestamp_us) FROM {system}"
+
+_EVENTS_SQL = f"""
+SELECT min(start_us), max(start_us + dur_us),
+    min(start_us) FILTER (WHERE {_STEP}), max(start_us + dur_us) FILTER (WHERE {_STEP}),
+    count(*) FILTER (WHERE {_STEP})
+FROM {{events}}
 """
 
 
@@ -51,13 +51,14 @@ class MaxInitializationTime(Rule):
         self.steps = 0
 
     def scan(self, window: ScanWindow) -> None:
-        row = window.query_row(_BOUNDS_SQL.format(start=window.start_us, end=window.end_us))
+        system = window.query_row(_SYSTEM_SQL.format(system=window.system_sql()))
+        events = window.query_row(_EVENTS_SQL)
         names = ("sys_first", "sys_last", "ev_first", "ev_last", "step_first", "step_last")
+        row = (*system, *events[:-1])
         values = {
-            name: math.nan if v is None else float(v)
-            for name, v in zip(names, row[:-1], strict=True)
+            name: math.nan if v is None else float(v) for name, v in zip(names, row, strict=True)
         }
-        self.steps += int(row[-1] or 0)
+        self.steps += int(events[-1] or 0)
         for name in ("sys_first", "ev_first", "step_first"):
             self._keep(name, values[name], min)
         for name in ("sys_last", "ev_last", "step_last"):

@@ -1,0 +1,151 @@
+"""All built-in rules over a 1-hour 8-GPU job, and one live scan of one minute of new data.
+
+The generated reference job of the SageMaker format notes (60 minutes, 8 GPUs, 32 cores: 633,600
+system records, about 282,000 framework events) is opened with a warm columnar cache, then:
+
+* **all rules**: ``run_rules(job)`` with ProfilerReport (its eleven rules), one offline pass,
+  in a fresh process per repetition;
+* **live scan**: a RuleSession that has already scanned the job up to its last minute scans
+  that minute (``RuleSession.advance``: one window of new data through every rule, then the
+  verdicts). The store's own share of a live scan (``JobData.refresh()`` with nothing new, and
+  ``JobData.connect()``) is printed beside it.
+
+The reference figure is SageMaker Debugger's: 76 s for ProfilerReport's rules over the same job
+in 60-second windows on 2 cores. smdebug 1.0.34 (the last release) no longer ships the profiler
+rules, so that side cannot run here; the figure comes from the format notes.
+
+    python bench/bench_rules.py [--reps 5] [--minutes 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+from peers import CACHE_DIR
+
+#: SageMaker Debugger's ProfilerReport over the 1-hour reference job on 2 cores (format notes).
+SAGEMAKER_ALL_RULES_S = 76.0
+
+ALL_RULES = textwrap.dedent(
+    """
+    import json, sys, tempfile, time
+    from stepscope.rules import run_rules
+    from stepscope.store import open_job
+    job = open_job(sys.argv[1], cache_dir=sys.argv[2])
+    job.refresh()
+    job.connect()
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        results = run_rules(job, output_dir=out)
+        t1 = time.perf_counter()
+    print(json.dumps({"rules_s": t1 - t0, "issues": sorted(n for n, r in results.items() if r.triggered)}))
+    """
+)
+
+LIVE_SCAN = textwrap.dedent(
+    """
+    import json, sys, time
+    from stepscope.rules import RuleSession
+    from stepscope.store import open_job
+
+    class Replay:
+        # the job as it was at ``until_us``: the views limited to what had been written then
+        def __init__(self, con, until_us, path):
+            self.con, self.until_us, self.path = con, until_us, path
+            self.db = con.execute("SELECT current_database()").fetchone()[0]
+        def connect(self):
+            for view, end in (("system", "timestamp_us"), ("events", "start_us + dur_us")):
+                self.con.execute(
+                    f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {self.db}.main.{view} "
+                    f"WHERE {end} < {self.until_us}"
+                )
+            return self.con
+
+    job = open_job(sys.argv[1], cache_dir=sys.argv[2])
+    job.refresh()
+    t0 = time.perf_counter()
+    unchanged = job.refresh()
+    t1 = time.perf_counter()
+    con = job.connect()
+    t2 = time.perf_counter()
+    last = con.execute("SELECT max(timestamp_us) FROM system").fetchone()[0]
+    replay = Replay(con, last - 60_000_000, job.path)  # the last minute is not written yet
+    session = RuleSession(replay)
+    session.advance()
+    before = session.watermark_us
+    replay.until_us += 60_000_000  # ... and now it is
+    t3 = time.perf_counter()
+    session.advance()
+    session.results()
+    t4 = time.perf_counter()
+    print(json.dumps({"scan_s": t4 - t3, "window_s": (session.watermark_us - before) / 1e6,
+                      "refresh_s": t1 - t0, "connect_s": t2 - t1}))
+    """
+)
+
+
+def _measure(script: str, *args: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _job(minutes: int) -> Path:
+    """The generated job, made once and kept in the bench cache."""
+    folder = CACHE_DIR / f"rules-job-{minutes}min"
+    if not (folder / "profiler-output" / "training_job_end.ts").exists():
+        from stepscope.testing import generate_job
+
+        shutil.rmtree(folder, ignore_errors=True)
+        print(f"generating a {minutes}-minute job in {folder} ...", flush=True)
+        generate_job(folder, minutes=minutes)
+    return folder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--minutes", type=int, default=60)
+    args = parser.parse_args()
+    job = _job(args.minutes)
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = str(Path(tmp) / "cache")
+        _measure(ALL_RULES, str(job), cache)  # builds the cache: every later run is warm
+        rules, scans = [], []
+        for rep in range(args.reps):
+            rules.append(_measure(ALL_RULES, str(job), cache))
+            scans.append(_measure(LIVE_SCAN, str(job), cache))
+            print(
+                f"rep {rep + 1}: all rules {rules[-1]['rules_s']:.2f} s, "
+                f"live scan of {scans[-1]['window_s']:.0f} s of data {scans[-1]['scan_s'] * 1e3:.0f} ms "
+                f"(+ store refresh {scans[-1]['refresh_s'] * 1e3:.0f} ms, "
+                f"connect {scans[-1]['connect_s'] * 1e3:.0f} ms)",
+                flush=True,
+            )
+    all_rules_s = statistics.median(r["rules_s"] for r in rules)
+    scan_ms = statistics.median(s["scan_s"] for s in scans) * 1e3
+    refresh_ms = statistics.median(s["refresh_s"] for s in scans) * 1e3
+    connect_ms = statistics.median(s["connect_s"] for s in scans) * 1e3
+    print()
+    print(f"job: {job.name}; rules that found issues: {', '.join(rules[-1]['issues'])}")
+    print(f"{'median':<44}{'stepscope':>10}{'SageMaker':>11}{'ratio':>8}")
+    print(
+        f"{'all rules, 1-hour job (s)':<44}{all_rules_s:>10.2f}{SAGEMAKER_ALL_RULES_S:>11.1f}"
+        f"{SAGEMAKER_ALL_RULES_S / all_rules_s:>7.0f}x"
+    )
+    print(f"{'live scan of one minute of new data (ms)':<44}{scan_ms:>10.0f}{'–':>11}{'':>8}")
+    print(f"{'  store: refresh with nothing new (ms)':<44}{refresh_ms:>10.0f}")
+    print(f"{'  store: connect, 120 segments (ms)':<44}{connect_ms:>10.0f}")
+
+
+if __name__ == "__main__":
+    main()
