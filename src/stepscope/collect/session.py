@@ -161,6 +161,9 @@ class Session:
         #: option -> active for the running (or, between steps, the next) step
         self.active: dict[str, bool] = dict.fromkeys(OPTIONS, False)
         self._listeners: list[StepListener] = []
+        # the listeners' step methods behind the guard, built once: they run at every step
+        self._on_step_begin: list[Callable[[Session, int], None]] = []
+        self._on_step_end: list[Callable[[Session, int], None]] = []
         self._closers: list[Callable[[], None]] = []
         self._writers: dict[str, Any] = {}
         # annotations wait here (append/popleft are atomic) and reach the writer in bursts
@@ -225,6 +228,9 @@ class Session:
     def add_listener(self, listener: StepListener) -> None:
         """Register a window owner; it is told about the start, every step boundary and the stop."""
         self._listeners.append(listener)
+        name = type(listener).__name__
+        self._on_step_begin.append(self.guard.wrap(f"{name}.on_step", listener.on_step_begin))
+        self._on_step_end.append(self.guard.wrap(f"{name}.on_step", listener.on_step_end))
         if self.enabled:
             self.guard.wrap(f"{type(listener).__name__}.on_start", listener.on_start)(self)
 
@@ -394,10 +400,8 @@ class Session:
             self.boundary_us = None
             self._update_active(self.step)
             step_number = self.step
-        for listener in self._listeners:
-            self.guard.wrap(f"{type(listener).__name__}.on_step_begin", listener.on_step_begin)(
-                self, step_number
-            )
+        for on_step_begin in self._on_step_begin:
+            on_step_begin(self, step_number)
         return step_number
 
     def end_step(self, end_us: float | None = None) -> None:
@@ -415,10 +419,8 @@ class Session:
             finished = self.step
             self._poll_config()
             self._update_active(finished + 1)
-        for listener in self._listeners:
-            self.guard.wrap(f"{type(listener).__name__}.on_step_end", listener.on_step_end)(
-                self, finished
-            )
+        for on_step_end in self._on_step_end:
+            on_step_end(self, finished)
         # The next step starts after our bookkeeping: its time is the training code's time.
         self.boundary_us = now_us()
 
