@@ -3,7 +3,7 @@
 The input is the reference 1-hour job written by ``stepscope.testing.generate_job`` (one node,
 32 CPUs, 8 GPUs: 633,600 system records in 60 files, 281,694 framework events in 120 files),
 made once under ``.bench-cache/``. Each measurement runs in a fresh process and reports its wall
-time (imports included) and peak RSS:
+time and CPU time (user + system, all threads; imports included) and its peak RSS:
 
 * **stepscope cold**: empty cache; ``open_job`` → ``refresh`` (raw JSON to Parquet) →
   ``SELECT *`` of ``system`` and ``events`` into pandas DataFrames;
@@ -42,8 +42,10 @@ OURS = textwrap.dedent(
     system = con.sql("SELECT * FROM system").to_arrow_table().to_pandas()
     events = con.sql("SELECT * FROM events").to_arrow_table().to_pandas()
     seconds = time.perf_counter() - t0
-    print(json.dumps({"seconds": seconds, "system_rows": len(system), "event_rows": len(events),
-                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime,
+                      "system_rows": len(system), "event_rows": len(events),
+                      "peak_rss_mb": usage.ru_maxrss / 1024}))
     """
 )
 
@@ -69,8 +71,10 @@ SMDEBUG_SCRIPT = textwrap.dedent(
         columns=["node", "category", "name", "start_us", "dur_us", "pid", "tid", "args"],
     )
     seconds = time.perf_counter() - t0
-    print(json.dumps({"seconds": seconds, "system_rows": len(system), "event_rows": len(events),
-                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime,
+                      "system_rows": len(system), "event_rows": len(events),
+                      "peak_rss_mb": usage.ru_maxrss / 1024}))
     """
 )
 
@@ -113,7 +117,8 @@ def main() -> None:
             runs["warm"].append(_measure(sys.executable, OURS, str(job), str(cache)))
             runs["smdebug"].append(_measure(smdebug, SMDEBUG_SCRIPT, str(job / "profiler-output")))
             line = ", ".join(
-                f"{side} {r[-1]['seconds']:.2f} s {r[-1]['peak_rss_mb']:.0f} MB"
+                f"{side} {r[-1]['seconds']:.2f} s (cpu {r[-1]['cpu_s']:.2f} s) "
+                f"{r[-1]['peak_rss_mb']:.0f} MB"
                 for side, r in runs.items()
             )
             print(f"rep {rep + 1}: {line}", flush=True)
@@ -128,11 +133,19 @@ def main() -> None:
             f"  {side:<8}{int(median(side, 'system_rows')):>10,}"
             f"{int(median(side, 'event_rows')):>10,}"
         )
-    theirs_s, theirs_mb = median("smdebug", "seconds"), median("smdebug", "peak_rss_mb")
-    print(f"{'median of ' + str(args.reps):<22}{'seconds':>9}{'peak RSS MB':>13}{'faster':>9}")
+    theirs_s, theirs_cpu = median("smdebug", "seconds"), median("smdebug", "cpu_s")
+    theirs_mb = median("smdebug", "peak_rss_mb")
+    print(
+        f"{'median of ' + str(args.reps):<12}{'wall s':>9}{'faster':>8}"
+        f"{'cpu s':>9}{'faster':>8}{'peak RSS MB':>13}"
+    )
     for side in ("cold", "warm", "smdebug"):
-        seconds, rss = median(side, "seconds"), median(side, "peak_rss_mb")
-        print(f"{side:<22}{seconds:>9.2f}{rss:>13.0f}{theirs_s / seconds:>8.1f}x")
+        seconds, cpu = median(side, "seconds"), median(side, "cpu_s")
+        rss = median(side, "peak_rss_mb")
+        print(
+            f"{side:<12}{seconds:>9.2f}{theirs_s / seconds:>7.1f}x"
+            f"{cpu:>9.2f}{theirs_cpu / cpu:>7.1f}x{rss:>13.0f}"
+        )
     print(f"smdebug peak RSS / stepscope warm: {theirs_mb / median('warm', 'peak_rss_mb'):.1f}x")
 
 
