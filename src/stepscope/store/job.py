@@ -346,7 +346,8 @@ class JobData:
             return [
                 _RawFile(info, "kineto")
                 for info in listing
-                if self._single_file or info.path.endswith(_KINETO_SUFFIXES)
+                if self._single_file
+                or (info.path.endswith(_KINETO_SUFFIXES) and self._sniff_kineto(info.path))
             ]
         markers: dict[str, TfProfileMarker] = {}
         for info in listing:
@@ -400,6 +401,13 @@ class JobData:
 
             self._duckdb = duckdb.connect()
         return self._duckdb
+
+    def _sniff_kineto(self, rel: str) -> bool:
+        """Whether a JSON file of a folder of traces is a Kineto trace (other JSON is ignored)."""
+        if self._cache.files.get(rel, {}).get("kineto") is not None:
+            return True  # converted before: no need to open it again
+        with self._files.local_path(rel) as local:
+            return bool(_kineto().is_kineto_trace(local))
 
     def _kineto_raw(self, info: FileInfo, name: str) -> _RawFile:
         detailed = layout.DETAILED_TRACE_RE.match(name)
