@@ -28,8 +28,8 @@ SNAPSHOT_GAP_US = 20_000
 #: Windows up to this long (live scans) copy their events into a temporary table once.
 _COPY_WINDOW_US = 600_000_000
 
-# One pass over the window's system records: per node, timestamp and metric, the count, sum,
-# max and min (a few rows per snapshot instead of ~90 records).
+# One pass over the window's system records: per node, timestamp, metric (and GPU), the count,
+# sum, max and min (a few rows per snapshot instead of ~90 records).
 _SUMS_SQL = """
 CREATE OR REPLACE TEMP TABLE stepscope_metric_sums AS
 SELECT node, timestamp_us,
@@ -37,6 +37,7 @@ SELECT node, timestamp_us,
                             'GPUMemoryUtilization') THEN dimension
          WHEN type = 'memory' AND name = 'MemoryUsedPercent' THEN 'memory'
          ELSE 'network' END AS metric,
+    CASE WHEN type = 'gpu' THEN name ELSE '' END AS gpu,
     count(*) AS n, sum(value) AS total, max(value) AS peak, min(value) AS low
 FROM {system}
 WHERE (dimension IN ('CPUUtilization', 'I/OWaitPercentage', 'GPUUtilization', 'GPUMemoryUtilization')
@@ -92,12 +93,14 @@ WITH cpu AS (
     WHERE metric = 'CPUUtilization'
     GROUP BY node, snapshot_us
 ), gpu AS (
-    SELECT node, name AS gpu, snapshot_us,
-        avg(value) FILTER (WHERE dimension = 'GPUUtilization') AS util_pct,
-        avg(value) FILTER (WHERE dimension = 'GPUMemoryUtilization') AS memory_pct
-    FROM {system} JOIN stepscope_snapshots USING (node, timestamp_us)
-    WHERE type = 'gpu'
-    GROUP BY node, name, snapshot_us
+    SELECT node, gpu, snapshot_us,
+        sum(total) FILTER (WHERE metric = 'GPUUtilization')
+            / sum(n) FILTER (WHERE metric = 'GPUUtilization') AS util_pct,
+        sum(total) FILTER (WHERE metric = 'GPUMemoryUtilization')
+            / sum(n) FILTER (WHERE metric = 'GPUMemoryUtilization') AS memory_pct
+    FROM stepscope_metric_sums JOIN stepscope_snapshots USING (node, timestamp_us)
+    WHERE gpu <> ''
+    GROUP BY node, gpu, snapshot_us
 )
 SELECT gpu.node, gpu.gpu, gpu.snapshot_us, gpu.util_pct, gpu.memory_pct, cpu.cpu_mean_pct
 FROM gpu LEFT JOIN cpu USING (node, snapshot_us)
