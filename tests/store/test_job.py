@@ -66,6 +66,16 @@ def test_sagemaker_output_folder_directly_or_under_a_parent(tmp_path: Path) -> N
     assert direct.metadata["status"] == "Completed" and direct.metadata["ended"] is True
 
 
+def test_a_job_folder_whose_profiler_output_is_not_there_yet(tmp_path: Path) -> None:
+    (tmp_path / "starting").mkdir()
+    (tmp_path / "starting" / "job.json").write_text('{"name": "starting", "status": "Running"}')
+    data = open_job(tmp_path / "starting")
+    assert (data.kind, data.name) == ("stepscope", "starting")
+    assert data.refresh() is False
+    assert data.metadata["status"] == "Running" and data.metadata["nodes"] == []
+    assert _count(data, "events") == 0
+
+
 def test_missing_paths_and_unknown_folders_raise_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(JobNotFoundError, match="nowhere"):
         open_job(tmp_path / "nowhere")

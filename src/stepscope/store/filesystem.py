@@ -3,7 +3,7 @@
 Readers and the cache see a job as a root plus relative, ``/``-separated paths. A
 :class:`LocalFiles` root is read with the standard library; an ``s3://bucket/prefix`` root goes
 through fsspec and s3fs (the optional extra ``s3``), configured the usual way: ``AWS_*``
-environment variables, or ``storage_options`` such as ``{"endpoint_url": ...}`` (the environment
+environment variables, or ``storage_options`` such as ``{"client_kwargs": {"endpoint_url": ...}}`` (the environment
 variable ``AWS_ENDPOINT_URL`` is honoured by botocore itself).
 """
 

@@ -96,7 +96,8 @@ def open_job(
     :param cache_dir: where the columnar cache goes; default ``<job>/.stepscope/cache`` when the
         job folder is writable, else ``$STEPSCOPE_CACHE_DIR/<hash>`` or
         ``~/.cache/stepscope/<hash>``.
-    :param storage_options: fsspec options for remote paths (e.g. ``{"endpoint_url": ...}``).
+    :param storage_options: fsspec options for remote paths, e.g.
+        ``{"client_kwargs": {"endpoint_url": ...}}`` for an S3-compatible store.
     :raises JobNotFoundError: when nothing exists at ``path``.
     :raises UnsupportedFormatError: when it exists but holds none of the recognised layouts.
     """
@@ -128,7 +129,7 @@ def _is_kineto_file(path: Path) -> bool:
 def _detect(files: SourceFiles, text: str) -> tuple[JobKind, str]:
     """The kind of folder and the prefix of its profiler output inside it."""
     names = set(files.list_dir())
-    if "job.json" in names and "profiler-output" in names:
+    if "job.json" in names:  # profiler-output/ may not exist yet while the job starts
         return "stepscope", "profiler-output/"
     if names & {"system", "framework"}:
         return "sagemaker", ""
