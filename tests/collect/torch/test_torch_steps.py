@@ -102,3 +102,29 @@ def test_a_script_that_never_imports_torch_writes_nothing(tmp_path: Path) -> Non
     )
     assert result.stdout.strip() == "ok False"
     assert not (job_dir / "profiler-output" / "framework").exists()
+
+
+def test_a_forward_that_raises_does_not_derail_step_detection(tmp_path: Path) -> None:
+    import torch
+
+    import stepscope
+
+    class Flaky(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.shape[0] == 3:
+                raise ValueError("bad batch")
+            return self.layer(x)
+
+    model = Flaky().eval()
+    with stepscope.profile(QUIET, job_dir=tmp_path / "job"), torch.no_grad():
+        for size in (2, 3, 2, 2):
+            try:
+                model(torch.randn(size, 4))
+            except ValueError:
+                pass
+    evaluation = steps(read_events(tmp_path / "job"), "EVAL")
+    assert [e["args"]["step_num"] for e in evaluation] == ["0", "1", "2", "3"]

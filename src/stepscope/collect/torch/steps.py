@@ -96,6 +96,8 @@ class ModuleHooks:
         self._pass_step_num = "0"
         self._pending: list[_SubBackward] = []
         self._backward_seen = False
+        #: model forwards running now, on any thread
+        self._running_model_forwards = 0
         guard = session.guard
         self._backward_begins = guard.wrap("torch.backward", self._on_backward_begins)
         self._backward_ends = guard.wrap("torch.backward", self._on_backward_ends)
@@ -109,8 +111,9 @@ class ModuleHooks:
             _module.register_module_forward_pre_hook(
                 guard.wrap("torch.module_hooks", self._forward_pre)
             ),
+            # always_call: the post-hook also runs when a forward raises, keeping the stack true
             _module.register_module_forward_hook(
-                guard.wrap("torch.module_hooks", self._forward_post)
+                guard.wrap("torch.module_hooks", self._forward_post), always_call=True
             ),
             _optimizer.register_optimizer_step_post_hook(
                 guard.wrap("torch.optimizer_step", self._optimizer_step)
@@ -150,8 +153,13 @@ class ModuleHooks:
         if not is_model:
             stack.append([module, 0.0, _OUTSIDE])
             return
+        if self._running_model_forwards:
+            # the model runs on another thread (a DataParallel replica): part of that forward
+            stack.append([module, now_us() if self._submodules_on() else 0.0, _SUB])
+            return
         now = now_us()
         began = self._model_forward_begins(module)
+        self._running_model_forwards += 1
         stack.append([module, now, _TOP_STEP if began else _TOP])
 
     def _learn_model(self, module: torch.nn.Module) -> bool:
@@ -215,6 +223,7 @@ class ModuleHooks:
             if torch.is_grad_enabled():
                 self._watch_submodule_backward(name, step_num, args, output)
             return
+        self._running_model_forwards = max(self._running_model_forwards - 1, 0)
         now = now_us()
         name = self._names.get(module) or type(module).__name__
         step_num = session.step_num()
@@ -230,7 +239,7 @@ class ModuleHooks:
 
     @staticmethod
     def _resync(stack: list[list[Any]], module: torch.nn.Module) -> list[Any] | None:
-        """A forward raised, so its post-hook never ran: drop the stale entries above ``module``."""
+        """Entries out of order (hooks installed mid-forward): drop those above ``module``."""
         for index in range(len(stack) - 1, -1, -1):
             if stack[index][0] is module:
                 entry = stack[index]
@@ -318,6 +327,8 @@ class ModuleHooks:
         if not session.enabled:
             return
         self.optimizer_seen = True
-        self._local.stack = []  # between steps nothing can be mid-forward on this thread
+        # between steps no forward runs: forget what a forward that raised left behind
+        self._local.stack = []
+        self._running_model_forwards = 0
         if not session.explicit_steps and session.in_step and session.mode == "TRAIN":
             session.end_step()
