@@ -61,6 +61,29 @@ def test_cprofile_windows_for_exactly_the_configured_steps(tmp_path: Path) -> No
     assert any(func[2] == "step" and "optim" in func[0] for func in step_stats.stats)
 
 
+def test_the_default_timer_cycles_wall_cpu_and_off_cpu_time(tmp_path: Path) -> None:
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            python_profiling_config=PythonProfilingConfig(
+                start_step=1, num_steps=3, cprofile_timer=cProfileTimer.DEFAULT
+            )
+        )
+    )
+    job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, config, "--steps", "4", "--sleep-s", "0.2")
+    root = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
+    slept = {}
+    for folder in root.iterdir():
+        start, _ = parse_python_stats_folder(folder.name) or (None, None)
+        if start is not None and start.mode == "train":
+            stats = pstats.Stats(str(folder / "python_stats")).stats
+            slept[start.step] = sum(v[2] for k, v in stats.items() if "sleep" in k[2])
+    # step 1 wall time, step 2 CPU time, step 3 off-CPU time: a sleep costs wall and off-CPU
+    # time (at least the 0.2 s asked for), and next to no CPU time
+    assert sorted(slept) == [1, 2, 3]
+    assert slept[1] >= 0.2 and slept[3] >= 0.2
+    assert slept[2] < slept[3] / 4
+
+
 def test_pyinstrument_writes_json_and_html(tmp_path: Path) -> None:
     config = ProfilerConfig(
         framework_profile_params=FrameworkProfile(

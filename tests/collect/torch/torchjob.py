@@ -107,7 +107,7 @@ def losses(result: subprocess.CompletedProcess[str]) -> list[str]:
 #: batches), a DataLoader with ``--workers`` workers, SGD; prints every loss and the pids of the
 #: processes that loaded the data. ``--annotate`` wraps each step in nested stepscope annotations.
 TRAIN_SCRIPT = """
-import argparse, os, sys
+import argparse, os, sys, time
 import torch
 from torch.utils.data import DataLoader, Dataset
 
@@ -118,6 +118,7 @@ parser.add_argument("--eval-steps", type=int, default=0)
 parser.add_argument("--workers", type=int, default=0)
 parser.add_argument("--annotate", action="store_true")
 parser.add_argument("--no-optimizer", action="store_true")
+parser.add_argument("--sleep-s", type=float, default=0.0, help="sleep in every training step")
 args = parser.parse_args()
 
 class Data(Dataset):
@@ -159,6 +160,8 @@ for epoch in range(args.epochs):
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+        if args.sleep_s:
+            time.sleep(args.sleep_s)
         if args.annotate:
             stepscope.annotation_end(step)
         print("loss", repr(loss.item()), flush=True)

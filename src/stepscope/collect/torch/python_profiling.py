@@ -6,9 +6,12 @@ layout ``framework/pytorch/<cprofile|pyinstrument>/<node_id>/<start>_<end>/``: c
 ``python_stats.html``. A step's window opens when the previous step ends (so data loading for the
 step is in it) and closes when the step ends.
 
-cProfile timers (``cProfileTimer``): ``total_time`` is wall-clock time, ``cpu_time`` the process
-CPU time, ``off_cpu_time`` their difference (time spent waiting: I/O, locks, sleeping);
-``default`` cycles through the three, one per profiled step, as SageMaker does.
+cProfile timers (``cProfileTimer``): ``total_time`` is wall-clock time, ``cpu_time`` CPU time,
+``off_cpu_time`` their difference (time spent waiting: I/O, locks, sleeping); ``default`` cycles
+through the three, one per profiled step, as SageMaker does. Where we differ: CPU time is the
+profiled thread's (cProfile profiles one thread), not the whole process's. PyTorch computes on
+several threads, so the process's CPU time grows faster than wall time and wall minus it runs
+backwards, which gives negative off-CPU times.
 
 Two more windows whenever Python profiling is configured, as in SageMaker: **pre-step-zero**, from
 the session start to the first step, and **post-hook-close**, from the session stop to the end of
@@ -43,13 +46,13 @@ _JOIN_TIMEOUT_S = 10.0
 
 
 def _off_cpu_time_s() -> float:
-    return time.perf_counter() - time.process_time()
+    return time.perf_counter() - time.thread_time()
 
 
 #: cProfileTimer value -> the clock cProfile measures with (None: cProfile's own wall clock)
 _TIMERS: dict[str, Callable[[], float] | None] = {
     "total_time": None,
-    "cpu_time": time.process_time,
+    "cpu_time": time.thread_time,
     "off_cpu_time": _off_cpu_time_s,
 }
 
