@@ -10,7 +10,9 @@ ranges too.
 The trace is exported (by a writer thread, off the training thread) to
 ``framework/pytorch/detailed_profiling/<YYYYMMDDHH>/<first step:09d>/<node_id>_<start_us>_<end_us>
 .pt.trace.json.gz``. Its metadata key ``stepscope`` ties it to the job: node id, rank, world size,
-first and last step, and the window's start and end on the session clock (µs since the epoch).
+first and last step, the window's start and end on the session clock (µs since the epoch), and
+how the session clock relates to the wall clock Kineto's own timestamps count from
+(``epoch_offset_us``, ``wall_minus_session_us``).
 """
 
 from __future__ import annotations
@@ -149,6 +151,10 @@ class DetailedProfiler:
                     "last_step": last_step,
                     "start_us": self._start_us,
                     "end_us": end_us,
+                    # the session clock is perf_counter + this; wall clock (what Kineto's
+                    # baseTimeNanoseconds counts from) minus session clock, measured now
+                    "epoch_offset_us": session.epoch_offset_us,
+                    "wall_minus_session_us": time.time() * 1e6 - now_us(),
                 }
             ),
         )
