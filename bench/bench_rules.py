@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -43,10 +44,11 @@ ALL_RULES = textwrap.dedent(
     job.refresh()
     job.connect()
     with tempfile.TemporaryDirectory() as out:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         results = run_rules(job, output_dir=out)
-        t1 = time.perf_counter()
-    print(json.dumps({"rules_s": t1 - t0, "issues": sorted(n for n, r in results.items() if r.triggered)}))
+        t1, c1 = time.perf_counter(), time.process_time()
+    print(json.dumps({"rules_s": t1 - t0, "rules_cpu_s": c1 - c0,
+                      "issues": sorted(n for n, r in results.items() if r.triggered)}))
     """
 )
 
@@ -82,11 +84,12 @@ LIVE_SCAN = textwrap.dedent(
     session.advance()
     before = session.watermark_us
     replay.until_us += 60_000_000  # ... and now it is
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
     session.advance()
     session.results()
-    t4 = time.perf_counter()
-    print(json.dumps({"scan_s": t4 - t3, "window_s": (session.watermark_us - before) / 1e6,
+    t4, c4 = time.perf_counter(), time.process_time()
+    print(json.dumps({"scan_s": t4 - t3, "scan_cpu_s": c4 - c3,
+                      "window_s": (session.watermark_us - before) / 1e6,
                       "refresh_s": t1 - t0, "connect_s": t2 - t1}))
     """
 )
@@ -132,17 +135,22 @@ def main() -> None:
                 flush=True,
             )
     all_rules_s = statistics.median(r["rules_s"] for r in rules)
+    all_rules_cpu_s = statistics.median(r["rules_cpu_s"] for r in rules)
     scan_ms = statistics.median(s["scan_s"] for s in scans) * 1e3
+    scan_cpu_ms = statistics.median(s["scan_cpu_s"] for s in scans) * 1e3
     refresh_ms = statistics.median(s["refresh_s"] for s in scans) * 1e3
     connect_ms = statistics.median(s["connect_s"] for s in scans) * 1e3
     print()
+    print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"job: {job.name}; rules that found issues: {', '.join(rules[-1]['issues'])}")
     print(f"{'median':<44}{'stepscope':>10}{'SageMaker':>11}{'ratio':>8}")
     print(
         f"{'all rules, 1-hour job (s)':<44}{all_rules_s:>10.2f}{SAGEMAKER_ALL_RULES_S:>11.1f}"
         f"{SAGEMAKER_ALL_RULES_S / all_rules_s:>7.0f}x"
     )
+    print(f"{'  CPU time of all threads (s)':<44}{all_rules_cpu_s:>10.2f}")
     print(f"{'live scan of one minute of new data (ms)':<44}{scan_ms:>10.0f}{'–':>11}{'':>8}")
+    print(f"{'  CPU time of all threads (ms)':<44}{scan_cpu_ms:>10.0f}")
     print(f"{'  store: refresh with nothing new (ms)':<44}{refresh_ms:>10.0f}")
     print(f"{'  store: connect, 120 segments (ms)':<44}{connect_ms:>10.0f}")
 

@@ -45,9 +45,10 @@ _STREAM_GRACE_US = 120_000_000
 _END_SQL = """
 WITH streams AS (
     SELECT 'events' AS kind, max(start_us + dur_us) AS last_us FROM events
-    GROUP BY source, node, rank
+    WHERE start_us >= {since} GROUP BY source, node, rank
     UNION ALL
-    SELECT 'system' AS kind, max(timestamp_us) AS last_us FROM system GROUP BY node
+    SELECT 'system' AS kind, max(timestamp_us) AS last_us FROM system
+    WHERE timestamp_us >= {since} GROUP BY node
 ), newest AS (SELECT max(last_us) AS last_us FROM streams)
 SELECT
     (SELECT last_us FROM newest) AS newest_us,
@@ -105,11 +106,14 @@ class RuleSession:
             self.failed[rule.rule_name()] = f"{type(exc).__name__}: {exc}"
 
     def _end_us(self, con: Any, final: bool) -> int | None:
+        # Only records started since shortly before the watermark can be the newest of a live
+        # stream; the bound lets the Parquet statistics skip the older segments.
+        since = max(0, self.watermark_us - 2 * _STREAM_GRACE_US)
         newest, slowest, event_streams = con.execute(
-            _END_SQL.format(grace=_STREAM_GRACE_US)
+            _END_SQL.format(grace=_STREAM_GRACE_US, since=since)
         ).fetchone()
         if newest is None:
-            return None
+            return None if since == 0 else self.watermark_us
         if final:
             return int(newest) + 1
         # Writers close a file up to a minute after its first record, so a stream that has not
