@@ -101,15 +101,17 @@ def _parse_events_prefix(buffer: bytes, parse: Callable[[bytes], T]) -> tuple[T 
 
     Returns the parsed chunk and how many bytes it used (``None, 0`` when no boundary parses).
     """
-    window_start = max(0, len(buffer) - (1 << 20))
-    candidates = [m.start() + 1 for m in _BOUNDARY.finditer(buffer, window_start)]
-    if not candidates and window_start:
-        candidates = [m.start() + 1 for m in _BOUNDARY.finditer(buffer)]
-    for cut in reversed(candidates[-16:]):
-        try:
-            return parse(b"[" + buffer[:cut] + b"]"), cut
-        except ValueError:
-            continue
+    # Look near the end first (a boundary is every few hundred bytes in a real trace), then
+    # anywhere, for traces with huge events or boundaries that do not parse.
+    for window_start in (max(0, len(buffer) - (64 << 10)), 0):
+        candidates = [m.start() + 1 for m in _BOUNDARY.finditer(buffer, window_start)]
+        for cut in reversed(candidates[-16:]):
+            try:
+                return parse(b"[" + buffer[:cut] + b"]"), cut
+            except ValueError:
+                continue
+        if window_start == 0:
+            break
     return None, 0
 
 

@@ -50,7 +50,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stepscope.errors import UnsupportedFormatError
+from stepscope.errors import CorruptFileError, UnsupportedFormatError
 from stepscope.store._kineto_json import TraceDocument, iter_event_chunks
 from stepscope.store.schema import EVENT_SCHEMA
 
@@ -154,8 +154,10 @@ def read_kineto_trace(
     :param rank_hint: the rank to use when the file has no ``distributedInfo.rank`` (e.g. the
         caller knows it from the SageMaker node id in the folder layout).
     :param node: the value of the ``node`` column (a host-level name such as ``"algo-1"``).
+    :raises FileNotFoundError: ``path`` is not a file.
     :raises UnsupportedFormatError: the file is not a Chrome-trace JSON document with events.
-    :raises JobNotFoundError: never; a missing file raises :class:`FileNotFoundError`.
+    :raises CorruptFileError: an event holds a value no column can take (damage that stops at
+        a clean cut is only logged, see the module docstring).
     """
     path = Path(path)
     if not path.is_file():
@@ -165,7 +167,11 @@ def read_kineto_trace(
 
     def parse(text: bytes) -> pa.RecordBatch:
         # orjson.JSONDecodeError is a ValueError: the chunker then tries an earlier cut.
-        return _convert_chunk(orjson.loads(text), counts)
+        events = orjson.loads(text)
+        try:
+            return _convert_chunk(events if isinstance(events, list) else [], counts)
+        except ValueError as exc:  # not a bad cut: a value no column could hold
+            raise CorruptFileError(str(path), "an event chunk", str(exc)) from exc
 
     batches = [b for b in iter_event_chunks(path, document, parse) if b.num_rows]
     if not document.found_events and not document.is_array:
