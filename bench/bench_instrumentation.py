@@ -1,7 +1,7 @@
 """Cost of the PyTorch instrumentation per training step, and of one annotation.
 
 Side by side in one run and one process: the variants take turns in blocks of ``--block`` steps
-(order rotated every round, ``--rounds`` rounds), so a busy machine slows them all alike; each
+(in a new random order every round, ``--rounds`` rounds), so a busy machine slows them all alike; each
 block starts with a few untimed steps, and set-up and tear-down (starting a session, writing a
 trace) are outside the timing. Reported: the median step time of each variant.
 
@@ -28,6 +28,8 @@ reference. Target: well under 2 µs outside a detailed window.
 from __future__ import annotations
 
 import argparse
+import gc
+import random
 import statistics
 import tempfile
 import time
@@ -36,7 +38,7 @@ from typing import Any
 
 VARIANTS = ("bare", "default", "submodules", "torch_profiler", "detailed")
 #: untimed steps at the start of every block (allocator and cache warm-up after a switch)
-BLOCK_WARMUP_STEPS = 3
+BLOCK_WARMUP_STEPS = 5
 
 
 def _config(variant: str) -> Any:
@@ -189,8 +191,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         loop.block(10, step_ranges=False)
         for round_ in range(args.rounds):
-            order = VARIANTS[round_ % len(VARIANTS) :] + VARIANTS[: round_ % len(VARIANTS)]
+            # a fresh random order each round: what a variant leaves behind (a stopped profiler's
+            # memory, a trace being freed) must not always land on the same successor
+            order = list(VARIANTS)
+            random.Random(round_).shuffle(order)
             for variant in order:
+                gc.collect()
                 work_dir = Path(tmp) / f"{round_}-{variant}"
                 times[variant] += _run_block(variant, loop, args.block, work_dir)
             medians = ", ".join(f"{v} {statistics.median(times[v]) * 1e3:.2f}" for v in VARIANTS)
