@@ -6,8 +6,7 @@ for annotations and hooks, and must not pay for the monitor's imports (psutil, t
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from stepscope._lazy import lazy_names
 
 #: public name -> module that defines it
 _LAZY: dict[str, str] = {
@@ -32,9 +31,4 @@ _LAZY: dict[str, str] = {
 
 __all__: list[str] = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'stepscope.collect' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -7,8 +7,7 @@ readers and the cache need.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from stepscope._lazy import lazy_names
 
 #: public name -> module that defines it
 _PUBLIC: dict[str, str] = {
@@ -28,15 +27,4 @@ _PUBLIC: dict[str, str] = {
 
 __all__ = sorted(_PUBLIC)
 
-
-def __getattr__(name: str) -> Any:
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module 'stepscope.store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_names(__name__, _PUBLIC)
