@@ -34,6 +34,7 @@ function pies(payload) {
   const gap = 0.04;
   const width = (1 - gap * (n - 1)) / n;
   const many = payload.pies[0].labels.length > 2;
+  const long = payload.pies[0].labels.length > 6;
   const traces = payload.pies.map((pie, i) => ({
     type: "pie",
     name: pie.title,
@@ -51,7 +52,9 @@ function pies(payload) {
       colors: pie.labels.map((label, j) => ACTIVE_IDLE[label] || (label === "others" ? OTHERS : COLORS[j % COLORS.length])),
       line: { color: "#ffffff", width: 1 },
     },
-    domain: many && n === 1 ? { x: [0, 0.36], y: [0, 1] } : { x: [i * (width + gap), i * (width + gap) + width], y: [0, n > 1 ? 0.9 : 1] },
+    domain: many && n === 1
+      ? { x: long ? [0, 0.36] : [0.04, 0.6], y: [0, 1] }
+      : { x: [i * (width + gap), i * (width + gap) + width], y: [0, n > 1 ? 0.9 : 1] },
   }));
   const annotations = n > 1
     ? payload.pies.map((pie, i) => ({
@@ -63,7 +66,7 @@ function pies(payload) {
     height: many ? 340 : 280,
     showlegend: true,
     legend: many
-      ? { orientation: "v", x: 0.42, xanchor: "left", y: 0.5, yanchor: "middle", font: { size: 11.5 } }
+      ? { orientation: "v", x: long ? 0.42 : 0.66, xanchor: "left", y: 0.5, yanchor: "middle", font: { size: long ? 11.5 : 12.5 } }
       : { orientation: "h", x: 0.5, xanchor: "center", y: -0.05 },
     margin: { l: 8, r: 8, t: n > 1 ? 28 : 8, b: 8 },
     annotations,

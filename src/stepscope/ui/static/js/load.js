@@ -12,8 +12,8 @@ export async function renderLoad(main) {
   const loadedBox = h("section", { class: "card", id: "loaded-profiles" });
   const jobsBox = h("section", { class: "card", id: "job-list" });
   clear(main).append(
-    h("header", { class: "page-head" }, h("h1", {}, "Load profile"),
-      h("p", { class: "lead" }, "Choose training jobs, load them, then pick one to open its dashboard.")),
+    h("header", { class: "page-head" }, h("div", {}, h("h1", {}, "Load profile"),
+      h("p", { class: "lead" }, "Choose training jobs, load them, then pick one to open its dashboard."))),
     loadedBox,
     jobsBox,
   );

@@ -9,13 +9,13 @@ export async function renderSettings(main) {
     h("option", { value: "true", selected: current.auto_shutdown_enabled }, "Enabled"),
     h("option", { value: "false", selected: !current.auto_shutdown_enabled }, "Disabled"));
   const hours = h("input", {
-    id: "auto-shutdown-hours", type: "number", min: "0.1", max: "720", step: "0.5",
+    id: "auto-shutdown-hours", type: "number", min: "0", max: "720", step: "any",
     value: current.auto_shutdown_threshold_hours, disabled: !current.auto_shutdown_enabled,
   });
   enabled.addEventListener("change", () => { hours.disabled = enabled.value !== "true"; });
   const status = h("p", { class: "form-status", role: "status" });
   const save = h("button", { class: "button primary", type: "submit", id: "save-settings" }, "Save");
-  const form = h("form", { class: "card form" },
+  const form = h("form", { class: "card form", novalidate: true },
     h("h2", {}, "App auto shutdown"),
     h("p", { class: "muted" }, "The Profiler UI stops by itself after this long without use. Background refreshes of a running job's dashboard do not count as use."),
     h("div", { class: "field" }, h("label", { for: "auto-shutdown-enabled" }, "Enable app auto shutdown"), enabled),
