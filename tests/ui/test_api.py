@@ -292,3 +292,34 @@ def test_the_real_store_serves_a_generated_job(tmp_path: Path, make_client):
     assert steps["kind"] == "histogram" and steps["series"][0]["stats"]["count"] > 100
     info = client.get(f"/api/jobs/{job}/info").json()
     assert "Nodes and hardware" in {s["title"] for s in info["sections"]}
+
+
+def test_a_running_job_shows_data_so_far_then_new_data(tmp_path: Path, make_client):
+    """Through the real store: load while the job runs, then new minute files appear."""
+    from stepscope.store import open_job
+
+    root = tmp_path / "jobs"
+    job_dir = generate_job(root / "training", gpus=1, cpus=2, minutes=3)
+    meta = json.loads((job_dir / "job.json").read_text())
+    (job_dir / "job.json").write_text(
+        json.dumps({**meta, "status": "Running", "end_time_us": None})
+    )
+    (job_dir / "profiler-output" / "training_job_end.ts").unlink()
+    system_files = sorted((job_dir / "profiler-output" / "system").rglob("*.algo-1.json"))
+    later = tmp_path / "later"
+    later.mkdir()
+    for path in system_files[1:]:  # only the first minute has been written "so far"
+        path.rename(later / path.name)
+
+    client = make_client([root], job_opener=open_job, refresh_interval_s=0.0)
+    job = job_ids(client)["training"]
+    listed = {j["name"]: j for j in client.get("/api/jobs").json()["jobs"]}["training"]
+    assert listed["status"] == "running"
+    assert load_and_wait(client, job)["state"] == "loaded"
+    so_far = client.get(f"/api/jobs/{job}/dashboard/cpu_utilization").json()
+    assert max(so_far["series"][0]["x"]) < 60
+
+    for path in system_files[1:]:
+        (later / path.name).rename(path)
+    now = client.get(f"/api/jobs/{job}/dashboard/cpu_utilization").json()
+    assert max(now["series"][0]["x"]) > 120

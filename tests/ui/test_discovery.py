@@ -104,3 +104,9 @@ def test_recorded_fixture_folders_are_recognised(shared_fixtures: Path):
     assert "two_ranks_one_job" in kineto  # the two ranks of one job are one entry
     smdebug = _by_name(discover_jobs([shared_fixtures / "smdebug"]))
     assert smdebug["test_traces"].kind == "sagemaker"
+
+
+def test_a_job_under_two_roots_is_listed_once(jobs_root: Path):
+    write_job_folder(jobs_root, "job")
+    entries = discover_jobs([jobs_root, jobs_root.parent])
+    assert [(e.name, e.root) for e in entries] == [("job", jobs_root.resolve())]

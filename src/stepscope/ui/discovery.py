@@ -105,14 +105,15 @@ def discover_jobs(roots: Iterable[str | os.PathLike[str]]) -> list[JobEntry]:
 
     :param roots: folders (or single trace files) to look in.
     """
-    found: dict[str, JobEntry] = {}
+    found: dict[Path, JobEntry] = {}
     for raw_root in roots:
         root = Path(raw_root).expanduser().resolve()
         if not root.exists():
             logger.info("UI root %s does not exist; nothing listed from it", root)
             continue
         for entry in _discover_root(root):
-            found.setdefault(entry.id, entry)
+            # a job under two roots (./stepscope-jobs and .) is listed once, from the first
+            found.setdefault(entry.path, entry)
     return sorted(found.values(), key=lambda e: (-(e.start_us or 0.0), e.name))
 
 
