@@ -7,6 +7,7 @@ API promises independently of the readers; the last ones go through the real sto
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -323,3 +324,17 @@ def test_a_running_job_shows_data_so_far_then_new_data(tmp_path: Path, make_clie
         (later / path.name).rename(path)
     now = client.get(f"/api/jobs/{job}/dashboard/cpu_utilization").json()
     assert max(now["series"][0]["x"]) > 120
+
+
+def test_rule_files_linking_outside_the_job_are_not_served(client, jobs_root: Path, tmp_path: Path):
+    job = job_ids(client)["job-a"]
+    secret = tmp_path / "secret.txt"
+    secret.write_text('{"status": "NoIssuesFound", "message": "top secret"}')
+    rule_output = jobs_root / "job-a" / "rule-output"
+    (rule_output / "Leaky").mkdir(parents=True)
+    os.symlink(secret, rule_output / "Leaky" / "status.json")
+    os.symlink(secret, rule_output / "profiler-report.html")
+    body = client.get(f"/api/jobs/{job}/rules").json()
+    assert body == {"rules": [], "report_url": None}
+    response = client.get(f"/api/jobs/{job}/report")
+    assert response.status_code == 404 and "secret" not in response.text

@@ -110,3 +110,14 @@ def test_a_job_under_two_roots_is_listed_once(jobs_root: Path):
     write_job_folder(jobs_root, "job")
     entries = discover_jobs([jobs_root, jobs_root.parent])
     assert [(e.name, e.root) for e in entries] == [("job", jobs_root.resolve())]
+
+
+def test_a_job_whose_data_links_outside_the_root_is_not_listed(tmp_path: Path, jobs_root: Path):
+    outside = tmp_path / "outside"
+    generate_job(outside / "elsewhere", gpus=0, cpus=1, minutes=1)
+    job = write_job_folder(jobs_root, "borrowing")
+    os.symlink(outside / "elsewhere" / "profiler-output", job / "profiler-output")
+    sagemaker = jobs_root / "sm"
+    sagemaker.mkdir()
+    os.symlink(outside / "elsewhere" / "profiler-output" / "system", sagemaker / "system")
+    assert discover_jobs([jobs_root]) == []

@@ -170,12 +170,22 @@ def _inside(root: Path, path: Path) -> bool:
 
 
 def _folder_job(root: Path, folder: Path, names: set[str]) -> JobEntry | None:
-    """The job a folder is, if it is one (a stepscope job or a SageMaker output folder)."""
-    if "job.json" in names and _inside(root, folder / "job.json"):
+    """The job a folder is, if it is one (a stepscope job or a SageMaker output folder).
+
+    A job whose data folders are links leaving the root is not listed: loading it would read
+    files outside the root.
+    """
+    data = [
+        folder / n for n in ("job.json", "profiler-output", "system", "framework") if n in names
+    ]
+    if data and not all(_inside(root, path) for path in data):
+        logger.warning("not listing %s: part of it links outside %s", folder, root)
+        return None
+    if "job.json" in names:
         return _stepscope_entry(root, folder)
-    if names & {"system", "framework"} and _inside(root, folder):
+    if names & {"system", "framework"}:
         return _sagemaker_entry(root, folder, folder)
-    if "profiler-output" in names and _inside(root, folder / "profiler-output"):
+    if "profiler-output" in names:
         return _sagemaker_entry(root, folder, folder / "profiler-output")
     return None
 

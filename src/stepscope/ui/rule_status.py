@@ -3,7 +3,8 @@
 The rule engine writes one status file per rule while the job trains and after it ends; this
 module only reads them (at most :data:`MAX_RULES`, each bounded in size), so the dashboard shows
 the latest verdicts of a running job too. Rule names come from the folder listing, never from
-the request, and the report path is fixed, so nothing here joins user input into a path.
+the request, and the report path is fixed, so nothing here joins user input into a path; a
+status file or report that is a link leaving the job folder is ignored.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ def _rule_output(job_dir: Path) -> Path:
     return job_dir / "rule-output"
 
 
+def _inside(job_dir: Path, path: Path) -> bool:
+    """Whether ``path``, links resolved, stays in the job folder (a link must not leak a file)."""
+    try:
+        return path.resolve().is_relative_to(job_dir.resolve())
+    except OSError:
+        return False
+
+
 def read_rule_statuses(job_dir: Path) -> list[dict[str, Any]]:
     """One dict per rule (``rule`` plus the status file's fields), sorted by rule name.
 
@@ -38,6 +47,9 @@ def read_rule_statuses(job_dir: Path) -> list[dict[str, Any]]:
     statuses = []
     for status_file in sorted(folder.glob("*/status.json"))[:MAX_RULES]:
         rule = status_file.parent.name
+        if not _inside(job_dir, status_file):
+            logger.warning("ignoring %s: it links outside the job folder", status_file)
+            continue
         try:
             if status_file.stat().st_size > _MAX_STATUS_BYTES:
                 raise ValueError("status file is unexpectedly large")
@@ -57,4 +69,4 @@ def read_rule_statuses(job_dir: Path) -> list[dict[str, Any]]:
 def report_file(job_dir: Path) -> Path | None:
     """The job's HTML profiling report, when it has been written."""
     path = _rule_output(job_dir) / "profiler-report.html"
-    return path if path.is_file() else None
+    return path if path.is_file() and _inside(job_dir, path) else None

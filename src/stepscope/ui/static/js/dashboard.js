@@ -182,7 +182,7 @@ async function renderRules(box, jobId, poll) {
   box.append(h("table", { class: "table" },
     h("thead", {}, h("tr", {}, h("th", {}, "Rule"), h("th", {}, "Status"), h("th", {}, "Triggered"), h("th", {}, "Details"))),
     h("tbody", {}, data.rules.map((rule) => h("tr", { "data-rule": rule.rule },
-      h("td", { class: "name" }, data.report_url ? h("a", { href: `${data.report_url}#${encodeURIComponent(rule.rule)}`, target: "_blank", rel: "noopener" }, rule.rule) : rule.rule),
+      h("td", { class: "name" }, data.report_url ? h("a", { href: `${data.report_url}#rule-${encodeURIComponent(rule.rule)}`, target: "_blank", rel: "noopener" }, rule.rule) : rule.rule),
       h("td", {}, h("span", { class: `badge rule-${RULE_CLASS[rule.status] || "na"}` }, RULE_LABEL[rule.status] || rule.status)),
       h("td", { class: "nowrap" }, rule.triggered === undefined || rule.triggered === null ? "—" : `${rule.triggered}${rule.datapoints ? ` of ${rule.datapoints}` : ""}`),
       h("td", { class: "message" }, rule.message || ""))))));
