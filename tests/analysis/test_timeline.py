@@ -95,3 +95,15 @@ def test_bounds_cover_events_and_samples(index) -> None:
 def test_events_without_a_node_sit_under_a_named_host() -> None:
     index = TimelineIndex(connection([event("cpu_op", "aten::add", 0, 5, node="")], []))
     assert index.tracks[0].path[0] == "host"
+
+
+def test_every_answer_is_bounded_whatever_the_number_of_dense_tracks() -> None:
+    many = [event("cpu_op", f"op{i % 5}", i * 10.0, 5.0, tid=i % 12) for i in range(24_000)]
+    index = TimelineIndex(connection(many, []))
+    assert len(index.tracks) == 12
+    window = index.window(index.tracks, T0, T0 + 240_000, bins=800, max_items=1200)
+    items = sum(
+        len(t.get("bins", [])) + len(t.get("slices", [])) for t in window["tracks"].values()
+    )
+    assert items <= 1200
+    assert sum(b[1] for t in window["tracks"].values() for b in t["bins"]) == 24_000

@@ -140,14 +140,25 @@ class TimelineIndex:
                 rows.append([t.index, "counter", node, -1, "", gpu, series])
         if rows:
             con.executemany("INSERT INTO tl_keys VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        # names are interned: bins pick their dominant name by integer, not by string
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE tl_names AS "
+            "SELECT row_number() OVER (ORDER BY name) - 1 AS name_id, name "
+            "FROM (SELECT DISTINCT name FROM tl_source)"
+        )
+        self.names = [
+            row[0] for row in con.execute("SELECT name FROM tl_names ORDER BY name_id").fetchall()
+        ]
         con.execute(
             """
             CREATE OR REPLACE TEMP TABLE tl_slices AS
-            SELECT k.idx, e.start_us, e.dur_us, e.start_us + e.dur_us AS end_us, e.name,
+            SELECT k.idx, e.start_us, e.dur_us, e.start_us + e.dur_us AS end_us, n.name_id,
                    e.category, e.rank, e.correlation
-            FROM tl_source e JOIN tl_keys k
+            FROM tl_source e
+            JOIN tl_keys k
               ON k.kind = 'slices' AND e.node = k.node AND e.rank = k.rank AND e.side = k.side
              AND e.gpu = k.gpu AND e.thread = k.label
+            JOIN tl_names n ON e.name = n.name
             ORDER BY k.idx, e.start_us
             """
         )
@@ -179,75 +190,82 @@ class TimelineIndex:
         end_us: float,
         *,
         bins: int = 1000,
-        max_items: int = 4000,
+        max_items: int = 6000,
     ) -> dict[str, Any]:
-        """What ``tracks`` hold in ``[start_us, end_us)``, bounded by ``max_items``.
+        """What ``tracks`` hold in ``[start_us, end_us)``: at most ``max_items`` rows in all.
 
-        A slice track answers with ``slices`` (``[start, dur, depth, name, category]`` rows) when
-        its window holds at most its share of ``max_items``, else with ``bins`` (``[bin start,
-        count, busy µs, dominant name]``). Counters answer with averaged ``points`` (``[t,
+        Each track gets an equal share of ``max_items`` (at least 20, at most ``bins``). A slice
+        track answers with ``slices`` (``[start, dur, depth, name, category]`` rows) when its
+        window holds no more than its share, else with ``bins`` (``[bin start, count, busy µs,
+        dominant name]``, ``bin_us`` wide). Counters answer with averaged ``points`` (``[t,
         value]``). Flows between visible launch and GPU-activity slices come as ``flows``.
         """
-        bins = max(1, min(bins, max_items))
-        bin_us = max((end_us - start_us) / bins, 1e-3)
+        share = max(20, min(bins, max_items // max(1, len(tracks))))
+        bin_us = max((end_us - start_us) / share, 1e-3)
+        params = {"start": start_us, "end": end_us, "bin": bin_us}
+        answer: dict[str, Any] = {"start_us": start_us, "end_us": end_us, "tracks": {}, "flows": []}
         slice_tracks = [t for t in tracks if t.kind == "slices"]
         counter_tracks = [t for t in tracks if t.kind == "counter"]
-        share = max(50, max_items // max(1, len(slice_tracks)))
-        answer: dict[str, Any] = {"start_us": start_us, "end_us": end_us, "tracks": {}, "flows": []}
-        overlap = "start_us < $end AND end_us > $start"
-        params = {"start": start_us, "end": end_us}
-        exact: list[int] = []
-        binned: list[int] = []
         if slice_tracks:
-            counts = dict(
-                self.con.execute(
-                    f"SELECT idx, count(*) FROM tl_slices WHERE idx IN "
-                    f"({self._idx_list(slice_tracks)}) AND {overlap} GROUP BY idx",
-                    params,
-                ).fetchall()
-            )
+            binned = self._binned_slices(slice_tracks, params)
+            exact = []
             for t in slice_tracks:
-                n = counts.get(t.index, 0)
-                (exact if n <= share else binned).append(t.index)
-        by_index = {t.index: t for t in tracks}
-        if exact:
-            self._exact_slices(exact, by_index, params, answer)
-        if binned:
-            self._binned_slices(binned, by_index, params, bin_us, answer)
-        for t in slice_tracks:
-            answer["tracks"].setdefault(t.id, {"slices": []})
+                rows = binned.get(t.index, [])
+                if sum(row[1] for row in rows) <= share:
+                    exact.append(t)
+                else:
+                    answer["tracks"][t.id] = {"bins": rows, "bin_us": bin_us}
+            if exact:
+                self._exact_slices(exact, params, answer)
         if counter_tracks:
-            self._counter_points(counter_tracks, params, bin_us, answer)
+            self._counter_points(counter_tracks, params, answer)
         return answer
 
     @staticmethod
     def _idx_list(tracks: list[TimelineTrack]) -> str:
         return ", ".join(str(t.index) for t in tracks)
 
-    def _exact_slices(
-        self,
-        indices: list[int],
-        by_index: dict[int, TimelineTrack],
-        params: dict[str, float],
-        answer: dict[str, Any],
-    ) -> None:
+    def _binned_slices(
+        self, tracks: list[TimelineTrack], params: dict[str, float]
+    ) -> dict[int, list[list[Any]]]:
+        """One scan: per track and bin, the count, busy time and the longest slice's name."""
         rows = self.con.execute(
-            f"SELECT idx, start_us, dur_us, end_us, name, category, rank, correlation "
-            f"FROM tl_slices WHERE idx IN ({', '.join(map(str, indices))}) "
-            f"AND start_us < $end AND end_us > $start ORDER BY idx, start_us, dur_us DESC",
+            f"""
+            SELECT idx, floor((greatest(start_us, $start) - $start) / $bin) AS b, count(*),
+                   sum(least(end_us, $end) - greatest(start_us, $start)), arg_max(name_id, dur_us)
+            FROM tl_slices
+            WHERE idx IN ({self._idx_list(tracks)}) AND start_us < $end AND end_us > $start
+            GROUP BY ALL ORDER BY idx, b
+            """,
             params,
         ).fetchall()
-        per_track: dict[int, list[Any]] = defaultdict(list)
+        binned: dict[int, list[list[Any]]] = defaultdict(list)
+        start, bin_us = params["start"], params["bin"]
+        for index, b, n, busy, top in rows:
+            binned[index].append([start + b * bin_us, n, busy, self.names[top]])
+        return binned
+
+    def _exact_slices(
+        self, tracks: list[TimelineTrack], params: dict[str, float], answer: dict[str, Any]
+    ) -> None:
+        rows = self.con.execute(
+            f"SELECT idx, start_us, dur_us, end_us, name_id, category, rank, correlation "
+            f"FROM tl_slices WHERE idx IN ({self._idx_list(tracks)}) "
+            f"AND start_us < $end AND end_us > $start ORDER BY idx, start_us, dur_us DESC",
+            {"start": params["start"], "end": params["end"]},
+        ).fetchall()
+        per_track: dict[int, list[Any]] = {t.index: [] for t in tracks}
         for row in rows:
             per_track[row[0]].append(row)
         launches: dict[tuple[int, int], list[Any]] = {}
         activities: list[tuple[tuple[int, int], list[Any]]] = []
         for index, track_rows in per_track.items():
-            track_id = by_index[index].id
+            track_id = self.tracks[index].id
             depths = _depths([r[1] for r in track_rows], [r[3] for r in track_rows])
             answer["tracks"][track_id] = {
                 "slices": [
-                    [r[1], r[2], d, r[4], r[5]] for r, d in zip(track_rows, depths, strict=True)
+                    [r[1], r[2], d, self.names[r[4]], r[5]]
+                    for r, d in zip(track_rows, depths, strict=True)
                 ]
             }
             for r in track_rows:
@@ -261,35 +279,8 @@ class TimelineIndex:
             {"from": launches[key], "to": end} for key, end in activities if key in launches
         ]
 
-    def _binned_slices(
-        self,
-        indices: list[int],
-        by_index: dict[int, TimelineTrack],
-        params: dict[str, float],
-        bin_us: float,
-        answer: dict[str, Any],
-    ) -> None:
-        rows = self.con.execute(
-            f"""
-            SELECT idx, floor((greatest(start_us, $start) - $start) / $bin) AS b, count(*),
-                   sum(least(end_us, $end) - greatest(start_us, $start)), arg_max(name, dur_us)
-            FROM tl_slices
-            WHERE idx IN ({", ".join(map(str, indices))}) AND start_us < $end AND end_us > $start
-            GROUP BY ALL ORDER BY idx, b
-            """,
-            {**params, "bin": bin_us},
-        ).fetchall()
-        start = params["start"]
-        for index, b, n, busy, top in rows:
-            entry = answer["tracks"].setdefault(by_index[index].id, {"bins": []})
-            entry["bins"].append([start + b * bin_us, n, busy, top])
-
     def _counter_points(
-        self,
-        tracks: list[TimelineTrack],
-        params: dict[str, float],
-        bin_us: float,
-        answer: dict[str, Any],
+        self, tracks: list[TimelineTrack], params: dict[str, float], answer: dict[str, Any]
     ) -> None:
         # one bin beyond each edge keeps the line continuous where the window cuts it
         rows = self.con.execute(
@@ -299,7 +290,7 @@ class TimelineIndex:
               AND t >= $start - $bin AND t < $end + $bin
             GROUP BY idx, floor((t - $start) / $bin) ORDER BY idx, 2
             """,
-            {**params, "bin": bin_us},
+            params,
         ).fetchall()
         by_index = {t.index: t.id for t in tracks}
         for t in tracks:
@@ -349,7 +340,7 @@ class TimelineIndex:
         else:
             return []
         rows = self.con.execute(
-            f"SELECT idx, name, category, start_us, dur_us FROM tl_slices "
+            f"SELECT idx, name, category, start_us, dur_us FROM tl_slices JOIN tl_names USING (name_id) "
             f"WHERE rank = ? AND correlation = ? AND category IN ({_sql_list(other)}) LIMIT 16",
             [details["rank"], details["correlation"]],
         ).fetchall()
@@ -376,7 +367,7 @@ class TimelineIndex:
             f"""
             SELECT name, category, count(*) AS n,
                    sum(least(end_us, $end) - greatest(start_us, $start)) AS total
-            FROM tl_slices
+            FROM tl_slices JOIN tl_names USING (name_id)
             WHERE idx IN ({self._idx_list(chosen)}) AND start_us < $end AND end_us > $start
             GROUP BY ALL ORDER BY total DESC LIMIT {int(top)}
             """,

@@ -20,7 +20,7 @@ __all__ = ["MAX_BINS", "MAX_ITEMS", "MAX_TRACKS", "router"]
 router = APIRouter(prefix="/api/jobs/{job_id}/timeline")
 
 #: At most this many slices and bins in one window answer, over all tracks.
-MAX_ITEMS = 4000
+MAX_ITEMS = 6000
 MAX_BINS = 2000
 #: At most this many tracks in one request.
 MAX_TRACKS = 400

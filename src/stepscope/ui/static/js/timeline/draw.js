@@ -112,7 +112,7 @@ function drawSlices(ctx, row, data, view, width, selected, hits) {
       hits.push({ track: row.id, start, dur, name, category, x, y, w, h: LEVEL_PX - 2 });
     }
   } else if (data.bins) {
-    const binUs = data.binUs;
+    const binUs = data.bin_us;
     for (const [start, count, busy, top] of data.bins) {
       const x = timeToX(start, view, width);
       const w = Math.max(timeToX(start + binUs, view, width) - x, 1);

@@ -200,8 +200,6 @@ class TimelinePage {
     });
     const answer = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/window?${params}`);
     if (id !== this.requestId) return; // a newer view is on its way
-    const binUs = (answer.end_us - answer.start_us) / bins;
-    for (const trackData of Object.values(answer.tracks)) trackData.binUs = binUs;
     let grew = false;
     for (const [trackId, trackData] of Object.entries(answer.tracks)) {
       if (!trackData.slices) continue;
