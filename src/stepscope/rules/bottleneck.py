@@ -55,8 +55,20 @@ class BottleneckTally:
             mine = nodes == node
             entry = self.per_node.setdefault(
                 node,
-                {"datapoints": 0, "low_gpu": 0, "high": 0, "bottlenecks": 0, "peak_core_pct": 0.0},
+                {
+                    "datapoints": 0,
+                    "low_gpu": 0,
+                    "high": 0,
+                    "bottlenecks": 0,
+                    "peak_core_pct": 0.0,
+                    "cores": 0,
+                    "gpus": 0,
+                },
             )
+            entry["cores"] = max(
+                entry["cores"], int(snapshots["cores"][has_gpu][mine].max(initial=0))
+            )
+            entry["gpus"] = max(entry["gpus"], int(snapshots["gpus"][has_gpu][mine].max(initial=0)))
             entry["datapoints"] += int(mine.sum())
             entry["low_gpu"] += int((low_gpu & mine).sum())
             entry["high"] += int(((metric > high_pct) & mine).sum())
@@ -110,17 +122,27 @@ class BottleneckTally:
         )
         if points <= parameters["patience"]:
             message += f" Waiting for {parameters['patience']} snapshots before deciding."
+        worst_node, worst = max(
+            self.per_node.items(),
+            key=lambda item: item[1]["bottlenecks"] / max(item[1]["datapoints"], 1),
+        )
+        worst_pct = 100.0 * worst["bottlenecks"] / max(worst["datapoints"], 1)
+        figures = (
+            f"On {worst_node}, in {worst_pct:.0f} % of the snapshots its {worst['gpus']} GPU(s) "
+            f"averaged below {low:g} % utilization while its {worst['cores']} cores averaged "
+            f"above {high:g} % {label}."
+        )
         if label == "CPU":
             recommendation = (
-                f"In {pct:.0f} % of the time the GPUs waited while the CPU was saturated. Move data "
-                "preprocessing to the GPU or precompute it, use lighter augmentations, or choose an "
-                "instance with more CPU cores per GPU."
+                f"{figures} The CPU cannot feed the GPUs: move data preprocessing to the GPU or "
+                "precompute it, use lighter augmentations, or choose an instance with more CPU "
+                "cores per GPU."
             )
         else:
             recommendation = (
-                f"In {pct:.0f} % of the time the GPUs waited while the cores waited on I/O. Use faster "
-                "storage or a local copy of the data, prefetch and cache it, read larger files "
-                "(e.g. sharded record files), and raise the data loader's num_workers/prefetch_factor."
+                f"{figures} The input pipeline waits on storage: use faster storage or a local "
+                "copy of the data, prefetch and cache it, read larger files (e.g. sharded record "
+                "files), and raise the data loader's num_workers/prefetch_factor."
             )
         return Verdict(
             triggered=triggered,
