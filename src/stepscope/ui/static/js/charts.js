@@ -104,13 +104,17 @@ function histogram(payload) {
       opacity: payload.series.length > 1 ? 0.7 : 1, marker: { line: { color: "#ffffff", width: 0.5 } },
     };
   });
+  // A few slow outliers beside hundreds of typical durations would be invisible bars on a linear
+  // axis; a log axis keeps them in sight, which is what this chart is for.
+  const counts = payload.series.flatMap((s) => s.counts).filter((c) => c > 0);
+  const logScale = counts.length > 0 && Math.max(...counts) / Math.min(...counts) > 50;
   const layout = baseLayout({
     height: 280,
     barmode: "overlay",
     showlegend: true,
     legend: { orientation: "h", y: 1.14, x: 0 },
     xaxis: axis(`duration (${unit})`),
-    yaxis: axis("count"),
+    yaxis: logScale ? axis("count (log scale)", { type: "log", dtick: 1 }) : axis("count", { rangemode: "tozero" }),
   });
   return { traces, layout };
 }
