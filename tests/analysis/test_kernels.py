@@ -63,3 +63,10 @@ def test_real_trace_totals_match_the_raw_json(shared_fixtures, tmp_path):
     assert table.iloc[0]["total_us"] == pytest.approx(sum(durations[top]))
     assert table["count"].sum() == sum(len(v) for v in durations.values())
     assert table["total_us"].sum() == pytest.approx(sum(sum(v) for v in durations.values()))
+
+
+def test_rank_filter(job):
+    assert kernel_summary(job, rank=0)["count"].sum() == 4
+    assert kernel_summary(job, rank=1).empty
+    with pytest.raises(ConfigError):
+        kernel_summary(job, rank=-1)
