@@ -39,9 +39,6 @@ class LocalFiles:
         self.root = Path(root).resolve()
         self.url = str(self.root)
 
-    def is_dir(self, rel: str = "") -> bool:
-        return (self.root / rel).is_dir()
-
     def is_file(self, rel: str) -> bool:
         return (self.root / rel).is_file()
 
@@ -112,9 +109,6 @@ class RemoteFiles:
 
     def _full(self, rel: str) -> str:
         return f"{self._root}/{rel}" if rel else self._root
-
-    def is_dir(self, rel: str = "") -> bool:
-        return bool(self.fs.isdir(self._full(rel)))
 
     def is_file(self, rel: str) -> bool:
         return bool(self.fs.isfile(self._full(rel)))

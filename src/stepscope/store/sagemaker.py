@@ -291,13 +291,11 @@ class TraceEventConverter:
 
     :param columns: where rows go.
     :param start_us: the start time before any metadata says otherwise (µs since the epoch).
-    :param ts_scale: multiplies ``ts`` and ``dur`` into µs (1 for µs traces).
     """
 
-    def __init__(self, columns: EventColumns, *, start_us: float = 0.0, ts_scale: float = 1.0):
+    def __init__(self, columns: EventColumns, *, start_us: float = 0.0) -> None:
         self.columns = columns
         self.start_us = start_us
-        self.ts_scale = ts_scale
         self.phases: dict[Any, str] = {}
         self.open_spans: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
         self.unmatched = 0
@@ -342,8 +340,8 @@ class TraceEventConverter:
 
     def _add(self, event: dict[str, Any], name: Any, ph: str, ts: Any) -> None:
         cols = self.columns
-        start_us = float(ts) * self.ts_scale + self.start_us  # raises on a missing ts: corrupt
-        dur_us = float(event.get("dur") or 0.0) * self.ts_scale if ph == "X" else 0.0
+        start_us = float(ts) + self.start_us  # raises on a missing ts: a damaged record
+        dur_us = float(event.get("dur") or 0.0) if ph == "X" else 0.0
         args = event.get("args")
         pid = tid = step = device = nbytes = -1
         if "tid" in event:
