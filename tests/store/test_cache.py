@@ -225,3 +225,40 @@ def test_explicit_cache_dir_wins(job: Path, tmp_path: Path) -> None:
     data.refresh()
     assert (tmp_path / "mine" / "manifest.json").exists()
     assert not (job / ".stepscope").exists()
+
+
+def test_files_of_the_real_writers_appear_as_they_are_written(tmp_path: Path) -> None:
+    from stepscope.store import SystemMetricsWriter, SystemRecord, TimelineWriter
+
+    job = tmp_path / "live"
+    output = job / "profiler-output"
+    output.mkdir(parents=True)
+    data = open_job(job, cache_dir=tmp_path / "cache")
+    start_s = 1_700_000_000.0
+    system = SystemMetricsWriter(output, node="algo-1")
+    system.write(
+        SystemRecord("cpu", "cpu0", "CPUUtilization", 10.0 + i, start_s + i) for i in range(5)
+    )
+    data.refresh()
+    assert _count(data, "system") == 5
+    # the minute file grows while the job runs: the next refresh re-reads it
+    system.write(
+        SystemRecord("cpu", "cpu0", "CPUUtilization", 1.0, start_s + 10 + i) for i in range(3)
+    )
+    assert data.refresh() is True
+    assert _count(data, "system") == 8
+    system.close()
+    read_before: set[str] = set()
+    for first_step in (0, 20):
+        writer = TimelineWriter(output, "0-algo-1", file_max_size=1500)
+        for step in range(first_step, first_step + 20):
+            t_us = (start_s + step) * 1e6
+            writer.write_event("Step:ModeKeys.TRAIN", "Step:ModeKeys.TRAIN", t_us, 900_000.0, {"step_num": str(step)})  # fmt: skip
+        writer.close()
+        data.refresh()
+        assert data.last_refresh_files  # rotated at 1,500 bytes: several closed files
+        assert all(path.endswith("_pythontimeline.json") for path in data.last_refresh_files)
+        assert read_before.isdisjoint(data.last_refresh_files)
+        read_before.update(data.last_refresh_files)
+        steps = data.connect().execute("SELECT step FROM events ORDER BY step").fetchall()
+        assert [s for (s,) in steps] == list(range(first_step + 20))
