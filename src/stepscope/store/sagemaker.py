@@ -1,8 +1,9 @@
 """Readers of SageMaker Debugger's raw files: system-metric JSON lines and framework event arrays.
 
-Both stream: a file becomes Arrow record batches in :data:`~stepscope.store.schema.SYSTEM_SCHEMA`
-or :data:`~stepscope.store.schema.EVENT_SCHEMA`, never a list of Python objects for the whole
-file. What the files look like (SageMaker Debugger 1.0.x):
+A file becomes Arrow record batches in :data:`~stepscope.store.schema.SYSTEM_SCHEMA` or
+:data:`~stepscope.store.schema.EVENT_SCHEMA`. At most one file is held as Python objects at a
+time, and only when it is small (a rotated pevents file is 10 MiB by default; bigger ones, and
+damaged ones, are read line by line). What the files look like (SageMaker Debugger 1.0.x):
 
 * **System records**, one JSON object per line: ``Type``, ``Name`` (optional), ``Dimension``,
   ``Value``, ``NodeId``, ``Timestamp`` (float seconds), in
