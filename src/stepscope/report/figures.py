@@ -47,7 +47,7 @@ def pie(title: str, values: Mapping[str, float]) -> Figure | None:
                 "textinfo": "percent",
             }
         ],
-        "layout": _layout(title, showlegend=True, legend={"orientation": "v"}),
+        "layout": _layout(title, showlegend=True, legend={"orientation": "h", "y": -0.05}),
     }
 
 

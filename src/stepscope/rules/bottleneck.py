@@ -111,7 +111,7 @@ class BottleneckTally:
         """The verdict shared by CPUBottleneck and IOBottleneck (``label`` is "CPU" or "I/O wait")."""
         points, hits = self.datapoints, self.bottlenecks
         if points == 0:
-            return Verdict(applicable=False, message="No snapshot with GPU metrics yet.")
+            return Verdict(applicable=False, message="No GPU metrics.")
         pct = 100.0 * hits / points
         triggered = points > parameters["patience"] and pct > parameters["threshold"]
         high = parameters[high_parameter]

@@ -245,6 +245,15 @@ def _gpu_memory(context: ReportContext, result: Any) -> str:
     )
 
 
+#: Sections of rules that found something come first, rules that could not apply last.
+_STATUS_ORDER = {
+    "IssuesFound": 0,
+    "Error": 1,
+    "InProgress": 2,
+    "NoIssuesFound": 3,
+    "NotApplicable": 4,
+}
+
 #: rule name -> the view that draws its details
 RULE_VIEWS: dict[str, View] = {
     "StepOutlier": _step_outlier,
@@ -264,7 +273,10 @@ class TrainingLoop(Section):
 
     def render(self, context: ReportContext) -> str | None:
         parts = []
-        for name, result in context.results.items():
+        ordered = sorted(
+            context.results.items(), key=lambda item: _STATUS_ORDER.get(item[1].status, 9)
+        )
+        for name, result in ordered:
             if name in _ELSEWHERE:
                 continue
             view = RULE_VIEWS.get(name)
