@@ -95,3 +95,13 @@ def test_a_failing_panel_says_so_and_the_others_go_on():
     payload = compute_panel("step_time", Broken(), PanelQuery())
     assert payload["empty"] is True and "could not be computed" in payload["message"]
     assert set(PANELS) >= {"step_time", "gpu_active_time"}
+
+
+def test_pie_shares_are_of_the_whole_even_on_the_top_15_pie(gpu_job):
+    everything = _pie(compute_panel("kernel_time_all", gpu_job, PanelQuery(k=100)))
+    top = _pie(compute_panel("kernel_time_top", gpu_job, PanelQuery()))
+    assert sum(everything["pct"]) == pytest.approx(100.0, abs=0.01)
+    assert sum(top["pct"]) < 100.0
+    assert top["pct"][0] == pytest.approx(
+        100 * top["values"][0] / sum(everything["values"]), abs=0.01
+    )

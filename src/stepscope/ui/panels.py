@@ -5,7 +5,7 @@ bounded size (a pie has at most ``MAX_K`` + 1 slices, a line at most ``MAX_POINT
 node, a histogram ``HISTOGRAM_BINS`` bins), so the browser never receives raw events. Payload
 kinds, which the front end draws with plotly:
 
-* ``pies``: ``{"pies": [{"title", "labels", "values", "hover"}], "unit"}``;
+* ``pies``: ``{"pies": [{"title", "labels", "values", "hover", "pct"}], "unit"}``;
 * ``lines``: ``{"series": [{"name", "x", "y"}], "x_title", "y_title"}``;
 * ``histogram``: ``{"series": [{"name", "counts", "stats"}], "edges", "unit"}``;
 * ``bars`` (stacked): ``{"categories", "series": [{"name", "values", "hover"}], "unit"}``.
@@ -75,6 +75,19 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _pie(
+    title: str, labels: list[str], values: list[float], hover: list[str], pct: list[float]
+) -> dict[str, Any]:
+    """One pie; ``pct`` is each slice's share of the whole the pie describes (shown on it)."""
+    return {
+        "title": title,
+        "labels": labels,
+        "values": values,
+        "hover": hover,
+        "pct": [round(p, 3) for p in pct],
+    }
+
+
 def _seconds(us: float) -> str:
     return f"{us / 1e6:,.3f} s" if us >= 1e5 else f"{us / 1e3:,.3f} ms"
 
@@ -99,14 +112,7 @@ def _active_time(kind: str, label: str) -> Callable[[Any, PanelQuery], dict[str,
                 f"{counts[i]:,} of {int(row.samples):,} samples, {int(row.devices)} {label}s"
                 for i, state in enumerate(("Active", "Idle"))
             ]
-            pies.append(
-                {
-                    "title": str(row.node),
-                    "labels": ["Active", "Idle"],
-                    "values": values,
-                    "hover": hover,
-                }
-            )
+            pies.append(_pie(str(row.node), ["Active", "Idle"], values, hover, pct))
         return {"kind": "pies", "pies": pies, "unit": f"{label}-seconds"}
 
     return compute
@@ -125,14 +131,13 @@ def _kernel_active_time(job: Any) -> dict[str, Any]:
     for rank, row in by_rank.iterrows():
         total_us = float(row["active_us"] + row["idle_us"]) or 1.0
         values = [float(row["active_us"]) / 1e6, float(row["idle_us"]) / 1e6]
+        pct = [100.0 * v * 1e6 / total_us for v in values]
         hover = [
-            f"{state}: {values[i]:,.3f} GPU-seconds ({100.0 * values[i] * 1e6 / total_us:.1f} %)"
+            f"{state}: {values[i]:,.3f} GPU-seconds ({pct[i]:.1f} %)"
             for i, state in enumerate(("Active", "Idle"))
         ]
         title = rank if isinstance(rank, str) else f"rank {int(rank)}"
-        pies.append(
-            {"title": title, "labels": ["Active", "Idle"], "values": values, "hover": hover}
-        )
+        pies.append(_pie(title, ["Active", "Idle"], values, hover, pct))
     return {
         "kind": "pies",
         "pies": pies,
@@ -221,11 +226,12 @@ def _kernel_pie(order_by: str, *, with_others: bool) -> Callable[[Any, PanelQuer
         is_others = frame["name"].astype(str) == "others"
         if not with_others:
             frame, is_others = frame[~is_others], is_others[~is_others]
-        labels, values, hover = [], [], []
+        labels, values, hover, shares = [], [], [], []
         for row, others in zip(frame.itertuples(index=False), is_others, strict=True):
             name = "others" if others else str(row.name)
             amount = float(getattr(row, column))
             pct = 100.0 * amount / grand_total if grand_total else 0.0
+            shares.append(pct)
             labels.append(_short(name, _LABEL_CHARS))
             if order_by == "total":
                 values.append(amount / 1e6)
@@ -240,7 +246,7 @@ def _kernel_pie(order_by: str, *, with_others: bool) -> Callable[[Any, PanelQuer
         unit = "s" if order_by == "total" else "launches"
         return {
             "kind": "pies",
-            "pies": [{"title": "", "labels": labels, "values": values, "hover": hover}],
+            "pies": [_pie("", labels, values, hover, shares)],
             "unit": unit,
         }
 
@@ -261,20 +267,17 @@ def _share_pie(
         if frame.empty:
             return empty(f"This job has no {what} data.")
         total_us = float(frame["total_us"].sum())
-        hover = []
+        hover, shares = [], []
         for row in frame.itertuples(index=False):
             extra = f", {int(row.bytes):,} bytes" if "bytes" in frame.columns else ""
+            shares.append(100.0 * float(row.total_us) / total_us)
             hover.append(
                 f"{getattr(row, label_column)}\n{float(row.total_us) / 1e6:,.4f} s "
-                f"({100.0 * float(row.total_us) / total_us:.2f} %)\n{int(row.count):,} events{extra}"
+                f"({shares[-1]:.2f} %)\n{int(row.count):,} events{extra}"
             )
-        pie = {
-            "title": "",
-            "labels": [str(v) for v in frame[label_column]],
-            "values": [float(v) / 1e6 for v in frame["total_us"]],
-            "hover": hover,
-        }
-        return {"kind": "pies", "pies": [pie], "unit": "s"}
+        labels = [str(v) for v in frame[label_column]]
+        values = [float(v) / 1e6 for v in frame["total_us"]]
+        return {"kind": "pies", "pies": [_pie("", labels, values, hover, shares)], "unit": "s"}
 
     return compute
 

@@ -42,7 +42,9 @@ function pies(payload) {
     values: pie.values,
     hovertext: pie.hover.map(richText),
     hovertemplate: "%{hovertext}<extra></extra>",
-    textinfo: "percent",
+    // the server's shares (of all kernels, even on a top-15 pie); none on slivers, unreadable there
+    text: pie.pct.map((p) => (p >= 2 ? `${p.toFixed(1)}%` : "")),
+    textinfo: "text",
     textposition: "inside",
     insidetextorientation: "horizontal",
     sort: false,
