@@ -60,7 +60,7 @@ MODES = ("TRAIN", "EVAL", "PREDICT", "GLOBAL")
 #: The collection options a step range can switch on (``FrameworkProfile.range_for``).
 OPTIONS = ("dataloader", "python", "detailed", "horovod", "smdataparallel")
 
-#: Annotation events held back before they are handed to the writer in one burst.
+#: Events held back before they are handed to the writer in one burst (see write_later).
 LATER_MAX_EVENTS = 256
 
 #: How often, at most, a step boundary checks whether the config file changed.
@@ -267,8 +267,9 @@ class Session:
         self, phase: str, name: str, start_us: float, dur_us: float, args: dict[str, Any]
     ) -> None:
         """Queue a ``pythontimeline`` event for the next burst: at a step end, at the stop, or
-        after :data:`LATER_MAX_EVENTS` events. Cheaper than :meth:`write` for many small events
-        (one writer wake-up per burst instead of per event)."""
+        after :data:`LATER_MAX_EVENTS` events. The writer thread then wakes once per step, not
+        once per event: every event of the training thread (steps, forward, backward,
+        annotations, collectives) goes this way."""
         later = self._later
         later.append((phase, name, start_us, dur_us, args))
         if len(later) >= LATER_MAX_EVENTS:
@@ -282,13 +283,17 @@ class Session:
         writer = self._writers.get("pythontimeline.json") or self._open_writer(
             "pythontimeline.json"
         )
+        # a writer that breaks its promise never to raise loses its events, not our hooks
+        write_event = (
+            None if writer is None else self.guard.wrap("session.writer", writer.write_event)
+        )
         while later:
             try:
                 phase, name, start_us, dur_us, args = later.popleft()
             except IndexError:
                 return
-            if writer is not None:
-                writer.write_event(name, phase, start_us, dur_us, args)
+            if write_event is not None:
+                write_event(name, phase, start_us, dur_us, args)
 
     def _open_writer(self, suffix: str) -> Any:
         with self._lock:
@@ -414,7 +419,7 @@ class Session:
             mode = self.mode or "GLOBAL"
             phase = f"Step:ModeKeys.{mode}"
             args = {"step_num": str(self.mode_steps[mode]), "pid": self.pid}
-            self.write(phase, phase, self.step_start_us, end - self.step_start_us, args)
+            self.write_later(phase, phase, self.step_start_us, end - self.step_start_us, args)
             self.flush()
             finished = self.step
             self._poll_config()

@@ -172,7 +172,7 @@ class CollectiveHooks:
         return event_args, event_args["async_op"]
 
     def _on_done(self, op: str, start_us: float, end_us: float, event_args: dict[str, Any]) -> None:
-        self.session.write(PHASE, op, start_us, end_us - start_us, event_args)
+        self.session.write_later(PHASE, op, start_us, end_us - start_us, event_args)
 
     # -- the process group -----------------------------------------------------------------
 

@@ -213,7 +213,7 @@ class ModuleHooks:
             now = now_us()
             name = self._names.get(module) or type(module).__name__
             step_num = session.step_num()
-            session.write(
+            session.write_later(
                 "Forward-SubModuleInternal",
                 name,
                 entry[1],
@@ -227,7 +227,7 @@ class ModuleHooks:
         now = now_us()
         name = self._names.get(module) or type(module).__name__
         step_num = session.step_num()
-        session.write(
+        session.write_later(
             "Forward", name, entry[1], now - entry[1], {"step_num": step_num, "pid": session.pid}
         )
         if kind == _TOP_STEP and session.in_step:
@@ -277,7 +277,7 @@ class ModuleHooks:
             return
         session = self.session
         end = now_us()
-        session.write(
+        session.write_later(
             "Backward(post-forward)",
             self._pass_name,
             start,
@@ -312,7 +312,7 @@ class ModuleHooks:
 
     def _write_sub_backward(self, record: _SubBackward, end_us: float) -> None:
         record.done = True
-        self.session.write(
+        self.session.write_later(
             "Backward-SubModuleInternal",
             record.name,
             record.start_us,
