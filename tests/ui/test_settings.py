@@ -90,11 +90,12 @@ def _free_port() -> int:
 def test_a_real_server_stops_by_itself_when_idle(tmp_path: Path, jobs_root: Path):
     port = _free_port()
     code = (
+        "import logging\nlogging.basicConfig(level=logging.INFO)\n"
         "from stepscope.ui import serve\n"
         f"serve([{str(jobs_root)!r}], port={port}, open_browser=False,"
-        f" settings_path={str(tmp_path / 's.json')!r}, idle_threshold_s=3.0)\n"
+        f" settings_path={str(tmp_path / 's.json')!r}, idle_threshold_s=6.0)\n"
     )
-    server = subprocess.Popen([sys.executable, "-c", code])
+    server = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
     try:
         answered = False
         deadline = time.monotonic() + 60
@@ -105,7 +106,9 @@ def test_a_real_server_stops_by_itself_when_idle(tmp_path: Path, jobs_root: Path
             except OSError:
                 time.sleep(0.1)
         assert answered, "the server never answered"
-        assert server.wait(timeout=120) == 0
+        _, stderr = server.communicate(timeout=120)
+        assert server.returncode == 0
+        assert "no activity" in stderr and "shutting the UI down" in stderr
     finally:
         if server.poll() is None:
             server.kill()
