@@ -191,3 +191,24 @@ def test_cli_custom_rule_by_import_path(starved_job, tmp_path):
         == 0
     )
     assert json.loads((tmp_path / "StepCounter" / "status.json").read_text())["datapoints"] > 100
+
+
+def test_a_long_job_is_scanned_in_windows_of_six_hours(job):
+    import numpy as np
+
+    from stepscope.rules import RuleSession
+    from tests.rules.tablejob import T0_US
+
+    # one snapshot a minute for 13 hours: more than two six-hour windows
+    times = T0_US + np.arange(13 * 60, dtype=np.int64) * 60_000_000
+    job.metric("algo-1", times, "cpu", "cpu0", "CPUUtilization", np.full(len(times), 50.0))
+    job.metric("algo-1", times, "gpu", "gpu0", "GPUUtilization", np.full(len(times), 80.0))
+    job.events("algo-1", "Step:ModeKeys.TRAIN", times + 1000, 500_000, step=np.arange(len(times)))
+    session = RuleSession(job, ["OverallSystemUsage", "StepOutlier"])
+    windows = session._windows(job.connect(), int(times[-1]) + 1)
+    assert len(windows) >= 3
+    assert all(stop - start <= 6 * 3600 * 1_000_000 for start, stop in windows[1:])
+    session.advance(final=True)
+    results = session.results()
+    assert results["OverallSystemUsage"].datapoints == len(times)  # each snapshot once
+    assert results["StepOutlier"].datapoints == len(times)  # each step once

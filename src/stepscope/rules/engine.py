@@ -39,6 +39,13 @@ logger = logging.getLogger(__name__)
 #: that stopped) and no longer holds the scans back.
 _STREAM_GRACE_US = 120_000_000
 
+#: No scan window holds more than this much data time (offline passes over long jobs).
+_MAX_WINDOW_US = 6 * 3600 * 1_000_000
+
+_OLDEST_SQL = """
+SELECT least((SELECT min(timestamp_us) FROM system), (SELECT min(start_us + dur_us) FROM events))
+"""
+
 # The newest record of each stream: each event source of each rank, the system metrics of each
 # node. Files of different streams are closed at different times, so the scans may only go as far
 # as the slowest live stream.
@@ -88,15 +95,34 @@ class RuleSession:
         self.final = self.final or final
         if end_us is None or end_us <= self.watermark_us:
             return False
-        window = ScanWindow(con, self.watermark_us, end_us, final=final)
-        try:
-            for rule in self.active:
-                if rule.rule_name() not in self.failed:
-                    self._scan(rule, window)
-        finally:
-            window.close()
-        self.watermark_us = end_us
+        for start, stop in self._windows(con, end_us):
+            window = ScanWindow(con, start, stop, final=final and stop == end_us)
+            try:
+                for rule in self.active:
+                    if rule.rule_name() not in self.failed:
+                        self._scan(rule, window)
+            finally:
+                window.close()
+            self.watermark_us = stop
         return True
+
+    def _windows(self, con: Any, end_us: int) -> list[tuple[int, int]]:
+        """``[watermark, end)`` cut into windows of at most six hours of data.
+
+        A long job is scanned in pieces so that no query holds more than six hours of samples
+        and events at once; the rules give the same verdicts however the data is cut.
+        """
+        start = self.watermark_us
+        if start == 0:
+            oldest = con.execute(_OLDEST_SQL).fetchone()[0]
+            if oldest is None:
+                return [(0, end_us)]
+            first_cut = (int(oldest) // _MAX_WINDOW_US + 1) * _MAX_WINDOW_US
+        else:
+            first_cut = start + _MAX_WINDOW_US
+        cuts = list(range(first_cut, end_us, _MAX_WINDOW_US))
+        edges = [start, *cuts, end_us]
+        return list(zip(edges[:-1], edges[1:], strict=True))
 
     def _scan(self, rule: Rule, window: ScanWindow) -> None:
         try:
