@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["bar_histogram", "box_plots", "line_chart", "pie", "stacked_histograms"]
+__all__ = [
+    "bar_histogram",
+    "box_plots",
+    "intervals_chart",
+    "line_chart",
+    "pie",
+    "stacked_histograms",
+]
 
 Figure = dict[str, Any]
 
@@ -163,3 +170,35 @@ def line_chart(
             title, xaxis={"title": {"text": x_title}}, yaxis={"title": {"text": y_title}}
         ),
     }
+
+
+def intervals_chart(
+    title: str, rows: Mapping[str, Sequence[Sequence[float]]], origin_us: float
+) -> Figure | None:
+    """Horizontal bars, one row per name, for ``[start_us, end_us]`` intervals (seconds since
+    ``origin_us``); zero-length intervals get a visible minimum width."""
+    traces = []
+    names = [name for name, intervals in rows.items() if intervals]
+    for name in names:
+        starts = [(a - origin_us) / 1e6 for a, _ in rows[name]]
+        widths = [max((b - a) / 1e6, 0.5) for a, b in rows[name]]
+        traces.append(
+            {
+                "type": "bar",
+                "orientation": "h",
+                "name": name,
+                "y": [name] * len(starts),
+                "base": starts,
+                "x": widths,
+                "marker": {"color": "#b35900"},
+                "showlegend": False,
+                "hovertemplate": "%{base:.1f} s + %{x:.1f} s<extra>%{y}</extra>",
+            }
+        )
+    if not traces:
+        return None
+    layout = _layout(
+        title, barmode="overlay", xaxis={"title": {"text": "seconds since the job's first data"}}
+    )
+    layout["height"] = 120 + 36 * len(names)
+    return {"data": traces, "layout": layout}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 
+from stepscope.report.figures import intervals_chart
 from stepscope.report.sections.base import ReportContext, Section, fmt
 
 __all__ = ["RulesSummary"]
@@ -40,4 +41,15 @@ class RulesSummary(Section):
             '<th class="num">Triggers</th><th class="num">Datapoints</th><th>Parameters</th></tr></thead>'
         )
         intro = f"<p>{found} of {len(results)} rules found issues.</p>"
-        return f'{intro}<table class="rules">{head}<tbody>{"".join(rows)}</tbody></table>'
+        origin = context.details("MaxInitializationTime").get("job_start_us") or min(
+            (i[0] for r in results for i in r.intervals), default=0
+        )
+        timeline = context.chart(
+            intervals_chart(
+                "When the rules found issues",
+                {r.rule: r.intervals for r in results if r.triggered},
+                origin,
+            ),
+            wide=True,
+        )
+        return f'{intro}<table class="rules">{head}<tbody>{"".join(rows)}</tbody></table>{timeline}'

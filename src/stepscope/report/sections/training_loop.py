@@ -209,22 +209,16 @@ def _bottleneck(context: ReportContext, result: Any) -> str:
         )
         for node, e in d.get("nodes", {}).items()
     ]
-    return (
-        f'<div class="split"><div>{chart}</div><div>'
-        + table(
-            [
-                "Node",
-                "Snapshots",
-                "Low GPU",
-                "High host",
-                "Bottlenecks",
-                "Bottleneck %",
-                "Hottest core %",
-            ],
-            rows,
-        )
-        + "</div></div>"
-    )
+    columns = [
+        "Node",
+        "Snapshots",
+        "Low GPU",
+        "High host",
+        "Bottlenecks",
+        "Bottleneck %",
+        "Hottest core %",
+    ]
+    return f'<div class="pie-row">{chart}</div>' + table(columns, rows)
 
 
 def _gpu_memory(context: ReportContext, result: Any) -> str:
