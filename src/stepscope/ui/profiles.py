@@ -46,6 +46,7 @@ class LoadedProfile:
     refreshed_at_s: float = 0.0
     first_us: float | None = None
     last_us: float | None = None
+    nodes: list[str] = field(default_factory=list)
     lock: threading.RLock = field(default_factory=threading.RLock)
     cache: OrderedDict[Hashable, Any] = field(default_factory=OrderedDict)
 
@@ -145,7 +146,7 @@ class ProfileRegistry:
                 job.refresh()
                 profile.job = job
                 profile.refreshed_at_s = time.monotonic()
-                self._note_time_range(profile)
+                self._note_data_facts(profile)
         except (StepscopeError, OSError, ValueError) as exc:
             logger.warning("could not load %s: %s", profile.entry.name, exc, exc_info=True)
             profile.error = str(exc)
@@ -174,12 +175,13 @@ class ProfileRegistry:
             return
         if changed:
             profile.cache.clear()
-            self._note_time_range(profile)
+            self._note_data_facts(profile)
 
     @staticmethod
-    def _note_time_range(profile: LoadedProfile) -> None:
-        """Remember the data's time range (discovery cannot know it for a bare trace)."""
+    def _note_data_facts(profile: LoadedProfile) -> None:
+        """Remember the data's time range and nodes (discovery cannot know them for a trace)."""
         metadata = profile.job.metadata if hasattr(profile.job, "metadata") else {}
         if isinstance(metadata, dict):
             profile.first_us = metadata.get("first_timestamp_us")
             profile.last_us = metadata.get("last_timestamp_us")
+            profile.nodes = [str(n) for n in metadata.get("nodes") or []]

@@ -27,6 +27,8 @@ def list_jobs(state: State) -> dict[str, Any]:
             loaded = profile.to_json()
             item.update(start_us=loaded["start_us"], end_us=loaded["end_us"])
             item["duration_s"] = loaded["duration_s"]
+        if profile is not None and not entry.nodes:
+            item["nodes"] = profile.nodes
         jobs.append(item)
     return {"jobs": jobs, "roots": len(state.roots)}
 
