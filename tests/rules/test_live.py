@@ -93,11 +93,13 @@ def test_live_engine_follows_a_job_and_agrees_with_the_offline_run(tmp_path):
     assert status(live, "Dataloader")["status"] == "IssuesFound"
 
 
-def test_finish_on_a_finished_job_makes_the_final_pass(tmp_path):
+def test_finish_on_a_finished_job_makes_the_final_pass_and_writes_the_report(tmp_path):
     job = generate_job(tmp_path / "done", minutes=2, gpus=1, cpus=4)
-    handle = start_rule_engine(job, ["StepOutlier"], report_hook=None)
+    handle = start_rule_engine(job, ["StepOutlier"])
     assert handle.finish(timeout_s=120)
     assert status(job, "StepOutlier")["status"] in ("NoIssuesFound", "IssuesFound")
+    report = job / "rule-output" / "profiler-report.html"
+    assert 'id="rule-StepOutlier"' in report.read_text()
 
 
 def test_bad_rules_fail_before_the_process_starts(tmp_path):
