@@ -338,3 +338,25 @@ def test_rule_files_linking_outside_the_job_are_not_served(client, jobs_root: Pa
     assert body == {"rules": [], "report_url": None}
     response = client.get(f"/api/jobs/{job}/report")
     assert response.status_code == 404 and "secret" not in response.text
+
+
+def test_information_of_a_recorded_gpu_trace(shared_fixtures: Path, make_client, tmp_path: Path):
+    from stepscope.store import open_job
+
+    trace = shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz"
+    client = make_client(
+        [trace], job_opener=lambda path: open_job(path, cache_dir=tmp_path / "cache")
+    )
+    job = job_ids(client)["a100_rank0of2_nccl"]
+    load_and_wait(client, job)
+    sections = {s["title"]: s for s in client.get(f"/api/jobs/{job}/info").json()["sections"]}
+    (rank,) = sections["Ranks"]["table"]
+    columns = sections["Ranks"]["columns"]
+    rank = dict(zip(columns, rank, strict=True))
+    # distributedInfo and deviceProperties of the trace
+    assert (rank["Rank"], rank["World size"], rank["Backend"]) == ("0", 2, "nccl")
+    assert rank["Devices"] == "8 × NVIDIA A100-PG509-200 (39.4 GiB)"
+    (traced,) = sections["PyTorch profiler traces"]["table"]
+    traced = dict(zip(sections["PyTorch profiler traces"]["columns"], traced, strict=True))
+    assert traced["File"] == "a100_rank0of2_nccl.json.gz"
+    assert traced["Steps"] == "4–6 (3)"  # ProfilerStep#4-6

@@ -11,6 +11,7 @@ value is a string or number, so the front end renders them without knowing the j
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -88,7 +89,36 @@ def _gpu_names(devices: Any) -> str:
         for d in devices
         if isinstance(d, Mapping)
     ]
-    return ", ".join(names) or "—"
+    counted = Counter(names)  # eight identical GPUs read as "8 × A100 (39.4 GiB)"
+    return ", ".join(f"{n} × {name}" if n > 1 else name for name, n in counted.items()) or "—"
+
+
+def _trace_rows(ranks: Mapping[Any, Any]) -> list[list[Any]]:
+    """Per rank, what its PyTorch profiler trace says about itself."""
+    rows = []
+    for rank, raw in sorted(ranks.items(), key=lambda kv: str(kv[0]).zfill(8)):
+        trace = raw.get("kineto") if isinstance(raw, Mapping) else None
+        if not isinstance(trace, Mapping):
+            continue
+        distributed = trace.get("distributed_info")
+        distributed = distributed if isinstance(distributed, Mapping) else {}
+        warnings = trace.get("warnings")
+        steps = trace.get("steps")
+        if isinstance(steps, list) and steps and all(isinstance(x, int) for x in steps):
+            steps = f"{min(steps)}–{max(steps)} ({len(steps)})"
+        rows.append(
+            [
+                str(rank),
+                trace.get("host_name") or "—",
+                str(trace.get("path") or "—").rsplit("/", 1)[-1],
+                trace.get("event_count", "—"),
+                steps or "—",
+                distributed.get("nccl_version") or "—",
+                distributed.get("pg_count", "—"),
+                len(warnings) if isinstance(warnings, list) else 0,
+            ]
+        )
+    return rows
 
 
 def job_information(
@@ -186,6 +216,15 @@ def job_information(
                 "Ranks",
                 ["Rank", "Node", "PID", "World size", "Backend", "Devices", "Clock offset (µs)"],
                 rows,
+            )
+        )
+    trace_rows = _trace_rows(ranks)
+    if trace_rows:
+        sections.append(
+            _table(
+                "PyTorch profiler traces",
+                ["Rank", "Host", "File", "Events", "Steps", "NCCL", "Process groups", "Warnings"],
+                trace_rows,
             )
         )
     for key, title in (
