@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-__all__ = ["TraceDocument", "iter_event_chunks"]
+__all__ = ["TraceDocument", "extract_event_array", "iter_event_chunks"]
 
 T = TypeVar("T")
 
@@ -275,3 +275,81 @@ def iter_event_chunks(
             )
         )
         return
+
+
+def _find_array_end(tail: bytes, document: TraceDocument) -> int | None:
+    """Offset in ``tail`` just after the ``]`` closing the event array, parsing what follows.
+
+    ``tail`` is the end of the document. The closing ``]`` is the last one that follows an
+    event (``}``) or the opening ``[``, and that is followed by the rest of the top-level
+    object (``, "traceName": ... }``) or by nothing (a bare array).
+    """
+    position = tail.rfind(b"]")
+    while position >= 0:
+        before = tail[:position].rstrip()
+        after = tail[position + 1 :].strip()
+        if before.endswith((b"}", b"[")):
+            if not after:
+                return position + 1
+            if after == b"}":
+                return position + 1
+            if after.startswith(b","):
+                try:
+                    value = orjson.loads(b"{" + after[1:])
+                except orjson.JSONDecodeError:
+                    value = None
+                if isinstance(value, dict):
+                    document.header.update(value)
+                    return position + 1
+        position = tail.rfind(b"]", 0, position)
+    return None
+
+
+def extract_event_array(path: Path, document: TraceDocument, destination: Any) -> bool:
+    """Copy the trace's event array (``[`` ... ``]``) into ``destination``, streaming.
+
+    The header and tail keys go into ``document``. Returns True when the array was copied
+    whole; False when the file is damaged or has no event array (``destination`` then holds
+    an unusable prefix and the caller should read the file with :func:`iter_event_chunks`).
+
+    :param destination: a seekable binary file opened for writing.
+    """
+    blocks = _decompressed_blocks(path, document)
+    buffer = b""
+    for block in blocks:
+        buffer += block
+        start = buffer.lstrip()[:1]
+        if start == b"[":
+            document.is_array = True
+            buffer = buffer[buffer.index(b"[") :]
+            break
+        if start and start != b"{":
+            return False
+        match = _EVENTS_KEY.search(buffer)
+        if match:
+            _parse_header(buffer[: match.start()], document)
+            buffer = buffer[match.end() - 1 :]
+            break
+        if len(buffer) > _MAX_HEAD_BYTES:
+            return False
+    else:
+        return False
+    document.found_events = True
+    written = 0
+    tail = b""
+    for block in _chain(buffer, blocks):
+        destination.write(block)
+        written += len(block)
+        tail = (tail + block)[-(CHUNK_BYTES * 4) :]
+    if document.problems:
+        return False
+    end = _find_array_end(tail, document)
+    if end is None:
+        return False
+    destination.truncate(written - len(tail) + end)
+    return True
+
+
+def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    yield first
+    yield from rest

@@ -1,8 +1,12 @@
 """Reader of PyTorch profiler (Kineto) Chrome-trace files into EVENT_SCHEMA record batches.
 
 One file is one process (one rank). :func:`read_kineto_trace` streams the file (see
-:mod:`stepscope.store._kineto_json`): each chunk of a few MB of JSON becomes columnar Arrow data
-at once, so the whole file is never held as Python objects, only as compact Arrow columns.
+:mod:`stepscope.store._kineto_json`) and never holds it as Python objects, only as compact Arrow
+columns. The fast path copies the decompressed event array to a temporary file (the header and
+tail keys are parsed on the way) and lets DuckDB's JSON reader turn it into columns on all
+cores. A damaged file (truncated ``.gz``, a document cut mid-event), or a system without room
+for the temporary copy, is read instead chunk by chunk with orjson, which keeps every event
+before the damage.
 
 What a row holds:
 
@@ -40,6 +44,7 @@ from __future__ import annotations
 import gzip
 import logging
 import re
+import tempfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -51,7 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stepscope.errors import CorruptFileError, UnsupportedFormatError
-from stepscope.store._kineto_json import TraceDocument, iter_event_chunks
+from stepscope.store._kineto_json import TraceDocument, extract_event_array, iter_event_chunks
 from stepscope.store.schema import EVENT_SCHEMA
 
 __all__ = ["GPU_CATEGORIES", "KinetoTrace", "is_kineto_trace", "read_kineto_trace"]
@@ -162,18 +167,24 @@ def read_kineto_trace(
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(path)
-    document = TraceDocument()
     counts = {"flow": 0, "metadata": 0, "skipped": 0}
+    whole = _read_whole_array(path, counts)
+    if whole is not None:
+        raw, document = whole
+    else:
+        counts = {"flow": 0, "metadata": 0, "skipped": 0}
+        document = TraceDocument()
 
-    def parse(text: bytes) -> pa.RecordBatch:
-        # orjson.JSONDecodeError is a ValueError: the chunker then tries an earlier cut.
-        events = orjson.loads(text)
-        try:
-            return _convert_chunk(events if isinstance(events, list) else [], counts)
-        except ValueError as exc:  # not a bad cut: a value no column could hold
-            raise CorruptFileError(str(path), "an event chunk", str(exc)) from exc
+        def parse(text: bytes) -> pa.RecordBatch:
+            # orjson.JSONDecodeError is a ValueError: the chunker then tries an earlier cut.
+            events = orjson.loads(text)
+            try:
+                return _convert_chunk(events if isinstance(events, list) else [], counts)
+            except ValueError as exc:  # not a bad cut: a value no column could hold
+                raise CorruptFileError(str(path), "an event chunk", str(exc)) from exc
 
-    batches = [b for b in iter_event_chunks(path, document, parse) if b.num_rows]
+        batches = [b for b in iter_event_chunks(path, document, parse) if b.num_rows]
+        raw = pa.Table.from_batches(batches, schema=_RAW_SCHEMA)
     if not document.found_events and not document.is_array:
         raise UnsupportedFormatError(
             str(path), "a PyTorch profiler trace (a JSON object with a traceEvents array)"
@@ -183,9 +194,6 @@ def read_kineto_trace(
     for message in warnings:
         logger.warning("%s; the events read before it are kept", message)
     rank = _resolve_rank(header, path, rank_hint, warnings)
-    raw = (
-        pa.Table.from_batches(batches, schema=_RAW_SCHEMA) if batches else _RAW_SCHEMA.empty_table()
-    )
     base_ns = header.get("baseTimeNanoseconds")
     base_time_ns = int(base_ns) if isinstance(base_ns, (int, float)) else None
     steps = _assign_steps(raw)
@@ -251,6 +259,118 @@ def _as_int(value: Any) -> int:
             match = _DIGITS.search(value)
             return int(match.group()) if match else -1
     return -1
+
+
+# The fast path: DuckDB parses the whole event array (C++, all cores) straight into columns.
+_ARGS_PATHS = (
+    "$.correlation",
+    '$."External id"',
+    '$."external id"',
+    "$.device",
+    "$.stream",
+    "$.bytes",
+    "$.Bytes",
+    '$."Device Id"',
+    '$."Device Type"',
+)
+_DROP_KEYS = '"External id":null,"external id":null,"correlation":null'
+_GPU_SQL = ", ".join(f"'{c}'" for c in GPU_CATEGORIES)
+_LEGACY_SQL = " ".join(f"WHEN '{old}' THEN '{new}'" for old, new in _LEGACY_CATEGORIES.items())
+_INT_MACRO = r"""
+CREATE OR REPLACE TEMP MACRO kineto_int(s) AS coalesce(
+    TRY_CAST(s AS BIGINT),
+    TRY_CAST(TRY_CAST(s AS DOUBLE) AS BIGINT),
+    TRY_CAST(regexp_extract(s, '-?[0-9]+') AS BIGINT),
+    -1)
+"""
+_ARRAY_SQL = """
+WITH source AS (
+    SELECT coalesce(ph, '') AS ph, coalesce(name, '') AS name,
+           kineto_int(pid) AS pid, kineto_int(tid) AS tid,
+           coalesce(ts, 0) AS ts, coalesce(dur, 0) AS dur_us,
+           CASE WHEN json_type(args) = 'OBJECT' THEN args END AS args,
+           CASE WHEN name = '[memory]' AND coalesce(cat, '') IN ('', 'cpu_instant_event')
+                THEN 'cpu_instant_event'
+                ELSE CASE coalesce(cat, '') {legacy} ELSE coalesce(cat, '') END END
+               AS category
+    FROM read_json($path, format = 'array', maximum_object_size = 1073741824,
+                   columns = {{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR',
+                               tid: 'VARCHAR', ts: 'DOUBLE', dur: 'DOUBLE', args: 'JSON'}})
+),
+fields AS (
+    SELECT *, json_extract_string(args, {paths}) AS v, category IN ({gpu}) AS on_gpu
+    FROM source
+),
+flagged AS (SELECT *, v[9] = '1' AS cuda_memory FROM fields)
+SELECT category, name, CASE ph WHEN 'I' THEN 'i' ELSE ph END AS ph, ts, dur_us, pid, tid,
+       CASE WHEN on_gpu THEN CASE WHEN v[4] IS NULL THEN pid ELSE kineto_int(v[4]) END
+            WHEN category = 'cpu_instant_event' AND cuda_memory THEN kineto_int(v[8])
+            ELSE -1 END AS device,
+       CASE WHEN on_gpu THEN CASE WHEN v[5] IS NULL THEN tid ELSE kineto_int(v[5]) END
+            ELSE -1 END AS stream,
+       coalesce(TRY_CAST(v[1] AS BIGINT), -1) AS correlation,
+       coalesce(TRY_CAST(v[2] AS BIGINT), TRY_CAST(v[3] AS BIGINT), -1) AS external_id,
+       CASE WHEN on_gpu THEN coalesce(TRY_CAST(v[6] AS BIGINT), -1)
+            WHEN category = 'cpu_instant_event' THEN coalesce(TRY_CAST(v[7] AS BIGINT), -1)
+            ELSE -1 END AS bytes,
+       CASE WHEN args IS NULL THEN ''
+            ELSE coalesce(nullif(CAST(json_merge_patch(args,
+                CASE WHEN on_gpu THEN '{{{drop},"device":null,"stream":null,"bytes":null}}'
+                     WHEN category = 'cpu_instant_event' AND cuda_memory
+                         THEN '{{{drop},"Bytes":null,"Device Id":null}}'
+                     WHEN category = 'cpu_instant_event' THEN '{{{drop},"Bytes":null}}'
+                     ELSE '{{{drop}}}' END) AS VARCHAR), '{{}}'), '') END AS args
+FROM flagged
+""".format(
+    legacy=_LEGACY_SQL,
+    paths="[" + ", ".join(f"'{p}'" for p in _ARGS_PATHS) + "]",
+    gpu=_GPU_SQL,
+    drop=_DROP_KEYS,
+)
+
+
+def _read_whole_array(path: Path, counts: dict[str, int]) -> tuple[pa.Table, TraceDocument] | None:
+    """Read the events with DuckDB through a temporary copy of the event array.
+
+    Returns None when the file is damaged, the temporary copy cannot be written, or DuckDB
+    rejects the array; the caller then reads the file chunk by chunk (which also recovers
+    the events before any damage).
+    """
+    import duckdb
+
+    document = TraceDocument()
+    handle = tempfile.NamedTemporaryFile(prefix="stepscope-kineto-", suffix=".json", delete=False)
+    try:
+        with handle:
+            complete = extract_event_array(path, document, handle)
+        if not complete:
+            return None
+        con = duckdb.connect()
+        try:
+            con.execute(_INT_MACRO)
+            table = con.sql(_ARRAY_SQL, params={"path": handle.name}).to_arrow_table()
+        except duckdb.Error as exc:
+            logger.debug(
+                "%s: DuckDB could not read the event array (%s); reading in chunks", path, exc
+            )
+            return None
+        finally:
+            con.close()
+    except OSError as exc:
+        logger.debug("%s: no temporary copy of the event array (%s); reading in chunks", path, exc)
+        return None
+    finally:
+        Path(handle.name).unlink(missing_ok=True)
+    for entry in pc.value_counts(table["ph"]).to_pylist():
+        phase, count = entry["values"], entry["counts"]
+        if phase in _FLOW_PHASES:
+            counts["flow"] += count
+        elif phase == "M":
+            counts["metadata"] += count
+        elif phase not in _KEPT_PHASES:
+            counts["skipped"] += count
+    kept = table.filter(pc.is_in(table["ph"], value_set=pa.array(["X", "i", "C"])))
+    return kept.cast(_RAW_SCHEMA), document
 
 
 def _convert_chunk(events: list[Any], counts: dict[str, int]) -> pa.RecordBatch:
