@@ -89,3 +89,21 @@ def test_api_clients_may_send_the_token_as_a_bearer_header(app_factory):
 )
 def test_which_binds_stay_on_this_machine(host, loopback):
     assert is_loopback(host) is loopback
+
+
+def test_changes_from_another_site_are_refused(app_factory, tmp_path: Path):
+    client = TestClient(app_factory(), base_url="http://127.0.0.1:8765")
+    job = client.get("/api/jobs").json()["jobs"][0]["id"]
+    evil = {"origin": "https://evil.example"}
+    assert (
+        client.put("/api/settings", json={"auto_shutdown_enabled": False}, headers=evil).status_code
+        == 403
+    )
+    assert client.post(f"/api/jobs/{job}/load", headers=evil).status_code == 403
+    assert client.get("/api/settings", headers=evil).json()["auto_shutdown_enabled"] is True
+    own = {"origin": "http://127.0.0.1:8765"}
+    assert (
+        client.put("/api/settings", json={"auto_shutdown_enabled": False}, headers=own).status_code
+        == 200
+    )
+    assert client.post(f"/api/jobs/{job}/load", headers=own).status_code == 202

@@ -5,7 +5,9 @@ the loopback interface, which stops a web page from reaching it through DNS rebi
 another interface, a random token is required on every request, as Jupyter does: the start-up
 line prints a URL with ``?token=...``; the first request with it sets an HttpOnly cookie and is
 redirected to the same URL without the token, so later requests carry only the cookie. API
-clients may send ``Authorization: Bearer <token>`` instead.
+clients may send ``Authorization: Bearer <token>`` instead. In both modes, a request that changes
+something (load, unload, settings) from a browser page of another origin is refused, so a web
+site cannot drive the local UI through the user's browser.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import hmac
 import ipaddress
 import secrets
 from collections.abc import Awaitable, Callable
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -23,6 +25,7 @@ __all__ = ["COOKIE_NAME", "LOOPBACK_HOSTS", "AccessGuard", "is_loopback", "new_t
 
 COOKIE_NAME = "stepscope_token"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def new_token() -> str:
@@ -38,6 +41,18 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _same_origin(request: Request) -> bool:
+    """Whether a browser request comes from the UI's own pages (no cross-site form or fetch).
+
+    Browsers send ``Origin`` on cross-origin writes; a request without it (curl, scripts) is
+    not a cross-site request and is judged by the other rules.
+    """
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    return urlsplit(origin).netloc == request.headers.get("host", "")
 
 
 def _host_name(header: str) -> str:
@@ -59,6 +74,10 @@ class AccessGuard:
     async def __call__(
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
+        if request.method not in _SAFE_METHODS and not _same_origin(request):
+            return JSONResponse(
+                {"detail": "Changes are only accepted from the UI's own pages."}, status_code=403
+            )
         if self.token is None:
             if _host_name(request.headers.get("host", "")) not in LOOPBACK_HOSTS:
                 return JSONResponse(
