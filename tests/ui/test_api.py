@@ -360,3 +360,20 @@ def test_information_of_a_recorded_gpu_trace(shared_fixtures: Path, make_client,
     traced = dict(zip(sections["PyTorch profiler traces"]["columns"], traced, strict=True))
     assert traced["File"] == "a100_rank0of2_nccl.json.gz"
     assert traced["Steps"] == "4–6 (3)"  # ProfilerStep#4-6
+
+
+def test_every_node_of_a_multi_node_job_has_its_own_line_and_pie(tmp_path: Path, make_client):
+    from stepscope.store import open_job
+
+    root = tmp_path / "jobs"
+    generate_job(root / "two-nodes", nodes=2, gpus=2, cpus=2, minutes=1, low_gpu={0: 10.0})
+    client = make_client([root], job_opener=open_job)
+    job = job_ids(client)["two-nodes"]
+    listed = client.get("/api/jobs").json()["jobs"][0]
+    assert listed["nodes"] == ["algo-1", "algo-2"]
+    load_and_wait(client, job)
+    for kind in ("gpu", "cpu"):
+        lines = client.get(f"/api/jobs/{job}/dashboard/{kind}_utilization").json()
+        assert [s["name"] for s in lines["series"]] == ["algo-1", "algo-2"]
+        pies = client.get(f"/api/jobs/{job}/dashboard/{kind}_active_time").json()
+        assert [p["title"] for p in pies["pies"]] == ["algo-1", "algo-2"]
