@@ -44,6 +44,7 @@ from __future__ import annotations
 import gzip
 import logging
 import re
+import shutil
 import tempfile
 import zlib
 from collections.abc import Iterator
@@ -339,28 +340,32 @@ def _read_whole_array(path: Path, counts: dict[str, int]) -> tuple[pa.Table, Tra
     import duckdb
 
     document = TraceDocument()
-    handle = tempfile.NamedTemporaryFile(prefix="stepscope-kineto-", suffix=".json", delete=False)
     try:
-        with handle:
-            complete = extract_event_array(path, document, handle)
+        folder = Path(tempfile.mkdtemp(prefix="stepscope-kineto-"))
+    except OSError as exc:
+        logger.debug("%s: no temporary folder (%s); reading in chunks", path, exc)
+        return None
+    try:
+        copy = folder / "events.json"
+        try:
+            with open(copy, "wb") as handle:
+                complete = extract_event_array(path, document, handle)
+        except OSError as exc:
+            logger.debug("%s: no temporary copy of the events (%s); reading in chunks", path, exc)
+            return None
         if not complete:
             return None
         con = duckdb.connect()
         try:
             con.execute(_INT_MACRO)
-            table = con.sql(_ARRAY_SQL, params={"path": handle.name}).to_arrow_table()
+            table = con.sql(_ARRAY_SQL, params={"path": str(copy)}).to_arrow_table()
         except duckdb.Error as exc:
-            logger.debug(
-                "%s: DuckDB could not read the event array (%s); reading in chunks", path, exc
-            )
+            logger.debug("%s: DuckDB could not read the events (%s); reading in chunks", path, exc)
             return None
         finally:
             con.close()
-    except OSError as exc:
-        logger.debug("%s: no temporary copy of the event array (%s); reading in chunks", path, exc)
-        return None
     finally:
-        Path(handle.name).unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
     for entry in pc.value_counts(table["ph"]).to_pylist():
         phase, count = entry["values"], entry["counts"]
         if phase in _FLOW_PHASES:
