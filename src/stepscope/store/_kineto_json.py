@@ -1,4 +1,4 @@
-"""Streaming split of one Chrome-trace JSON document into its header, event chunks and tail.
+"""Streaming split of one Chrome-trace JSON document into its header, its events and its tail.
 
 A PyTorch profiler trace is one JSON object whose ``traceEvents`` array holds almost all of the
 bytes (files reach gigabytes), with small metadata keys before it (``schemaVersion``,
@@ -11,9 +11,13 @@ only one chunk is in flight at a time.
 A chunk boundary is the last ``}`` ``,`` ``{`` sequence in the buffer whose prefix parses as a
 list of events; a boundary that falls inside a string or a nested object fails to parse and the
 previous candidate is tried. The caller supplies the chunk parser (``parse``: the JSON text of
-an array of events in, anything out, :class:`ValueError` when the text is not valid JSON), so
-the events can go straight into a columnar engine without becoming Python objects. A file that ends early (truncated ``.gz``, a JSON document cut
-mid-event) yields every event up to the last complete one and reports where it stopped.
+an array of events in, anything out, :class:`ValueError` when the text is not valid JSON). A
+file that ends early (truncated ``.gz``, a JSON document cut mid-event) yields every event up
+to the last complete one and reports where it stopped.
+
+:func:`extract_event_array` is the other way out: it copies the bare event array to a file, for
+a reader that parses JSON faster than Python can (DuckDB), parsing only the small header and
+tail itself.
 """
 
 from __future__ import annotations
