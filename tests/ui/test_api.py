@@ -377,3 +377,13 @@ def test_every_node_of_a_multi_node_job_has_its_own_line_and_pie(tmp_path: Path,
         assert [s["name"] for s in lines["series"]] == ["algo-1", "algo-2"]
         pies = client.get(f"/api/jobs/{job}/dashboard/{kind}_active_time").json()
         assert [p["title"] for p in pies["pies"]] == ["algo-1", "algo-2"]
+
+
+def test_the_job_list_is_bounded(jobs_root: Path, make_client):
+    for i in range(1001):
+        folder = jobs_root / f"job-{i:04d}"
+        folder.mkdir()
+        (folder / "job.json").write_text(json.dumps({"name": folder.name, "start_time_us": i}))
+    body = make_client([jobs_root]).get("/api/jobs").json()
+    assert len(body["jobs"]) == 1000 and body["truncated"] is True
+    assert body["jobs"][0]["name"] == "job-1000"  # newest first

@@ -8,16 +8,20 @@ from fastapi import APIRouter, Response
 
 from stepscope.ui.state import State
 
-__all__ = ["router"]
+__all__ = ["MAX_LISTED_JOBS", "router"]
 
 router = APIRouter(prefix="/api")
+
+#: The job list shows the newest this many jobs (``truncated`` says when there were more).
+MAX_LISTED_JOBS = 1000
 
 
 @router.get("/jobs")
 def list_jobs(state: State) -> dict[str, Any]:
     """Every job under the roots with its load state (``not_loaded`` unless loaded)."""
     jobs = []
-    for entry in state.jobs():
+    entries = state.jobs()
+    for entry in entries[:MAX_LISTED_JOBS]:
         profile = state.registry.get(entry.id)
         item = entry.to_json()
         item["load_state"] = profile.state if profile else "not_loaded"
@@ -30,7 +34,7 @@ def list_jobs(state: State) -> dict[str, Any]:
         if profile is not None and not entry.nodes:
             item["nodes"] = profile.nodes
         jobs.append(item)
-    return {"jobs": jobs, "roots": len(state.roots)}
+    return {"jobs": jobs, "roots": len(state.roots), "truncated": len(entries) > MAX_LISTED_JOBS}
 
 
 @router.get("/loaded")

@@ -20,10 +20,14 @@ export async function renderLoad(main) {
   let timer = null;
   async function refresh() {
     window.clearTimeout(timer);
-    const { jobs } = await api.jobs({ poll: true });
+    const { jobs, truncated } = await api.jobs({ poll: true });
     const { loaded } = await api.loaded({ poll: true });
     renderLoaded(loadedBox, loaded, refresh);
     renderJobs(jobsBox, jobs, refresh);
+    if (truncated) {
+      jobsBox.append(h("p", { class: "muted small" },
+        `Only the newest ${jobs.length} jobs are listed. Start “stepscope ui” with a narrower folder to see the others.`));
+    }
     if (loaded.some((p) => p.state === "loading")) timer = window.setTimeout(refresh, POLL_MS);
   }
   await refresh();
