@@ -32,9 +32,13 @@ class TableJob:
         self._events: list[pa.Table] = []
         #: only data before this time is visible, to replay a job as it is being written
         self.visible_until_us: int | None = None
+        self._refreshed_until: int | None = -1
 
     def refresh(self) -> bool:
-        return False
+        """True when more data became visible since the last call, as JobData.refresh() says."""
+        changed = self.visible_until_us != self._refreshed_until
+        self._refreshed_until = self.visible_until_us
+        return changed
 
     def metric(self, node: str, times_us: Any, type_: str, name: str, dimension: str, values: Any):
         times = np.asarray(times_us, dtype=np.int64)

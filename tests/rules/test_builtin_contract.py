@@ -163,3 +163,15 @@ def test_status_and_report_files_are_valid(name, tmp_path):
     assert "scan_interval_us:60000000" in report["RuleParameters"]
     if report["Status"] == "IssuesFound":
         assert report["Recommendation"] and report["RuleTriggered"] == report["Violations"] > 0
+
+
+def test_live_sessions_really_scan_in_pieces(tmp_path):
+    job = rich_job(tmp_path)
+    session = RuleSession(job, [build("StepOutlier")])
+    marks = []
+    for minute in (3, 6, 9):
+        job.visible_until_us = T0_US + minute * 60_000_000
+        assert session.advance()
+        marks.append(session.watermark_us)
+    assert not session.advance()  # nothing new: no scan
+    assert marks == sorted(marks) and len(set(marks)) == 3

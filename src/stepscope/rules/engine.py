@@ -79,6 +79,7 @@ class RuleSession:
         self.failed: dict[str, str] = {}
         self.watermark_us = 0
         self.final = False
+        self._looked = False
 
     @property
     def scan_interval_us(self) -> int:
@@ -88,8 +89,11 @@ class RuleSession:
     def advance(self, *, final: bool = False) -> bool:
         """Scan the new data; ``final`` takes everything. Returns True if a window was scanned."""
         refresh = getattr(self.job, "refresh", None)
-        if callable(refresh):
-            refresh()
+        added = refresh() if callable(refresh) else None
+        if added is False and self._looked and not final:
+            # nothing new since the last look: the end of what is safely complete cannot move
+            return False
+        self._looked = True
         con = self.job.connect()
         end_us = self._end_us(con, final)
         self.final = self.final or final
