@@ -95,6 +95,8 @@ class RuleSession:
             return False
         self._looked = True
         con = self.job.connect()
+        # every query of a scan reads the same segments: keep their Parquet footers in memory
+        con.execute("SET parquet_metadata_cache = true")
         end_us = self._end_us(con, final)
         self.final = self.final or final
         if end_us is None or end_us <= self.watermark_us:
