@@ -111,3 +111,14 @@ def test_a_wider_bind_prints_a_token_and_requires_it(tmp_path: Path, jobs_root: 
         assert status == 200
     finally:
         _stop(server)
+
+
+def test_a_bad_port_is_a_configuration_error(tmp_path: Path, jobs_root: Path):
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "ui", "--no-browser", "--port", "0", str(jobs_root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "serve.port must be an integer from 1 to 65535, got 0." in result.stderr

@@ -12,6 +12,7 @@ import threading
 import webbrowser
 from collections.abc import Sequence
 
+from stepscope.errors import ConfigError
 from stepscope.ui.app import create_app
 from stepscope.ui.security import is_loopback, new_token
 
@@ -45,6 +46,8 @@ def serve(
     """
     import uvicorn
 
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ConfigError("serve.port", port, "an integer from 1 to 65535")
     if is_loopback(host):
         token = None
     elif token is None:
