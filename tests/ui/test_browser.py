@@ -30,6 +30,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 GPU_TRACE = "a100_rank0of2_nccl"
 CPU_JOB = "generated-job"
+LIVE_JOB = "still-training"
 
 pytestmark = [
     pytest.mark.browser,
@@ -92,6 +93,10 @@ def server(tmp_path_factory, shared_fixtures: Path) -> Iterator[dict[str, Any]]:
         )
     )
     (job / "rule-output" / "profiler-report.html").write_text("<!doctype html><title>r</title>")
+    live = generate_job(root / LIVE_JOB, gpus=1, cpus=2, minutes=1)
+    meta = json.loads((live / "job.json").read_text())
+    (live / "job.json").write_text(json.dumps({**meta, "status": "Running", "end_time_us": None}))
+    (live / "profiler-output" / "training_job_end.ts").unlink()
     settings_path = tmp / "config" / "ui-settings.json"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("STEPSCOPE_CACHE_DIR", str(tmp / "cache"))
@@ -108,7 +113,11 @@ def server(tmp_path_factory, shared_fixtures: Path) -> Iterator[dict[str, Any]]:
             time.sleep(0.05)
         assert uv.started, "the UI server did not start"
         try:
-            yield {"base": f"http://127.0.0.1:{port}", "settings_path": settings_path}
+            yield {
+                "base": f"http://127.0.0.1:{port}",
+                "settings_path": settings_path,
+                "live_job": live,
+            }
         finally:
             uv.should_exit = True
             thread.join(timeout=30)
@@ -181,7 +190,7 @@ def _panel_states(page) -> dict[str, str]:
 
 def test_load_page_lists_jobs_and_loads_them(page, server):
     page.goto(server["base"] + "/")
-    expect(page.locator("#job-list tbody tr")).to_have_count(2)
+    expect(page.locator("#job-list tbody tr")).to_have_count(3)
     row = page.locator("#job-list tbody tr", has_text=CPU_JOB)
     expect(row).to_contain_text("Completed")
     expect(row).to_contain_text("3 min 0 s")
@@ -300,3 +309,13 @@ def test_dashboard_without_a_selected_profile_says_how_to_get_one(page, server):
     page.evaluate("() => window.localStorage.clear()")
     page.reload()
     expect(page.locator(".notice")).to_contain_text("Load a profile")
+
+
+def test_a_running_jobs_dashboard_stays_live_until_the_job_ends(page, server):
+    _open_dashboard(page, server["base"], LIVE_JOB)
+    expect(page.locator(".page-head .badge")).to_have_text("Running")
+    expect(page.locator(".live")).to_have_text("Live: refreshes every 15 s")
+    assert _panel_states(page)["cpu_utilization"] == "data"  # the data so far
+    job_json = server["live_job"] / "job.json"
+    job_json.write_text(json.dumps({**json.loads(job_json.read_text()), "status": "Completed"}))
+    expect(page.locator(".live")).to_have_text("The job has ended")

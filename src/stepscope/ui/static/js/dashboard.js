@@ -66,7 +66,16 @@ export async function renderDashboard(main) {
   await refreshAll(false);
   await custom.init();
   if (job.status === "running") {
-    window.setInterval(() => { refreshAll(true).catch(() => {}); custom.reload(true); }, REFRESH_MS);
+    const timer = window.setInterval(async () => {
+      // the job list rediscovers the job, so a job that ended stops the refreshes
+      const now = (await api.jobs({ poll: true })).jobs.find((j) => j.id === id);
+      await refreshAll(true).catch(() => {});
+      custom.reload(true);
+      if (!now || now.status !== "running") {
+        window.clearInterval(timer);
+        main.querySelector(".live")?.replaceWith(h("span", { class: "live" }, "The job has ended"));
+      }
+    }, REFRESH_MS);
   }
 }
 
