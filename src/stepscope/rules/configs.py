@@ -136,7 +136,7 @@ def build_rules(rules: Sequence[Any] | None) -> list[Rule]:
     :raises ConfigError: more than :data:`MAX_RULES` rules, the same rule twice, or an item that
         is none of the above.
     """
-    from stepscope.rules.builtin import ProfilerReport
+    from stepscope.rules.builtin.profiler_report import ProfilerReport
 
     items = list(rules) if rules else [ProfilerReport]
     if len(items) > MAX_RULES:

@@ -83,7 +83,7 @@ class QuantileSketch:
     def mean(self) -> float:
         return self.total / self.count if self.count else math.nan
 
-    def histogram(self, max_bins: int = 60) -> dict[str, list[float]]:
+    def histogram(self, max_bins: int = 60) -> dict[str, Any]:
         """Counts over at most ``max_bins`` logarithmic bins: ``{"edges": [...], "counts": [...]}``.
 
         Zeros fall in a first bin ``[0, smallest edge)`` when there are any.

@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import time
 from collections.abc import Sequence
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ _END_MARKER = "training_job_end.ts"
 class RuleEngineHandle:
     """The running engine process: ``finish()`` for the final pass, ``stop()`` to abandon it."""
 
-    def __init__(self, process: Any, finish_event: Any) -> None:
+    def __init__(self, process: BaseProcess, finish_event: Any) -> None:
         self._process = process
         self._finish = finish_event
 
@@ -49,7 +50,7 @@ class RuleEngineHandle:
         return self._process.pid
 
     def is_alive(self) -> bool:
-        return bool(self._process.is_alive())
+        return self._process.is_alive()
 
     def finish(self, timeout_s: float = 120.0) -> bool:
         """Ask for the final pass and wait for it; True when the engine finished in time."""

@@ -215,8 +215,8 @@ def _plain(values: Any) -> np.ndarray:
     """A numpy column with SQL NULLs as NaN (numbers) instead of a masked array."""
     if isinstance(values, np.ma.MaskedArray):
         if values.dtype.kind in "fiu":
-            return values.astype(np.float64).filled(np.nan)
-        return values.filled("")
+            return np.asarray(np.ma.filled(values.astype(np.float64), np.nan))
+        return np.asarray(np.ma.filled(values, ""))
     return np.asarray(values)
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from stepscope.report.figures import line_chart
 from stepscope.report.sections.base import ReportContext, Section, paragraph, table
 
 __all__ = ["SystemUsage"]
+
+#: The utilization kinds drawn over time, with their labels.
+_KINDS: tuple[tuple[Literal["cpu", "gpu"], str], ...] = (("cpu", "CPU"), ("gpu", "GPU"))
 
 #: p95 below this (CPU and GPU) suggests a smaller instance, as in SageMaker's report.
 _LOW_PCT = 70
@@ -51,7 +54,7 @@ class SystemUsage(Section):
         from stepscope.analysis import system_utilization_timeline
 
         charts = []
-        for kind, label in (("cpu", "CPU"), ("gpu", "GPU")):
+        for kind, label in _KINDS:
             frame = system_utilization_timeline(context.job, kind=kind, max_points=300)
             series = {
                 f"{node} {label}": (
