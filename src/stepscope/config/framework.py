@@ -260,10 +260,11 @@ class FrameworkProfile:
         if unknown:
             raise ConfigError("FrameworkProfile key", unknown[0], f"one of {', '.join(names)}")
         kwargs = dict(data)
-        for option, option_cls in (
+        option_classes: list[tuple[str, type[ProfilingOptionConfig]]] = [
             *_OPTION_CLASSES.items(),
             ("distributed", SMDataParallelProfilingConfig),
-        ):
+        ]
+        for option, option_cls in option_classes:
             key = _field_name(option)
             if isinstance(kwargs.get(key), dict):
                 kwargs[key] = option_cls.from_dict(kwargs[key])

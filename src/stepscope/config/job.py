@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from stepscope.config.framework import OPTIONS, FrameworkProfile, option_class
 from stepscope.config.options import ProfilingOptionConfig, PythonProfiler, cProfileTimer
@@ -83,7 +84,11 @@ def _changed_framework(
                 "set only while Python profiling is on",
                 hint="Give a Python profiling range as well (--python START:NUM).",
             )
-        updates = {"python_profiler": python_profiler, "cprofile_timer": cprofile_timer}
+        # Any: a name or a member, which PythonProfilingConfig.__post_init__ checks and converts.
+        updates: dict[str, Any] = {
+            "python_profiler": python_profiler,
+            "cprofile_timer": cprofile_timer,
+        }
         python = dataclasses.replace(
             python, **{key: value for key, value in updates.items() if value is not None}
         )

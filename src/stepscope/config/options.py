@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import InitVar, dataclass, fields
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from stepscope.config.ranges import ProfileRange
 from stepscope.config.validation import check_bool, check_enum, check_range_fields, check_regex
@@ -73,7 +73,10 @@ class cProfileTimer(Enum):
         return _member_by_folded_name(cls, value)
 
 
-def _member_by_folded_name(enum: type[Any], value: object) -> Any:
+_E = TypeVar("_E", bound=Enum)
+
+
+def _member_by_folded_name(enum: type[_E], value: object) -> _E | None:
     if isinstance(value, str):
         folded = value.casefold()
         for member in enum:
