@@ -104,8 +104,8 @@ class RemoteFiles:
         # A fresh instance, not fsspec's cached one: credentials and endpoints come from the
         # environment at open time, and a cached client may point at a stale endpoint.
         options = {"skip_instance_cache": True, **(storage_options or {})}
-        self.fs, self._root = fsspec.core.url_to_fs(self.url, **options)
-        self._root = self._root.rstrip("/")
+        self.fs, root = fsspec.core.url_to_fs(self.url, **options)
+        self._root: str = root.rstrip("/")
 
     def _full(self, rel: str) -> str:
         return f"{self._root}/{rel}" if rel else self._root

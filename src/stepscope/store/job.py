@@ -460,12 +460,12 @@ class JobData:
             return
         with self._files.open(rel) as stream:
             if raw.reader == "system":
-                local = self._files.root / rel if isinstance(self._files, LocalFiles) else None
+                local_path = self._files.root / rel if isinstance(self._files, LocalFiles) else None
                 yield read_system_file(
                     stream,
                     path=display,
                     node=raw.node,
-                    local_path=local,
+                    local_path=local_path,
                     duckdb_connection=self._reading_connection(),
                 )
             elif raw.reader == "pevents":

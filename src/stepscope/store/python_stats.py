@@ -158,7 +158,7 @@ def _start_dir(root: str, fs: Any) -> str:
 def _all_files(root: str, fs: Any) -> list[str]:
     if fs is not None:
         return [str(p) for p in fs.find(root)]
-    found = []
+    found: list[str] = []
     for dirpath, _dirnames, filenames in os.walk(root):
         found.extend(os.path.join(dirpath, name) for name in filenames)
     return found
