@@ -10,8 +10,9 @@ absolute origin), which keeps sub-µs precision that absolute epoch floats would
 from __future__ import annotations
 
 import gzip
+import io
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import duckdb
 import orjson
@@ -70,7 +71,7 @@ class _Ids:
 class _EventWriter:
     """Writes the ``traceEvents`` array one event per line."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    def __init__(self, stream: io.BufferedIOBase) -> None:
         self.stream = stream
         self.first = True
 
