@@ -129,7 +129,7 @@ class BatchTimeAnalysis:
     @property
     def empty(self) -> bool:
         """True when fewer than two GetNext calls fell in the window."""
-        return len(self.batches) == 0 or self.batches["BatchTime_in_seconds"].isna().all()
+        return len(self.batches) == 0 or bool(self.batches["BatchTime_in_seconds"].isna().all())
 
     def summary(self) -> str:
         """The findings as a few readable lines."""

@@ -25,7 +25,7 @@ import datetime as _dt
 import logging
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import duckdb
@@ -89,7 +89,7 @@ def to_epoch_us(timestamp: Any) -> int:
     if isinstance(timestamp, _dt.datetime):
         if timestamp.tzinfo is None:
             timestamp = timestamp.replace(tzinfo=_dt.timezone.utc)
-        delta = timestamp - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+        delta: _dt.timedelta = timestamp - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
         return delta.days * 86_400_000_000 + delta.seconds * 1_000_000 + delta.microseconds
     raise TypeError(f"Cannot read {timestamp!r} as a timestamp")
 
@@ -133,7 +133,9 @@ class PandasFrame:
         return self._con
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
-        return self.connection().sql(sql, params=list(params) or None).to_arrow_table().to_pandas()
+        relation = self.connection().sql(sql, params=list(params) or None)
+        frame: pd.DataFrame = relation.to_arrow_table().to_pandas()  # pyarrow is untyped
+        return frame
 
     def _first_minute_us(self) -> int:
         con = self.connection()
@@ -315,7 +317,7 @@ class PandasFrame:
         con = self.connection()
         con.register("_stepscope_windows", windows)
         try:
-            return (
+            frame: pd.DataFrame = (  # pyarrow is untyped
                 con.sql(
                     "SELECT e.category AS process, e.name AS name, sum(e.dur_us) AS total_us "
                     "FROM events e JOIN _stepscope_windows w ON "
@@ -325,6 +327,7 @@ class PandasFrame:
                 .to_arrow_table()
                 .to_pandas()
             )
+            return frame
         finally:
             con.unregister("_stepscope_windows")
 
@@ -373,8 +376,9 @@ class PandasFrame:
             selected_framework_metrics,
             "e.start_us + e.dur_us >= w.lo AND e.start_us <= w.hi AND e.name NOT LIKE '%Step%'",
         )
-        per_phase = totals.groupby("process")["total_us"].sum().to_dict()
-        per_name = totals.groupby("name")["total_us"].sum().to_dict()
+        # pandas types to_dict() keys as Hashable; here they are the grouped text columns.
+        per_phase = cast("dict[str, float]", totals.groupby("process")["total_us"].sum().to_dict())
+        per_name = cast("dict[str, float]", totals.groupby("name")["total_us"].sum().to_dict())
         return _normalised(per_phase), _normalised(per_name)
 
 

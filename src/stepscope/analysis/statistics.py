@@ -169,7 +169,8 @@ class _Statistics:
 
     def _df(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         relation = self.con.sql(self._with + sql, params=list(params) or None)
-        return relation.to_arrow_table().to_pandas()
+        frame: pd.DataFrame = relation.to_arrow_table().to_pandas()  # pyarrow is untyped
+        return frame
 
     def _row(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...]:
         return self.con.sql(self._with + sql, params=list(params) or None).fetchall()[0]

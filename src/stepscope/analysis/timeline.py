@@ -25,8 +25,8 @@ from stepscope.analysis.tracks import UNKNOWN_NODE, tracked_events_sql
 
 __all__ = ["TimelineIndex", "TimelineTrack"]
 
-_LAUNCH = ("cuda_runtime", "cuda_driver")
-_GPU_ACTIVITY = ("kernel", "gpu_memcpy", "gpu_memset")
+_LAUNCH: tuple[str, ...] = ("cuda_runtime", "cuda_driver")
+_GPU_ACTIVITY: tuple[str, ...] = ("kernel", "gpu_memcpy", "gpu_memset")
 #: Counters per node; ``gpu`` -1 is the node's CPU side.
 _COUNTERS_SQL = f"""
     WITH s AS (SELECT CASE WHEN node = '' THEN '{UNKNOWN_NODE}' ELSE node END AS node,
@@ -108,7 +108,7 @@ class TimelineIndex:
         ).fetchall()
         tracks = []
         for node, rank, side, gpu, thread, count in slice_keys:
-            key = ("slices", node, rank, side, gpu, thread)
+            key: tuple[Any, ...] = ("slices", node, rank, side, gpu, thread)
             label = f"{f'rank {rank}' if rank >= 0 else 'rank ?'} · {thread}"
             path = _tree(node, gpu if side == "gpu" else -1, label)
             tracks.append(TimelineTrack(_track_id(key), path, "slices", count, key))

@@ -62,7 +62,8 @@ def system_active_time(job_or_con: Any, *, kind: DeviceKind = "gpu") -> pd.DataF
     """
     metric_type, dimension = _metric(kind)
     con = _connection(job_or_con)
-    return con.execute(
+    # duckdb types .df() as Any; it is a pandas DataFrame.
+    frame: pd.DataFrame = con.execute(
         """
         WITH per_node AS (
             SELECT node,
@@ -85,6 +86,7 @@ def system_active_time(job_or_con: Any, *, kind: DeviceKind = "gpu") -> pd.DataF
         """,
         [metric_type, dimension],
     ).df()
+    return frame
 
 
 def system_utilization_timeline(
@@ -106,7 +108,8 @@ def system_utilization_timeline(
         raise ConfigError("system_utilization_timeline.max_points", max_points, "an integer >= 1")
     metric_type, dimension = _metric(kind)
     con = _connection(job_or_con)
-    return con.execute(
+    # duckdb types .df() as Any; it is a pandas DataFrame.
+    frame: pd.DataFrame = con.execute(
         """
         WITH samples AS (
             SELECT node, timestamp_us, value FROM system WHERE type = ? AND dimension = ?
@@ -136,3 +139,4 @@ def system_utilization_timeline(
         """,
         [metric_type, dimension, max_points],
     ).df()
+    return frame
