@@ -92,6 +92,7 @@ def annotation_end(handle: AnnotationHandle | None) -> None:
                 handle.start_us,
                 end_us - handle.start_us,
                 {"tid": handle.tid, "pid": session.pid, "step_num": session.current_step_num},
+                "pythontimeline.json",
             )
         )
         if len(later) >= LATER_MAX_EVENTS:

@@ -60,8 +60,11 @@ MODES = ("TRAIN", "EVAL", "PREDICT", "GLOBAL")
 #: The collection options a step range can switch on (``FrameworkProfile.range_for``).
 OPTIONS = ("dataloader", "python", "detailed", "horovod", "smdataparallel")
 
-#: Events held back before they are handed to the writer in one burst (see write_later).
-LATER_MAX_EVENTS = 256
+#: Events held back before they are handed to the writers in one burst (see write_later).
+LATER_MAX_EVENTS = 1024
+
+#: Seconds between two bursts, checked at step ends.
+FLUSH_INTERVAL_S = 1.0
 
 #: How often, at most, a step boundary checks whether the config file changed.
 CONFIG_POLL_INTERVAL_S = 1.0
@@ -167,9 +170,10 @@ class Session:
         self._closers: list[Callable[[], None]] = []
         self._writers: dict[str, Any] = {}
         # annotations wait here (append/popleft are atomic) and reach the writer in bursts
-        self._later: collections.deque[tuple[str, str, float, float, dict[str, Any]]] = (
+        self._later: collections.deque[tuple[str, str, float, float, dict[str, Any], str]] = (
             collections.deque()
         )
+        self._last_flush_s = 0.0
         self._writer_factory = writer_factory
         self._lock = threading.RLock()
         self._watcher: Any = None
@@ -240,60 +244,51 @@ class Session:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def write(
+    def write_later(
         self,
         phase: str,
         name: str,
         start_us: float,
         dur_us: float,
-        args: dict[str, Any] | None = None,
-        *,
+        args: dict[str, Any],
         suffix: str = "pythontimeline.json",
-    ) -> bool:
-        """Queue one event on this node's timeline file (never blocks, never raises).
-
-        :param suffix: ``pythontimeline.json`` (steps, forward/backward, annotations,
-            collectives) or ``model_timeline.json`` (data loader), as SageMaker splits them.
-        :returns: False when the event was dropped.
-        """
-        writer = self._writers.get(suffix)
-        if writer is None:
-            writer = self._open_writer(suffix)
-            if writer is None:
-                return False
-        return bool(writer.write_event(name, phase, start_us, dur_us, args))
-
-    def write_later(
-        self, phase: str, name: str, start_us: float, dur_us: float, args: dict[str, Any]
     ) -> None:
-        """Queue a ``pythontimeline`` event for the next burst: at a step end, at the stop, or
-        after :data:`LATER_MAX_EVENTS` events. The writer thread then wakes once per step, not
-        once per event: every event of the training thread (steps, forward, backward,
-        annotations, collectives) goes this way."""
+        """Queue an event for the next burst: at the first step end after
+        :data:`FLUSH_INTERVAL_S`, at the stop, or after :data:`LATER_MAX_EVENTS` events.
+
+        Every event of the training thread (steps, forward, backward, data loader, annotations,
+        collectives) goes this way, so the writer thread wakes about once a second instead of
+        once per event, and the training thread seldom hands it the GIL.
+
+        :param suffix: the timeline file: ``pythontimeline.json`` (steps, forward/backward,
+            annotations, collectives) or ``model_timeline.json`` (data loader), as SageMaker
+            splits them.
+        """
         later = self._later
-        later.append((phase, name, start_us, dur_us, args))
+        later.append((phase, name, start_us, dur_us, args, suffix))
         if len(later) >= LATER_MAX_EVENTS:
             self.flush()
 
     def flush(self) -> None:
-        """Hand the events queued by :meth:`write_later` to the writer."""
+        """Hand the events queued by :meth:`write_later` to the writers."""
+        self._last_flush_s = time.monotonic()
         later = self._later
-        if not later:
-            return
-        writer = self._writers.get("pythontimeline.json") or self._open_writer(
-            "pythontimeline.json"
-        )
         # a writer that breaks its promise never to raise loses its events, not our hooks
-        write_event = (
-            None if writer is None else self.guard.wrap("session.writer", writer.write_event)
-        )
+        writers: dict[str, Any] = {}
         while later:
             try:
-                phase, name, start_us, dur_us, args = later.popleft()
+                phase, name, start_us, dur_us, args, suffix = later.popleft()
             except IndexError:
                 return
-            if write_event is not None:
-                write_event(name, phase, start_us, dur_us, args)
+            write_event = writers.get(suffix)
+            if write_event is None:
+                writer = self._writers.get(suffix) or self._open_writer(suffix)
+                if writer is None:
+                    continue
+                write_event = writers[suffix] = self.guard.wrap(
+                    "session.writer", writer.write_event
+                )
+            write_event(name, phase, start_us, dur_us, args)
 
     def _open_writer(self, suffix: str) -> Any:
         with self._lock:
@@ -420,7 +415,8 @@ class Session:
             phase = f"Step:ModeKeys.{mode}"
             args = {"step_num": str(self.mode_steps[mode]), "pid": self.pid}
             self.write_later(phase, phase, self.step_start_us, end - self.step_start_us, args)
-            self.flush()
+            if time.monotonic() - self._last_flush_s >= FLUSH_INTERVAL_S:
+                self.flush()
             finished = self.step
             self._poll_config()
             self._update_active(finished + 1)

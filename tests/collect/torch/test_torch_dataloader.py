@@ -56,10 +56,12 @@ def test_iterator_getnext_and_worker_events(tmp_path: Path, workers: int) -> Non
     train_init, eval_init = inits
     first_workers = [e for e in worker_events if e["start_us"] < eval_init["start_us"]]
     assert len(first_workers) == 2
+    train_batches = [g for g in getnexts if g["end_us"] < eval_init["start_us"]]
     for worker in first_workers:
-        # a worker starts while its iterator is created and lives past its last batch
-        assert train_init["start_us"] <= worker["start_us"] <= train_init["end_us"]
-        train_batches = [g for g in getnexts if g["end_us"] < eval_init["start_us"]]
+        # a worker starts once its iterator is being created (its process may start running
+        # after __init__ returned), before the batch it delivers, and lives past the last batch
+        mine = [g for g in train_batches if g["args"]["worker_id"] == worker["args"]["worker_id"]]
+        assert train_init["start_us"] <= worker["start_us"] <= mine[0]["end_us"]
         assert worker["end_us"] >= max(g["end_us"] for g in train_batches)
 
 

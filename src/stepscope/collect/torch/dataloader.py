@@ -162,7 +162,7 @@ class DataLoaderHooks:
         name = f"{type(iterator).__name__}.__init__"
         if not self.wanted(name, _INIT_PHASE):
             return
-        session.write(
+        session.write_later(
             _INIT_PHASE,
             name,
             start_us,
@@ -196,7 +196,7 @@ class DataLoaderHooks:
         if not self.wanted(_GETNEXT_NAME, _GETNEXT_PHASE):
             return
         session = self.session
-        session.write(
+        session.write_later(
             _GETNEXT_PHASE,
             _GETNEXT_NAME,
             start_us,
@@ -237,7 +237,7 @@ class DataLoaderHooks:
             return  # the worker did not live while data-loader profiling was on
         if not self.wanted(_WORKER_PHASE, _WORKER_PHASE):
             return
-        self.session.write(
+        self.session.write_later(
             _WORKER_PHASE,
             _WORKER_PHASE,
             start,
