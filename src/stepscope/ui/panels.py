@@ -10,10 +10,8 @@ kinds, which the front end draws with plotly:
 * ``histogram``: ``{"series": [{"name", "counts", "stats"}], "edges", "unit"}``;
 * ``bars`` (stacked): ``{"categories", "series": [{"name", "values", "hover"}], "unit"}``.
 
-A panel without data returns ``{"empty": true, "message": ...}`` saying so plainly. Kernel panels
-use the kernel analyses of :mod:`stepscope.analysis`; when this installation lacks one, the panel
-says it has no data of that kind rather than failing. A panel that fails is logged with its
-traceback and reported as such, and the other panels go on.
+A panel without data returns ``{"empty": true, "message": ...}`` saying so plainly. A panel that
+fails is logged with its traceback and reported as such, and the other panels go on.
 """
 
 from __future__ import annotations
@@ -24,10 +22,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from stepscope import analysis
 
-__all__ = ["DEFAULT_K", "HISTOGRAM_BINS", "MAX_K", "MAX_POINTS", "PANELS", "Panel", "PanelQuery"]
+__all__ = [
+    "DEFAULT_K",
+    "HISTOGRAM_BINS",
+    "MAX_K",
+    "MAX_POINTS",
+    "PANELS",
+    "Panel",
+    "PanelQuery",
+    "annotation_names",
+    "compute_panel",
+    "empty",
+    "histogram",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +78,6 @@ def empty(message: str) -> dict[str, Any]:
     return {"empty": True, "message": message}
 
 
-def _analysis(name: str) -> Callable[..., Any] | None:
-    return getattr(analysis, name, None)
-
-
 def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -86,10 +93,6 @@ def _pie(
         "hover": hover,
         "pct": [round(p, 3) for p in pct],
     }
-
-
-def _seconds(us: float) -> str:
-    return f"{us / 1e6:,.3f} s" if us >= 1e5 else f"{us / 1e3:,.3f} ms"
 
 
 # --- system metrics ----------------------------------------------------------------------------
@@ -120,9 +123,8 @@ def _active_time(kind: str, label: str) -> Callable[[Any, PanelQuery], dict[str,
 
 def _kernel_active_time(job: Any) -> dict[str, Any]:
     """GPU active time from kernel activity, for traces without sampled GPU utilization."""
-    fn = _analysis("gpu_active_time")
-    frame = fn(job) if fn is not None else None
-    if frame is None or frame.empty:
+    frame = analysis.gpu_active_time(job)
+    if frame.empty:
         return empty("No GPU utilization or GPU kernel activity was recorded for this job.")
     by_rank = frame.groupby("rank", sort=True)[["active_us", "idle_us"]].sum()
     if len(by_rank) > _MAX_GROUPS:
@@ -174,9 +176,8 @@ def _utilization(kind: str, label: str) -> Callable[[Any, PanelQuery], dict[str,
 
 def _kernel_utilization(job: Any) -> dict[str, Any]:
     """Mean kernel-busy share of each rank's GPUs over time, at most ``MAX_POINTS`` per rank."""
-    fn = _analysis("gpu_utilization_timeline")
-    frame = fn(job) if fn is not None else None
-    if frame is None or frame.empty:
+    frame = analysis.gpu_utilization_timeline(job)
+    if frame.empty:
         return empty("No GPU utilization or GPU kernel activity was recorded for this job.")
     t0_us = float(frame["start_us"].min())
     width_us = max(1.0, (float(frame["end_us"].max()) - t0_us) / MAX_POINTS)
@@ -213,11 +214,8 @@ def _kernel_pie(order_by: str, *, with_others: bool) -> Callable[[Any, PanelQuer
     """
 
     def compute(job: Any, query: PanelQuery) -> dict[str, Any]:
-        kernel_summary = _analysis("kernel_summary")
-        if kernel_summary is None:
-            return empty("No GPU kernel data of this kind is available.")
         top_k = query.k if with_others else DEFAULT_K
-        frame = kernel_summary(job, top_k=top_k, order_by=order_by)
+        frame = analysis.kernel_summary(job, top_k=top_k, order_by=order_by)
         frame = frame[frame["count"] > 0]
         if frame.empty:
             return empty("This job has no GPU kernels.")
@@ -254,15 +252,12 @@ def _kernel_pie(order_by: str, *, with_others: bool) -> Callable[[Any, PanelQuer
 
 
 def _share_pie(
-    function: str, label_column: str, what: str
+    function: Callable[[Any], pd.DataFrame], label_column: str, what: str
 ) -> Callable[[Any, PanelQuery], dict[str, Any]]:
     """A pie of time per category from an analysis returning ``count, total_us, pct``."""
 
     def compute(job: Any, query: PanelQuery) -> dict[str, Any]:
-        fn = _analysis(function)
-        if fn is None:
-            return empty(f"No {what} data of this kind is available.")
-        frame = fn(job)
+        frame = function(job)
         frame = frame[frame["total_us"] > 0]
         if frame.empty:
             return empty(f"This job has no {what} data.")
@@ -342,48 +337,26 @@ def _step_time(job: Any, query: PanelQuery) -> dict[str, Any]:
 
 
 def _annotation_histogram(job: Any, query: PanelQuery) -> dict[str, Any]:
-    durations = _analysis("annotation_durations")
-    if durations is None:
-        return empty("No annotation data of this kind is available.")
-    frame = durations(job, query.annotation)
-    column = next((c for c in ("dur_us", "duration_us") if c in frame.columns), None)
-    if column is None or frame.empty:
+    frame = analysis.annotation_durations(job, query.annotation)
+    if frame.empty:
         return empty(f"No '{query.annotation}' annotations were recorded.")
-    payload = histogram({query.annotation: frame[column].to_numpy(dtype=float)})
+    payload = histogram({query.annotation: frame["dur_us"].to_numpy(dtype=float)})
     payload["annotation"] = query.annotation
     return payload
 
 
 def annotation_names(job: Any) -> list[str]:
     """Names for the custom histogram's drop-down, largest total time first (at most 500)."""
-    names = _analysis("annotation_names")
-    if names is None:
-        return []
-    result = names(job)
-    if hasattr(result, "columns"):
-        column = "name" if "name" in result.columns else result.columns[0]
-        result = result[column]
-    return list(dict.fromkeys(str(n) for n in result))[:500]
+    return [str(name) for name in analysis.annotation_names(job)["name"].head(500)]
 
 
-_BREAKDOWN_KEYS = {
-    "rank",
-    "step",
-    "node",
-    "device",
-    "start_us",
-    "end_us",
-    "duration_us",
-    "total_us",
-}
+# step_time_breakdown's identifying columns; every other column is a category of the step
+_BREAKDOWN_KEYS = {"rank", "step", "start_us", "duration_us"}
 
 
 def _step_breakdown(job: Any, query: PanelQuery) -> dict[str, Any]:
-    breakdown = _analysis("step_time_breakdown")
-    if breakdown is None:
-        return empty("No step breakdown data of this kind is available.")
-    frame = breakdown(job)
-    if frame.empty or "rank" not in frame.columns:
+    frame = analysis.step_time_breakdown(job)
+    if frame.empty:
         return empty("This job has no steps with kernel-level data to break down.")
     components = [
         c
@@ -429,14 +402,14 @@ PANELS: dict[str, Panel] = {
     "step_time": Panel("Step time distribution", _step_time),
     "kernel_precision": Panel(
         "Kernel precision distribution",
-        _share_pie("kernel_precision", "precision", "kernel precision"),
+        _share_pie(analysis.kernel_precision, "precision", "kernel precision"),
     ),
     "gpu_activity": Panel(
-        "GPU activity distribution", _share_pie("gpu_activity", "activity", "GPU activity")
+        "GPU activity distribution", _share_pie(analysis.gpu_activity, "activity", "GPU activity")
     ),
     "memory_operations": Panel(
         "GPU memory operations distribution",
-        _share_pie("memory_operations", "kind", "GPU memory operation"),
+        _share_pie(analysis.memory_operations, "kind", "GPU memory operation"),
     ),
     "step_breakdown": Panel("Step time breakdown per rank", _step_breakdown),
     "annotation_histogram": Panel(
