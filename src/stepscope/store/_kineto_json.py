@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,8 @@ _MAX_HEAD_BYTES = 64 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _WHITESPACE_AND_COMMAS = b" \t\r\n,"
+_PHASE = re.compile(rb'"ph"\s*:\s*"([^"]*)"')
+_PHASE_CARRY = 32
 
 
 @dataclass
@@ -61,6 +64,8 @@ class TraceDocument:
     is_array: bool = False
     found_events: bool = False
     problems: list[tuple[str, str]] = field(default_factory=list)
+    #: Events per ``ph`` value, counted by :func:`extract_event_array` on the raw text.
+    phases: Counter[bytes] = field(default_factory=Counter)
 
 
 def _decompressed_blocks(path: Path, document: TraceDocument) -> Iterator[bytes]:
@@ -341,10 +346,14 @@ def extract_event_array(path: Path, document: TraceDocument, destination: Any) -
     document.found_events = True
     written = 0
     tail = b""
+    carry = b""  # the end of the previous block, so a "ph" key split across blocks still counts
     for block in _chain(buffer, blocks):
         destination.write(block)
         written += len(block)
         tail = (tail + block)[-(CHUNK_BYTES * 4) :]
+        text = carry + block
+        document.phases.update(m.group(1) for m in _PHASE.finditer(text) if m.end() > len(carry))
+        carry = text[-_PHASE_CARRY:]
     if document.problems:
         return False
     end = _find_array_end(tail, document)

@@ -294,7 +294,7 @@ WITH source AS (
                 THEN 'cpu_instant_event'
                 ELSE CASE coalesce(cat, '') {legacy} ELSE coalesce(cat, '') END END
                AS category
-    FROM read_json($path, format = 'array', maximum_object_size = 1073741824,
+    FROM read_json($path, format = 'array', maximum_object_size = 16777216,
                    columns = {{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR',
                                tid: 'VARCHAR', ts: 'DOUBLE', dur: 'DOUBLE', args: 'JSON'}})
 ),
@@ -322,6 +322,7 @@ SELECT category, name, CASE ph WHEN 'I' THEN 'i' ELSE ph END AS ph, ts, dur_us, 
                      WHEN category = 'cpu_instant_event' THEN '{{{drop},"Bytes":null}}'
                      ELSE '{{{drop}}}' END) AS VARCHAR), '{{}}'), '') END AS args
 FROM flagged
+WHERE ph IN ('X', 'i', 'I', 'C')
 """.format(
     legacy=_LEGACY_SQL,
     paths="[" + ", ".join(f"'{p}'" for p in _ARGS_PATHS) + "]",
@@ -366,16 +367,15 @@ def _read_whole_array(path: Path, counts: dict[str, int]) -> tuple[pa.Table, Tra
             con.close()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    for entry in pc.value_counts(table["ph"]).to_pylist():
-        phase, count = entry["values"], entry["counts"]
-        if phase in _FLOW_PHASES:
+    for phase, count in document.phases.items():
+        text = phase.decode("utf-8", "replace")
+        if text in _FLOW_PHASES:
             counts["flow"] += count
-        elif phase == "M":
+        elif text == "M":
             counts["metadata"] += count
-        elif phase not in _KEPT_PHASES:
+        elif text not in _KEPT_PHASES:
             counts["skipped"] += count
-    kept = table.filter(pc.is_in(table["ph"], value_set=pa.array(["X", "i", "C"])))
-    return kept.cast(_RAW_SCHEMA), document
+    return table.cast(_RAW_SCHEMA), document
 
 
 def _convert_chunk(events: list[Any], counts: dict[str, int]) -> pa.RecordBatch:
