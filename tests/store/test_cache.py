@@ -208,16 +208,23 @@ def test_missing_or_damaged_segments_are_rebuilt_from_the_raw_files(
 ) -> None:
     data = open_job(job)
     data.refresh()
-    expected = _count(data, "system")
+    expected = {table: _count(data, table) for table in ("system", "events")}
     cache = job / ".stepscope" / "cache"
-    segments = sorted(cache.glob("system/*/*.parquet"))
-    segments[0].unlink()
-    segments[1].write_bytes(b"not parquet at all")
+    live = {
+        e["segment"] for e in json.loads((cache / "manifest.json").read_text())["files"].values()
+    }
+    # the job has ended: each stream's files share one merged segment
+    (system_segment,) = [s for s in live if s.startswith("system/")]
+    (python_segment,) = [s for s in live if "pythontimeline" in s]
+    (cache / system_segment).unlink()
+    (cache / python_segment).write_bytes(b"not parquet at all")
     with caplog.at_level(logging.WARNING, logger="stepscope.store"):
         con = data.connect()
-    assert con.execute("SELECT count(*) FROM system").fetchone() == (expected,)
-    assert any("re-reading 2 raw file(s)" in r.getMessage() for r in caplog.records)
-    assert len(data.last_refresh_files) == 2
+    for table, rows in expected.items():
+        assert con.execute(f"SELECT count(*) FROM {table}").fetchone() == (rows,)
+    reread = [p for p in _data_files(job) if "/system/" in p or p.endswith("_pythontimeline.json")]
+    assert any(f"re-reading {len(reread)} raw file(s)" in r.getMessage() for r in caplog.records)
+    assert sorted(data.last_refresh_files) == reread
 
 
 def test_explicit_cache_dir_wins(job: Path, tmp_path: Path) -> None:

@@ -2,20 +2,34 @@
 
 Each raw file that holds data becomes one Parquet segment, written batch by batch while the raw
 file is read, under ``<cache>/<kind>/<partition>/`` where kind is ``system`` or ``events`` and the
-partition names the node (and for events the source and rank). ``manifest.json`` records, per raw
-file, its size and modification time when it was converted, the segment and a few statistics
-(rows, first and last time, nodes, ranks). A refresh converts only files that are new or whose
-size or time changed (a grown file is re-read whole and its old segment replaced) and drops the
-segments of files that disappeared.
+partition names the stream: the node (and for events the source and rank). ``manifest.json``
+records, per raw file, its size and modification time when it was converted, the segment holding
+its rows, where they start in it (``offset``) and a few statistics (rows, first and last time,
+nodes, ranks). A refresh converts only files that are new or whose size or time changed (a grown
+file is re-read whole and its old rows replaced) and drops the rows of files that disappeared.
+
+**Compaction.** Many small segments make every query slow (DuckDB opens each file), so
+:meth:`ColumnarCache.compact` merges the small segments of one partition into larger ones: the
+rows of each raw file are copied, in time order, as one contiguous range into the new segment,
+and the manifest entry of each raw file then names the merged segment and its ``offset``. A
+partition is compacted once it holds ``compact_min_segments`` segments smaller than
+``segment_target_rows`` whose raw files have been left alone for ``settled_after_s`` (closed:
+merging a file that still grows would mean rewriting the merged segment at the next refresh),
+or, once the job has ended, as soon as it holds two. A merged segment is cut after
+``segment_target_rows``. Because the manifest still maps every raw file to its exact rows,
+incremental refresh works the same after compaction: when a raw file of a merged segment grows
+or disappears, the segment loses that member, and before the manifest is saved every segment
+that lost members is rewritten with the rows of the others only, so no row is ever listed twice.
 
 Where the cache lives (:func:`cache_dir_for`): ``<job>/.stepscope/cache/`` when the job folder is
 writable; otherwise ``$STEPSCOPE_CACHE_DIR/<hash>/`` or ``~/.cache/stepscope/<hash>/``, hashed
 from the job's absolute path or URL, so read-only inputs and ``s3://`` jobs still get one.
 
 Concurrent refreshes (the live rule engine and the UI) serialise on ``<cache>/lock`` (``flock``);
-the manifest and every segment are written to a temporary name and renamed into place. A
-replaced segment is deleted only ``retire_after_s`` later, so a DuckDB connection opened by
-another process just before the replacement can still read it.
+the manifest and every segment (converted, merged or rewritten) are written to a temporary name
+and renamed into place, and a segment is never modified once renamed. A replaced segment is
+deleted only ``retire_after_s`` later, so a DuckDB connection opened by another process before a
+refresh or a compaction keeps reading the segments it listed, with the same rows.
 """
 
 from __future__ import annotations
@@ -48,6 +62,9 @@ logger = logging.getLogger(__name__)
 KINDS: dict[str, pa.Schema] = {"system": SYSTEM_SCHEMA, "events": EVENT_SCHEMA}
 
 _MANIFEST_VERSION = 1
+#: Rows per Parquet row group of a merged segment: small enough that a query for a few minutes
+#: of an hour-long stream skips most of it by the row groups' statistics.
+_ROW_GROUP_ROWS = 65_536
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _DUCKDB_TYPES = {
     pa.int64(): "BIGINT",
@@ -90,21 +107,39 @@ class ColumnarCache:
 
     :param root: the cache folder (created if missing).
     :param retire_after_s: how long a replaced or dropped segment stays on disk.
+    :param compact_min_segments: a partition with this many small, settled segments is
+        compacted (see the module docstring); at least 2.
+    :param segment_target_rows: segments with fewer rows are small; merged segments are cut
+        after this many rows.
+    :param settled_after_s: a raw file unchanged for this long is closed and may be merged.
     """
 
-    def __init__(self, root: Path, *, retire_after_s: float = 300.0) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        retire_after_s: float = 300.0,
+        compact_min_segments: int = 8,
+        segment_target_rows: int = 1_000_000,
+        settled_after_s: float = 120.0,
+    ) -> None:
         self.root = Path(root)
         self.retire_after_s = retire_after_s
+        self.compact_min_segments = max(2, compact_min_segments)
+        self.segment_target_rows = segment_target_rows
+        self.settled_after_s = settled_after_s
         self.retired: list[tuple[str, float]] = []
         self.root.mkdir(parents=True, exist_ok=True)
         self._manifest_path = self.root / "manifest.json"
         self.files: dict[str, dict[str, Any]] = {}
+        self._shrunk: set[str] = set()  # shared segments that lost members since the last save
         self.load()
 
     # ------------------------------------------------------------------ manifest
 
     def load(self) -> None:
         """Re-read the manifest (another process may have refreshed the cache)."""
+        self._shrunk = set()
         try:
             manifest = orjson.loads(self._manifest_path.read_bytes())
         except FileNotFoundError:
@@ -122,7 +157,9 @@ class ColumnarCache:
         self.retired = [(str(path), float(at)) for path, at in manifest.get("retired", [])]
 
     def save(self) -> None:
-        """Delete segments retired long enough ago; write the manifest atomically."""
+        """Rewrite the segments that lost members, delete segments retired long enough ago, and
+        write the manifest atomically."""
+        self._rewrite_shrunk()
         now = time.time()
         kept = []
         for segment, retired_at in self.retired:
@@ -167,14 +204,31 @@ class ColumnarCache:
             "size_bytes": info.size_bytes,
             "mtime": info.mtime,
             "segment": segment,
+            "offset": 0,
             **stats,
         }
 
     def drop(self, path: str, *, keep_segment: str | None = None) -> None:
-        """Forget raw file ``path``; its segment is deleted ``retire_after_s`` later."""
+        """Forget raw file ``path``; its segment is deleted ``retire_after_s`` later, or, when
+        other raw files share it, rewritten without its rows by :meth:`save`."""
         entry = self.files.pop(path, None)
-        if entry and entry.get("segment") and entry["segment"] != keep_segment:
-            self.retired.append((entry["segment"], time.time()))
+        segment = entry.get("segment") if entry else None
+        if not segment or segment == keep_segment:
+            return
+        if any(other.get("segment") == segment for other in self.files.values()):
+            self._shrunk.add(segment)
+        else:
+            self._shrunk.discard(segment)
+            self._retire(segment)
+
+    def expired_retirements(self) -> bool:
+        """Whether some retired segment is due for deletion (a save would delete it)."""
+        now = time.time()
+        return any(now - at >= self.retire_after_s for _, at in self.retired)
+
+    def _retire(self, segment: str) -> None:
+        if all(segment != retired for retired, _ in self.retired):
+            self.retired.append((segment, time.time()))
 
     # ------------------------------------------------------------------ segments
 
@@ -248,20 +302,132 @@ class ColumnarCache:
             partition = Path(kind, source, f"{node}_r{batch.column('rank')[0].as_py()}")
         else:
             partition = Path(kind, node)
+        return self._unused_path(partition.as_posix(), raw_path)
+
+    def _unused_path(self, partition: str, raw_path: str, *, prefix: str = "") -> Path:
+        """A segment name in ``partition``, after the raw file, that no file has: a segment
+        still read by another process is never overwritten."""
         stem = _UNSAFE.sub("_", raw_path.rsplit("/", 1)[-1])[:80]
         digest = hashlib.sha1(raw_path.encode()).hexdigest()[:10]
         generation = 0
-        while (self.root / partition / f"{stem}-{digest}-{generation}.parquet").exists():
+        while (self.root / partition / f"{prefix}{stem}-{digest}-{generation}.parquet").exists():
             generation += 1
-        return self.root / partition / f"{stem}-{digest}-{generation}.parquet"
+        return self.root / partition / f"{prefix}{stem}-{digest}-{generation}.parquet"
 
     def segments(self, kind: str) -> list[Path]:
-        """The segment files of ``kind`` listed by the manifest, in raw-file order."""
-        return [
-            self.root / entry["segment"]
+        """The segment files of ``kind`` listed by the manifest, in raw-file order, each once."""
+        listed = dict.fromkeys(
+            entry["segment"]
             for _, entry in sorted(self.files.items())
             if entry.get("segment") and entry.get("kind") == kind
-        ]
+        )
+        return [self.root / segment for segment in listed]
+
+    # ------------------------------------------------------------------ compaction
+
+    def compact(self, *, ended: bool = False) -> int:
+        """Merge the small segments of each partition (see the module docstring).
+
+        :param ended: the job has ended: every raw file is closed and two small segments of a
+            partition are enough to merge them.
+        :returns: how many segments were merged away.
+        """
+        settled_before = time.time() - self.settled_after_s
+        small: dict[str, dict[str, bool]] = {}  # partition -> small segment -> all members settled
+        rows: dict[str, int] = {}
+        for entry in self.files.values():
+            segment = entry.get("segment")
+            if segment:
+                rows[segment] = rows.get(segment, 0) + int(entry.get("rows") or 0)
+        for entry in self.files.values():
+            segment = entry.get("segment")
+            if not segment or rows[segment] >= self.segment_target_rows:
+                continue
+            settled = ended or float(entry.get("mtime") or 0) < settled_before
+            partition = small.setdefault(segment.rsplit("/", 1)[0], {})
+            partition[segment] = partition.get(segment, True) and settled
+        merged = 0
+        for segments in small.values():
+            ready = [segment for segment, settled in segments.items() if settled]
+            if len(ready) >= (2 if ended else self.compact_min_segments):
+                if self._rewrite(ready):
+                    merged += len(ready)
+        return merged
+
+    def _rewrite_shrunk(self) -> None:
+        """Rewrite each segment that lost members with the rows of its remaining members."""
+        shrunk, self._shrunk = self._shrunk, set()
+        for segment in sorted(shrunk):
+            if any(entry.get("segment") == segment for entry in self.files.values()):
+                if not self._rewrite([segment]):
+                    # its remaining rows cannot be separated from the lost member's: read them again
+                    for raw_path in self._members([segment]):
+                        del self.files[raw_path]
+            self._retire(segment)
+
+    def _members(self, segments: list[str]) -> list[str]:
+        """The raw files whose rows are in ``segments``, oldest first."""
+        wanted = set(segments)
+        found = [raw for raw, entry in self.files.items() if entry.get("segment") in wanted]
+        return sorted(found, key=lambda raw: (self.files[raw].get("first_us") or 0.0, raw))
+
+    def _rewrite(self, segments: list[str]) -> bool:
+        """Copy the rows of the members of ``segments`` (one partition) into new segments.
+
+        Each member's rows stay one contiguous range; the members' entries are pointed at the
+        new segments only once every new segment is in place, and the old ones are retired.
+
+        :returns: False when a segment could not be read (nothing changed then).
+        """
+        members = self._members(segments)
+        partition = segments[0].rsplit("/", 1)[0]
+        schema = KINDS[partition.split("/", 1)[0]]
+        tables: dict[str, pa.Table] = {}
+        placed: dict[str, tuple[str, int]] = {}
+        written: list[Path] = []
+        writer: pq.ParquetWriter | None = None
+        tmp = final = self.root  # set with the writer of each new segment
+        try:
+            pending: list[pa.Table] = []
+            pending_rows = chunk_rows = 0
+            for index, raw in enumerate(members):
+                entry = self.files[raw]
+                source = entry["segment"]
+                if source not in tables:
+                    tables[source] = pq.read_table(self.root / source, schema=schema)
+                part = tables[source].slice(int(entry.get("offset") or 0), int(entry["rows"]))
+                if writer is None:
+                    final = self._unused_path(partition, raw, prefix="merged-")
+                    tmp = final.with_name(final.name + f".{os.getpid()}.tmp")
+                    writer = pq.ParquetWriter(tmp, schema, compression="zstd", compression_level=1)
+                    chunk_rows = 0
+                placed[raw] = (final.relative_to(self.root).as_posix(), chunk_rows)
+                pending.append(part)
+                pending_rows += part.num_rows
+                chunk_rows += part.num_rows
+                cut = chunk_rows >= self.segment_target_rows or index == len(members) - 1
+                if pending_rows >= _ROW_GROUP_ROWS or cut:
+                    writer.write_table(pa.concat_tables(pending), row_group_size=_ROW_GROUP_ROWS)
+                    pending, pending_rows = [], 0
+                if cut:
+                    writer.close()
+                    writer = None
+                    os.replace(tmp, final)
+                    written.append(final)
+        except (OSError, pa.ArrowException) as exc:
+            if writer is not None:
+                writer.close()
+                tmp.unlink(missing_ok=True)
+            for path in written:
+                path.unlink(missing_ok=True)
+            logger.warning("Cannot compact the cache segments of %s: %s", partition, exc)
+            return False
+        for raw, (segment, offset) in placed.items():
+            self.files[raw]["segment"] = segment
+            self.files[raw]["offset"] = offset
+        for segment in segments:
+            self._retire(segment)
+        return True
 
     def connect(self) -> Any:
         """A new in-memory DuckDB connection with the views ``system`` and ``events``.
@@ -292,14 +458,19 @@ class ColumnarCache:
         :returns: the raw files forgotten.
         """
         forgotten = []
+        readable: dict[str, bool] = {}
         for raw_path, entry in list(self.files.items()):
             segment = entry.get("segment")
             if not segment:
                 continue
-            try:
-                pq.read_metadata(self.root / segment)
-            except (OSError, pa.ArrowException):
-                (self.root / segment).unlink(missing_ok=True)
+            if segment not in readable:
+                try:
+                    pq.read_metadata(self.root / segment)
+                    readable[segment] = True
+                except (OSError, pa.ArrowException):
+                    (self.root / segment).unlink(missing_ok=True)
+                    readable[segment] = False
+            if not readable[segment]:
                 del self.files[raw_path]
                 forgotten.append(raw_path)
         return forgotten

@@ -208,10 +208,13 @@ class JobData:
                 read.append(raw.info.path)
                 changed |= self._convert(raw)
             present = {raw.info.path for raw in raw_files}
-            for gone in [p for p in self._cache.files if p not in present]:
-                changed |= bool(self._cache.files[gone].get("segment"))
-                self._cache.drop(gone)
-            self._cache.save()
+            gone = [p for p in self._cache.files if p not in present]
+            for path in gone:
+                changed |= bool(self._cache.files[path].get("segment"))
+                self._cache.drop(path)
+            merged = self._cache.compact(ended=self._ended_in(listing))
+            if read or gone or merged or self._cache.expired_retirements():
+                self._cache.save()
         self.last_refresh_files = read
         return changed
 
@@ -320,6 +323,14 @@ class JobData:
             self._files.is_file(f"{self._prefix}{where}{marker}")
             for where in ("", "system/", "framework/")
         )
+
+    def _ended_in(self, listing: list[FileInfo]) -> bool:
+        """Whether the job has ended, from a refresh's listing (no more requests)."""
+        if self.kind == "kineto":
+            return True
+        marker = layout.job_end_marker_path("").name
+        ends = {f"{self._prefix}{where}{marker}" for where in ("", "system/", "framework/")}
+        return any(info.path in ends for info in listing)
 
     def _rank_files(self) -> Iterator[dict[str, Any]]:
         folder = f"{self._prefix}framework/ranks"
