@@ -11,8 +11,9 @@ Each run is its own process, started cold: stepscope opens the trace with ``open
 fresh cache folder and runs ``temporal_breakdown``, ``kernel_type_breakdown`` and
 ``kernel_summary``; Holistic Trace Analysis (in its own virtualenv, see ``peers.py``) builds a
 ``TraceAnalysis`` and runs ``get_temporal_breakdown`` and ``get_gpu_kernel_breakdown``. Wall time
-is measured from process start to exit; peak memory is the largest summed RSS of the process and
-its children (HTA parses ranks in a fork pool), sampled every 20 ms. Prints medians of
+is measured from process start to exit, CPU time is user + system of the process and all its
+children (HTA parses ranks in a fork pool), and peak memory is the largest summed RSS of the
+process tree, sampled every 20 ms. Prints medians of
 ``--reps`` runs and the ratios; both sides' idle time is printed to show they agree.
 
     python bench/bench_kineto.py [--reps 3] [--scenario single|eight|all] [--fixtures DIR]
@@ -24,6 +25,7 @@ import argparse
 import gzip
 import json
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -62,8 +64,9 @@ print(json.dumps({"idle_us": float(temporal[idle].sum()), "ranks": len(temporal)
 """
 
 
-def run_measured(command: list[str]) -> tuple[float, float, dict]:
-    """Run ``command``; return wall seconds, peak summed RSS in MB, and its JSON result."""
+def run_measured(command: list[str]) -> tuple[float, float, float, dict]:
+    """Run ``command``; return wall s, CPU s of its process tree, peak summed RSS MB, result."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     parent = psutil.Process(child.pid)
@@ -77,9 +80,11 @@ def run_measured(command: list[str]) -> tuple[float, float, dict]:
         time.sleep(0.02)
     wall = time.perf_counter() - start
     out, err = child.communicate()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if child.returncode != 0:
         raise SystemExit(f"{command[0]} failed:\n{err[-2000:]}")
-    return wall, peak / 1e6, json.loads(out.strip().splitlines()[-1])
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return wall, cpu, peak / 1e6, json.loads(out.strip().splitlines()[-1])
 
 
 def eight_ranks(source: Path) -> Path:
@@ -113,21 +118,20 @@ def measure(label: str, target: Path, reps: int, hta_python: Path | None) -> Non
     sides = {"stepscope": [sys.executable, "-c", OURS, str(target)]}
     if hta_python is not None:
         sides["HTA 0.5.0"] = [str(hta_python), "-c", PEER, str(target)]
-    results: dict[str, tuple[float, float, dict]] = {}
+    results: dict[str, tuple[float, float, float]] = {}
     for name, command in sides.items():
         runs = [run_measured(command) for _ in range(reps)]
-        wall = statistics.median(r[0] for r in runs)
-        rss = statistics.median(r[1] for r in runs)
-        results[name] = (wall, rss, runs[-1][2])
+        wall, cpu, rss = (statistics.median(r[i] for r in runs) for i in range(3))
+        results[name] = (wall, cpu, rss)
         print(
-            f"{label:8} {name:10} wall {wall:7.2f} s   peak RSS {rss:7.0f} MB   "
-            f"idle {runs[-1][2]['idle_us']:,.0f} µs over {runs[-1][2]['ranks']} rank(s)"
+            f"{label:8} {name:10} wall {wall:7.2f} s   CPU {cpu:7.2f} s   peak RSS {rss:5.0f} MB"
+            f"   idle {runs[-1][3]['idle_us']:,.0f} µs over {runs[-1][3]['ranks']} rank(s)"
         )
     if len(results) == 2:
         ours, peer = results["stepscope"], results["HTA 0.5.0"]
         print(
-            f"{label:8} ratio      {peer[0] / ours[0]:.1f}x faster, "
-            f"{peer[1] / ours[1]:.1f}x less memory"
+            f"{label:8} ratio      {peer[0] / ours[0]:.1f}x faster (wall), "
+            f"{peer[1] / ours[1]:.1f}x less CPU, {peer[2] / ours[2]:.1f}x less memory"
         )
 
 
