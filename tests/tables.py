@@ -1,6 +1,7 @@
-"""Small hand-made jobs as duckdb connections with the ``events`` and ``system`` views.
+"""A small hand-made Kineto-like job, events and system rows, for the timeline and export tests.
 
-Every figure in them is known by construction, so tests can assert exact results.
+Every figure in it is known by construction, so tests can assert exact results; open it with
+``stepscope.testing.connect(events_table(SAMPLE_EVENTS), system_table(SAMPLE_SYSTEM))``.
 """
 
 from __future__ import annotations
@@ -8,50 +9,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import duckdb
-import pyarrow as pa
-
-from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
+from stepscope.testing import event_row
 
 T0 = 1_700_000_000_000_000.0  # epoch µs
 
-DEFAULTS: dict[str, Any] = {
-    "source": "kineto",
-    "node": "algo-1",
-    "rank": 0,
-    "ph": "X",
-    "pid": 1,
-    "tid": 1,
-    "step": -1,
-    "device": -1,
-    "stream": -1,
-    "correlation": -1,
-    "external_id": -1,
-    "bytes": -1,
-    "args": "",
-}
-
 
 def event(category: str, name: str, start: float, dur: float, **extra: Any) -> dict[str, Any]:
-    return {
-        **DEFAULTS,
-        "category": category,
-        "name": name,
-        "start_us": T0 + start,
-        "dur_us": dur,
-        **extra,
-    }
-
-
-def connection(
-    events: list[dict[str, Any]], system: list[dict[str, Any]]
-) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
-    con.register("events_table", pa.Table.from_pylist(events, schema=EVENT_SCHEMA))
-    con.register("system_table", pa.Table.from_pylist(system, schema=SYSTEM_SCHEMA))
-    con.execute("CREATE VIEW events AS SELECT * FROM events_table")
-    con.execute("CREATE VIEW system AS SELECT * FROM system_table")
-    return con
+    """A Kineto event of process 1, thread 1, ``start`` µs after ``T0``."""
+    fields = {"source": "kineto", "pid": 1, "tid": 1, **extra}
+    return event_row(category=category, name=name, start_us=T0 + start, dur_us=dur, **fields)
 
 
 SAMPLE_EVENTS = [

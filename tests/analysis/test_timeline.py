@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from tests.tables import SAMPLE_EVENTS, SAMPLE_SYSTEM, T0, connection, event
+from tests.tables import SAMPLE_EVENTS, SAMPLE_SYSTEM, T0, event
 
 from stepscope.analysis.timeline import TimelineIndex, TimelineTrack
+from stepscope.testing import connect, events_table, system_table
 
 
 @pytest.fixture
 def index() -> TimelineIndex:
-    return TimelineIndex(connection(SAMPLE_EVENTS, SAMPLE_SYSTEM))
+    return TimelineIndex(connect(events_table(SAMPLE_EVENTS), system_table(SAMPLE_SYSTEM)))
 
 
 def _by_path(index: TimelineIndex) -> dict[str, TimelineTrack]:
@@ -32,7 +33,7 @@ def test_the_track_tree_puts_streams_under_their_gpu_and_counters_first(index) -
 
 
 def test_track_ids_are_stable_across_indexes(index) -> None:
-    again = TimelineIndex(connection(SAMPLE_EVENTS, SAMPLE_SYSTEM))
+    again = TimelineIndex(connect(events_table(SAMPLE_EVENTS), system_table(SAMPLE_SYSTEM)))
     assert [t.id for t in index.tracks] == [t.id for t in again.tracks]
 
 
@@ -54,7 +55,7 @@ def test_a_narrow_window_returns_slices_with_their_depth_and_the_launch_flow(ind
 
 def test_a_wide_window_over_many_events_returns_bounded_bins() -> None:
     many = [event("cpu_op", f"op{i % 7}", i * 10.0, 5.0) for i in range(20_000)]
-    index = TimelineIndex(connection(many, []))
+    index = TimelineIndex(connect(events_table(many)))
     window = index.window(index.tracks, T0, T0 + 200_000, bins=500, max_items=2000)
     bins = window["tracks"][index.tracks[0].id]["bins"]
     assert len(bins) <= 500
@@ -89,17 +90,17 @@ def test_area_statistics_clip_to_the_window(index) -> None:
 
 def test_bounds_cover_events_and_samples(index) -> None:
     assert index.bounds == (T0, T0 + 1_000_000)
-    assert TimelineIndex(connection([], [])).bounds is None
+    assert TimelineIndex(connect()).bounds is None
 
 
 def test_events_without_a_node_sit_under_a_named_host() -> None:
-    index = TimelineIndex(connection([event("cpu_op", "aten::add", 0, 5, node="")], []))
+    index = TimelineIndex(connect(events_table([event("cpu_op", "aten::add", 0, 5, node="")])))
     assert index.tracks[0].path[0] == "host"
 
 
 def test_every_answer_is_bounded_whatever_the_number_of_dense_tracks() -> None:
     many = [event("cpu_op", f"op{i % 5}", i * 10.0, 5.0, tid=i % 12) for i in range(24_000)]
-    index = TimelineIndex(connection(many, []))
+    index = TimelineIndex(connect(events_table(many)))
     assert len(index.tracks) == 12
     window = index.window(index.tracks, T0, T0 + 240_000, bins=800, max_items=1200)
     items = sum(

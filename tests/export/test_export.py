@@ -12,13 +12,14 @@ from stepscope.export import parse_range
 from stepscope.export.chrome import write_chrome_trace
 from stepscope.export.perfetto import write_perfetto_trace
 from stepscope.export.window import Window, resolve_window
+from stepscope.testing import connect, events_table, system_table
 from tests.export.tracecheck import check_chrome, check_perfetto, load_chrome
-from tests.tables import SAMPLE_EVENTS, SAMPLE_SYSTEM, T0, connection
+from tests.tables import SAMPLE_EVENTS, SAMPLE_SYSTEM, T0
 
 
 @pytest.fixture
 def con() -> duckdb.DuckDBPyConnection:
-    return connection(SAMPLE_EVENTS, SAMPLE_SYSTEM)
+    return connect(events_table(SAMPLE_EVENTS), system_table(SAMPLE_SYSTEM))
 
 
 def test_chrome_export_nests_every_thread_and_keeps_every_slice(con, tmp_path: Path) -> None:
