@@ -44,8 +44,6 @@ from __future__ import annotations
 import gzip
 import logging
 import re
-import shutil
-import tempfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -57,7 +55,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stepscope.errors import CorruptFileError, UnsupportedFormatError
-from stepscope.store._kineto_json import TraceDocument, extract_event_array, iter_event_chunks
+from stepscope.store._kineto_columns import (
+    GPU_CATEGORIES,
+    RAW_SCHEMA,
+    as_int,
+    convert_chunk,
+    read_whole_array,
+)
+from stepscope.store._kineto_json import TraceDocument, iter_event_chunks
 from stepscope.store.schema import EVENT_SCHEMA
 
 __all__ = ["GPU_CATEGORIES", "KinetoTrace", "is_kineto_trace", "read_kineto_trace"]
@@ -67,34 +72,9 @@ logger = logging.getLogger(__name__)
 #: Rows per record batch handed out by :meth:`KinetoTrace.batches`.
 BATCH_ROWS = 65_536
 
-#: Categories whose events run on a GPU stream (``pid`` = device, ``tid`` = stream).
-GPU_CATEGORIES: tuple[str, ...] = (
-    "kernel",
-    "gpu_memcpy",
-    "gpu_memset",
-    "gpu_user_annotation",
-    "cuda_sync",
-    "cuda_profiler_range",
-)
-
 #: Categories of the CPU-side calls that launch GPU work (their ``correlation`` is the GPU one's).
 LAUNCH_CATEGORIES: tuple[str, ...] = ("cuda_runtime", "cuda_driver")
 
-# 2021-era category names -> the modern ones.
-_LEGACY_CATEGORIES: dict[str, str] = {
-    "Operator": "cpu_op",
-    "Runtime": "cuda_runtime",
-    "Kernel": "kernel",
-    "Memcpy": "gpu_memcpy",
-    "Memset": "gpu_memset",
-    "async": "ac2g",
-    "async_cpu_to_gpu": "ac2g",
-    "python": "python_function",
-}
-_GPU = frozenset(GPU_CATEGORIES)
-_KEPT_PHASES = frozenset(("X", "i", "I", "C"))
-_FLOW_PHASES = frozenset(("s", "t", "f"))
-_DIGITS = re.compile(r"-?\d+")
 _RANK_IN_NAME = (
     re.compile(r"rank[-_]?(\d+)", re.IGNORECASE),
     re.compile(r"(?:^|[^0-9A-Za-z])(\d+)-algo-\d+"),
@@ -169,7 +149,7 @@ def read_kineto_trace(
     if not path.is_file():
         raise FileNotFoundError(path)
     counts = {"flow": 0, "metadata": 0, "skipped": 0}
-    whole = _read_whole_array(path, counts)
+    whole = read_whole_array(path, counts)
     if whole is not None:
         raw, document = whole
     else:
@@ -180,12 +160,12 @@ def read_kineto_trace(
             # orjson.JSONDecodeError is a ValueError: the chunker then tries an earlier cut.
             events = orjson.loads(text)
             try:
-                return _convert_chunk(events if isinstance(events, list) else [], counts)
+                return convert_chunk(events if isinstance(events, list) else [], counts)
             except ValueError as exc:  # not a bad cut: a value no column could hold
                 raise CorruptFileError(str(path), "an event chunk", str(exc)) from exc
 
         batches = [b for b in iter_event_chunks(path, document, parse) if b.num_rows]
-        raw = pa.Table.from_batches(batches, schema=_RAW_SCHEMA)
+        raw = pa.Table.from_batches(batches, schema=RAW_SCHEMA)
     if not document.found_events and not document.is_array:
         raise UnsupportedFormatError(
             str(path), "a PyTorch profiler trace (a JSON object with a traceEvents array)"
@@ -227,250 +207,6 @@ def read_kineto_trace(
     return KinetoTrace(path=path, metadata=metadata, _table=table)
 
 
-# Columns parsed from one chunk, before the per-file constants (rank, node) and steps are known.
-_RAW_SCHEMA = pa.schema(
-    [
-        ("category", pa.string()),
-        ("name", pa.string()),
-        ("ph", pa.string()),
-        ("ts", pa.float64()),
-        ("dur_us", pa.float64()),
-        ("pid", pa.int64()),
-        ("tid", pa.int64()),
-        ("device", pa.int64()),
-        ("stream", pa.int64()),
-        ("correlation", pa.int64()),
-        ("external_id", pa.int64()),
-        ("bytes", pa.int64()),
-        ("args", pa.string()),
-    ]
-)
-
-
-def _as_int(value: Any) -> int:
-    """An int from an int, a float, a numeric or hex string, or a label like ``"stream 7"``."""
-    if type(value) is int:
-        return value
-    if isinstance(value, float):
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip(), 0)
-        except ValueError:
-            match = _DIGITS.search(value)
-            return int(match.group()) if match else -1
-    return -1
-
-
-# The fast path: DuckDB parses the whole event array (C++, all cores) straight into columns.
-_ARGS_PATHS = (
-    "$.correlation",
-    '$."External id"',
-    '$."external id"',
-    "$.device",
-    "$.stream",
-    "$.bytes",
-    "$.Bytes",
-    '$."Device Id"',
-    '$."Device Type"',
-)
-_DROP_KEYS = '"External id":null,"external id":null,"correlation":null'
-_GPU_SQL = ", ".join(f"'{c}'" for c in GPU_CATEGORIES)
-_LEGACY_SQL = " ".join(f"WHEN '{old}' THEN '{new}'" for old, new in _LEGACY_CATEGORIES.items())
-_INT_MACRO = r"""
-CREATE OR REPLACE TEMP MACRO kineto_int(s) AS coalesce(
-    TRY_CAST(s AS BIGINT),
-    TRY_CAST(TRY_CAST(s AS DOUBLE) AS BIGINT),
-    TRY_CAST(regexp_extract(s, '-?[0-9]+') AS BIGINT),
-    -1)
-"""
-_ARRAY_SQL = """
-WITH source AS (
-    SELECT coalesce(ph, '') AS ph, coalesce(name, '') AS name,
-           kineto_int(pid) AS pid, kineto_int(tid) AS tid,
-           coalesce(ts, 0) AS ts, coalesce(dur, 0) AS dur_us,
-           CASE WHEN json_type(args) = 'OBJECT' THEN args END AS args,
-           CASE WHEN name = '[memory]' AND coalesce(cat, '') IN ('', 'cpu_instant_event')
-                THEN 'cpu_instant_event'
-                ELSE CASE coalesce(cat, '') {legacy} ELSE coalesce(cat, '') END END
-               AS category
-    FROM read_json($path, format = 'array', maximum_object_size = 16777216,
-                   columns = {{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR',
-                               tid: 'VARCHAR', ts: 'DOUBLE', dur: 'DOUBLE', args: 'JSON'}})
-),
-fields AS (
-    SELECT *, json_extract_string(args, {paths}) AS v, category IN ({gpu}) AS on_gpu
-    FROM source
-),
-flagged AS (SELECT *, v[9] = '1' AS cuda_memory FROM fields)
-SELECT category, name, CASE ph WHEN 'I' THEN 'i' ELSE ph END AS ph, ts, dur_us, pid, tid,
-       CASE WHEN on_gpu THEN CASE WHEN v[4] IS NULL THEN pid ELSE kineto_int(v[4]) END
-            WHEN category = 'cpu_instant_event' AND cuda_memory THEN kineto_int(v[8])
-            ELSE -1 END AS device,
-       CASE WHEN on_gpu THEN CASE WHEN v[5] IS NULL THEN tid ELSE kineto_int(v[5]) END
-            ELSE -1 END AS stream,
-       coalesce(TRY_CAST(v[1] AS BIGINT), -1) AS correlation,
-       coalesce(TRY_CAST(v[2] AS BIGINT), TRY_CAST(v[3] AS BIGINT), -1) AS external_id,
-       CASE WHEN on_gpu THEN coalesce(TRY_CAST(v[6] AS BIGINT), -1)
-            WHEN category = 'cpu_instant_event' THEN coalesce(TRY_CAST(v[7] AS BIGINT), -1)
-            ELSE -1 END AS bytes,
-       CASE WHEN args IS NULL THEN ''
-            ELSE coalesce(nullif(CAST(json_merge_patch(args,
-                CASE WHEN on_gpu THEN '{{{drop},"device":null,"stream":null,"bytes":null}}'
-                     WHEN category = 'cpu_instant_event' AND cuda_memory
-                         THEN '{{{drop},"Bytes":null,"Device Id":null}}'
-                     WHEN category = 'cpu_instant_event' THEN '{{{drop},"Bytes":null}}'
-                     ELSE '{{{drop}}}' END) AS VARCHAR), '{{}}'), '') END AS args
-FROM flagged
-WHERE ph IN ('X', 'i', 'I', 'C')
-""".format(
-    legacy=_LEGACY_SQL,
-    paths="[" + ", ".join(f"'{p}'" for p in _ARGS_PATHS) + "]",
-    gpu=_GPU_SQL,
-    drop=_DROP_KEYS,
-)
-
-
-def _read_whole_array(path: Path, counts: dict[str, int]) -> tuple[pa.Table, TraceDocument] | None:
-    """Read the events with DuckDB through a temporary copy of the event array.
-
-    Returns None when the file is damaged, the temporary copy cannot be written, or DuckDB
-    rejects the array; the caller then reads the file chunk by chunk (which also recovers
-    the events before any damage).
-    """
-    import duckdb
-
-    document = TraceDocument()
-    try:
-        folder = Path(tempfile.mkdtemp(prefix="stepscope-kineto-"))
-    except OSError as exc:
-        logger.debug("%s: no temporary folder (%s); reading in chunks", path, exc)
-        return None
-    try:
-        copy = folder / "events.json"
-        try:
-            with open(copy, "wb") as handle:
-                complete = extract_event_array(path, document, handle)
-        except OSError as exc:
-            logger.debug("%s: no temporary copy of the events (%s); reading in chunks", path, exc)
-            return None
-        if not complete:
-            return None
-        con = duckdb.connect()
-        try:
-            con.execute(_INT_MACRO)
-            table = con.sql(_ARRAY_SQL, params={"path": str(copy)}).to_arrow_table()
-        except duckdb.Error as exc:
-            logger.debug("%s: DuckDB could not read the events (%s); reading in chunks", path, exc)
-            return None
-        finally:
-            con.close()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    for phase, count in document.phases.items():
-        text = phase.decode("utf-8", "replace")
-        if text in _FLOW_PHASES:
-            counts["flow"] += count
-        elif text == "M":
-            counts["metadata"] += count
-        elif text not in _KEPT_PHASES:
-            counts["skipped"] += count
-    return table.cast(_RAW_SCHEMA), document
-
-
-def _convert_chunk(events: list[Any], counts: dict[str, int]) -> pa.RecordBatch:
-    """Turn one chunk of parsed events into a record batch in ``_RAW_SCHEMA``.
-
-    Column by column (list comprehensions run several times faster than one loop that appends
-    to thirteen lists); only GPU and allocator events, a minority, take a per-event path.
-    """
-    kept = [e for e in events if type(e) is dict and e.get("ph") in _KEPT_PHASES]
-    if len(kept) != len(events):
-        for event in events:
-            ph = event.get("ph") if type(event) is dict else None
-            if ph in _FLOW_PHASES:
-                counts["flow"] += 1
-            elif ph == "M":
-                counts["metadata"] += 1
-            elif ph not in _KEPT_PHASES:
-                counts["skipped"] += 1
-    rows = len(kept)
-    legacy = _LEGACY_CATEGORIES
-    category = [legacy.get(c, c) if c else "" for c in [e.get("cat") for e in kept]]
-    name = [e.get("name", "") for e in kept]
-    phase = [e["ph"] for e in kept]
-    pid = [p if type(p) is int else _as_int(p) for p in [e.get("pid", -1) for e in kept]]
-    tid = [t if type(t) is int else _as_int(t) for t in [e.get("tid", -1) for e in kept]]
-    args = [a if type(a) is dict else None for a in [e.get("args") for e in kept]]
-    correlation = [a.pop("correlation", -1) if a else -1 for a in args]
-    external = [a.pop("External id", None) if a else -1 for a in args]
-    external = [
-        (a.pop("external id", -1) if a is not None else -1) if x is None else x
-        for x, a in zip(external, args, strict=True)
-    ]
-    device = [-1] * rows
-    stream = [-1] * rows
-    nbytes = [-1] * rows
-    for i in [i for i, c in enumerate(category) if c in _GPU]:
-        a = args[i] or {}
-        device[i] = a.pop("device", pid[i])
-        stream[i] = a.pop("stream", tid[i])
-        nbytes[i] = a.pop("bytes", -1)
-    for i in [i for i, n in enumerate(name) if n == "[memory]"]:
-        category[i] = "cpu_instant_event"
-        a = args[i] or {}
-        if a.get("Device Type") == 1:
-            device[i] = a.pop("Device Id", -1)
-        nbytes[i] = a.pop("Bytes", -1)
-    if "I" in phase:
-        phase = ["i" if p == "I" else p for p in phase]
-    dumps = orjson.dumps
-    return pa.record_batch(
-        [
-            pa.array(category, pa.string()),
-            _strings(name),
-            pa.array(phase, pa.string()),
-            _floats([e.get("ts", 0.0) for e in kept]),
-            _floats([e.get("dur", 0.0) for e in kept]),
-            pa.array(pid, pa.int64()),
-            pa.array(tid, pa.int64()),
-            _ints(device),
-            _ints(stream),
-            _ints(correlation),
-            _ints(external),
-            _ints(nbytes),
-            pa.array([dumps(a) if a else b"" for a in args], pa.binary()).cast(pa.string()),
-        ],
-        schema=_RAW_SCHEMA,
-    )
-
-
-def _ints(values: list[Any]) -> pa.Array:
-    """An int64 array; values that are not ints (``"0x0"``, ``"stream 7"``, None) are coerced."""
-    try:
-        return pa.array(values, pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return pa.array([_as_int(v) for v in values], pa.int64())
-
-
-def _strings(values: list[Any]) -> pa.Array:
-    """A string array; a stray non-string name becomes its text."""
-    try:
-        return pa.array(values, pa.string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array(["" if v is None else str(v) for v in values], pa.string())
-
-
-def _floats(values: list[Any]) -> pa.Array:
-    """A float64 array from numbers; a stray non-number (a string ``ts``) becomes 0."""
-    try:
-        return pa.array(values, pa.float64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array(
-            [float(v) if isinstance(v, (int, float)) else 0.0 for v in values], pa.float64()
-        )
-
-
 def _assign_steps(raw: pa.Table) -> pa.Array:
     """The ``step`` of every row (see the module docstring), vectorised with Arrow and NumPy."""
     import numpy as np
@@ -489,7 +225,7 @@ def _assign_steps(raw: pa.Table) -> pa.Array:
     steps = np.full(rows, -1, dtype=np.int64)
     step_rows = np.flatnonzero(is_step)
     numbers = np.array(
-        [_as_int(text[len("ProfilerStep#") :]) for text in name.take(step_rows).to_pylist()],
+        [as_int(text[len("ProfilerStep#") :]) for text in name.take(step_rows).to_pylist()],
         dtype=np.int64,
     )
     valid = numbers >= 0
