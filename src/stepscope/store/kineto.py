@@ -6,7 +6,7 @@ columns. The fast path copies the decompressed event array to a temporary file (
 tail keys are parsed on the way) and lets DuckDB's JSON reader turn it into columns on all
 cores. A damaged file (truncated ``.gz``, a document cut mid-event), or a system without room
 for the temporary copy, is read instead chunk by chunk with orjson, which keeps every event
-before the damage.
+before the damage (both in :mod:`stepscope.store._kineto_columns`).
 
 What a row holds:
 
