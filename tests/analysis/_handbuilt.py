@@ -18,7 +18,8 @@ import json
 import duckdb
 import pyarrow as pa
 
-from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
+from stepscope import testing
+from stepscope.store.schema import SYSTEM_SCHEMA
 
 MINUTE0 = 26_666_667 * 60_000_000
 T0 = MINUTE0 + 5_000_000
@@ -38,33 +39,22 @@ def system_table() -> pa.Table:
             (t, "algo-1", "gpu", "gpu0", "GPUUtilization", 50.0),
             (t, "algo-1", "memory", "MemoryUsedPercent", "", 30.0),
         ]
-    columns = list(zip(*rows, strict=True))
-    return pa.table(
-        {f.name: pa.array(c, f.type) for f, c in zip(SYSTEM_SCHEMA, columns, strict=True)},
-        schema=SYSTEM_SCHEMA,
+    return testing.system_table(
+        **dict(zip(SYSTEM_SCHEMA.names, zip(*rows, strict=True), strict=True))
     )
 
 
 def event(source, category, name, start_s, dur_s, step=-1, args=None):
-    return {
-        "source": source,
-        "node": "algo-1",
-        "rank": 0,
-        "category": category,
-        "name": name,
-        "ph": "X",
-        "start_us": float(T0 + round(start_s * S)),
-        "dur_us": float(round(dur_s * S)),
-        "pid": 100,
-        "tid": -1,
-        "step": step,
-        "device": -1,
-        "stream": -1,
-        "correlation": -1,
-        "external_id": -1,
-        "bytes": -1,
-        "args": json.dumps(args) if args else "",
-    }
+    return testing.event_row(
+        source=source,
+        category=category,
+        name=name,
+        start_us=float(T0 + round(start_s * S)),
+        dur_us=float(round(dur_s * S)),
+        pid=100,
+        step=step,
+        args=json.dumps(args) if args else "",
+    )
 
 
 def event_rows() -> list[dict]:
@@ -109,14 +99,14 @@ def event_rows() -> list[dict]:
 
 
 def events_table(rows: list[dict] | None = None) -> pa.Table:
-    return pa.Table.from_pylist(event_rows() if rows is None else rows, schema=EVENT_SCHEMA)
+    return testing.events_table(event_rows() if rows is None else rows)
 
 
 def connect(
     system: pa.Table | None = None, events: pa.Table | None = None
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with ``system`` and ``events`` views over the given tables."""
-    con = duckdb.connect()
-    con.register("system", system_table() if system is None else system)
-    con.register("events", events_table() if events is None else events)
-    return con
+    return testing.connect(
+        events_table() if events is None else events,
+        system_table() if system is None else system,
+    )

@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import duckdb
-import pyarrow as pa
 import pytest
 
 from stepscope.analysis.utilization import system_active_time, system_utilization_timeline
 from stepscope.errors import ConfigError
 from stepscope.store.schema import SYSTEM_SCHEMA
+from stepscope.testing import connect, system_table
 
 T0_US = 1_700_000_000_000_000
 
 
 def _system(rows: list[tuple[int, str, str, str, str, float]]) -> duckdb.DuckDBPyConnection:
-    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in SYSTEM_SCHEMA]
-    table = pa.Table.from_arrays(
-        [pa.array(list(col), type=f.type) for col, f in zip(columns, SYSTEM_SCHEMA, strict=True)],
-        schema=SYSTEM_SCHEMA,
-    )
-    con = duckdb.connect()
-    con.register("system_table", table)
-    con.execute("CREATE VIEW system AS SELECT * FROM system_table")
-    return con
+    table = system_table([dict(zip(SYSTEM_SCHEMA.names, row, strict=True)) for row in rows])
+    return connect(system=table)
 
 
 def _gpu(t_s: float, node: str, gpu: int, value: float):
