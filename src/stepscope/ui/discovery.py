@@ -225,7 +225,7 @@ def _stepscope_entry(root: Path, folder: Path) -> JobEntry:
     end_us = _number(meta.get("end_time_us"))
     if status == "running" and (folder / "profiler-output" / "training_job_end.ts").exists():
         status = "completed"
-    nodes = meta.get("nodes") if isinstance(meta.get("nodes"), list) else []
+    nodes = meta.get("nodes")
     return _entry(
         folder,
         root,
@@ -234,7 +234,7 @@ def _stepscope_entry(root: Path, folder: Path) -> JobEntry:
         status,
         _number(meta.get("start_time_us")),
         end_us,
-        [str(n) for n in nodes],
+        [str(n) for n in nodes] if isinstance(nodes, list) else [],
     )
 
 

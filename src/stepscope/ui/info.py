@@ -70,6 +70,11 @@ def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str
             yield name, value
 
 
+def _mapping(value: object) -> Mapping[Any, Any]:
+    """``value`` when it is a mapping, else an empty one: job.json may hold anything."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def _rank_details(info: Mapping[str, Any]) -> dict[str, Any]:
     """A rank's fields, whether the store nests Kineto metadata under a key or not."""
     merged: dict[str, Any] = {}
@@ -100,8 +105,7 @@ def _trace_rows(ranks: Mapping[Any, Any]) -> list[list[Any]]:
         trace = raw.get("kineto") if isinstance(raw, Mapping) else None
         if not isinstance(trace, Mapping):
             continue
-        distributed = trace.get("distributed_info")
-        distributed = distributed if isinstance(distributed, Mapping) else {}
+        distributed = _mapping(trace.get("distributed_info"))
         warnings = trace.get("warnings")
         steps = trace.get("steps")
         if isinstance(steps, list) and steps and all(isinstance(x, int) for x in steps):
@@ -173,13 +177,13 @@ def job_information(
             ],
         )
     )
-    hosts = metadata.get("hosts") if isinstance(metadata.get("hosts"), Mapping) else {}
-    hardware = metadata.get("hardware") if isinstance(metadata.get("hardware"), Mapping) else {}
+    hosts = _mapping(metadata.get("hosts"))
+    hardware = _mapping(metadata.get("hardware"))
     nodes = list(dict.fromkeys([*map(str, metadata.get("nodes") or []), *hardware, *hosts]))
     if nodes:
         rows = []
         for node in nodes:
-            hw = hardware.get(node) if isinstance(hardware.get(node), Mapping) else {}
+            hw = _mapping(hardware.get(node))
             rows.append(
                 [
                     node,
@@ -195,7 +199,7 @@ def job_information(
                 "Nodes and hardware", ["Node", "Host", "CPU model", "Cores", "Memory", "GPUs"], rows
             )
         )
-    ranks = metadata.get("ranks") if isinstance(metadata.get("ranks"), Mapping) else {}
+    ranks = _mapping(metadata.get("ranks"))
     if ranks:
         rows = []
         for rank, raw in sorted(ranks.items(), key=lambda kv: str(kv[0]).zfill(8)):

@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 
 from stepscope import analysis
+from stepscope.analysis.kernels import KernelOrder
+from stepscope.analysis.utilization import DeviceKind
 
 __all__ = [
     "DEFAULT_K",
@@ -82,6 +84,18 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _floats(column: pd.Series) -> list[float]:
+    """A numeric column as Python floats (a pandas row types its values as any scalar)."""
+    values: list[float] = column.astype(float).tolist()
+    return values
+
+
+def _ints(column: pd.Series) -> list[int]:
+    """A count column as Python ints."""
+    values: list[int] = column.astype("int64").tolist()
+    return values
+
+
 def _pie(
     title: str, labels: list[str], values: list[float], hover: list[str], pct: list[float]
 ) -> dict[str, Any]:
@@ -98,7 +112,7 @@ def _pie(
 # --- system metrics ----------------------------------------------------------------------------
 
 
-def _active_time(kind: str, label: str) -> Callable[[Any, PanelQuery], dict[str, Any]]:
+def _active_time(kind: DeviceKind, label: str) -> Callable[[Any, PanelQuery], dict[str, Any]]:
     def compute(job: Any, query: PanelQuery) -> dict[str, Any]:
         frame = analysis.system_active_time(job, kind=kind)
         if frame.empty:
@@ -106,16 +120,26 @@ def _active_time(kind: str, label: str) -> Callable[[Any, PanelQuery], dict[str,
                 return _kernel_active_time(job)
             return empty(f"No {label} utilization was recorded for this job.")
         pies = []
-        for row in frame.itertuples(index=False):
-            values = [float(row.active_device_s), float(row.idle_device_s)]
-            counts = [int(row.active_samples), int(row.idle_samples)]
-            pct = [float(row.active_pct), 100.0 - float(row.active_pct)]
+        for node, active_s, idle_s, active_n, idle_n, active_pct, samples, devices in zip(
+            frame["node"].astype(str),
+            _floats(frame["active_device_s"]),
+            _floats(frame["idle_device_s"]),
+            _ints(frame["active_samples"]),
+            _ints(frame["idle_samples"]),
+            _floats(frame["active_pct"]),
+            _ints(frame["samples"]),
+            _ints(frame["devices"]),
+            strict=True,
+        ):
+            values = [active_s, idle_s]
+            counts = [active_n, idle_n]
+            pct = [active_pct, 100.0 - active_pct]
             hover = [
                 f"{state}: {values[i]:,.1f} {label}-seconds ({pct[i]:.1f} %)\n"
-                f"{counts[i]:,} of {int(row.samples):,} samples, {int(row.devices)} {label}s"
+                f"{counts[i]:,} of {samples:,} samples, {devices} {label}s"
                 for i, state in enumerate(("Active", "Idle"))
             ]
-            pies.append(_pie(str(row.node), ["Active", "Idle"], values, hover, pct))
+            pies.append(_pie(node, ["Active", "Idle"], values, hover, pct))
         return {"kind": "pies", "pies": pies, "unit": f"{label}-seconds"}
 
     return compute
@@ -130,9 +154,11 @@ def _kernel_active_time(job: Any) -> dict[str, Any]:
     if len(by_rank) > _MAX_GROUPS:
         by_rank = by_rank.sum().to_frame("all ranks").T
     pies = []
-    for rank, row in by_rank.iterrows():
-        total_us = float(row["active_us"] + row["idle_us"]) or 1.0
-        values = [float(row["active_us"]) / 1e6, float(row["idle_us"]) / 1e6]
+    for rank, active_us, idle_us in zip(
+        by_rank.index, _floats(by_rank["active_us"]), _floats(by_rank["idle_us"]), strict=True
+    ):
+        total_us = (active_us + idle_us) or 1.0
+        values = [active_us / 1e6, idle_us / 1e6]
         pct = [100.0 * v * 1e6 / total_us for v in values]
         hover = [
             f"{state}: {values[i]:,.3f} GPU-seconds ({pct[i]:.1f} %)"
@@ -148,7 +174,7 @@ def _kernel_active_time(job: Any) -> dict[str, Any]:
     }
 
 
-def _utilization(kind: str, label: str) -> Callable[[Any, PanelQuery], dict[str, Any]]:
+def _utilization(kind: DeviceKind, label: str) -> Callable[[Any, PanelQuery], dict[str, Any]]:
     def compute(job: Any, query: PanelQuery) -> dict[str, Any]:
         frame = analysis.system_utilization_timeline(job, kind=kind, max_points=MAX_POINTS)
         if frame.empty:
@@ -187,11 +213,11 @@ def _kernel_utilization(job: Any) -> dict[str, Any]:
     means = frame.groupby(["rank", "bin"], sort=True)["utilization"].mean().reset_index()
     series = [
         {
-            "name": f"rank {int(rank)}" if rank >= 0 else "mean of all ranks",
+            "name": f"rank {rank}" if rank >= 0 else "mean of all ranks",
             "x": [round(float(b) * width_us / 1e6, 4) for b in group["bin"]],
             "y": [round(float(u) * 100.0, 2) for u in group["utilization"]],
         }
-        for rank, group in means.groupby("rank", sort=True)
+        for rank, group in means.groupby(means["rank"].astype(int), sort=True)
     ]
     return {
         "kind": "lines",
@@ -206,7 +232,9 @@ def _kernel_utilization(job: Any) -> dict[str, Any]:
 # --- kernels -----------------------------------------------------------------------------------
 
 
-def _kernel_pie(order_by: str, *, with_others: bool) -> Callable[[Any, PanelQuery], dict[str, Any]]:
+def _kernel_pie(
+    order_by: KernelOrder, *, with_others: bool
+) -> Callable[[Any, PanelQuery], dict[str, Any]]:
     """Kernel time (``order_by="total"``) or launch counts (``"count"``) as one pie.
 
     Percentages are of all kernels (time or launches), also when only the top kernels are shown,
@@ -224,10 +252,19 @@ def _kernel_pie(order_by: str, *, with_others: bool) -> Callable[[Any, PanelQuer
         is_others = frame["name"].astype(str) == "others"
         if not with_others:
             frame, is_others = frame[~is_others], is_others[~is_others]
-        labels, values, hover, shares = [], [], [], []
-        for row, others in zip(frame.itertuples(index=False), is_others, strict=True):
-            name = "others" if others else str(row.name)
-            amount = float(getattr(row, column))
+        labels: list[str] = []
+        values: list[float] = []
+        hover: list[str] = []
+        shares: list[float] = []
+        for raw_name, amount, count, kernel_us, others in zip(
+            frame["name"].astype(str),
+            _floats(frame[column]),
+            _ints(frame["count"]),
+            _floats(frame["total_us"]),
+            is_others,
+            strict=True,
+        ):
+            name = "others" if others else raw_name
             pct = 100.0 * amount / grand_total if grand_total else 0.0
             shares.append(pct)
             labels.append(_short(name, _LABEL_CHARS))
@@ -239,7 +276,7 @@ def _kernel_pie(order_by: str, *, with_others: bool) -> Callable[[Any, PanelQuer
                 detail = f"{int(amount):,} launches ({pct:.2f} % of all launches)"
             hover.append(
                 f"{_short(name, _HOVER_CHARS)}\n{detail}\n"
-                f"{int(row.count):,} launches, {float(row.total_us) / 1e6:,.4f} s"
+                f"{count:,} launches, {kernel_us / 1e6:,.4f} s"
             )
         unit = "s" if order_by == "total" else "launches"
         return {
@@ -262,13 +299,20 @@ def _share_pie(
         if frame.empty:
             return empty(f"This job has no {what} data.")
         total_us = float(frame["total_us"].sum())
-        hover, shares = [], []
-        for row in frame.itertuples(index=False):
-            extra = f", {int(row.bytes):,} bytes" if "bytes" in frame.columns else ""
-            shares.append(100.0 * float(row.total_us) / total_us)
+        hover: list[str] = []
+        shares: list[float] = []
+        sizes = _ints(frame["bytes"]) if "bytes" in frame.columns else [None] * len(frame)
+        for label, part_us, count, size in zip(
+            frame[label_column],
+            _floats(frame["total_us"]),
+            _ints(frame["count"]),
+            sizes,
+            strict=True,
+        ):
+            extra = f", {size:,} bytes" if size is not None else ""
+            shares.append(100.0 * part_us / total_us)
             hover.append(
-                f"{getattr(row, label_column)}\n{float(row.total_us) / 1e6:,.4f} s "
-                f"({shares[-1]:.2f} %)\n{int(row.count):,} events{extra}"
+                f"{label}\n{part_us / 1e6:,.4f} s ({shares[-1]:.2f} %)\n{count:,} events{extra}"
             )
         labels = [str(v) for v in frame[label_column]]
         values = [float(v) / 1e6 for v in frame["total_us"]]
@@ -361,7 +405,9 @@ def _step_breakdown(job: Any, query: PanelQuery) -> dict[str, Any]:
     components = [
         c
         for c in frame.columns
-        if c not in _BREAKDOWN_KEYS and np.issubdtype(frame[c].dtype, np.number)
+        if c not in _BREAKDOWN_KEYS
+        and isinstance(dtype := frame[c].dtype, np.dtype)  # an extension dtype is not a step time
+        and np.issubdtype(dtype, np.number)
     ]
     means = frame.groupby("rank", sort=True)[components].mean()
     step_us = means.sum(axis=1)

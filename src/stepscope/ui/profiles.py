@@ -18,7 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from stepscope.errors import StepscopeError
 from stepscope.ui.discovery import JobEntry
@@ -32,6 +32,8 @@ LoadState = Literal["loading", "loaded", "error"]
 JobOpener = Callable[[Any], Any]
 
 _CACHE_ENTRIES = 128
+
+_Answer = TypeVar("_Answer")
 
 
 @dataclass
@@ -123,15 +125,22 @@ class ProfileRegistry:
         with self._lock:
             return sorted(self._profiles.values(), key=lambda p: p.loaded_at_s)
 
-    def compute(self, profile: LoadedProfile, key: Hashable, fn: Callable[[Any], Any]) -> Any:
-        """``fn(job)`` for a loaded profile, cached under ``key`` until new data arrives."""
+    def compute(
+        self, profile: LoadedProfile, key: Hashable, fn: Callable[[Any], _Answer]
+    ) -> _Answer:
+        """``fn(job)`` for a loaded profile, cached under ``key`` until new data arrives.
+
+        :param key: names the question: every call with one key must pass a ``fn`` giving the
+            same type of answer, since a cached answer is returned as that type.
+        """
         with profile.lock:
             if profile.job is None:
                 raise LookupError(f"profile {profile.entry.name!r} is not loaded")
             self._refresh_if_live(profile)
             if key in profile.cache:
                 profile.cache.move_to_end(key)
-                return profile.cache[key]
+                cached: _Answer = profile.cache[key]  # what an earlier fn of this key returned
+                return cached
             value = fn(profile.job)
             profile.cache[key] = value
             while len(profile.cache) > _CACHE_ENTRIES:

@@ -7,7 +7,8 @@ must name tracks of the loaded job.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable, Hashable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, HTTPException, Query
 
@@ -24,6 +25,8 @@ MAX_ITEMS = 6000
 MAX_BINS = 2000
 #: At most this many tracks in one request.
 MAX_TRACKS = 400
+
+_Answer = TypeVar("_Answer")
 
 _TrackIds = Annotated[str, Query(max_length=MAX_TRACKS * 13, pattern=r"^[0-9a-f,]*$")]
 
@@ -50,7 +53,12 @@ def _check_window(start_us: float, end_us: float) -> None:
         raise HTTPException(status_code=422, detail="end_us must be greater than start_us.")
 
 
-def _ask(state: UIState, profile: LoadedProfile, key: tuple[Any, ...], question: Any) -> Any:
+def _ask(
+    state: UIState,
+    profile: LoadedProfile,
+    key: tuple[Hashable, ...],
+    question: Callable[[TimelineIndex], _Answer],
+) -> _Answer:
     """Run ``question(index)`` under the profile's lock (one DuckDB connection per index)."""
     index = _index(state, profile)
     return state.registry.compute(profile, ("timeline", *key), lambda job: question(index))
