@@ -133,6 +133,7 @@ class ColumnarCache:
         self._manifest_path = self.root / "manifest.json"
         self.files: dict[str, dict[str, Any]] = {}
         self._shrunk: set[str] = set()  # shared segments that lost members since the last save
+        self._merging: dict[str, _OpenSegment] | None = None  # partition -> open merged segment
         self.load()
 
     # ------------------------------------------------------------------ manifest
@@ -221,6 +222,11 @@ class ColumnarCache:
             self._shrunk.discard(segment)
             self._retire(segment)
 
+    def is_closed(self, mtime: float, *, ended: bool) -> bool:
+        """Whether a raw file modified at ``mtime`` is closed: the job has ended, or the file
+        has been left alone for ``settled_after_s``. Only closed files are merged."""
+        return ended or mtime < time.time() - self.settled_after_s
+
     def expired_retirements(self) -> bool:
         """Whether some retired segment is due for deletion (a save would delete it)."""
         now = time.time()
@@ -233,76 +239,111 @@ class ColumnarCache:
     # ------------------------------------------------------------------ segments
 
     def write_segment(
-        self, kind: str, raw_path: str, batches: Iterable[pa.RecordBatch]
+        self,
+        kind: str,
+        raw_path: str,
+        batches: Iterable[pa.RecordBatch],
+        *,
+        merge: bool = False,
     ) -> tuple[str | None, dict[str, Any]]:
         """Stream ``batches`` of ``kind`` into a new segment for raw file ``raw_path``.
 
+        :param merge: append the rows to the partition's merged segment of the current
+            :meth:`merged_writes` instead (for closed files; the file's batches are held in
+            memory until it is read whole, so a file that fails half-way adds no rows).
         :returns: the segment's path relative to the cache (None when there were no rows) and
-            its statistics: ``rows``, ``first_us``, ``last_us``, ``nodes``, ``ranks``.
+            its statistics: ``rows``, ``first_us``, ``last_us``, ``nodes``, ``ranks`` (and
+            ``offset`` when merged).
         :raises CorruptFileError: when pyarrow rejects the data as the batches are written.
         """
-        schema = KINDS[kind]
-        writer: pq.ParquetWriter | None = None
-        tmp: Path | None = None
-        final: Path | None = None
-        rows = 0
-        first_us: float | None = None
-        last_us: float | None = None
-        nodes: set[str] = set()
-        ranks: set[int] = set()
+        stats = _SegmentStats(kind)
+        target: _OpenSegment | None = None
+        held: list[pa.RecordBatch] = []
         try:
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
-                if writer is None:
-                    final = self._segment_path(kind, raw_path, batch)
-                    final.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = final.with_name(final.name + f".{os.getpid()}.tmp")
-                    writer = pq.ParquetWriter(tmp, schema, compression="zstd", compression_level=1)
-                writer.write_batch(batch)
-                rows += batch.num_rows
-                lo, hi = _time_range(kind, batch)
-                first_us = lo if first_us is None else min(first_us, lo)
-                last_us = hi if last_us is None else max(last_us, hi)
-                nodes.update(pc.unique(batch.column("node")).to_pylist())
-                if kind == "events":
-                    ranks.update(pc.unique(batch.column("rank")).to_pylist())
+                stats.add(batch)
+                if merge:
+                    held.append(batch)
+                    continue
+                if target is None:
+                    partition = _partition(kind, batch)
+                    target = _OpenSegment(self._unused_path(partition, raw_path), KINDS[kind])
+                target.append(pa.Table.from_batches([batch]))
+            if held:
+                segment, offset = self._append_merged(kind, raw_path, held)
+                return segment, {**stats.as_dict(), "offset": offset}
+            if target is None:
+                return None, stats.as_dict()
+            target.finish()
         except (pa.ArrowException, OSError) as exc:
-            if writer is not None:
-                writer.close()
-            if tmp is not None:
-                tmp.unlink(missing_ok=True)
+            if target is not None:
+                target.abandon()
             if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowException):
                 raise StoreError(f"Cannot write the cache segment for {raw_path}: {exc}") from exc
             raise CorruptFileError(raw_path, "a record batch", str(exc)) from exc
         except BaseException:
-            if writer is not None:
-                writer.close()
-            if tmp is not None:
-                tmp.unlink(missing_ok=True)
+            if target is not None:
+                target.abandon()
             raise
-        stats = {
-            "kind": kind,
-            "rows": rows,
-            "first_us": first_us,
-            "last_us": last_us,
-            "nodes": sorted(nodes),
-            "ranks": sorted(ranks),
-        }
-        if writer is None or tmp is None or final is None:
-            return None, stats
-        writer.close()
-        os.replace(tmp, final)
-        return final.relative_to(self.root).as_posix(), stats
+        return target.final.relative_to(self.root).as_posix(), stats.as_dict()
 
-    def _segment_path(self, kind: str, raw_path: str, batch: pa.RecordBatch) -> Path:
-        node = _UNSAFE.sub("_", str(batch.column("node")[0].as_py()) or "unknown")
-        if kind == "events":
-            source = _UNSAFE.sub("_", str(batch.column("source")[0].as_py()))
-            partition = Path(kind, source, f"{node}_r{batch.column('rank')[0].as_py()}")
-        else:
-            partition = Path(kind, node)
-        return self._unused_path(partition.as_posix(), raw_path)
+    @contextmanager
+    def merged_writes(self) -> Iterator[None]:
+        """A scope in which ``write_segment(..., merge=True)`` appends to one new segment per
+        partition (cut after ``segment_target_rows``), completed when the scope ends.
+
+        A merged segment that cannot be completed is removed, and the raw files recorded in it
+        are forgotten so the next refresh reads them again.
+        """
+        self._merging = {}
+        try:
+            yield
+        except BaseException:
+            for open_segment in self._merging.values():
+                open_segment.abandon()
+            raise
+        finally:
+            merging, self._merging = self._merging, None
+        for open_segment in merging.values():
+            self._complete(open_segment)
+
+    def _append_merged(
+        self, kind: str, raw_path: str, held: list[pa.RecordBatch]
+    ) -> tuple[str, int]:
+        if self._merging is None:
+            raise RuntimeError("write_segment(merge=True) needs an open merged_writes() scope")
+        partition = _partition(kind, held[0])
+        target = self._merging.get(partition)
+        if target is not None and target.rows >= self.segment_target_rows:
+            self._complete(target)
+            target = None
+        if target is None:
+            path = self._unused_path(partition, raw_path, prefix="merged-")
+            target = self._merging[partition] = _OpenSegment(path, KINDS[kind])
+        offset = target.rows
+        try:
+            target.append(pa.Table.from_batches(held))
+        except (pa.ArrowException, OSError):
+            del self._merging[partition]
+            self._forget_segment(target)
+            raise
+        return target.final.relative_to(self.root).as_posix(), offset
+
+    def _complete(self, target: _OpenSegment) -> None:
+        try:
+            target.finish()
+        except (pa.ArrowException, OSError) as exc:
+            logger.warning("Cannot write the cache segment %s: %s", target.final, exc)
+            self._forget_segment(target)
+
+    def _forget_segment(self, target: _OpenSegment) -> None:
+        """Abandon a merged segment being written and forget the raw files recorded in it."""
+        target.abandon()
+        segment = target.final.relative_to(self.root).as_posix()
+        for raw_path in self._members([segment]):
+            del self.files[raw_path]
 
     def _unused_path(self, partition: str, raw_path: str, *, prefix: str = "") -> Path:
         """A segment name in ``partition``, after the raw file, that no file has: a segment
@@ -332,7 +373,6 @@ class ColumnarCache:
             partition are enough to merge them.
         :returns: how many segments were merged away.
         """
-        settled_before = time.time() - self.settled_after_s
         small: dict[str, dict[str, bool]] = {}  # partition -> small segment -> all members settled
         rows: dict[str, int] = {}
         for entry in self.files.values():
@@ -343,7 +383,7 @@ class ColumnarCache:
             segment = entry.get("segment")
             if not segment or rows[segment] >= self.segment_target_rows:
                 continue
-            settled = ended or float(entry.get("mtime") or 0) < settled_before
+            settled = self.is_closed(float(entry.get("mtime") or 0), ended=ended)
             partition = small.setdefault(segment.rsplit("/", 1)[0], {})
             partition[segment] = partition.get(segment, True) and settled
         merged = 0
@@ -384,42 +424,34 @@ class ColumnarCache:
         schema = KINDS[partition.split("/", 1)[0]]
         tables: dict[str, pa.Table] = {}
         placed: dict[str, tuple[str, int]] = {}
-        written: list[Path] = []
-        writer: pq.ParquetWriter | None = None
-        tmp = final = self.root  # set with the writer of each new segment
+        written: list[_OpenSegment] = []
+        target: _OpenSegment | None = None
         try:
-            pending: list[pa.Table] = []
-            pending_rows = chunk_rows = 0
-            for index, raw in enumerate(members):
+            for raw in members:
                 entry = self.files[raw]
                 source = entry["segment"]
                 if source not in tables:
                     tables[source] = pq.read_table(self.root / source, schema=schema)
-                part = tables[source].slice(int(entry.get("offset") or 0), int(entry["rows"]))
-                if writer is None:
-                    final = self._unused_path(partition, raw, prefix="merged-")
-                    tmp = final.with_name(final.name + f".{os.getpid()}.tmp")
-                    writer = pq.ParquetWriter(tmp, schema, compression="zstd", compression_level=1)
-                    chunk_rows = 0
-                placed[raw] = (final.relative_to(self.root).as_posix(), chunk_rows)
-                pending.append(part)
-                pending_rows += part.num_rows
-                chunk_rows += part.num_rows
-                cut = chunk_rows >= self.segment_target_rows or index == len(members) - 1
-                if pending_rows >= _ROW_GROUP_ROWS or cut:
-                    writer.write_table(pa.concat_tables(pending), row_group_size=_ROW_GROUP_ROWS)
-                    pending, pending_rows = [], 0
-                if cut:
-                    writer.close()
-                    writer = None
-                    os.replace(tmp, final)
-                    written.append(final)
+                if target is None:
+                    path = self._unused_path(partition, raw, prefix="merged-")
+                    target = _OpenSegment(path, schema)
+                placed[raw] = (target.final.relative_to(self.root).as_posix(), target.rows)
+                target.append(
+                    tables[source].slice(int(entry.get("offset") or 0), int(entry["rows"]))
+                )
+                if target.rows >= self.segment_target_rows:
+                    target.finish()
+                    written.append(target)
+                    target = None
+            if target is not None:
+                target.finish()
+                written.append(target)
+                target = None
         except (OSError, pa.ArrowException) as exc:
-            if writer is not None:
-                writer.close()
-                tmp.unlink(missing_ok=True)
-            for path in written:
-                path.unlink(missing_ok=True)
+            if target is not None:
+                target.abandon()
+            for done in written:
+                done.final.unlink(missing_ok=True)
             logger.warning("Cannot compact the cache segments of %s: %s", partition, exc)
             return False
         for raw, (segment, offset) in placed.items():
@@ -483,3 +515,87 @@ def _time_range(kind: str, batch: pa.RecordBatch) -> tuple[float, float]:
     start = batch.column("start_us")
     end = pc.add(start, batch.column("dur_us"))
     return float(pc.min(start).as_py()), float(pc.max(end).as_py())
+
+
+def _partition(kind: str, batch: pa.RecordBatch) -> str:
+    """The folder of a stream's segments: ``system/<node>`` or ``events/<source>/<node>_r<rank>``."""
+    node = _UNSAFE.sub("_", str(batch.column("node")[0].as_py()) or "unknown")
+    if kind == "events":
+        source = _UNSAFE.sub("_", str(batch.column("source")[0].as_py()))
+        return f"{kind}/{source}/{node}_r{batch.column('rank')[0].as_py()}"
+    return f"{kind}/{node}"
+
+
+class _SegmentStats:
+    """What the manifest keeps about one raw file's rows, gathered batch by batch."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.rows = 0
+        self.first_us: float | None = None
+        self.last_us: float | None = None
+        self.nodes: set[str] = set()
+        self.ranks: set[int] = set()
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self.rows += batch.num_rows
+        lo, hi = _time_range(self.kind, batch)
+        self.first_us = lo if self.first_us is None else min(self.first_us, lo)
+        self.last_us = hi if self.last_us is None else max(self.last_us, hi)
+        self.nodes.update(pc.unique(batch.column("node")).to_pylist())
+        if self.kind == "events":
+            self.ranks.update(pc.unique(batch.column("rank")).to_pylist())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "rows": self.rows,
+            "first_us": self.first_us,
+            "last_us": self.last_us,
+            "nodes": sorted(self.nodes),
+            "ranks": sorted(self.ranks),
+        }
+
+
+class _OpenSegment:
+    """A segment being written: a temporary file, renamed to ``final`` once complete.
+
+    Rows are gathered into row groups of about ``_ROW_GROUP_ROWS``, whatever the size of the
+    pieces appended.
+    """
+
+    def __init__(self, final: Path, schema: pa.Schema) -> None:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        self.final = final
+        self.rows = 0
+        self._tmp = final.with_name(final.name + f".{os.getpid()}.tmp")
+        self._writer = pq.ParquetWriter(self._tmp, schema, compression="zstd", compression_level=1)
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+
+    def append(self, table: pa.Table) -> None:
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        self.rows += table.num_rows
+        if self._pending_rows >= _ROW_GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            table = pa.concat_tables(self._pending)
+            self._writer.write_table(table, row_group_size=_ROW_GROUP_ROWS)
+            self._pending, self._pending_rows = [], 0
+
+    def finish(self) -> None:
+        """Write what is pending, close the file and rename it into place."""
+        self._flush()
+        self._writer.close()
+        os.replace(self._tmp, self.final)
+
+    def abandon(self) -> None:
+        """Close and delete the temporary file."""
+        try:
+            self._writer.close()
+        except (pa.ArrowException, OSError):
+            logger.debug("closing the abandoned segment %s failed", self._tmp, exc_info=True)
+        self._tmp.unlink(missing_ok=True)

@@ -201,18 +201,25 @@ class JobData:
         with self._refresh_lock, self._cache.locked(), self._reading_session():
             self._cache.load()
             listing = self._list_files()
+            ended = self._ended_in(listing)
             raw_files = self._classify(listing)
-            for raw in raw_files:
-                if self._cache.is_current(raw.info):
-                    continue
-                read.append(raw.info.path)
-                changed |= self._convert(raw)
+            with self._cache.merged_writes():
+                for raw in raw_files:
+                    if self._cache.is_current(raw.info):
+                        continue
+                    read.append(raw.info.path)
+                    # a closed file goes straight into its stream's merged segment; a Kineto
+                    # trace is a stream of its own, and too large to hold until it is read whole
+                    merge = raw.reader != "kineto" and self._cache.is_closed(
+                        raw.info.mtime, ended=ended
+                    )
+                    changed |= self._convert(raw, merge=merge)
             present = {raw.info.path for raw in raw_files}
             gone = [p for p in self._cache.files if p not in present]
             for path in gone:
                 changed |= bool(self._cache.files[path].get("segment"))
                 self._cache.drop(path)
-            merged = self._cache.compact(ended=self._ended_in(listing))
+            merged = self._cache.compact(ended=ended)
             if read or gone or merged or self._cache.expired_retirements():
                 self._cache.save()
         self.last_refresh_files = read
@@ -428,15 +435,16 @@ class JobData:
         node, rank = node_and_rank(detailed["node_id"])
         return _RawFile(info, "kineto", node=node, rank=rank)
 
-    def _convert(self, raw: _RawFile) -> bool:
-        """Read one raw file into a segment; False when it held no rows or could not be read."""
+    def _convert(self, raw: _RawFile, *, merge: bool = False) -> bool:
+        """Read one raw file into a segment (its stream's merged segment when ``merge``); False
+        when it held no rows or could not be read."""
         rel = raw.info.path
         display = f"{self.path}/{rel}" if rel else str(self.path)
         kind = "system" if raw.reader == "system" else "events"
         extra: dict[str, Any] = {}
         try:
             with self._batches(raw, display, extra) as batches:
-                segment, stats = self._cache.write_segment(kind, rel, batches)
+                segment, stats = self._cache.write_segment(kind, rel, batches, merge=merge)
         except StoreError as exc:
             logger.warning("Skipped %s: %s", display, exc)
             self._cache.record(raw.info, None, {"kind": kind, "rows": 0, "error": str(exc)})
