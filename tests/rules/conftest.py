@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.rules.tablejob import TableJob
+from stepscope.testing import TableJob
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ import pytest
 
 from stepscope.rules import RuleSession, write_results
 from stepscope.rules.builtin import BUILTIN_RULES
-from tests.rules.tablejob import T0_US, TableJob, machine, training_steps
+from stepscope.testing import TableJob
+from tests.rules.tablejob import T0_US, add_events, machine, training_steps
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
 STATUSES = {"InProgress", "IssuesFound", "NoIssuesFound", "Error", "NotApplicable"}
@@ -62,7 +63,8 @@ def rich_job(tmp_path: Path) -> TableJob:
         job, 2500, step_s=0.2, start_us=T0_US + 30_000_000, slow={500: 3.0, 501: 3.0, 502: 3.0}
     )
     training_steps(job, 100, mode="EVAL", step_s=0.1, start_us=T0_US + 40_000_000, seed=2)
-    job.events(
+    add_events(
+        job,
         "algo-1",
         "DataLoaderIter",
         start - 20_000,
@@ -71,7 +73,8 @@ def rich_job(tmp_path: Path) -> TableJob:
         pid=0,
         args=[{"pid": 100 + i % 2, "worker_id": i % 2} for i in range(len(start))],
     )
-    job.events(
+    add_events(
+        job,
         "algo-1",
         "DataLoaderIterInitialize",
         [T0_US + 29_000_000],
@@ -79,8 +82,12 @@ def rich_job(tmp_path: Path) -> TableJob:
         name="_MultiProcessingDataLoaderIter.__init__",
         args={"num_workers": 2, "pin_memory": False},
     )
-    job.events("algo-1", "kernel", start[:500] + 2000, 50_000, name="volta_sgemm", source="kineto")
-    job.events("algo-1", "cpu_op", start[:500] + 1000, 20_000, name="aten::mm", source="kineto")
+    add_events(
+        job, "algo-1", "kernel", start[:500] + 2000, 50_000, name="volta_sgemm", source="kineto"
+    )
+    add_events(
+        job, "algo-1", "cpu_op", start[:500] + 1000, 20_000, name="aten::mm", source="kineto"
+    )
     return job
 
 

@@ -197,13 +197,15 @@ def test_a_long_job_is_scanned_in_windows_of_six_hours(job):
     import numpy as np
 
     from stepscope.rules import RuleSession
-    from tests.rules.tablejob import T0_US
+    from tests.rules.tablejob import T0_US, add_events, add_metric
 
     # one snapshot a minute for 13 hours: more than two six-hour windows
     times = T0_US + np.arange(13 * 60, dtype=np.int64) * 60_000_000
-    job.metric("algo-1", times, "cpu", "cpu0", "CPUUtilization", np.full(len(times), 50.0))
-    job.metric("algo-1", times, "gpu", "gpu0", "GPUUtilization", np.full(len(times), 80.0))
-    job.events("algo-1", "Step:ModeKeys.TRAIN", times + 1000, 500_000, step=np.arange(len(times)))
+    add_metric(job, "algo-1", times, "cpu", "cpu0", "CPUUtilization", np.full(len(times), 50.0))
+    add_metric(job, "algo-1", times, "gpu", "gpu0", "GPUUtilization", np.full(len(times), 80.0))
+    add_events(
+        job, "algo-1", "Step:ModeKeys.TRAIN", times + 1000, 500_000, step=np.arange(len(times))
+    )
     session = RuleSession(job, ["OverallSystemUsage", "StepOutlier"])
     windows = session._windows(job.connect(), int(times[-1]) + 1)
     assert len(windows) >= 3

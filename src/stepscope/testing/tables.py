@@ -87,10 +87,10 @@ def _table(
         value = columns.pop(field.name, defaults.get(field.name))
         if value is None:
             raise KeyError(f"column {field.name!r} has no default; give it.")
+        if isinstance(value, np.ndarray | np.generic):
+            value = value.tolist()
         if isinstance(value, str) or np.ndim(value) == 0:
             value = [value] * n
-        elif isinstance(value, np.ndarray):
-            value = value.tolist()
         data[field.name] = pa.array(value, type=field.type)
     if columns:
         raise KeyError(f"columns must be {schema.names}, got {sorted(columns)!r}.")

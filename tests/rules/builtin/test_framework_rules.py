@@ -13,7 +13,7 @@ from stepscope.rules.builtin import (
     StepOutlier,
 )
 from stepscope.rules.engine import RuleSession
-from tests.rules.tablejob import T0_US, machine, training_steps, verdict
+from tests.rules.tablejob import T0_US, add_events, machine, training_steps, verdict
 
 STALL = {100: 2.0, 101: 2.0, 102: 2.0, 103: 2.0, 104: 2.0}
 
@@ -66,7 +66,7 @@ def test_step_outlier_not_applicable_without_steps(job):
 
 def test_kineto_profiler_steps_count_as_train_steps(job):
     start, dur = training_steps(job, 120, step_s=0.05, slow={60: 1.0})
-    job.events("algo-1", "user_annotation", start, dur, name="ProfilerStep#0", source="kineto")
+    add_events(job, "algo-1", "user_annotation", start, dur, name="ProfilerStep#0", source="kineto")
     result = verdict(job, StepOutlier(n_outliers=0))
     assert result.datapoints == 240  # the Step events and the ProfilerStep annotations
 
@@ -116,9 +116,9 @@ def test_max_initialization_time_fires_under_profiler_report(job):
 
 def test_overall_framework_metrics_totals_and_labels(job):
     start, dur = training_steps(job, 100, step_s=0.1)
-    job.events("algo-1", "cpu_op", start, 10_000, name="aten::mm", source="kineto")
-    job.events("algo-1", "kernel", start, 30_000, name="sgemm", source="kineto")
-    job.events("algo-1", "DataLoaderIter", start - 5000, 4000, name="DataLoaderIter::GetNext")
+    add_events(job, "algo-1", "cpu_op", start, 10_000, name="aten::mm", source="kineto")
+    add_events(job, "algo-1", "kernel", start, 30_000, name="sgemm", source="kineto")
+    add_events(job, "algo-1", "DataLoaderIter", start - 5000, 4000, name="DataLoaderIter::GetNext")
     result = verdict(job, OverallFrameworkMetrics())
     d = result.details
     assert d["ratio"] == {"CPU": pytest.approx(1.0), "GPU": pytest.approx(3.0)}
@@ -133,7 +133,8 @@ def test_overall_framework_metrics_totals_and_labels(job):
 def starving_loader(job, workers: int, cores: int = 32, seconds: int = 60):
     machine(job, seconds, cores=cores, gpu_util_pct=[20.0])
     start, _ = training_steps(job, seconds * 5, step_s=0.2)
-    job.events(
+    add_events(
+        job,
         "algo-1",
         "DataLoaderIter",
         start + 1000,
@@ -141,7 +142,8 @@ def starving_loader(job, workers: int, cores: int = 32, seconds: int = 60):
         name="DataLoaderIter::GetNext",
         args=[{"pid": 500 + i % workers, "worker_id": i % workers} for i in range(len(start))],
     )
-    job.events(
+    add_events(
+        job,
         "algo-1",
         "DataLoaderIterInitialize",
         [T0_US],

@@ -13,7 +13,7 @@ from stepscope.rules.builtin import (
     LowGPUUtilization,
     OverallSystemUsage,
 )
-from tests.rules.tablejob import machine, verdict
+from tests.rules.tablejob import add_metric, machine, verdict
 
 EIGHT = [30.0] + [80.0] * 7
 
@@ -45,7 +45,7 @@ def test_fluctuating_gpu(job):
     machine(job, 100, gpu_util_pct=[0.0, 80.0], noise=0.0)
     # gpu0 alternates between idle and fully busy
     times = np.arange(200) * 500_000 + 1_700_000_000_000_000 + 150
-    job.metric("algo-1", times, "gpu", "gpu2", "GPUUtilization", np.tile([0.0, 100.0], 100))
+    add_metric(job, "algo-1", times, "gpu", "gpu2", "GPUUtilization", np.tile([0.0, 100.0], 100))
     result = verdict(job, LowGPUUtilization(patience=0, window=50))
     gpus = result.details["gpus"]
     assert gpus["algo-1/gpu2"]["fluctuating"] == 4 and gpus["algo-1/gpu2"]["underused"] == 0
