@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -225,3 +226,36 @@ def test_a_running_job_merges_a_stream_once_enough_closed_segments_exist(tmp_pat
     assert cache.connect().execute("SELECT list(value ORDER BY value) FROM system").fetchone() == (
         [1.0, 2.0, 3.0, 4.0],
     )
+
+
+def test_closed_files_of_a_running_job_go_straight_into_merged_segments(tmp_path: Path) -> None:
+    running_job = generate_job(tmp_path / "job", **{**TINY_JOB, "minutes": 4})
+    for marker in _end_markers(running_job):
+        marker.unlink()
+    output = running_job / "profiler-output"
+    raw = sorted(output.glob("system/incremental/*/*.json")) + sorted(
+        output.glob("framework/pevents/*/*.json")
+    )
+    newest = {max(p for p in raw if p.name.endswith(suffix)) for suffix in (".algo-1.json", "_pythontimeline.json", "_model_timeline.json")}  # fmt: skip
+    an_hour_ago = time.time() - 3600
+    for path in raw:
+        if path not in newest:  # closed long ago; the newest file of each stream is still written
+            os.utime(path, (an_hour_ago, an_hour_ago))
+    data = open_job(running_job)
+    data.refresh()
+    files = _manifest(running_job)["files"]
+    segment = {path: files[path.relative_to(running_job).as_posix()]["segment"] for path in raw}
+    for path in newest:
+        assert sum(1 for s in segment.values() if s == segment[path]) == 1  # a segment of its own
+    closed = [path for path in raw if path not in newest]
+    assert len(closed) >= 2 * len(_streams(running_job))  # several closed files per stream
+    assert {segment[p].rsplit("/", 1)[0] for p in closed} == {
+        s.rsplit("/", 1)[0] for s in segment.values()
+    }
+    assert len({segment[p] for p in closed}) == len(_streams(running_job))
+    scratch_rows = {table: _rows(data.connect(), table) for table in _ORDERED}
+    _end(running_job)
+    data.refresh()
+    assert len(_live_segments(running_job)) == len(_streams(running_job))
+    for table, rows in scratch_rows.items():
+        assert _rows(data.connect(), table) == rows

@@ -1,7 +1,7 @@
 """The columnar cache of one job: Parquet segments, the manifest that lists them, DuckDB views.
 
-Each raw file that holds data becomes one Parquet segment, written batch by batch while the raw
-file is read, under ``<cache>/<kind>/<partition>/`` where kind is ``system`` or ``events`` and the
+The rows of each raw file are converted to Parquet batch by batch while the file is read, into a
+segment under ``<cache>/<kind>/<partition>/`` where kind is ``system`` or ``events`` and the
 partition names the stream: the node (and for events the source and rank). ``manifest.json``
 records, per raw file, its size and modification time when it was converted, the segment holding
 its rows, where they start in it (``offset``) and a few statistics (rows, first and last time,
@@ -15,7 +15,10 @@ and the manifest entry of each raw file then names the merged segment and its ``
 partition is compacted once it holds ``compact_min_segments`` segments smaller than
 ``segment_target_rows`` whose raw files have been left alone for ``settled_after_s`` (closed:
 merging a file that still grows would mean rewriting the merged segment at the next refresh),
-or, once the job has ended, as soon as it holds two. A merged segment is cut after
+or, once the job has ended, as soon as it holds two. A refresh writes the closed files it reads
+straight into one new merged segment per partition (:meth:`ColumnarCache.merged_writes`), so a
+finished job is converted into merged segments at once, without a second pass; only the files
+still being written get segments of their own. A merged segment is cut after
 ``segment_target_rows``. Because the manifest still maps every raw file to its exact rows,
 incremental refresh works the same after compaction: when a raw file of a merged segment grows
 or disappears, the segment loses that member, and before the manifest is saved every segment
