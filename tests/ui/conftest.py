@@ -1,8 +1,8 @@
-"""Fixtures for the UI tests: a job double built from small Arrow tables, and app factories.
+"""Fixtures for the UI tests: jobs built by hand in memory, job folders and app factories.
 
-:class:`TableJob` implements the JobData interface the UI uses (``refresh``, ``connect`` with the
-``system`` and ``events`` views, ``metadata``, ``name``, ``kind``, ``path``) over in-memory Arrow
-tables, so API behaviour is tested without depending on how the store reads raw files.
+The jobs are ``stepscope.testing.TableJob`` over small tables (a minute of CPU and GPU samples,
+steps with a forward pass each), so API behaviour is tested without depending on how the store
+reads raw files.
 """
 
 from __future__ import annotations
@@ -12,39 +12,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import duckdb
-import pyarrow as pa
 import pytest
 from fastapi.testclient import TestClient
 
-from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
+from stepscope.testing import TableJob, event_row
 from stepscope.ui import create_app
 
 T0_US = 1_700_000_000_000_000
 
-_EVENT_DEFAULTS: dict[str, Any] = {
-    "source": "pythontimeline",
-    "node": "algo-1",
-    "rank": 0,
-    "category": "",
-    "name": "",
-    "ph": "X",
-    "start_us": 0.0,
-    "dur_us": 0.0,
-    "pid": 1,
-    "tid": 1,
-    "step": -1,
-    "device": -1,
-    "stream": -1,
-    "correlation": -1,
-    "external_id": -1,
-    "bytes": -1,
-    "args": "{}",
-}
-
-
-def table(schema: pa.Schema, rows: list[dict[str, Any]]) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=schema)
+#: Every event of the UI's jobs comes from thread 1 of process 1 of the Python timeline.
+_EVENT_FIELDS: dict[str, Any] = {"source": "pythontimeline", "pid": 1, "tid": 1, "args": "{}"}
 
 
 def system_rows(
@@ -84,59 +61,28 @@ def step_events(steps: int = 50, node: str = "algo-1") -> list[dict[str, Any]]:
         start = T0_US + s * 300_000.0
         dur = 250_000.0 if s % 10 else 900_000.0
         rows.append(
-            {
-                **_EVENT_DEFAULTS,
-                "node": node,
-                "category": "Step:ModeKeys.TRAIN",
-                "name": "Step:ModeKeys.TRAIN",
-                "start_us": start,
-                "dur_us": dur,
-                "step": s,
-            }
+            event_row(
+                **_EVENT_FIELDS,
+                node=node,
+                category="Step:ModeKeys.TRAIN",
+                name="Step:ModeKeys.TRAIN",
+                start_us=start,
+                dur_us=dur,
+                step=s,
+            )
         )
         rows.append(
-            {
-                **_EVENT_DEFAULTS,
-                "node": node,
-                "category": "Annotation",
-                "name": "Forward",
-                "start_us": start,
-                "dur_us": dur / 3,
-                "step": s,
-            }
+            event_row(
+                **_EVENT_FIELDS,
+                node=node,
+                category="Annotation",
+                name="Forward",
+                start_us=start,
+                dur_us=dur / 3,
+                step=s,
+            )
         )
     return rows
-
-
-class TableJob:
-    """A JobData double over in-memory tables."""
-
-    def __init__(
-        self,
-        path: Path,
-        system: list[dict[str, Any]],
-        events: list[dict[str, Any]],
-        metadata: dict[str, Any] | None = None,
-    ) -> None:
-        self.path = Path(path)
-        self.name = self.path.name
-        self.kind = "stepscope"
-        self.metadata = metadata or {}
-        self._system = table(SYSTEM_SCHEMA, system)
-        self._events = table(EVENT_SCHEMA, [{**_EVENT_DEFAULTS, **e} for e in events])
-        self.refreshes = 0
-
-    def refresh(self) -> bool:
-        self.refreshes += 1
-        return False
-
-    def connect(self) -> duckdb.DuckDBPyConnection:
-        con = duckdb.connect()
-        con.register("system_table", self._system)
-        con.register("events_table", self._events)
-        con.execute("CREATE VIEW system AS SELECT * FROM system_table")
-        con.execute("CREATE VIEW events AS SELECT * FROM events_table")
-        return con
 
 
 def write_job_folder(root: Path, name: str, *, status: str = "Completed", **extra: Any) -> Path:
