@@ -16,7 +16,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request, Response
 from fastapi.staticfiles import StaticFiles
 
-from stepscope.ui.profiles import JobOpener, ProfileRegistry
+from stepscope.ui.profiles import JobOpener, ProfileJob, ProfileRegistry
 from stepscope.ui.routes import dashboard, info, jobs, pages, settings, timeline
 from stepscope.ui.security import AccessGuard
 from stepscope.ui.settings import IdleShutdown, default_settings_path
@@ -35,8 +35,8 @@ _CONTENT_SECURITY_POLICY = (
 )
 
 
-def _open_job(path: Path) -> object:
-    from stepscope.store import open_job
+def _open_job(path: Path) -> ProfileJob:
+    from stepscope.store.job import open_job  # the defining module: the lazy package is untyped
 
     return open_job(path)
 

@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal  # Any: the JSON values of an answer
 
 from stepscope.store import is_kineto_trace
 
@@ -291,5 +291,5 @@ def _is_trace(path: Path) -> bool:
     return path.name.endswith(_TRACE_SUFFIXES) and bool(is_kineto_trace(path))
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

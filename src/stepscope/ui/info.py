@@ -14,7 +14,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any  # Any: job.json's values, and the sections' JSON values
 
 from stepscope.ui.discovery import JobEntry
 
@@ -24,7 +24,7 @@ _MAX_ROWS = 200
 _MAX_VALUE_CHARS = 2000
 
 
-def _text(value: Any) -> str | int | float:
+def _text(value: object) -> str | int | float:
     if isinstance(value, bool) or value is None:
         return "—" if value is None else ("yes" if value else "no")
     if isinstance(value, (int, float)):
@@ -36,13 +36,13 @@ def _text(value: Any) -> str | int | float:
     return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "…"
 
 
-def _time(us: Any) -> str:
+def _time(us: object) -> str:
     if not isinstance(us, (int, float)) or isinstance(us, bool):
         return "—"
     return datetime.fromtimestamp(us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _bytes(value: Any) -> str:
+def _bytes(value: object) -> str:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
         return "—"
     return f"{value / 2**30:,.1f} GiB"
@@ -86,7 +86,7 @@ def _rank_details(info: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _gpu_names(devices: Any) -> str:
+def _gpu_names(devices: object) -> str:
     if not isinstance(devices, list) or not devices:
         return "—"
     names = [

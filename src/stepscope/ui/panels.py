@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any  # Any: the JSON values of an answer
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,7 @@ import pandas as pd
 from stepscope import analysis
 from stepscope.analysis.kernels import KernelOrder
 from stepscope.analysis.utilization import DeviceKind
+from stepscope.ui.profiles import ProfileJob
 
 __all__ = [
     "DEFAULT_K",
@@ -70,7 +71,7 @@ class Panel:
     """One dashboard panel: its title, what it computes, and which parameters it reads."""
 
     title: str
-    compute: Callable[[Any, PanelQuery], dict[str, Any]]
+    compute: Callable[[ProfileJob, PanelQuery], dict[str, Any]]
     uses_k: bool = False
     uses_annotation: bool = False
 
@@ -112,8 +113,10 @@ def _pie(
 # --- system metrics ----------------------------------------------------------------------------
 
 
-def _active_time(kind: DeviceKind, label: str) -> Callable[[Any, PanelQuery], dict[str, Any]]:
-    def compute(job: Any, query: PanelQuery) -> dict[str, Any]:
+def _active_time(
+    kind: DeviceKind, label: str
+) -> Callable[[ProfileJob, PanelQuery], dict[str, Any]]:
+    def compute(job: ProfileJob, query: PanelQuery) -> dict[str, Any]:
         frame = analysis.system_active_time(job, kind=kind)
         if frame.empty:
             if kind == "gpu":
@@ -145,7 +148,7 @@ def _active_time(kind: DeviceKind, label: str) -> Callable[[Any, PanelQuery], di
     return compute
 
 
-def _kernel_active_time(job: Any) -> dict[str, Any]:
+def _kernel_active_time(job: ProfileJob) -> dict[str, Any]:
     """GPU active time from kernel activity, for traces without sampled GPU utilization."""
     frame = analysis.gpu_active_time(job)
     if frame.empty:
@@ -174,8 +177,10 @@ def _kernel_active_time(job: Any) -> dict[str, Any]:
     }
 
 
-def _utilization(kind: DeviceKind, label: str) -> Callable[[Any, PanelQuery], dict[str, Any]]:
-    def compute(job: Any, query: PanelQuery) -> dict[str, Any]:
+def _utilization(
+    kind: DeviceKind, label: str
+) -> Callable[[ProfileJob, PanelQuery], dict[str, Any]]:
+    def compute(job: ProfileJob, query: PanelQuery) -> dict[str, Any]:
         frame = analysis.system_utilization_timeline(job, kind=kind, max_points=MAX_POINTS)
         if frame.empty:
             if kind == "gpu":
@@ -200,7 +205,7 @@ def _utilization(kind: DeviceKind, label: str) -> Callable[[Any, PanelQuery], di
     return compute
 
 
-def _kernel_utilization(job: Any) -> dict[str, Any]:
+def _kernel_utilization(job: ProfileJob) -> dict[str, Any]:
     """Mean kernel-busy share of each rank's GPUs over time, at most ``MAX_POINTS`` per rank."""
     frame = analysis.gpu_utilization_timeline(job)
     if frame.empty:
@@ -234,14 +239,14 @@ def _kernel_utilization(job: Any) -> dict[str, Any]:
 
 def _kernel_pie(
     order_by: KernelOrder, *, with_others: bool
-) -> Callable[[Any, PanelQuery], dict[str, Any]]:
+) -> Callable[[ProfileJob, PanelQuery], dict[str, Any]]:
     """Kernel time (``order_by="total"``) or launch counts (``"count"``) as one pie.
 
     Percentages are of all kernels (time or launches), also when only the top kernels are shown,
     as SageMaker Profiler computes them.
     """
 
-    def compute(job: Any, query: PanelQuery) -> dict[str, Any]:
+    def compute(job: ProfileJob, query: PanelQuery) -> dict[str, Any]:
         top_k = query.k if with_others else DEFAULT_K
         frame = analysis.kernel_summary(job, top_k=top_k, order_by=order_by)
         frame = frame[frame["count"] > 0]
@@ -289,11 +294,11 @@ def _kernel_pie(
 
 
 def _share_pie(
-    function: Callable[[Any], pd.DataFrame], label_column: str, what: str
-) -> Callable[[Any, PanelQuery], dict[str, Any]]:
+    function: Callable[[ProfileJob], pd.DataFrame], label_column: str, what: str
+) -> Callable[[ProfileJob, PanelQuery], dict[str, Any]]:
     """A pie of time per category from an analysis returning ``count, total_us, pct``."""
 
-    def compute(job: Any, query: PanelQuery) -> dict[str, Any]:
+    def compute(job: ProfileJob, query: PanelQuery) -> dict[str, Any]:
         frame = function(job)
         frame = frame[frame["total_us"] > 0]
         if frame.empty:
@@ -366,7 +371,7 @@ def histogram(
     return {"kind": "histogram", "edges": [float(e) for e in edges], "series": out, "unit": unit}
 
 
-def _step_time(job: Any, query: PanelQuery) -> dict[str, Any]:
+def _step_time(job: ProfileJob, query: PanelQuery) -> dict[str, Any]:
     frame = job.connect().execute(_STEP_DURATIONS_SQL).df()
     if frame.empty:
         return empty(
@@ -380,7 +385,7 @@ def _step_time(job: Any, query: PanelQuery) -> dict[str, Any]:
     return histogram(groups)
 
 
-def _annotation_histogram(job: Any, query: PanelQuery) -> dict[str, Any]:
+def _annotation_histogram(job: ProfileJob, query: PanelQuery) -> dict[str, Any]:
     frame = analysis.annotation_durations(job, query.annotation)
     if frame.empty:
         return empty(f"No '{query.annotation}' annotations were recorded.")
@@ -389,7 +394,7 @@ def _annotation_histogram(job: Any, query: PanelQuery) -> dict[str, Any]:
     return payload
 
 
-def annotation_names(job: Any) -> list[str]:
+def annotation_names(job: ProfileJob) -> list[str]:
     """Names for the custom histogram's drop-down, largest total time first (at most 500)."""
     return [str(name) for name in analysis.annotation_names(job)["name"].head(500)]
 
@@ -398,7 +403,7 @@ def annotation_names(job: Any) -> list[str]:
 _BREAKDOWN_KEYS = {"rank", "step", "start_us", "duration_us"}
 
 
-def _step_breakdown(job: Any, query: PanelQuery) -> dict[str, Any]:
+def _step_breakdown(job: ProfileJob, query: PanelQuery) -> dict[str, Any]:
     frame = analysis.step_time_breakdown(job)
     if frame.empty:
         return empty("This job has no steps with kernel-level data to break down.")
@@ -464,7 +469,7 @@ PANELS: dict[str, Panel] = {
 }
 
 
-def compute_panel(name: str, job: Any, query: PanelQuery) -> dict[str, Any]:
+def compute_panel(name: str, job: ProfileJob, query: PanelQuery) -> dict[str, Any]:
     """The payload of panel ``name`` for ``job``, titled, or an explanation when it failed."""
     panel = PANELS[name]
     try:

@@ -16,20 +16,39 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypeVar
+
+import duckdb
 
 from stepscope.errors import StepscopeError
 from stepscope.ui.discovery import JobEntry
 
-__all__ = ["JobOpener", "LoadState", "LoadedProfile", "ProfileRegistry"]
+__all__ = ["JobOpener", "LoadState", "LoadedProfile", "ProfileJob", "ProfileRegistry"]
 
 logger = logging.getLogger(__name__)
 
 LoadState = Literal["loading", "loaded", "error"]
-#: Opens a job path as a JobData (``stepscope.store.open_job``; tests pass their own).
-JobOpener = Callable[[Any], Any]
+
+
+class ProfileJob(Protocol):
+    """What the UI uses of a job: a ``stepscope.store.JobData``, or anything with its surface."""
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:  # Any: job.json's values are any JSON
+        """job.json and the facts the store recovered from the data."""
+
+    def refresh(self) -> bool:
+        """Read new data; True when rows were added or removed."""
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A connection with the ``system`` and ``events`` views."""
+
+
+#: Opens a job path (``stepscope.store.open_job``; tests pass their own).
+JobOpener = Callable[[Path], ProfileJob]
 
 _CACHE_ENTRIES = 128
 
@@ -43,16 +62,17 @@ class LoadedProfile:
     entry: JobEntry
     state: LoadState = "loading"
     error: str = ""
-    job: Any = None  # Any: a stepscope.store.JobData (typed loosely to keep the seam open)
+    job: ProfileJob | None = None
     loaded_at_s: float = 0.0
     refreshed_at_s: float = 0.0
     first_us: float | None = None
     last_us: float | None = None
     nodes: list[str] = field(default_factory=list)
     lock: threading.RLock = field(default_factory=threading.RLock)
+    # Any: each key caches the answer of its own question (a panel, an index, a list...)
     cache: OrderedDict[Hashable, Any] = field(default_factory=OrderedDict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:  # Any: JSON values
         start_us = self.entry.start_us if self.entry.start_us is not None else self.first_us
         end_us = self.entry.end_us if self.entry.end_us is not None else self.last_us
         return {
@@ -126,7 +146,7 @@ class ProfileRegistry:
             return sorted(self._profiles.values(), key=lambda p: p.loaded_at_s)
 
     def compute(
-        self, profile: LoadedProfile, key: Hashable, fn: Callable[[Any], _Answer]
+        self, profile: LoadedProfile, key: Hashable, fn: Callable[[ProfileJob], _Answer]
     ) -> _Answer:
         """``fn(job)`` for a loaded profile, cached under ``key`` until new data arrives.
 
@@ -134,14 +154,15 @@ class ProfileRegistry:
             same type of answer, since a cached answer is returned as that type.
         """
         with profile.lock:
-            if profile.job is None:
+            job = profile.job
+            if job is None:
                 raise LookupError(f"profile {profile.entry.name!r} is not loaded")
-            self._refresh_if_live(profile)
+            self._refresh_if_live(profile, job)
             if key in profile.cache:
                 profile.cache.move_to_end(key)
                 cached: _Answer = profile.cache[key]  # what an earlier fn of this key returned
                 return cached
-            value = fn(profile.job)
+            value = fn(job)
             profile.cache[key] = value
             while len(profile.cache) > _CACHE_ENTRIES:
                 profile.cache.popitem(last=False)
@@ -155,7 +176,7 @@ class ProfileRegistry:
                 job.refresh()
                 profile.job = job
                 profile.refreshed_at_s = time.monotonic()
-                self._note_data_facts(profile)
+                self._note_data_facts(profile, job)
         except (StepscopeError, OSError, ValueError) as exc:
             logger.warning("could not load %s: %s", profile.entry.name, exc, exc_info=True)
             profile.error = str(exc)
@@ -170,7 +191,7 @@ class ProfileRegistry:
         profile.state = "loaded"
         logger.info("loaded %s in %.1f s", profile.entry.name, time.monotonic() - started)
 
-    def _refresh_if_live(self, profile: LoadedProfile) -> None:
+    def _refresh_if_live(self, profile: LoadedProfile, job: ProfileJob) -> None:
         if profile.entry.status != "running":
             return
         now = time.monotonic()
@@ -178,19 +199,19 @@ class ProfileRegistry:
             return
         profile.refreshed_at_s = now
         try:
-            changed = profile.job.refresh()
+            changed = job.refresh()
         except (StepscopeError, OSError, ValueError) as exc:
             logger.warning("refreshing %s failed: %s", profile.entry.name, exc, exc_info=True)
             return
         if changed:
             profile.cache.clear()
-            self._note_data_facts(profile)
+            self._note_data_facts(profile, job)
 
     @staticmethod
-    def _note_data_facts(profile: LoadedProfile) -> None:
+    def _note_data_facts(profile: LoadedProfile, job: ProfileJob) -> None:
         """Remember the data's time range and nodes (discovery cannot know them for a trace)."""
-        metadata = profile.job.metadata if hasattr(profile.job, "metadata") else {}
-        if isinstance(metadata, dict):
+        metadata = job.metadata
+        if isinstance(metadata, Mapping):
             profile.first_us = metadata.get("first_timestamp_us")
             profile.last_us = metadata.get("last_timestamp_us")
             profile.nodes = [str(n) for n in metadata.get("nodes") or []]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any  # Any: a rule status file's JSON values
 
 __all__ = ["MAX_RULES", "read_rule_statuses", "report_file"]
 

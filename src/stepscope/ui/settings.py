@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any  # Any: settings as JSON values, checked by UISettings
 
 from stepscope.errors import ConfigError
 

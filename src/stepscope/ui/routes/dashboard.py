@@ -7,7 +7,7 @@ cache (a running job's cache is dropped when new data arrives). Parameters are b
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any  # Any: the JSON values of an answer
 
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import FileResponse

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any  # Any: the JSON values of an answer
 
 from fastapi import APIRouter
 
 from stepscope.ui.info import job_information
+from stepscope.ui.profiles import ProfileJob
 from stepscope.ui.state import State
 
 __all__ = ["router"]
@@ -16,15 +17,16 @@ router = APIRouter(prefix="/api")
 _MAX_LISTED = 256
 
 
-def _measured(job: Any) -> dict[str, Any]:
+def _measured(job: ProfileJob) -> dict[str, Any]:
     """What the views hold: time range, counts, nodes and ranks seen (bounded lists)."""
     con = job.connect()
-    first_sys, last_sys, samples = con.execute(
+    # an aggregate without GROUP BY gives exactly one row, even over an empty view
+    ((first_sys, last_sys, samples),) = con.execute(
         "SELECT min(timestamp_us), max(timestamp_us), count(*) FROM system"
-    ).fetchone()
-    first_ev, last_ev, events = con.execute(
+    ).fetchall()
+    ((first_ev, last_ev, events),) = con.execute(
         "SELECT min(start_us), max(start_us + dur_us), count(*) FROM events"
-    ).fetchone()
+    ).fetchall()
     nodes = con.execute(
         "SELECT node FROM (SELECT node FROM system UNION SELECT node FROM events) "
         f"WHERE node <> '' ORDER BY node LIMIT {_MAX_LISTED}"
@@ -49,7 +51,7 @@ def job_info(job_id: str, state: State) -> dict[str, Any]:
     """Hosts and hardware, ranks, versions, command, hyperparameters and profiler config."""
     profile = state.loaded(job_id)
 
-    def build(job: Any) -> dict[str, Any]:
+    def build(job: ProfileJob) -> dict[str, Any]:
         recovered = job.metadata if isinstance(job.metadata, dict) else {}
         # job.json's fields, with the nodes and ranks the store recovered from the data itself
         metadata = dict(recovered.get("job") or {})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any  # Any: the JSON values of an answer
 
 from fastapi import APIRouter, Response
 

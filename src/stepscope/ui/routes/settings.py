@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any  # Any: settings as JSON values, checked by UISettings
 
 from fastapi import APIRouter, Body, HTTPException
 

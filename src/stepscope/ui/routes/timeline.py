@@ -8,7 +8,7 @@ must name tracks of the loaded job.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar  # Any: the JSON values of an answer
 
 from fastapi import APIRouter, HTTPException, Query
 
