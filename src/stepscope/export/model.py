@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from stepscope.analysis.tracks import Track, assign_lanes, tracked_events_sql
 from stepscope.export.window import Window
@@ -25,7 +26,7 @@ __all__ = [
     "LAUNCH_CATEGORIES",
     "SNAPSHOT_US",
     "TrackSlices",
-    "flow_id",
+    "flow_ids",
     "iter_counters",
     "iter_track_slices",
     "linked_correlations",
@@ -47,15 +48,36 @@ def _sql_list(values: tuple[str, ...]) -> str:
 class TrackSlices:
     """The slices of one track lane, sorted by start, nested.
 
-    ``columns`` holds Arrow arrays: name, category, start_us, end_us, rank, step, correlation,
-    external_id, bytes, args (JSON text).
+    ``table`` columns: name, category, start_us, end_us (clamped, see
+    :func:`~stepscope.analysis.tracks.assign_lanes`), rank, step, correlation, external_id, bytes,
+    args (JSON text, ``''`` when none). Writers encode it column-wise, never row by row.
     """
 
     track: Track
-    columns: dict[str, np.ndarray]
+    table: pa.Table
 
     def __len__(self) -> int:
-        return len(self.columns["start_us"])
+        return self.table.num_rows
+
+    def column(self, name: str) -> np.ndarray:
+        """One column as a NumPy array (numeric columns are copied without conversion)."""
+        return self.table.column(name).to_numpy()
+
+    def flow_ids(self, linked: np.ndarray) -> np.ndarray:
+        """Per slice, its flow id when its launch ↔ GPU activity pair is linked, else ``-1``.
+
+        :param linked: the sorted flow ids of :func:`linked_correlations`.
+        """
+        correlation = self.column("correlation")
+        ids = flow_ids(self.column("rank"), correlation)
+        keep = (correlation >= 0) & np.isin(ids, linked, assume_unique=False)
+        return np.where(keep, ids, -1)
+
+    def launches(self) -> np.ndarray:
+        """Per slice, whether it is a host-side launch (the source end of a flow)."""
+        return pc.is_in(self.table.column("category"), pa.array(LAUNCH_CATEGORIES)).to_numpy(
+            zero_copy_only=False
+        )
 
 
 @dataclass
@@ -70,13 +92,15 @@ class CounterSeries:
     values: np.ndarray
 
 
-def flow_id(rank: int, correlation: int) -> int:
-    """A flow id unique across ranks (correlation ids restart in every process)."""
+def flow_ids(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
+    """Flow ids unique across ranks (correlation ids restart in every process)."""
+    rank = np.asarray(rank, dtype=np.int64)
+    correlation = np.asarray(correlation, dtype=np.int64)
     return ((rank + 1) << 40) | (correlation & 0xFFFFFFFFFF)
 
 
-def linked_correlations(con: duckdb.DuckDBPyConnection, window: Window) -> set[int]:
-    """Flow ids of the launches whose GPU activity is in the window too."""
+def linked_correlations(con: duckdb.DuckDBPyConnection, window: Window) -> np.ndarray:
+    """Flow ids of the launches whose GPU activity is in the window too, sorted."""
     rows = con.execute(
         f"""
         SELECT DISTINCT rank, correlation FROM events
@@ -87,8 +111,8 @@ def linked_correlations(con: duckdb.DuckDBPyConnection, window: Window) -> set[i
         WHERE category IN ({_sql_list(_GPU_ACTIVITY)}) AND correlation >= 0 AND ph = 'X'
           AND {window.sql()}
         """
-    ).fetchall()
-    return {flow_id(rank, corr) for rank, corr in rows}
+    ).fetchnumpy()
+    return np.unique(flow_ids(rows["rank"], rows["correlation"]))
 
 
 def iter_track_slices(con: duckdb.DuckDBPyConnection, window: Window) -> Iterator[TrackSlices]:
@@ -113,15 +137,17 @@ def iter_track_slices(con: duckdb.DuckDBPyConnection, window: Window) -> Iterato
 
 
 def _split_lanes(track: Track, table: pa.Table) -> Iterator[TrackSlices]:
-    columns = {
-        name: table.column(name).to_numpy(zero_copy_only=False) for name in table.schema.names
-    }
-    lanes, columns["end_us"] = assign_lanes(columns["start_us"], columns["end_us"])
+    lanes, end_us = assign_lanes(
+        table.column("start_us").to_numpy(), table.column("end_us").to_numpy()
+    )
+    table = table.set_column(table.schema.get_field_index("end_us"), "end_us", pa.array(end_us))
+    if len(lanes) == 0 or not lanes.any():
+        yield TrackSlices(track, table)
+        return
     for lane in np.unique(lanes):
-        keep = lanes == lane
         yield TrackSlices(
             Track(track.node, track.rank, track.side, track.gpu, track.thread, int(lane)),
-            {name: values[keep] for name, values in columns.items()},
+            table.filter(pa.array(lanes == lane)),
         )
 
 
@@ -184,23 +210,22 @@ def _allocator_totals(con: duckdb.DuckDBPyConnection, window: Window) -> pa.Tabl
 
 
 def _series(table: pa.Table) -> Iterator[CounterSeries]:
+    """Cut a table sorted by (node, gpu, series) into one :class:`CounterSeries` per key."""
     if table.num_rows == 0:
         return
-    frame = {
-        name: table.column(i).to_numpy(zero_copy_only=False)
-        for i, name in enumerate(["node", "gpu", "series", "unit", "t", "v"])
-    }
-    keys = list(zip(frame["node"], frame["gpu"], frame["series"], strict=True))
-    start = 0
-    for i in range(1, len(keys) + 1):
-        if i == len(keys) or keys[i] != keys[start]:
-            node, gpu, name = keys[start]
-            yield CounterSeries(
-                node=str(node),
-                gpu=int(gpu),
-                name=str(name),
-                unit=str(frame["unit"][start]),
-                timestamps_us=frame["t"][start:i].astype(np.float64),
-                values=frame["v"][start:i].astype(np.float64),
-            )
-            start = i
+    node, gpu, name, unit, t, v = table.columns
+    changed = np.zeros(table.num_rows - 1, dtype=bool)
+    for key in (node, gpu, name):
+        changed |= pc.not_equal(key[1:], key[:-1]).to_numpy(zero_copy_only=False)
+    bounds = [0, *(np.flatnonzero(changed) + 1).tolist(), table.num_rows]
+    timestamps_us = t.to_numpy().astype(np.float64)
+    values = v.to_numpy().astype(np.float64)
+    for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        yield CounterSeries(
+            node=str(node[start].as_py()),
+            gpu=int(gpu[start].as_py()),
+            name=str(name[start].as_py()),
+            unit=str(unit[start].as_py()),
+            timestamps_us=timestamps_us[start:stop],
+            values=values[start:stop],
+        )

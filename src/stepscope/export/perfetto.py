@@ -14,17 +14,22 @@ from pathlib import Path
 from typing import IO
 
 import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from stepscope.export._protobuf import (
     bytes_field,
-    double_field,
-    fixed64_field,
+    bytes_fields,
+    concat,
+    double_fields,
+    fixed64_fields,
+    key,
     varint_field,
+    varints,
 )
 from stepscope.export.model import (
-    LAUNCH_CATEGORIES,
     TrackSlices,
-    flow_id,
     iter_counters,
     iter_track_slices,
     linked_correlations,
@@ -68,9 +73,13 @@ class _TraceWriter:
         self.packet(bytes_field(60, descriptor))
         return uuid
 
-    def event(self, ts_ns: int, track: int, kind: int, extra: bytes = b"") -> None:
-        body = varint_field(9, kind) + varint_field(11, track) + extra
-        self.packet(varint_field(8, ts_ns) + bytes_field(11, body))
+    def write_column(self, packets: pa.Array) -> None:
+        """Packets already encoded (never the first one, which a track descriptor always is)."""
+        if len(packets) == 0:
+            return
+        offsets = np.frombuffer(packets.buffers()[1], dtype=np.int64)
+        first, last = offsets[packets.offset], offsets[packets.offset + len(packets)]
+        self.stream.write(memoryview(packets.buffers()[2])[first:last])
 
 
 def _lane_path(lane: TrackSlices) -> tuple[str, ...]:
@@ -81,39 +90,75 @@ def _lane_path(lane: TrackSlices) -> tuple[str, ...]:
     return (track.node, "CPU", f"{rank} · {track.label}")
 
 
-def _annotation(name: str, value: int | str) -> bytes:
-    body = bytes_field(10, name)
-    body += varint_field(4, value) if isinstance(value, int) else bytes_field(6, value)
-    return bytes_field(4, body)
+#: ``debug_annotations`` taken from integer columns (left out where the column is negative).
+_ANNOTATED = ("step", "correlation", "external_id", "bytes")
 
 
-def _ns(us: float) -> int:
-    return int(round(us * 1000.0))
+def _annotations(name: str, value_field: bytes, values: pa.Array, present: np.ndarray) -> pa.Array:
+    """A ``DebugAnnotation`` field per row: ``name`` and ``values`` (an encoded field column)."""
+    body = concat(bytes_field(10, name), value_field, values)
+    return bytes_fields(4, body, present)
 
 
-def _write_lane(out: _TraceWriter, lane: TrackSlices, linked: set[int]) -> int:
+def _packets(ts_ns: np.ndarray, track_event: pa.Array | bytes) -> pa.Array:
+    """``Trace.packet`` entries: a timestamp and a ``TrackEvent`` per row, on our sequence."""
+    if isinstance(track_event, bytes):
+        event = bytes_field(11, track_event)
+        body = concat(key(8, 0), varints(ts_ns), event + varint_field(10, _SEQUENCE_ID))
+    else:
+        body = concat(
+            key(8, 0), varints(ts_ns), bytes_fields(11, track_event), varint_field(10, _SEQUENCE_ID)
+        )
+    return bytes_fields(1, body)
+
+
+def _ns(us: np.ndarray) -> np.ndarray:
+    return np.rint(np.asarray(us, dtype=np.float64) * 1000.0).astype(np.int64)
+
+
+def _nesting_order(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
+    """The order of a nested lane's begins (``i``) and ends (``n + i``) in a well-formed trace.
+
+    A slice ends right before the first later slice that starts at or after its end (or at the
+    very end), innermost first — what a stack of open slices pops, without the Python loop.
+    """
+    count = len(start_ns)
+    index = np.arange(count)
+    closes_before = np.maximum(index + 1, np.searchsorted(start_ns, end_ns, side="left"))
+    group = np.concatenate([index, closes_before])
+    is_begin = np.concatenate([np.ones(count, dtype=np.int8), np.zeros(count, dtype=np.int8)])
+    innermost_first = np.concatenate([np.zeros(count, dtype=np.int64), -index])
+    return np.lexsort((innermost_first, is_begin, group))
+
+
+def _write_lane(out: _TraceWriter, lane: TrackSlices, linked: np.ndarray) -> int:
     uuid = out.track(_lane_path(lane))
-    c = lane.columns
-    open_ends: list[int] = []
-    for i in range(len(lane)):
-        start = _ns(float(c["start_us"][i]))
-        while open_ends and open_ends[-1] <= start:
-            out.event(open_ends.pop(), uuid, _SLICE_END)
-        category = str(c["category"][i])
-        extra = bytes_field(23, str(c["name"][i])) + bytes_field(22, category)
-        for column in ("step", "correlation", "external_id", "bytes"):
-            if c[column][i] >= 0:
-                extra += _annotation(column, int(c[column][i]))
-        if c["args"][i]:
-            extra += _annotation("args", str(c["args"][i]))
-        fid = flow_id(int(c["rank"][i]), int(c["correlation"][i]))
-        if c["correlation"][i] >= 0 and fid in linked:
-            extra += fixed64_field(47 if category in LAUNCH_CATEGORIES else 48, fid)
-        out.event(start, uuid, _SLICE_BEGIN, extra)
-        open_ends.append(max(start, _ns(float(c["end_us"][i]))))
-    while open_ends:
-        out.event(open_ends.pop(), uuid, _SLICE_END)
-    return len(lane)
+    count = len(lane)
+    if count == 0:
+        return 0
+    table = lane.table.combine_chunks()
+    start_ns = _ns(lane.column("start_us"))
+    end_ns = np.maximum(start_ns, _ns(lane.column("end_us")))
+    parts: list[pa.Array | bytes] = [
+        varint_field(9, _SLICE_BEGIN) + varint_field(11, uuid),
+        bytes_fields(23, table.column("name").chunk(0)),
+        bytes_fields(22, table.column("category").chunk(0)),
+    ]
+    for column in _ANNOTATED:
+        values = lane.column(column)
+        parts.append(_annotations(column, key(4, 0), varints(values), values >= 0))
+    args = table.column("args").chunk(0)
+    has_args = pc.not_equal(args, "").to_numpy(zero_copy_only=False)
+    parts.append(_annotations("args", b"", bytes_fields(6, args), has_args))
+    flows = lane.flow_ids(linked)
+    launches = lane.launches()
+    parts.append(fixed64_fields(47, flows, (flows >= 0) & launches))
+    parts.append(fixed64_fields(48, flows, (flows >= 0) & ~launches))
+    begins = _packets(start_ns, concat(*parts))
+    ends = _packets(end_ns, varint_field(9, _SLICE_END) + varint_field(11, uuid))
+    packets = pa.concat_arrays([begins, ends]).take(pa.array(_nesting_order(start_ns, end_ns)))
+    out.write_column(packets)
+    return count
 
 
 def write_perfetto_trace(
@@ -131,8 +176,10 @@ def write_perfetto_trace(
                 else (series.node, "GPUs", f"GPU-{series.gpu}")
             )
             uuid = out.track((*group, f"{series.name} ({series.unit})"), counter_unit=series.unit)
-            for t, value in zip(series.timestamps_us, series.values, strict=True):
-                out.event(_ns(float(t)), uuid, _COUNTER, double_field(44, float(value)))
+            event = concat(
+                varint_field(9, _COUNTER) + varint_field(11, uuid), double_fields(44, series.values)
+            )
+            out.write_column(_packets(_ns(series.timestamps_us), event))
             summary.counters += 1
         for lane in iter_track_slices(con, window):
             summary.slices += _write_lane(out, lane, linked)
