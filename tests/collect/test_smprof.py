@@ -97,3 +97,44 @@ def test_importing_smprof_for_annotations_does_not_import_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+DURATION_EXAMPLE = """
+import time
+import torch
+import stepscope.smprof as smprof
+
+SMProf = smprof.SMProfiler.instance()
+SMProf.configure(smprof.Config(profile_params=smprof.Profiler(cpu_profiling_duration=1)))
+SMProf.start_profiling()
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    loss = model(torch.randn(2, 4)).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    if step == 0:
+        time.sleep(1.2)  # past cpu_profiling_duration: the window closes when this step ends
+    optimizer.step()
+SMProf.stop_profiling()
+"""
+
+
+def test_cpu_profiling_duration_closes_the_window(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(DURATION_EXAMPLE)
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("STEPSCOPE_")}
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    traces = list((tmp_path / "stepscope-jobs").rglob("*.pt.trace.json.gz"))
+    assert len(traces) == 1
+    events = json.loads(gzip.decompress(traces[0].read_bytes()))["traceEvents"]
+    names = {e.get("name") for e in events}
+    assert {n for n in names if n and n.startswith("ProfilerStep#")} == {"ProfilerStep#0"}
