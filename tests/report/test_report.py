@@ -11,10 +11,7 @@ from stepscope.cli import main as cli_main
 from stepscope.report import write_report
 from stepscope.rules import Rule, Verdict, run_rules
 from stepscope.testing import generate_job
-
-REPO = Path(__file__).resolve().parents[2]
-ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
+from tests.browser import ARTIFACTS, chromium, needs_chromium
 
 
 class AlwaysWarns(Rule):
@@ -92,31 +89,24 @@ def test_read_only_input_needs_an_output(shared_fixtures, tmp_path):
 
 
 @pytest.mark.browser
+@needs_chromium
 def test_report_opens_offline_in_a_browser(report):
-    if not CHROMIUM.exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
     errors: list[str] = []
     requests: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1440, "height": 900})
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("request", lambda r: requests.append(r.url))
-            page.goto(report.as_uri())
-            page.wait_for_function("document.querySelectorAll('.chart').length > 0")
-            charts = page.evaluate("document.querySelectorAll('.chart').length")
-            drawn = page.evaluate(
-                "Array.from(document.querySelectorAll('.chart')).filter("
-                "c => c.data && c.data.length && c.querySelector('.main-svg')).length"
-            )
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "profiler-report.png"))
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(report.as_uri())
+        page.wait_for_function("document.querySelectorAll('.chart').length > 0")
+        charts = page.evaluate("document.querySelectorAll('.chart').length")
+        drawn = page.evaluate(
+            "Array.from(document.querySelectorAll('.chart')).filter("
+            "c => c.data && c.data.length && c.querySelector('.main-svg')).length"
+        )
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "profiler-report.png"))
     assert errors == []
     assert [url for url in requests if not url.startswith("file://")] == []
     assert charts >= 8

@@ -9,9 +9,6 @@ Screenshots of each page go to ``test-artifacts/`` for a human to look at.
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,23 +16,19 @@ from typing import Any
 import pytest
 
 from stepscope.testing import generate_job
+from tests.browser import ARTIFACTS, chromium, needs_chromium
+from tests.servers import serve_app
 
 from .conftest import T0_US
 
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
-sync_playwright = sync_api.sync_playwright
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 GPU_TRACE = "a100_rank0of2_nccl"
 CPU_JOB = "generated-job"
 LIVE_JOB = "still-training"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed"),
-]
+pytestmark = [pytest.mark.browser, needs_chromium]
 
 #: panels that must show data for each job; every other panel must say plainly it has none
 DATA_PANELS = {
@@ -62,16 +55,8 @@ DATA_PANELS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, shared_fixtures: Path) -> Iterator[dict[str, Any]]:
-    import uvicorn
-
     from stepscope.ui import create_app
 
     tmp = tmp_path_factory.mktemp("ui-browser")
@@ -104,32 +89,15 @@ def server(tmp_path_factory, shared_fixtures: Path) -> Iterator[dict[str, Any]]:
             [root, shared_fixtures / "kineto" / f"{GPU_TRACE}.json.gz"],
             settings_path=settings_path,
         )
-        port = _free_port()
-        uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        thread = threading.Thread(target=uv.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 60
-        while not uv.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert uv.started, "the UI server did not start"
-        try:
-            yield {
-                "base": f"http://127.0.0.1:{port}",
-                "settings_path": settings_path,
-                "live_job": live,
-            }
-        finally:
-            uv.should_exit = True
-            thread.join(timeout=30)
+        with serve_app(app) as base:
+            yield {"base": base, "settings_path": settings_path, "live_job": live}
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     expect.set_options(timeout=60_000)  # loading a trace the first time builds its cache
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
+    with chromium() as browser:
+        yield browser
 
 
 @pytest.fixture

@@ -10,8 +10,6 @@ covers; both ranks of a two-rank job appear on one clock. No console errors, no 
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,27 +19,16 @@ from urllib.request import Request, urlopen
 
 import pytest
 
+from tests.browser import ARTIFACTS, chromium, needs_chromium
+from tests.servers import serve_app
+
 sync_api = pytest.importorskip("playwright.sync_api")
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed"),
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+pytestmark = [pytest.mark.browser, needs_chromium]
 
 
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory, shared_fixtures: Path) -> Iterator[str]:
-    import uvicorn
-
     from stepscope.ui import create_app
 
     tmp = tmp_path_factory.mktemp("timeline")
@@ -52,21 +39,8 @@ def base_url(tmp_path_factory, shared_fixtures: Path) -> Iterator[str]:
             [kineto / "a100_rank0of2_nccl.json.gz", kineto / "two_ranks_one_job"],
             settings_path=tmp / "settings.json",
         )
-        port = _free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 60
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.started, "the UI server did not start"
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
-            thread.join(timeout=30)
+        with serve_app(app) as base:
+            yield base
 
 
 def _get(url: str, params: dict[str, Any] | None = None) -> Any:
@@ -97,12 +71,8 @@ def _load(base_url: str, name: str) -> str:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with chromium() as browser:
+        yield browser
 
 
 @pytest.fixture
