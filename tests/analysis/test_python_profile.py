@@ -6,10 +6,10 @@ import cProfile
 import logging
 import math
 import pstats
-import socket
 from pathlib import Path
 
 import pytest
+from tests.servers import free_port
 
 from stepscope.analysis.python_profile import (
     TOP_COLUMNS,
@@ -288,9 +288,7 @@ def test_profiles_on_s3_are_copied_once_and_queried_like_local_ones(
     pytest.importorskip("s3fs")
     boto3 = pytest.importorskip("boto3")
     moto_server = pytest.importorskip("moto.server")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:

@@ -13,13 +13,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tests.servers import free_port
+
 from .conftest import write_job_folder
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
@@ -69,7 +65,7 @@ def _stop(server: subprocess.Popen[str]) -> str:
 
 def test_serves_the_jobs_under_the_given_root_on_loopback(tmp_path: Path, jobs_root: Path):
     write_job_folder(jobs_root, "job-a")
-    port = _free_port()
+    port = free_port()
     server = _start([str(jobs_root), "--port", str(port)], tmp_path)
     try:
         _wait_until_serving(("127.0.0.1", port), server)
@@ -84,7 +80,7 @@ def test_serves_the_jobs_under_the_given_root_on_loopback(tmp_path: Path, jobs_r
 
 def test_a_wider_bind_prints_a_token_and_requires_it(tmp_path: Path, jobs_root: Path):
     write_job_folder(jobs_root, "job-a")
-    port = _free_port()
+    port = free_port()
     server = _start([str(jobs_root), "--port", str(port), "--host", "0.0.0.0"], tmp_path)
     try:
         _wait_until_serving(("127.0.0.1", port), server)
@@ -94,7 +90,7 @@ def test_a_wider_bind_prints_a_token_and_requires_it(tmp_path: Path, jobs_root: 
     token = re.search(r"\?token=([\w-]+)", stderr)
     assert token, stderr
     # a fresh server, a fresh token: the printed one opens it
-    port = _free_port()
+    port = free_port()
     server = _start([str(jobs_root), "--port", str(port), "--host", "0.0.0.0"], tmp_path)
     try:
         _wait_until_serving(("127.0.0.1", port), server)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from stepscope.ui.settings import (
     load_settings,
     save_settings,
 )
+from tests.servers import free_port
 
 
 def test_defaults_are_sagemakers_enabled_after_two_hours():
@@ -81,14 +81,8 @@ def test_background_polls_do_not_count_as_activity(tmp_path: Path, jobs_root: Pa
     assert idle.last_activity_s > before
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_a_real_server_stops_by_itself_when_idle(tmp_path: Path, jobs_root: Path):
-    port = _free_port()
+    port = free_port()
     code = (
         "import logging\nlogging.basicConfig(level=logging.INFO)\n"
         "from stepscope.ui import serve\n"
