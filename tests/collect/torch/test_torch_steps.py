@@ -128,3 +128,35 @@ def test_a_forward_that_raises_does_not_derail_step_detection(tmp_path: Path) ->
                 pass
     evaluation = steps(read_events(tmp_path / "job"), "EVAL")
     assert [e["args"]["step_num"] for e in evaluation] == ["0", "1", "2", "3"]
+
+
+def test_a_backward_that_raises_does_not_stop_later_backward_events(tmp_path: Path) -> None:
+    import torch
+
+    import stepscope
+
+    class Boom(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("boom")
+
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with stepscope.profile(QUIET, job_dir=tmp_path / "job"):
+        for i in range(4):
+            out = model(torch.randn(2, 4))
+            loss = (Boom.apply(out) if i == 1 else out).sum()
+            try:
+                loss.backward()
+            except RuntimeError:
+                pass
+            optimizer.step()
+            optimizer.zero_grad()
+    events = read_events(tmp_path / "job")
+    backwards = [e["args"]["step_num"] for e in events if e["phase"] == "Backward(post-forward)"]
+    assert backwards == ["0", "2", "3"]
+    assert [e["args"]["step_num"] for e in steps(events)] == ["0", "1", "2", "3"]

@@ -327,8 +327,12 @@ class ModuleHooks:
         if not session.enabled:
             return
         self.optimizer_seen = True
-        # between steps no forward runs: forget what a forward that raised left behind
+        # Between steps no forward or backward runs: forget what one that raised left behind
+        # (a backward that raised never reaches its end-of-pass callback).
         self._local.stack = []
         self._running_model_forwards = 0
+        with self._backward_lock:
+            self._pass_start_us = None
+            self._pending = []
         if not session.explicit_steps and session.in_step and session.mode == "TRAIN":
             session.end_step()
