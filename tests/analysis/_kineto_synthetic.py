@@ -38,6 +38,20 @@ def _gpu(cat: str, name: str, ts: float, dur: float, stream: int, corr: int, **a
             "args": {"device": 0, "stream": stream, "correlation": corr, **args}}  # fmt: skip
 
 
+def _flow(ph: str, pid: int, tid: int, ts: float, **extra: Any) -> dict[str, Any]:
+    """One end of the launch-to-kernel flow of correlation 1001."""
+    return {"ph": ph, "id": 1001, "pid": pid, "tid": tid, "ts": ts, "cat": "ac2g", "name": "ac2g",
+            **extra}  # fmt: skip
+
+
+def _memory(ts: float, change_bytes: int, *, allocated: int) -> dict[str, Any]:
+    """An allocator event on device 0 (address 1), 2000 B reserved."""
+    args = {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": change_bytes,
+            "Total Allocated": allocated, "Total Reserved": 2000}  # fmt: skip
+    return {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": CPU_PID,
+            "tid": CPU_TID, "ts": ts, "args": args}  # fmt: skip
+
+
 def events() -> list[dict[str, Any]]:
     """The trace's events (CPU, GPU, memory, flows, metadata)."""
     return [
@@ -85,59 +99,10 @@ def events() -> list[dict[str, Any]]:
             1004,
             **{"External id": 2},
         ),  # fmt: skip
-        {
-            "ph": "s",
-            "id": 1001,
-            "pid": CPU_PID,
-            "tid": CPU_TID,
-            "ts": 15,
-            "cat": "ac2g",
-            "name": "ac2g",
-        },  # fmt: skip
-        {
-            "ph": "f",
-            "id": 1001,
-            "pid": 0,
-            "tid": 7,
-            "ts": 20,
-            "cat": "ac2g",
-            "name": "ac2g",
-            "bp": "e",
-        },  # fmt: skip
-        {
-            "ph": "i",
-            "cat": "cpu_instant_event",
-            "s": "t",
-            "name": "[memory]",
-            "pid": CPU_PID,
-            "tid": CPU_TID,
-            "ts": 5,
-            "args": {
-                "Device Type": 1,
-                "Device Id": 0,
-                "Addr": 1,
-                "Bytes": 100,
-                "Total Allocated": 100,
-                "Total Reserved": 2000,
-            },
-        },  # fmt: skip
-        {
-            "ph": "i",
-            "cat": "cpu_instant_event",
-            "s": "t",
-            "name": "[memory]",
-            "pid": CPU_PID,
-            "tid": CPU_TID,
-            "ts": 30,
-            "args": {
-                "Device Type": 1,
-                "Device Id": 0,
-                "Addr": 1,
-                "Bytes": -50,
-                "Total Allocated": 50,
-                "Total Reserved": 2000,
-            },
-        },  # fmt: skip
+        _flow("s", CPU_PID, CPU_TID, 15),
+        _flow("f", 0, 7, 20, bp="e"),
+        _memory(5, 100, allocated=100),
+        _memory(30, -50, allocated=50),
     ]
 
 
