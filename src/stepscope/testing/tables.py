@@ -29,26 +29,21 @@ from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
 
 __all__ = ["TableJob", "connect", "event_row", "events_table", "system_table"]
 
+
+def _missing(field: pa.Field) -> Any:
+    """The schema's missing value of a column: ``""``, ``-1``, or ``0.0`` for times."""
+    if pa.types.is_string(field.type):
+        return ""
+    return 0.0 if pa.types.is_floating(field.type) else -1
+
+
 #: What an event column holds when a test leaves it out: the schema's missing values (``-1``,
-#: ``""``), a span (``ph="X"``) of rank 0 on node ``algo-1``.
+#: ``""``, ``0.0`` for times), a span (``ph="X"``) of rank 0 on node ``algo-1``.
 EVENT_DEFAULTS: dict[str, Any] = {
-    "source": "",
+    **{field.name: _missing(field) for field in EVENT_SCHEMA},
     "node": "algo-1",
     "rank": 0,
-    "category": "",
-    "name": "",
     "ph": "X",
-    "start_us": 0.0,
-    "dur_us": 0.0,
-    "pid": -1,
-    "tid": -1,
-    "step": -1,
-    "device": -1,
-    "stream": -1,
-    "correlation": -1,
-    "external_id": -1,
-    "bytes": -1,
-    "args": "",
 }
 
 #: What a system column holds when a test leaves it out (node ``algo-1``, no dimension).
