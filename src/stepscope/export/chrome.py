@@ -171,13 +171,14 @@ def write_chrome_trace(
         stream.write(orjson.dumps(header)[:-1] + b',"traceEvents":[')
         out = _EventWriter(stream)
         ids = _Ids(out)
+        lines_con = con.cursor()  # ``con`` streams the slices meanwhile
         for lane in iter_track_slices(con, window):
             pid = ids.pid(lane.track.process_label)
             tid = ids.tid(pid, lane.track.label)
             summary.tracks += 1
             flows = lane.flow_ids(linked)
             out.write_lines(
-                _lane_lines(con, lane, f',"pid":{pid},"tid":{tid},"ts":', origin, flows)
+                _lane_lines(lines_con, lane, f',"pid":{pid},"tid":{tid},"ts":', origin, flows)
             )
             summary.slices += len(lane)
             summary.flows += int(np.count_nonzero((flows >= 0) & lane.launches()))

@@ -115,25 +115,58 @@ def linked_correlations(con: duckdb.DuckDBPyConnection, window: Window) -> np.nd
     return np.unique(flow_ids(rows["rank"], rows["correlation"]))
 
 
+#: Rows per Arrow batch of the slice stream; a lane is gathered from as many as it spans.
+_BATCH_ROWS = 1 << 16
+
+
 def iter_track_slices(con: duckdb.DuckDBPyConnection, window: Window) -> Iterator[TrackSlices]:
-    """Every track of the window, lane by lane, in display order (node, rank, CPU before GPU)."""
+    """Every track of the window, lane by lane, in display order (node, rank, CPU before GPU).
+
+    One sorted query streams every track's slices in turn (one scan of the events, not one per
+    track); only the current track is held, as Arrow columns. ``con`` is busy until the
+    iteration ends: a caller querying meanwhile uses a :meth:`~duckdb.DuckDBPyConnection.cursor`.
+    """
     con.execute(f"CREATE OR REPLACE TEMP VIEW export_events AS {tracked_events_sql(window.sql())}")
     tracks = con.execute(
         "SELECT DISTINCT node, rank, side, gpu, thread FROM export_events "
         "ORDER BY node, rank, side, gpu, thread"
     ).fetchall()
-    for node, rank, side, gpu, thread in tracks:
-        table = con.sql(
-            """
-            SELECT name, category, start_us, start_us + dur_us AS end_us, rank, step,
-                   correlation, external_id, bytes, args
-            FROM export_events
-            WHERE node = ? AND rank = ? AND side = ? AND gpu = ? AND thread = ?
-            ORDER BY start_us, dur_us DESC
-            """,
-            params=[node, rank, side, gpu, thread],
-        ).to_arrow_table()
-        yield from _split_lanes(Track(node, rank, side, gpu, thread), table)
+    if not tracks:
+        return
+    reader = con.sql(
+        """
+        WITH t AS (
+            SELECT node, rank, side, gpu, thread,
+                   row_number() OVER (ORDER BY node, rank, side, gpu, thread) - 1 AS track_no
+            FROM (SELECT DISTINCT node, rank, side, gpu, thread FROM export_events)
+        )
+        SELECT track_no, name, category, start_us, start_us + dur_us AS end_us, rank, step,
+               correlation, external_id, bytes, args
+        FROM export_events JOIN t USING (node, rank, side, gpu, thread)
+        ORDER BY track_no, start_us, dur_us DESC, correlation, external_id, name
+        """
+    ).to_arrow_reader(_BATCH_ROWS)
+    pending: list[pa.RecordBatch] = []
+    current = 0
+    for batch in reader:
+        numbers = batch.column(0).to_numpy()
+        cuts = [0, *(np.flatnonzero(numbers[1:] != numbers[:-1]) + 1).tolist(), len(numbers)]
+        for start, stop in zip(cuts[:-1], cuts[1:], strict=True):
+            if stop == start:
+                continue
+            number = int(numbers[start])
+            if number != current and pending:
+                yield from _split_lanes(Track(*tracks[current]), _gathered(pending))
+                pending = []
+            current = number
+            pending.append(batch.slice(start, stop - start))
+    if pending:
+        yield from _split_lanes(Track(*tracks[current]), _gathered(pending))
+
+
+def _gathered(batches: list[pa.RecordBatch]) -> pa.Table:
+    """One track's rows, without the track number, in contiguous columns."""
+    return pa.Table.from_batches(batches).drop_columns(["track_no"]).combine_chunks()
 
 
 def _split_lanes(track: Track, table: pa.Table) -> Iterator[TrackSlices]:

@@ -18,16 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stepscope.export._protobuf import (
-    bytes_field,
-    bytes_fields,
-    concat,
-    double_fields,
-    fixed64_fields,
-    key,
-    varint_field,
-    varints,
-)
+from stepscope.export._protobuf import Messages, bytes_field, varint_field
 from stepscope.export.model import (
     TrackSlices,
     iter_counters,
@@ -94,22 +85,11 @@ def _lane_path(lane: TrackSlices) -> tuple[str, ...]:
 _ANNOTATED = ("step", "correlation", "external_id", "bytes")
 
 
-def _annotations(name: str, value_field: bytes, values: pa.Array, present: np.ndarray) -> pa.Array:
-    """A ``DebugAnnotation`` field per row: ``name`` and ``values`` (an encoded field column)."""
-    body = concat(bytes_field(10, name), value_field, values)
-    return bytes_fields(4, body, present)
-
-
-def _packets(ts_ns: np.ndarray, track_event: pa.Array | bytes) -> pa.Array:
+def _packets(ts_ns: np.ndarray, event: Messages) -> pa.Array:
     """``Trace.packet`` entries: a timestamp and a ``TrackEvent`` per row, on our sequence."""
-    if isinstance(track_event, bytes):
-        event = bytes_field(11, track_event)
-        body = concat(key(8, 0), varints(ts_ns), event + varint_field(10, _SEQUENCE_ID))
-    else:
-        body = concat(
-            key(8, 0), varints(ts_ns), bytes_fields(11, track_event), varint_field(10, _SEQUENCE_ID)
-        )
-    return bytes_fields(1, body)
+    count = len(ts_ns)
+    body = Messages(count).varints(8, ts_ns).message(11, event).varint(10, _SEQUENCE_ID)
+    return Messages(count).message(1, body).encode()
 
 
 def _ns(us: np.ndarray) -> np.ndarray:
@@ -139,23 +119,21 @@ def _write_lane(out: _TraceWriter, lane: TrackSlices, linked: np.ndarray) -> int
     table = lane.table.combine_chunks()
     start_ns = _ns(lane.column("start_us"))
     end_ns = np.maximum(start_ns, _ns(lane.column("end_us")))
-    parts: list[pa.Array | bytes] = [
-        varint_field(9, _SLICE_BEGIN) + varint_field(11, uuid),
-        bytes_fields(23, table.column("name").chunk(0)),
-        bytes_fields(22, table.column("category").chunk(0)),
-    ]
+    begin = Messages(count).varint(9, _SLICE_BEGIN).varint(11, uuid)
+    begin.strings(23, table.column("name").chunk(0)).strings(22, table.column("category").chunk(0))
     for column in _ANNOTATED:
         values = lane.column(column)
-        parts.append(_annotations(column, key(4, 0), varints(values), values >= 0))
+        annotation = Messages(count, values >= 0).raw(bytes_field(10, column))
+        begin.message(4, annotation.varints(4, values))
     args = table.column("args").chunk(0)
     has_args = pc.not_equal(args, "").to_numpy(zero_copy_only=False)
-    parts.append(_annotations("args", b"", bytes_fields(6, args), has_args))
+    begin.message(4, Messages(count, has_args).raw(bytes_field(10, "args")).strings(6, args))
     flows = lane.flow_ids(linked)
     launches = lane.launches()
-    parts.append(fixed64_fields(47, flows, (flows >= 0) & launches))
-    parts.append(fixed64_fields(48, flows, (flows >= 0) & ~launches))
-    begins = _packets(start_ns, concat(*parts))
-    ends = _packets(end_ns, varint_field(9, _SLICE_END) + varint_field(11, uuid))
+    begin.splice(Messages(count, (flows >= 0) & launches).fixed64s(47, flows))
+    begin.splice(Messages(count, (flows >= 0) & ~launches).fixed64s(48, flows))
+    begins = _packets(start_ns, begin)
+    ends = _packets(end_ns, Messages(count).varint(9, _SLICE_END).varint(11, uuid))
     packets = pa.concat_arrays([begins, ends]).take(pa.array(_nesting_order(start_ns, end_ns)))
     out.write_column(packets)
     return count
@@ -176,9 +154,9 @@ def write_perfetto_trace(
                 else (series.node, "GPUs", f"GPU-{series.gpu}")
             )
             uuid = out.track((*group, f"{series.name} ({series.unit})"), counter_unit=series.unit)
-            event = concat(
-                varint_field(9, _COUNTER) + varint_field(11, uuid), double_fields(44, series.values)
-            )
+            count = len(series.values)
+            event = Messages(count).varint(9, _COUNTER).varint(11, uuid)
+            event.fixed64s(44, series.values, dtype="<f8")
             out.write_column(_packets(_ns(series.timestamps_us), event))
             summary.counters += 1
         for lane in iter_track_slices(con, window):
