@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import numpy as np
 import pytest
 
+from stepscope.analysis.tracks import assign_lanes
 from stepscope.errors import ConfigError
 from stepscope.export import parse_range
 from stepscope.export.chrome import write_chrome_trace
 from stepscope.export.perfetto import write_perfetto_trace
 from stepscope.export.window import Window, resolve_window
-from stepscope.testing import connect, events_table, system_table
-from tests.export.tracecheck import check_chrome, check_perfetto, load_chrome
-from tests.tables import SAMPLE_EVENTS, SAMPLE_SYSTEM, T0
+from stepscope.testing import connect, event_row, events_table, system_table
+from tests.export.tracecheck import _fields, check_chrome, check_perfetto, load_chrome
+from tests.tables import SAMPLE_EVENTS, SAMPLE_SYSTEM, T0, event
 
 
 @pytest.fixture
@@ -87,3 +91,74 @@ def test_bad_step_ranges_say_what_is_allowed(text: str) -> None:
 def test_a_step_range_without_steps_is_an_error(con) -> None:
     with pytest.raises(ConfigError, match="at least one recorded step"):
         resolve_window(con, steps=(50, 60))
+
+
+def _perfetto_intervals(path: Path) -> set[tuple[str, int, int]]:
+    """Every slice of a Perfetto export as (name, begin ns, end ns), its end found by nesting."""
+    intervals, open_slices = set(), []
+    for _, packet in _fields(path.read_bytes()):
+        p = dict(_fields(packet))
+        if 11 not in p:
+            continue
+        event = dict(_fields(p[11]))
+        if event[9] == 1:
+            open_slices.append((event[23].decode(), p[8]))
+        elif event[9] == 2:
+            name, begin = open_slices.pop()
+            intervals.add((name, begin, p[8]))
+    return intervals
+
+
+def test_perfetto_ends_each_slice_where_it_ends(tmp_path: Path) -> None:
+    slices = [
+        ("parent", 0, 10),
+        ("child", 5, 3),
+        ("grandchild", 6, 2),  # ends with its parent
+        ("instant inside", 5, 0),  # zero length, starts with a sibling
+        ("instant at the end", 10, 0),  # starts where the parent ends: after it
+        ("next", 10, 2),
+        ("last instant", 12, 0),
+    ]
+    # µs since the epoch small enough that every ns is exact in a double
+    rows = [
+        event_row(category="cpu_op", name=n, start_us=1000.0 + s, dur_us=d, source="kineto")
+        for n, s, d in slices
+    ]
+    con = connect(events_table(rows))
+    write_perfetto_trace(con, tmp_path / "t.pftrace", Window())
+    check_perfetto(tmp_path / "t.pftrace")
+    expected = {(n, (1000 + s) * 1000, (1000 + s + d) * 1000) for n, s, d in slices}
+    assert _perfetto_intervals(tmp_path / "t.pftrace") == expected
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), f"duplicate keys {keys}"
+    return dict(pairs)
+
+
+def test_chrome_args_keep_their_text_and_the_extracted_columns_win(tmp_path: Path) -> None:
+    name = 'say "hi" \\ ünïcode\n\ttab'
+    rows = [
+        event("cuda_runtime", name, 0, 5, correlation=9, args='{"correlation":5,"cbid":3}'),
+        event("cpu_op", "plain", 10, 5, step=2, args='{"Input Dims":[[1,2]],"x":1.5e-7}'),
+        event("cpu_op", "no args", 20, 5, step=2, external_id=4),
+        event("cpu_op", "nothing", 30, 5),
+    ]
+    con = connect(events_table(rows))
+    write_chrome_trace(con, tmp_path / "t.json", Window())
+    document = json.loads((tmp_path / "t.json").read_text(), object_pairs_hook=_no_duplicate_keys)
+    spans = {e["name"]: e for e in document["traceEvents"] if e["ph"] == "X"}
+    assert spans[name]["args"] == {"correlation": 9, "cbid": 3}
+    assert spans["plain"]["args"] == {"Input Dims": [[1, 2]], "x": 1.5e-7, "step": 2}
+    assert spans["no args"]["args"] == {"step": 2, "external_id": 4}
+    assert spans["nothing"]["args"] == {}
+    assert [spans[n]["dur"] for n in (name, "plain", "no args", "nothing")] == [5, 5, 5, 5]
+
+
+def test_lanes_restart_after_every_gap() -> None:
+    starts = np.array([0, 5, 20, 40, 45, 60, 65, 80], dtype=np.float64)
+    ends = np.array([10, 15, 30, 50, 55, 70, 70.5, 81], dtype=np.float64)
+    lanes, clamped = assign_lanes(starts, ends)
+    assert lanes.tolist() == [0, 1, 0, 0, 1, 0, 0, 0]
+    assert clamped.tolist() == [10, 15, 30, 50, 55, 70, 70, 81]  # 70.5 overshot by < 1 µs
