@@ -43,6 +43,7 @@ import logging
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -426,6 +427,8 @@ class ColumnarCache:
         partition = segments[0].rsplit("/", 1)[0]
         schema = KINDS[partition.split("/", 1)[0]]
         tables: dict[str, pa.Table] = {}
+        # members still to copy from each source: a source is released after its last one
+        remaining = Counter(self.files[raw]["segment"] for raw in members)
         placed: dict[str, tuple[str, int]] = {}
         written: list[_OpenSegment] = []
         target: _OpenSegment | None = None
@@ -442,6 +445,9 @@ class ColumnarCache:
                 target.append(
                     tables[source].slice(int(entry.get("offset") or 0), int(entry["rows"]))
                 )
+                remaining[source] -= 1
+                if not remaining[source]:
+                    del tables[source]
                 if target.rows >= self.segment_target_rows:
                     target.finish()
                     written.append(target)
