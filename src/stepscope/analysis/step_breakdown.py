@@ -34,7 +34,6 @@ from stepscope.analysis._events import (
     events_connection,
     sql_list,
 )
-from stepscope.analysis._intervals import merged_intervals_sql
 from stepscope.analysis.kernel_types import kernel_type_sql
 
 if TYPE_CHECKING:
@@ -75,20 +74,9 @@ def _priority_sql() -> str:
         ELSE NULL END"""
 
 
-def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
-    """One row per rank and profiled step with its time by category (see the module docstring).
-
-    :param job_or_path: a JobData, a DuckDB connection with an ``events`` view, or a path (a
-        Kineto trace, a folder of traces, a job folder).
-    :returns: columns ``rank, step, start_us, duration_us`` and then :data:`STEP_CATEGORIES`
-        (µs, summing to ``duration_us``); no rows when the trace has no ``ProfilerStep``.
-    """
-    import pandas as pd
-
-    con = events_connection(job_or_path)
-    levels = len(STEP_CATEGORIES) - 1
-    lengths = con.sql(
-        f"""
+def _windows_sql() -> str:
+    """SQL: per rank and step, the step's window ``w0, w1`` (see the module docstring)."""
+    return f"""
         WITH host_steps AS (
             SELECT rank, step_number AS step, min(start_us) AS s0, max(start_us + dur_us) AS s1
             FROM (
@@ -105,57 +93,100 @@ def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
             SELECT rank, step, max(start_us + dur_us) AS g1 FROM events
             WHERE ph = 'X' AND category IN ({sql_list(GPU_WORK_CATEGORIES)}) AND step >= 0
             GROUP BY rank, step
-        ),
-        windows AS (
-            SELECT h.rank, h.step, h.s0 AS w0,
-                   least(greatest(h.s1, coalesce(g.g1, h.s1)),
-                         coalesce(lead(h.s0) OVER (PARTITION BY h.rank ORDER BY h.s0), 'infinity'))
-                       AS w1
-            FROM host_steps h LEFT JOIN gpu_end g ON g.rank = h.rank AND g.step = h.step
-        ),
-        intervals AS (
-            SELECT w.rank, w.step, e.priority,
-                   greatest(e.start_us, w.w0) AS start_us, least(e.end_us, w.w1) AS end_us
-            FROM (
-                SELECT rank, start_us, start_us + dur_us AS end_us, {_priority_sql()} AS priority
-                FROM events WHERE ph = 'X'
-            ) e
-            JOIN windows w ON w.rank = e.rank AND e.start_us < w.w1 AND e.end_us > w.w0
-            WHERE e.priority IS NOT NULL
-        ),
-        cumulative AS (
-            SELECT i.rank, i.step, l.level AS level, i.start_us, i.end_us
-            FROM intervals i JOIN range(1, {levels + 1}) l(level) ON i.priority <= l.level
-        ),
-        unions AS (
-            SELECT rank, step, level, sum(end_us - start_us) AS covered_us
-            FROM ({merged_intervals_sql("SELECT * FROM cumulative", ("rank", "step", "level"))})
-            GROUP BY rank, step, level
         )
-        SELECT w.rank, w.step, w.w0 AS start_us, w.w1 - w.w0 AS duration_us, l.level,
-               coalesce(u.covered_us, 0) AS covered_us
-        FROM windows w CROSS JOIN range(1, {levels + 1}) l(level)
-        LEFT JOIN unions u ON u.rank = w.rank AND u.step = w.step AND u.level = l.level
-        ORDER BY w.rank, w.step, l.level
-        """
-    ).df()
-    columns = ["rank", "step", "start_us", "duration_us", *STEP_CATEGORIES]
-    if lengths.empty:
-        return pd.DataFrame({name: [] for name in columns})
-    covered = lengths.pivot_table(
-        index=["rank", "step", "start_us", "duration_us"],
-        columns="level",
-        values="covered_us",
-        aggfunc="sum",
-        fill_value=0.0,
+        SELECT h.rank, h.step, h.s0 AS w0,
+               least(greatest(h.s1, coalesce(g.g1, h.s1)),
+                     coalesce(lead(h.s0) OVER (PARTITION BY h.rank ORDER BY h.s0), 'infinity'))
+                   AS w1
+        FROM host_steps h LEFT JOIN gpu_end g ON g.rank = h.rank AND g.step = h.step
+        ORDER BY h.rank, h.s0
+    """
+
+
+def _edges_sql(windows: pd.DataFrame) -> str:
+    """SQL: the sweep's edges in time order per rank: ``rank, t, level, delta``.
+
+    A recorded range of category ``level`` (1-based) opens with ``delta`` +1 and closes with -1;
+    step window ``i`` (its row in ``windows``, from 1) opens with level 0 and ``delta`` +i and
+    closes with -i. Each rank's deltas sum to zero, so running sums over all ranks in this order
+    restart at every rank.
+    """
+    rows = ", ".join(
+        f"({int(rank)}, {i}, {float(w0)!r}, {float(w1)!r})"
+        for i, (rank, w0, w1) in enumerate(
+            zip(windows["rank"], windows["w0"], windows["w1"], strict=True), start=1
+        )
     )
-    # Level n holds the union of categories 1..n, so each category's own time is a difference.
-    out = covered.diff(axis=1)
-    out[1] = covered[1]
-    out = out.rename(columns=dict(enumerate(STEP_CATEGORIES[:-1], start=1)))
-    out = out.reset_index()
-    out.columns.name = None
-    out["other"] = out["duration_us"] - covered[levels].to_numpy()
-    out["rank"] = out["rank"].astype(int)
-    out["step"] = out["step"].astype(int)
-    return out[columns].reset_index(drop=True)
+    return f"""
+        WITH windows(rank, i, w0, w1) AS (VALUES {rows}),
+        spans AS (
+            SELECT rank, start_us, start_us + dur_us AS end_us, {_priority_sql()} AS level
+            FROM events
+            WHERE ph = 'X' AND rank IN (SELECT rank FROM windows) AND dur_us > 0
+        )
+        SELECT rank, start_us AS t, level::TINYINT AS level, 1 AS delta FROM spans
+        WHERE level IS NOT NULL
+        UNION ALL
+        SELECT rank, end_us, level, -1 FROM spans WHERE level IS NOT NULL
+        UNION ALL
+        SELECT rank, w0, 0, i FROM windows WHERE w1 > w0
+        UNION ALL
+        SELECT rank, w1, 0, -i FROM windows WHERE w1 > w0
+        ORDER BY rank, t
+    """
+
+
+def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
+    """One row per rank and profiled step with its time by category (see the module docstring).
+
+    One sweep over every range's start and end, in time order per rank: running sums of the
+    opened-minus-closed ranges of each category say which categories are busy between two
+    edges, and the highest of them takes that stretch. The sweep runs in numpy over columns
+    DuckDB sorted, so a million ranges cost one sort and a few vector passes.
+
+    :param job_or_path: a JobData, a DuckDB connection with an ``events`` view, or a path (a
+        Kineto trace, a folder of traces, a job folder).
+    :returns: columns ``rank, step, start_us, duration_us`` and then :data:`STEP_CATEGORIES`
+        (µs, summing to ``duration_us``); no rows when the trace has no ``ProfilerStep``.
+    """
+    import numpy as np
+    import pandas as pd
+
+    con = events_connection(job_or_path)
+    columns = ["rank", "step", "start_us", "duration_us", *STEP_CATEGORIES]
+    windows = con.sql(_windows_sql()).df()
+    if windows.empty:
+        return pd.DataFrame({name: [] for name in columns})
+    edges = con.sql(_edges_sql(windows)).fetchnumpy()
+    t = np.asarray(edges["t"], dtype=float)
+    level = np.asarray(edges["level"], dtype=np.int8)
+    delta = np.asarray(edges["delta"], dtype=np.int64)
+    rank = np.asarray(edges["rank"])
+    levels = len(STEP_CATEGORIES) - 1
+    width = len(STEP_CATEGORIES)
+    # Lowest level busy after each edge (levels + 1: none); lower levels overwrite higher ones.
+    top = np.full(len(t), levels + 1, dtype=np.int64)
+    for category in range(levels, 0, -1):
+        top[np.cumsum(np.where(level == category, delta, 0)) > 0] = category
+    window = np.cumsum(np.where(level == 0, delta, 0))  # the step window open after each edge
+    length = np.zeros(len(t))
+    same_rank = rank[1:] == rank[:-1]
+    length[:-1] = np.where(same_rank, t[1:] - t[:-1], 0.0)
+    inside = (window > 0) & (length > 0)
+    per_level = np.bincount(
+        (window[inside] - 1) * width + (top[inside] - 1),
+        weights=length[inside],
+        minlength=len(windows) * width,
+    ).reshape(len(windows), width)[:, :levels]
+    out = pd.DataFrame(
+        {
+            "rank": windows["rank"].astype(int).to_numpy(),
+            "step": windows["step"].astype(int).to_numpy(),
+            "start_us": windows["w0"].astype(float).to_numpy(),
+            "duration_us": (windows["w1"] - windows["w0"]).astype(float).to_numpy(),
+        }
+    )
+    for index, category in enumerate(STEP_CATEGORIES[:-1]):
+        out[category] = per_level[:, index]
+    out["other"] = out["duration_us"] - per_level.sum(axis=1)
+    return out.sort_values(["rank", "step"], ignore_index=True)[columns]
