@@ -120,17 +120,26 @@ def _counter_sum_sql(letter: str) -> str:
 
 
 def _classified_sql(rank: int | None) -> str:
-    """Per kernel event: rank, name, dur_us, precision, source."""
+    """Per kernel event: rank, name, dur_us, precision, source.
+
+    Each source is asked only for the kernels the sources before it left open: name rules run
+    once per distinct name, and the JSON ``args`` of kernels and launching ops are parsed only
+    for kernels still unknown (``CASE`` evaluates its branch on the selected rows alone).
+    """
     ranks = rank_clause(rank)
     h, f, d = (_counter_sum_sql(letter) for letter in _COUNTER_CLASSES)
     return f"""
     WITH kernels AS (
         SELECT rank, name, dur_us, external_id, args FROM events
-        WHERE ph = 'X'{ranks} AND (
-            category = 'kernel'
-            OR (category = 'cuda_profiler_range' AND name <> '__missing__'
-                AND rank NOT IN (SELECT DISTINCT rank FROM events WHERE category = 'kernel'))
-        )
+        WHERE ph = 'X'{ranks} AND category = 'kernel'
+        UNION ALL
+        SELECT rank, name, dur_us, external_id, args FROM events
+        WHERE ph = 'X'{ranks} AND category = 'cuda_profiler_range' AND name <> '__missing__'
+          AND rank NOT IN (SELECT DISTINCT rank FROM events WHERE category = 'kernel')
+    ),
+    named AS (
+        SELECT name, {_rules_sql(NAME_RULES, "name")} AS by_name
+        FROM (SELECT DISTINCT name FROM kernels)
     ),
     counters AS (
         SELECT rank, name, sum({h}) AS h, sum({f}) AS f, sum({d}) AS d FROM events
@@ -146,21 +155,38 @@ def _classified_sql(rank: int | None) -> str:
                     ELSE NULL END AS precision
         FROM counters
     ),
+    early AS MATERIALIZED (
+        SELECT k.rank, k.name, k.dur_us, k.external_id, n.by_name, c.precision AS by_counters,
+               CASE WHEN n.by_name IS NULL AND c.precision IS NULL THEN
+                   {_rules_sql(DTYPE_RULES, "json_extract_string(nullif(k.args, ''), '$.dtype')")}
+               END AS by_dtype
+        FROM kernels k
+        JOIN named n ON n.name = k.name
+        LEFT JOIN counted c ON c.rank = k.rank AND c.name = k.name
+    ),
+    open_launches AS MATERIALIZED (
+        SELECT e.rank, e.external_id, e.args FROM events e
+        SEMI JOIN (
+            SELECT DISTINCT rank, external_id FROM early
+            WHERE by_name IS NULL AND by_counters IS NULL AND by_dtype IS NULL
+              AND external_id >= 0
+        ) u ON u.rank = e.rank AND u.external_id = e.external_id
+        WHERE e.category = 'cpu_op' AND e.external_id >= 0{rank_clause(rank, column="e.rank")}
+    ),
     launch_ops AS (
-        SELECT rank, external_id,
-               any_value(json_extract_string(nullif(args, ''), '$."Input type"')) AS input_types
-        FROM events
-        WHERE category = 'cpu_op' AND external_id >= 0{ranks}
-          AND json_extract_string(nullif(args, ''), '$."Input type"') IS NOT NULL
+        SELECT rank, external_id, any_value(input_types) AS input_types
+        FROM (
+            SELECT rank, external_id,
+                   json_extract_string(nullif(args, ''), '$."Input type"') AS input_types
+            FROM open_launches
+        )
+        WHERE input_types IS NOT NULL
         GROUP BY rank, external_id
     ),
     candidates AS (
-        SELECT k.rank, k.name, k.dur_us, c.precision AS by_counters,
-               {_rules_sql(NAME_RULES, "k.name")} AS by_name,
-               {_rules_sql(DTYPE_RULES, "json_extract_string(nullif(k.args, ''), '$.dtype')")} AS by_dtype,
+        SELECT k.rank, k.name, k.dur_us, k.by_name, k.by_counters, k.by_dtype,
                {_rules_sql(DTYPE_RULES, "o.input_types")} AS by_launch_op
-        FROM kernels k
-        LEFT JOIN counted c ON c.rank = k.rank AND c.name = k.name
+        FROM early k
         LEFT JOIN launch_ops o ON o.rank = k.rank AND o.external_id = k.external_id
                                AND k.external_id >= 0
     )
