@@ -1,13 +1,15 @@
 """Interval algebra in DuckDB SQL: merge time intervals into islands, sweep overlapping sets.
 
 Busy time is the length of a *union* of intervals (two kernels on two streams that overlap
-count once). Both builders return SQL text to embed in a ``WITH`` clause; they run as window
+count once). The builders return SQL text to embed in a ``WITH`` clause; they run as window
 functions (sort + running max), so a million intervals cost one sort, never a Python loop.
+When only the union's length is wanted (in total or clipped to windows), the disjoint pieces of
+:func:`covered_pieces_sql` give it with one window function and no grouping.
 """
 
 from __future__ import annotations
 
-__all__ = ["merged_intervals_sql", "overlap_masks_sql"]
+__all__ = ["covered_pieces_sql", "merged_intervals_sql", "overlap_masks_sql"]
 
 
 def merged_intervals_sql(source: str, keys: tuple[str, ...]) -> str:
@@ -35,6 +37,34 @@ def merged_intervals_sql(source: str, keys: tuple[str, ...]) -> str:
             )
         )
         GROUP BY {select_keys}island
+    """
+
+
+def covered_pieces_sql(source: str, keys: tuple[str, ...]) -> str:
+    """SQL yielding ``keys..., start_us, end_us``: disjoint pieces covering ``source``'s union.
+
+    In start order, each interval contributes the part of it that ends after every earlier
+    interval ended: from the later of its start and that running maximum end, to its own end.
+    The pieces cover exactly the union (per key), so any length measured on the union (its
+    total, its share of a time bucket) is the same summed over the pieces; unlike
+    :func:`merged_intervals_sql` adjacent pieces are not joined into one island.
+
+    :param source: a relation with columns ``keys``, ``start_us`` and ``end_us``.
+    :param keys: the partition columns (e.g. ``("rank", "device")``); may be empty.
+    """
+    key_list = ", ".join(keys)
+    partition = f"PARTITION BY {key_list}" if keys else ""
+    select_keys = f"{key_list}, " if keys else ""
+    return f"""
+        SELECT {select_keys}greatest(start_us, coalesce(prev_end, start_us)) AS start_us, end_us
+        FROM (
+            SELECT {select_keys}start_us, end_us,
+                   max(end_us) OVER ({partition} ORDER BY start_us, end_us
+                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                       AS prev_end
+            FROM ({source})
+        )
+        WHERE prev_end IS NULL OR end_us > prev_end
     """
 
 

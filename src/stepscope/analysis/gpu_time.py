@@ -27,7 +27,7 @@ from stepscope.analysis._events import (
     rank_clause,
     sql_list,
 )
-from stepscope.analysis._intervals import merged_intervals_sql
+from stepscope.analysis._intervals import covered_pieces_sql
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -102,7 +102,8 @@ def gpu_active_time(job: Any, *, rank: int | None = None) -> pd.DataFrame:
     :returns: columns ``rank, device, span_us, active_us, idle_us, active_pct``.
     """
     con = events_connection(job)
-    islands = merged_intervals_sql(_kernel_intervals(rank, GPU_WORK_CATEGORIES), ("rank", "device"))
+    # The pieces keep the first start and the last end, so they give the span as well.
+    pieces = covered_pieces_sql(_kernel_intervals(rank, GPU_WORK_CATEGORIES), ("rank", "device"))
     return con.sql(
         f"""
         SELECT rank, device, max(end_us) - min(start_us) AS span_us,
@@ -110,7 +111,7 @@ def gpu_active_time(job: Any, *, rank: int | None = None) -> pd.DataFrame:
                max(end_us) - min(start_us) - sum(end_us - start_us) AS idle_us,
                100.0 * sum(end_us - start_us) / nullif(max(end_us) - min(start_us), 0)
                    AS active_pct
-        FROM ({islands})
+        FROM ({pieces})
         GROUP BY rank, device ORDER BY rank, device
         """
     ).df()
@@ -125,7 +126,7 @@ def gpu_utilization(job: Any, *, rank: int | None = None) -> pd.DataFrame:
         sm_efficiency_pct, achieved_occupancy_pct`` (NaN when kernels lack those args).
     """
     con = events_connection(job)
-    islands = merged_intervals_sql(_kernel_intervals(rank), ("rank", "device"))
+    pieces = covered_pieces_sql(_kernel_intervals(rank), ("rank", "device"))
     return con.sql(
         f"""
         WITH w AS ({_steps_window(rank)}),
@@ -133,7 +134,7 @@ def gpu_utilization(job: Any, *, rank: int | None = None) -> pd.DataFrame:
             SELECT i.rank, i.device,
                    sum(greatest(0, least(i.end_us, w.window_end)
                                    - greatest(i.start_us, w.window_start))) AS busy_us
-            FROM ({islands}) i JOIN w ON w.rank = i.rank GROUP BY i.rank, i.device
+            FROM ({pieces}) i JOIN w ON w.rank = i.rank GROUP BY i.rank, i.device
         ),
         sm AS (
             SELECT s.rank, s.device,
@@ -172,10 +173,11 @@ def gpu_utilization_timeline(job: Any, *, rank: int | None = None) -> pd.DataFra
     :returns: columns ``rank, device, start_us, end_us, utilization`` (0–1), one row per bucket.
     """
     con = events_connection(job)
-    islands = merged_intervals_sql(_kernel_intervals(rank), ("rank", "device"))
+    pieces = covered_pieces_sql(_kernel_intervals(rank), ("rank", "device"))
     return con.sql(
         f"""
-        WITH span AS (
+        WITH pieces AS MATERIALIZED ({pieces}),
+        span AS (
             SELECT rank, min(start_us) AS g0, max(start_us + dur_us) AS g1 FROM events
             WHERE ph = 'X'{rank_clause(rank)} GROUP BY rank
         ),
@@ -191,13 +193,13 @@ def gpu_utilization_timeline(job: Any, *, rank: int | None = None) -> pd.DataFra
             FROM (SELECT *, greatest(CAST(floor((g1 - g0) / size) AS BIGINT), 1) AS n FROM sized),
                  LATERAL (SELECT unnest(range(n)) AS b)
         ),
-        devices AS (SELECT DISTINCT rank, device FROM ({islands}))
+        devices AS (SELECT DISTINCT rank, device FROM pieces)
         SELECT d.rank, d.device, b.b0 AS start_us, b.b1 AS end_us,
                sum(CASE WHEN i.rank IS NULL THEN 0
                         ELSE greatest(0, least(i.end_us, b.b1) - greatest(i.start_us, b.b0)) END)
                    / (b.b1 - b.b0) AS utilization
         FROM devices d JOIN buckets b ON b.rank = d.rank
-        LEFT JOIN ({islands}) i ON i.rank = d.rank AND i.device = d.device
+        LEFT JOIN pieces i ON i.rank = d.rank AND i.device = d.device
              AND i.start_us < b.b1 AND i.end_us > b.b0
         GROUP BY d.rank, d.device, b.bucket, b.b0, b.b1
         ORDER BY d.rank, d.device, b.b0
