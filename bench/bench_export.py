@@ -64,7 +64,9 @@ def run(source: Path, cache: Path, fmt: str) -> dict:
     )
     if done.returncode != 0:
         raise SystemExit(f"export run failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    # DuckDB may draw a progress bar on stdout during long queries: take the result line
+    line = next(x for x in reversed(done.stdout.splitlines()) if x.startswith('{"wall_s"'))
+    return json.loads(line)
 
 
 def measure(label: str, source: Path, reps: int) -> None:

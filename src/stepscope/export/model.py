@@ -10,6 +10,7 @@ Three streams, each bounded by one query at a time so a large job never sits in 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -70,7 +71,10 @@ class TrackSlices:
         """
         correlation = self.column("correlation")
         ids = flow_ids(self.column("rank"), correlation)
-        keep = (correlation >= 0) & np.isin(ids, linked, assume_unique=False)
+        if len(linked) == 0:
+            return np.full(len(ids), -1, dtype=np.int64)
+        found = np.minimum(np.searchsorted(linked, ids), len(linked) - 1)
+        keep = (correlation >= 0) & (linked[found] == ids)
         return np.where(keep, ids, -1)
 
     def launches(self) -> np.ndarray:
@@ -112,7 +116,8 @@ def linked_correlations(con: duckdb.DuckDBPyConnection, window: Window) -> np.nd
           AND {window.sql()}
         """
     ).fetchnumpy()
-    return np.unique(flow_ids(rows["rank"], rows["correlation"]))
+    ids = np.sort(flow_ids(rows["rank"], rows["correlation"]))
+    return ids[np.append(True, ids[1:] != ids[:-1])] if len(ids) else ids
 
 
 #: Rows per Arrow batch of the slice stream; a lane is gathered from as many as it spans.
@@ -122,46 +127,56 @@ _BATCH_ROWS = 1 << 16
 def iter_track_slices(con: duckdb.DuckDBPyConnection, window: Window) -> Iterator[TrackSlices]:
     """Every track of the window, lane by lane, in display order (node, rank, CPU before GPU).
 
-    One sorted query streams every track's slices in turn (one scan of the events, not one per
-    track); only the current track is held, as Arrow columns. ``con`` is busy until the
-    iteration ends: a caller querying meanwhile uses a :meth:`~duckdb.DuckDBPyConnection.cursor`.
+    One sorted query per node and rank streams its tracks' slices in turn (one scan per rank,
+    not one per track, and DuckDB sorts one rank at a time); only the current track is held, as
+    Arrow columns. ``con`` is busy until the iteration ends: a caller querying meanwhile uses a
+    :meth:`~duckdb.DuckDBPyConnection.cursor`.
     """
     con.execute(f"CREATE OR REPLACE TEMP VIEW export_events AS {tracked_events_sql(window.sql())}")
     tracks = con.execute(
         "SELECT DISTINCT node, rank, side, gpu, thread FROM export_events "
         "ORDER BY node, rank, side, gpu, thread"
     ).fetchall()
-    if not tracks:
-        return
+    for (node, rank), group in itertools.groupby(tracks, key=lambda track: track[:2]):
+        yield from _rank_slices([Track(*track) for track in group], con, node, rank)
+
+
+def _rank_slices(
+    tracks: list[Track], con: duckdb.DuckDBPyConnection, node: str, rank: int
+) -> Iterator[TrackSlices]:
+    """The slices of one node and rank, track after track (``tracks`` in display order)."""
     reader = con.sql(
         """
         WITH t AS (
-            SELECT node, rank, side, gpu, thread,
-                   row_number() OVER (ORDER BY node, rank, side, gpu, thread) - 1 AS track_no
-            FROM (SELECT DISTINCT node, rank, side, gpu, thread FROM export_events)
+            SELECT side, gpu, thread,
+                   row_number() OVER (ORDER BY side, gpu, thread) - 1 AS track_no
+            FROM (SELECT DISTINCT side, gpu, thread FROM export_events
+                  WHERE node = $node AND rank = $rank)
         )
         SELECT track_no, name, category, start_us, start_us + dur_us AS end_us, rank, step,
                correlation, external_id, bytes, args
-        FROM export_events JOIN t USING (node, rank, side, gpu, thread)
+        FROM export_events JOIN t USING (side, gpu, thread)
+        WHERE node = $node AND rank = $rank
         ORDER BY track_no, start_us, dur_us DESC, correlation, external_id, name
-        """
+        """,
+        params={"node": node, "rank": rank},
     ).to_arrow_reader(_BATCH_ROWS)
     pending: list[pa.RecordBatch] = []
     current = 0
     for batch in reader:
+        if batch.num_rows == 0:
+            continue
         numbers = batch.column(0).to_numpy()
         cuts = [0, *(np.flatnonzero(numbers[1:] != numbers[:-1]) + 1).tolist(), len(numbers)]
         for start, stop in zip(cuts[:-1], cuts[1:], strict=True):
-            if stop == start:
-                continue
             number = int(numbers[start])
             if number != current and pending:
-                yield from _split_lanes(Track(*tracks[current]), _gathered(pending))
+                yield from _split_lanes(tracks[current], _gathered(pending))
                 pending = []
             current = number
             pending.append(batch.slice(start, stop - start))
     if pending:
-        yield from _split_lanes(Track(*tracks[current]), _gathered(pending))
+        yield from _split_lanes(tracks[current], _gathered(pending))
 
 
 def _gathered(batches: list[pa.RecordBatch]) -> pa.Table:
