@@ -26,9 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--job-dir", type=Path, help="the job folder (default: a new one under ./stepscope-jobs/)"
     )
     parser.add_argument(
-        "--steps-per-epoch", type=int, default=120, help="training steps per epoch (default 120)"
+        "--steps-per-epoch", type=int, default=80, help="training steps per epoch (default 80)"
     )
-    parser.add_argument("--epochs", type=int, default=2, help="epochs (default 2)")
+    parser.add_argument("--epochs", type=int, default=1, help="epochs (default 1)")
 
 
 def demo_config() -> ProfilerConfig:
