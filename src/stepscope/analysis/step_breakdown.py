@@ -103,46 +103,31 @@ def _windows_sql() -> str:
     """
 
 
-def _edges_sql(windows: pd.DataFrame) -> str:
-    """SQL: the sweep's edges in time order per rank: ``rank, t, level, delta``.
+def _spans_sql(ranks: list[int]) -> str:
+    """SQL: every range with a category on ``ranks``: ``rank, start_us, end_us, level``.
 
-    A recorded range of category ``level`` (1-based) opens with ``delta`` +1 and closes with -1;
-    step window ``i`` (its row in ``windows``, from 1) opens with level 0 and ``delta`` +i and
-    closes with -i. Each rank's deltas sum to zero, so running sums over all ranks in this order
-    restart at every rank.
+    ``level`` is the category's 1-based place in :data:`STEP_CATEGORIES`.
     """
-    rows = ", ".join(
-        f"({int(rank)}, {i}, {float(w0)!r}, {float(w1)!r})"
-        for i, (rank, w0, w1) in enumerate(
-            zip(windows["rank"], windows["w0"], windows["w1"], strict=True), start=1
-        )
-    )
     return f"""
-        WITH windows(rank, i, w0, w1) AS (VALUES {rows}),
-        spans AS (
+        SELECT rank, start_us, end_us, level::TINYINT AS level
+        FROM (
             SELECT rank, start_us, start_us + dur_us AS end_us, {_priority_sql()} AS level
             FROM events
-            WHERE ph = 'X' AND rank IN (SELECT rank FROM windows) AND dur_us > 0
+            WHERE ph = 'X' AND dur_us > 0 AND rank IN ({", ".join(str(r) for r in ranks)})
         )
-        SELECT rank, start_us AS t, level::TINYINT AS level, 1 AS delta FROM spans
         WHERE level IS NOT NULL
-        UNION ALL
-        SELECT rank, end_us, level, -1 FROM spans WHERE level IS NOT NULL
-        UNION ALL
-        SELECT rank, w0, 0, i FROM windows WHERE w1 > w0
-        UNION ALL
-        SELECT rank, w1, 0, -i FROM windows WHERE w1 > w0
-        ORDER BY rank, t
     """
 
 
 def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
     """One row per rank and profiled step with its time by category (see the module docstring).
 
-    One sweep over every range's start and end, in time order per rank: running sums of the
-    opened-minus-closed ranges of each category say which categories are busy between two
-    edges, and the highest of them takes that stretch. The sweep runs in numpy over columns
-    DuckDB sorted, so a million ranges cost one sort and a few vector passes.
+    One sweep over every range's start and end, in time order per rank: a range of category
+    ``level`` opens with +1 and closes with -1 on that level's running count, step window ``i``
+    opens with +i and closes with -i on the window's. Each rank's edges sum to zero, so the
+    running sums over all ranks one after the other restart at every rank. Between two edges the
+    lowest level with a positive count takes the stretch, credited to the open window. The sweep
+    runs as numpy vector passes over the ranges' columns, so a million ranges cost one sort.
 
     :param job_or_path: a JobData, a DuckDB connection with an ``events`` view, or a path (a
         Kineto trace, a folder of traces, a job folder).
@@ -157,11 +142,27 @@ def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
     windows = con.sql(_windows_sql()).df()
     if windows.empty:
         return pd.DataFrame({name: [] for name in columns})
-    edges = con.sql(_edges_sql(windows)).fetchnumpy()
-    t = np.asarray(edges["t"], dtype=float)
-    level = np.asarray(edges["level"], dtype=np.int8)
-    delta = np.asarray(edges["delta"], dtype=np.int64)
-    rank = np.asarray(edges["rank"])
+    w_rank = windows["rank"].to_numpy(dtype=np.int64)
+    w0 = windows["w0"].to_numpy(dtype=float)
+    w1 = windows["w1"].to_numpy(dtype=float)
+    number = np.arange(1, len(windows) + 1)[w1 > w0]  # empty windows never open
+    spans = con.sql(_spans_sql(sorted({int(r) for r in w_rank}))).fetchnumpy()
+    s_rank = np.asarray(spans["rank"], dtype=np.int64)
+    s_level = np.asarray(spans["level"], dtype=np.int8)
+    ones = np.ones(len(s_rank), dtype=np.int64)
+    rank = np.concatenate([s_rank, s_rank, w_rank[number - 1], w_rank[number - 1]])
+    t = np.concatenate(
+        [
+            np.asarray(spans["start_us"], dtype=float),
+            np.asarray(spans["end_us"], dtype=float),
+            w0[number - 1],
+            w1[number - 1],
+        ]
+    )
+    level = np.concatenate([s_level, s_level, np.zeros(2 * len(number), dtype=np.int8)])
+    delta = np.concatenate([ones, -ones, number, -number])
+    order = np.lexsort((t, rank))
+    rank, t, level, delta = rank[order], t[order], level[order], delta[order]
     levels = len(STEP_CATEGORIES) - 1
     width = len(STEP_CATEGORIES)
     # Lowest level busy after each edge (levels + 1: none); lower levels overwrite higher ones.
@@ -170,8 +171,7 @@ def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
         top[np.cumsum(np.where(level == category, delta, 0)) > 0] = category
     window = np.cumsum(np.where(level == 0, delta, 0))  # the step window open after each edge
     length = np.zeros(len(t))
-    same_rank = rank[1:] == rank[:-1]
-    length[:-1] = np.where(same_rank, t[1:] - t[:-1], 0.0)
+    length[:-1] = np.where(rank[1:] == rank[:-1], t[1:] - t[:-1], 0.0)
     inside = (window > 0) & (length > 0)
     per_level = np.bincount(
         (window[inside] - 1) * width + (top[inside] - 1),
@@ -180,10 +180,10 @@ def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
     ).reshape(len(windows), width)[:, :levels]
     out = pd.DataFrame(
         {
-            "rank": windows["rank"].astype(int).to_numpy(),
-            "step": windows["step"].astype(int).to_numpy(),
-            "start_us": windows["w0"].astype(float).to_numpy(),
-            "duration_us": (windows["w1"] - windows["w0"]).astype(float).to_numpy(),
+            "rank": w_rank.astype(int),
+            "step": windows["step"].to_numpy(dtype=np.int64).astype(int),
+            "start_us": w0,
+            "duration_us": w1 - w0,
         }
     )
     for index, category in enumerate(STEP_CATEGORIES[:-1]):
