@@ -193,7 +193,9 @@ class JobData:
 
         Open ``.tmp`` files are never read. A raw file that cannot be read (damaged beyond
         its records, or not the format its name says) is logged once and remembered, so it is
-        retried only when it changes.
+        retried only when it changes. Closed files go into their stream's merged segment, and
+        the small segments of each stream are compacted (see :mod:`stepscope.store.cache`); a
+        refresh that finds nothing new only lists the files and reads the manifest.
         """
         self._refreshed = True
         changed = False
