@@ -1,0 +1,43 @@
+"""``stepscope demo``: the data-loader problem and the slow step are found and explained."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_demo_finds_its_slow_data_loader_and_its_slow_step(tmp_path: Path) -> None:
+    job_dir = tmp_path / "demo"
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "demo", "--job-dir", str(job_dir)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "stepscope ui" in result.stderr  # how to open the UI
+    statuses = {
+        rule: json.loads((job_dir / "rule-output" / rule / "status.json").read_text())
+        for rule in ("Dataloader", "StepOutlier", "ProfilerReport")
+    }
+    assert statuses["Dataloader"]["status"] == "IssuesFound"
+    assert statuses["StepOutlier"]["status"] == "IssuesFound"
+    assert statuses["ProfilerReport"]["status"] == "IssuesFound"
+    outliers = json.loads(
+        (job_dir / "rule-output" / "profiler-reports" / "StepOutlier.json").read_text()
+    )
+    assert "50" in json.dumps(outliers["Details"]), "the injected slow step 50 is not named"
+    report = (job_dir / "rule-output" / "profiler-report.html").read_text()
+    assert "num_workers" in report  # the data-loader recommendation names the knob
+    job = json.loads((job_dir / "job.json").read_text())
+    assert job["status"] == "Completed"
+    detailed = list((job_dir / "profiler-output").rglob("*.pt.trace.json.gz"))
+    assert detailed, "the detailed torch.profiler window wrote no trace"
+    python_stats = list((job_dir / "profiler-output").rglob("python_stats"))
+    assert python_stats, "the Python profiling window wrote no stats"
