@@ -74,48 +74,44 @@ def _priority_sql() -> str:
         ELSE NULL END"""
 
 
-def _windows_sql() -> str:
-    """SQL: per rank and step, the step's window ``w0, w1`` (see the module docstring)."""
+def _ranges_sql() -> str:
+    """SQL: the steps' windows and every range with a category, from one scan of ``events``.
+
+    Columns ``rank, start_us, end_us, level, step``: a window (see the module docstring) has
+    ``level`` 0 and its ``step``; a range has its category's 1-based place in
+    :data:`STEP_CATEGORIES` and no step. Only ranks with a window keep their ranges.
+    """
     return f"""
-        WITH host_steps AS (
-            SELECT rank, step_number AS step, min(start_us) AS s0, max(start_us + dur_us) AS s1
-            FROM (
-                SELECT rank, start_us, dur_us,
-                       TRY_CAST(substr(name, 14) AS BIGINT) AS step_number
-                FROM events
-                WHERE ph = 'X' AND name LIKE 'ProfilerStep#%'
-                  AND category IN ('user_annotation', 'cpu_op')
-            )
-            WHERE step_number IS NOT NULL
-            GROUP BY rank, step_number
+        WITH base AS MATERIALIZED (
+            SELECT rank, start_us, dur_us,
+                   CASE WHEN name LIKE 'ProfilerStep#%' AND category IN ('user_annotation', 'cpu_op')
+                        THEN TRY_CAST(substr(name, 14) AS BIGINT) END AS profiler_step,
+                   CASE WHEN category IN ({sql_list(GPU_WORK_CATEGORIES)}) AND step >= 0
+                        THEN step END AS gpu_step,
+                   {_priority_sql()} AS level
+            FROM events WHERE ph = 'X'
+        ),
+        host_steps AS (
+            SELECT rank, profiler_step AS step, min(start_us) AS s0, max(start_us + dur_us) AS s1
+            FROM base WHERE profiler_step IS NOT NULL
+            GROUP BY rank, profiler_step
         ),
         gpu_end AS (
-            SELECT rank, step, max(start_us + dur_us) AS g1 FROM events
-            WHERE ph = 'X' AND category IN ({sql_list(GPU_WORK_CATEGORIES)}) AND step >= 0
-            GROUP BY rank, step
+            SELECT rank, gpu_step AS step, max(start_us + dur_us) AS g1 FROM base
+            WHERE gpu_step IS NOT NULL
+            GROUP BY rank, gpu_step
+        ),
+        windows AS (
+            SELECT h.rank, h.step, h.s0 AS w0,
+                   least(greatest(h.s1, coalesce(g.g1, h.s1)),
+                         coalesce(lead(h.s0) OVER (PARTITION BY h.rank ORDER BY h.s0),
+                                  'infinity')) AS w1
+            FROM host_steps h LEFT JOIN gpu_end g ON g.rank = h.rank AND g.step = h.step
         )
-        SELECT h.rank, h.step, h.s0 AS w0,
-               least(greatest(h.s1, coalesce(g.g1, h.s1)),
-                     coalesce(lead(h.s0) OVER (PARTITION BY h.rank ORDER BY h.s0), 'infinity'))
-                   AS w1
-        FROM host_steps h LEFT JOIN gpu_end g ON g.rank = h.rank AND g.step = h.step
-        ORDER BY h.rank, h.s0
-    """
-
-
-def _spans_sql(ranks: list[int]) -> str:
-    """SQL: every range with a category on ``ranks``: ``rank, start_us, end_us, level``.
-
-    ``level`` is the category's 1-based place in :data:`STEP_CATEGORIES`.
-    """
-    return f"""
-        SELECT rank, start_us, end_us, level::TINYINT AS level
-        FROM (
-            SELECT rank, start_us, start_us + dur_us AS end_us, {_priority_sql()} AS level
-            FROM events
-            WHERE ph = 'X' AND dur_us > 0 AND rank IN ({", ".join(str(r) for r in ranks)})
-        )
-        WHERE level IS NOT NULL
+        SELECT rank, w0 AS start_us, w1 AS end_us, 0::TINYINT AS level, step FROM windows
+        UNION ALL
+        SELECT rank, start_us, start_us + dur_us, level::TINYINT, NULL FROM base
+        WHERE level IS NOT NULL AND dur_us > 0 AND rank IN (SELECT rank FROM windows)
     """
 
 
@@ -139,26 +135,25 @@ def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
 
     con = events_connection(job_or_path)
     columns = ["rank", "step", "start_us", "duration_us", *STEP_CATEGORIES]
-    windows = con.sql(_windows_sql()).df()
-    if windows.empty:
+    ranges = con.sql(_ranges_sql()).fetchnumpy()
+    all_rank = np.asarray(ranges["rank"], dtype=np.int64)
+    all_level = np.asarray(ranges["level"], dtype=np.int8)
+    all_start = np.asarray(ranges["start_us"], dtype=float)
+    all_end = np.asarray(ranges["end_us"], dtype=float)
+    is_window = all_level == 0
+    if not is_window.any():
         return pd.DataFrame({name: [] for name in columns})
-    w_rank = windows["rank"].to_numpy(dtype=np.int64)
-    w0 = windows["w0"].to_numpy(dtype=float)
-    w1 = windows["w1"].to_numpy(dtype=float)
-    number = np.arange(1, len(windows) + 1)[w1 > w0]  # empty windows never open
-    spans = con.sql(_spans_sql(sorted({int(r) for r in w_rank}))).fetchnumpy()
-    s_rank = np.asarray(spans["rank"], dtype=np.int64)
-    s_level = np.asarray(spans["level"], dtype=np.int8)
+    by_start = np.lexsort((all_start[is_window], all_rank[is_window]))
+    w_rank = all_rank[is_window][by_start]
+    w0 = all_start[is_window][by_start]
+    w1 = all_end[is_window][by_start]
+    w_step = np.asarray(ranges["step"])[is_window][by_start].astype(np.int64)
+    number = np.arange(1, len(w_rank) + 1)[w1 > w0]  # empty windows never open
+    s_rank = all_rank[~is_window]
+    s_level = all_level[~is_window]
     ones = np.ones(len(s_rank), dtype=np.int64)
     rank = np.concatenate([s_rank, s_rank, w_rank[number - 1], w_rank[number - 1]])
-    t = np.concatenate(
-        [
-            np.asarray(spans["start_us"], dtype=float),
-            np.asarray(spans["end_us"], dtype=float),
-            w0[number - 1],
-            w1[number - 1],
-        ]
-    )
+    t = np.concatenate([all_start[~is_window], all_end[~is_window], w0[number - 1], w1[number - 1]])
     level = np.concatenate([s_level, s_level, np.zeros(2 * len(number), dtype=np.int8)])
     delta = np.concatenate([ones, -ones, number, -number])
     order = np.lexsort((t, rank))
@@ -176,12 +171,12 @@ def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
     per_level = np.bincount(
         (window[inside] - 1) * width + (top[inside] - 1),
         weights=length[inside],
-        minlength=len(windows) * width,
-    ).reshape(len(windows), width)[:, :levels]
+        minlength=len(w_rank) * width,
+    ).reshape(len(w_rank), width)[:, :levels]
     out = pd.DataFrame(
         {
             "rank": w_rank.astype(int),
-            "step": windows["step"].to_numpy(dtype=np.int64).astype(int),
+            "step": w_step.astype(int),
             "start_us": w0,
             "duration_us": w1 - w0,
         }
