@@ -27,16 +27,19 @@ import functools
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from stepscope.collect import session as _session
 from stepscope.collect.session import LATER_MAX_EVENTS
 
+if TYPE_CHECKING:
+    from stepscope.collect.session import Session
+
 __all__ = ["AnnotationHandle", "annotate", "annotation_begin", "annotation_end"]
 
-PHASE = "Annotation"
+PHASE = _session.ANNOTATION_PHASE
 
-_perf_counter = time.perf_counter
+_perf_counter_ns = time.perf_counter_ns
 _get_ident = threading.get_ident
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -46,13 +49,13 @@ class AnnotationHandle:
     """An open annotation, returned by :func:`annotation_begin` and closed by
     :func:`annotation_end` (closing it twice records it once)."""
 
-    __slots__ = ("name", "range", "session", "start_us", "tid")
+    __slots__ = ("name", "range", "session", "start_ns")
 
-    def __init__(self, name: str, session: Any, start_us: float, tid: int, range_: Any) -> None:
+    def __init__(self, name: str, session: Session | None, start_ns: int, range_: Any) -> None:
         self.name = name
         self.session = session
-        self.start_us = start_us
-        self.tid = tid
+        #: ``perf_counter_ns`` at the start; the session converts it to epoch µs when it writes
+        self.start_ns = start_ns
         self.range = range_
 
 
@@ -64,70 +67,108 @@ def annotation_begin(name: str) -> AnnotationHandle | None:
     session = _session._active  # the hot path reads the active session without a call
     if session is None or not session.enabled:
         return None
-    record_function = session.record_function
     range_ = None
-    if record_function is not None:
-        range_ = session.guard.wrap("annotation.record_function", _enter_range)(
-            record_function, name
-        )
-    start_us = _perf_counter() * 1e6 + session.epoch_offset_us
-    return AnnotationHandle(str(name), session, start_us, _get_ident(), range_)
+    if session.record_function is not None:
+        range_ = _open_range(session, name)
+    return AnnotationHandle(name, session, _perf_counter_ns(), range_)
 
 
 def annotation_end(handle: AnnotationHandle | None) -> None:
     """Close an annotation opened by :func:`annotation_begin` and write it to the timeline."""
     if handle is None or handle.session is None:
         return
+    end_ns = _perf_counter_ns()
     session = handle.session
-    end_us = _perf_counter() * 1e6 + session.epoch_offset_us
     handle.session = None
     if handle.range is not None:
-        session.guard.wrap("annotation.record_function_exit", _exit_range)(handle.range)
+        _close_range(session, handle.range)
     if session.enabled:
-        later = session._later  # Session.write_later, inlined: this runs for every annotation
-        later.append(
-            (
-                PHASE,
-                handle.name,
-                handle.start_us,
-                end_us - handle.start_us,
-                {"tid": handle.tid, "pid": session.pid, "step_num": session.current_step_num},
-                "pythontimeline.json",
-            )
-        )
-        if len(later) >= LATER_MAX_EVENTS:
-            session.flush()
+        _record(session, handle.name, handle.start_ns, end_ns)
 
 
-def _enter_range(record_function: Callable[[str], Any], name: str) -> Any:
-    range_ = record_function(name)
-    range_.__enter__()
+def _record(session: Session, name: str, start_ns: int, end_ns: int) -> None:
+    """Queue the raw span; :meth:`Session.flush` converts it (epoch µs, args) in one burst."""
+    annotations = session._annotations
+    annotations.append((name, start_ns, end_ns, _get_ident(), session.current_step_num))
+    if len(annotations) >= LATER_MAX_EVENTS:
+        session.flush()
+
+
+def _open_range(session: Session, name: str) -> Any:
+    """Enter a ``record_function`` range for ``name`` (inside a detailed window only)."""
+    record_function = session.record_function
+    if record_function is None or session.guard.is_disabled(_RANGE_ENTER):
+        return None
+    try:
+        range_ = record_function(str(name))
+        range_.__enter__()
+    except Exception:  # noqa: BLE001 - the guard's catch-all; fail() logs the traceback
+        session.guard.fail(_RANGE_ENTER)
+        return None
     return range_
 
 
-def _exit_range(range_: Any) -> None:
-    range_.__exit__(None, None, None)
+def _close_range(session: Session, range_: Any) -> None:
+    if session.guard.is_disabled(_RANGE_EXIT):
+        return
+    try:
+        range_.__exit__(None, None, None)
+    except Exception:  # noqa: BLE001 - the guard's catch-all; fail() logs the traceback
+        session.guard.fail(_RANGE_EXIT)
+
+
+_RANGE_ENTER = "annotation.record_function"
+_RANGE_EXIT = "annotation.record_function_exit"
+
+#: ``annotate._open`` when no annotation of that object is open
+_CLOSED: Any = object()
 
 
 class annotate:
     """Annotate a block (``with annotate(name):``) or every call of a function (decorator).
 
     :param name: what the timeline shows; nesting and threads are fine.
+
+    The context manager keeps its open span in a slot rather than a list: the common
+    ``with annotate(name):`` allocates nothing beyond the object itself. An object entered again
+    before it exits (recursion, or one object shared by threads) stacks the outer span.
     """
 
-    __slots__ = ("_handles", "name")
+    __slots__ = ("_open", "_outer", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._handles: list[AnnotationHandle | None] = []
+        self._open: Any = _CLOSED
+        self._outer: list[Any] | None = None
 
     def __enter__(self) -> annotate:
-        self._handles.append(annotation_begin(self.name))
+        session = _session._active
+        if session is None or not session.enabled:
+            opened: Any = None
+        elif session.record_function is None:
+            opened = (session, _perf_counter_ns())
+        else:
+            opened = annotation_begin(self.name)
+        if self._open is not _CLOSED:
+            if self._outer is None:
+                self._outer = []
+            self._outer.append(self._open)
+        self._open = opened
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._handles:
-            annotation_end(self._handles.pop())
+        end_ns = _perf_counter_ns()
+        opened = self._open
+        outer = self._outer
+        self._open = outer.pop() if outer else _CLOSED
+        if opened is None or opened is _CLOSED:
+            return
+        if type(opened) is tuple:
+            session = opened[0]
+            if session.enabled:
+                _record(session, self.name, opened[1], end_ns)
+        else:
+            annotation_end(opened)
 
     def __call__(self, function: _F) -> _F:
         name = self.name

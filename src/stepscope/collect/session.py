@@ -62,6 +62,8 @@ OPTIONS = ("dataloader", "python", "detailed", "horovod", "smdataparallel")
 
 #: Events held back before they are handed to the writers in one burst (see write_later).
 LATER_MAX_EVENTS = 1024
+#: The phase of :mod:`stepscope.collect.annotations`' events.
+ANNOTATION_PHASE = "Annotation"
 
 #: Seconds between two bursts, checked at step ends.
 FLUSH_INTERVAL_S = 1.0
@@ -173,6 +175,10 @@ class Session:
         self._later: collections.deque[tuple[str, str, float, float, dict[str, Any], str]] = (
             collections.deque()
         )
+        # annotations as the caller recorded them: (name, start perf_counter_ns, end
+        # perf_counter_ns, thread id, step_num); flush() converts them, so an annotation costs
+        # its caller two clock reads and one append
+        self._annotations: collections.deque[tuple[str, int, int, int, str]] = collections.deque()
         self._last_flush_s = 0.0
         self._writer_factory = writer_factory
         self._lock = threading.RLock()
@@ -270,7 +276,7 @@ class Session:
             self.flush()
 
     def flush(self) -> None:
-        """Hand the events queued by :meth:`write_later` to the writers."""
+        """Hand the events queued by :meth:`write_later` and the annotations to the writers."""
         self._last_flush_s = time.monotonic()
         later = self._later
         # a writer that breaks its promise never to raise loses its events, not our hooks
@@ -279,7 +285,7 @@ class Session:
             try:
                 phase, name, start_us, dur_us, args, suffix = later.popleft()
             except IndexError:
-                return
+                break
             write_event = writers.get(suffix)
             if write_event is None:
                 writer = self._writers.get(suffix) or self._open_writer(suffix)
@@ -289,6 +295,44 @@ class Session:
                     "session.writer", writer.write_event
                 )
             write_event(name, phase, start_us, dur_us, args)
+        self._flush_annotations()
+
+    def _flush_annotations(self) -> None:
+        annotations = self._annotations
+        if not annotations:
+            return
+        writer = self._writers.get("pythontimeline.json") or self._open_writer(
+            "pythontimeline.json"
+        )
+        if writer is None:
+            annotations.clear()
+            return
+        if self.guard.is_disabled("session.writer"):
+            annotations.clear()
+            return
+        write_event = writer.write_event
+        offset_us = self.epoch_offset_us
+        pid = self.pid
+        # one args dict per thread and step, shared by its events (writers never change args)
+        args_by_key: dict[tuple[int, str], dict[str, Any]] = {}
+        try:
+            while annotations:
+                name, start_ns, end_ns, tid, step_num = annotations.popleft()
+                args = args_by_key.get((tid, step_num))
+                if args is None:
+                    args = {"tid": tid, "pid": pid, "step_num": step_num}
+                    args_by_key[tid, step_num] = args
+                write_event(
+                    str(name),
+                    ANNOTATION_PHASE,
+                    start_ns / 1000 + offset_us,
+                    (end_ns - start_ns) / 1000,
+                    args,
+                )
+        except IndexError:
+            return  # another thread emptied the queue first
+        except Exception:  # noqa: BLE001 - the guard's catch-all; fail() logs the traceback
+            self.guard.fail("session.writer")
 
     def _open_writer(self, suffix: str) -> Any:
         with self._lock:
