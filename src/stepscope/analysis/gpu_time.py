@@ -173,14 +173,16 @@ def gpu_utilization_timeline(job: Any, *, rank: int | None = None) -> pd.DataFra
     :returns: columns ``rank, device, start_us, end_us, utilization`` (0–1), one row per bucket.
     """
     con = events_connection(job)
-    pieces = covered_pieces_sql(_kernel_intervals(rank), ("rank", "device"))
+    kernels = "SELECT rank, device, start_us, end_us FROM spans WHERE category = 'kernel'"
+    pieces = covered_pieces_sql(kernels, ("rank", "device"))
     return con.sql(
         f"""
-        WITH pieces AS MATERIALIZED ({pieces}),
-        span AS (
-            SELECT rank, min(start_us) AS g0, max(start_us + dur_us) AS g1 FROM events
-            WHERE ph = 'X'{rank_clause(rank)} GROUP BY rank
+        WITH spans AS MATERIALIZED (
+            SELECT rank, device, category, start_us, start_us + dur_us AS end_us FROM events
+            WHERE ph = 'X'{rank_clause(rank)}
         ),
+        pieces AS MATERIALIZED ({pieces}),
+        span AS (SELECT rank, min(start_us) AS g0, max(end_us) AS g1 FROM spans GROUP BY rank),
         sized AS (
             SELECT rank, g0, g1,
                    CAST(pow(10, greatest(0, ceil(log10(greatest(g1 - g0, 1) / {MAX_BUCKETS}))))
