@@ -140,22 +140,20 @@ def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
     all_level = np.asarray(ranges["level"], dtype=np.int8)
     all_start = np.asarray(ranges["start_us"], dtype=float)
     all_end = np.asarray(ranges["end_us"], dtype=float)
-    is_window = all_level == 0
-    if not is_window.any():
+    windows = np.flatnonzero(all_level == 0)
+    if not len(windows):
         return pd.DataFrame({name: [] for name in columns})
-    by_start = np.lexsort((all_start[is_window], all_rank[is_window]))
-    w_rank = all_rank[is_window][by_start]
-    w0 = all_start[is_window][by_start]
-    w1 = all_end[is_window][by_start]
-    w_step = np.asarray(ranges["step"])[is_window][by_start].astype(np.int64)
-    number = np.arange(1, len(w_rank) + 1)[w1 > w0]  # empty windows never open
-    s_rank = all_rank[~is_window]
-    s_level = all_level[~is_window]
-    ones = np.ones(len(s_rank), dtype=np.int64)
-    rank = np.concatenate([s_rank, s_rank, w_rank[number - 1], w_rank[number - 1]])
-    t = np.concatenate([all_start[~is_window], all_end[~is_window], w0[number - 1], w1[number - 1]])
-    level = np.concatenate([s_level, s_level, np.zeros(2 * len(number), dtype=np.int8)])
-    delta = np.concatenate([ones, -ones, number, -number])
+    windows = windows[np.lexsort((all_start[windows], all_rank[windows]))]
+    w_rank, w0, w1 = all_rank[windows], all_start[windows], all_end[windows]
+    w_step = np.asarray(ranges["step"])[windows].astype(np.int64)
+    # What each row adds when it opens: a range 1, window number i (from 1) i; an empty window
+    # never opens.
+    opens = np.ones(len(all_rank), dtype=np.int64)
+    opens[windows] = np.where(w1 > w0, np.arange(1, len(windows) + 1), 0)
+    rank = np.concatenate([all_rank, all_rank])
+    t = np.concatenate([all_start, all_end])
+    level = np.concatenate([all_level, all_level])
+    delta = np.concatenate([opens, -opens])
     order = np.lexsort((t, rank))
     rank, t, level, delta = rank[order], t[order], level[order], delta[order]
     levels = len(STEP_CATEGORIES) - 1
