@@ -69,7 +69,8 @@ class SmallCNN(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.features(x))
+        logits: torch.Tensor = self.classifier(self.features(x))
+        return logits
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -87,7 +88,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _loader(args: argparse.Namespace, batches: int, seed: int) -> DataLoader:
+def _loader(
+    args: argparse.Namespace, batches: int, seed: int
+) -> DataLoader[tuple[torch.Tensor, torch.Tensor]]:
     dataset = SyntheticImages(batches * args.batch_size, args.load_delay_ms / 1000.0, seed)
     return DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers)
 

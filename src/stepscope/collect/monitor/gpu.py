@@ -14,12 +14,13 @@ reports zero GPUs and logs one info line; it never raises.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from stepscope.errors import ConfigError
 
@@ -35,7 +36,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class GpuInfo(NamedTuple):
+@dataclasses.dataclass(frozen=True, slots=True)
+class GpuInfo:
     """One GPU as job.json describes it (``hardware.<node>.gpus``)."""
 
     index: int
@@ -43,7 +45,8 @@ class GpuInfo(NamedTuple):
     memory_bytes: int
 
 
-class GpuSample(NamedTuple):
+@dataclasses.dataclass(frozen=True, slots=True)
+class GpuSample:
     """One reading of one GPU.
 
     :param index: the device index; records are named ``gpu<index>``.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ def describe_hardware(gpu_backend: str | GpuBackend = "nvml") -> dict[str, Any]:
     """
     backend = gpu_backend_from_spec(gpu_backend)
     try:
-        gpus = [gpu._asdict() for gpu in backend.open()]
+        gpus = [dataclasses.asdict(gpu) for gpu in backend.open()]
     finally:
         backend.close()
     return {

@@ -141,8 +141,8 @@ class SystemSampler:
 
 
 def _total_s(times: Any) -> float:
-    total = sum(times)
-    return total - sum(getattr(times, f, 0.0) for f in _DOUBLE_COUNTED_FIELDS)
+    total = float(sum(times))
+    return total - sum(float(getattr(times, f, 0.0)) for f in _DOUBLE_COUNTED_FIELDS)
 
 
 def _clamp_pct(value: float) -> float:

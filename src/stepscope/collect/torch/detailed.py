@@ -127,7 +127,7 @@ class DetailedProfiler:
 
     def _begin_step_range(self, step: int) -> None:
         step_range = torch.profiler.record_function(f"ProfilerStep#{step}")
-        step_range.__enter__()
+        step_range.__enter__()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         self._step_range = step_range
 
     def _end_step_range(self) -> None:

@@ -161,15 +161,16 @@ class CollectiveHooks:
         bound = signature.bind_partial(*args, **kwargs).arguments
         tensors = _tensors(bound.get(data_parameter)) if data_parameter else []
         session = self.session
-        event_args = {
+        async_op = bool(bound.get("async_op", False))
+        event_args: dict[str, Any] = {
             "bytes": sum(t.numel() * t.element_size() for t in tensors),
             "group": _group_name(bound.get("group")),
             "dtype": str(tensors[0].dtype).removeprefix("torch.") if tensors else "",
-            "async_op": bool(bound.get("async_op", False)),
+            "async_op": async_op,
             "step_num": session.step_num(),
             "pid": session.pid,
         }
-        return event_args, event_args["async_op"]
+        return event_args, async_op
 
     def _on_done(self, op: str, start_us: float, end_us: float, event_args: dict[str, Any]) -> None:
         self.session.write_later(PHASE, op, start_us, end_us - start_us, event_args)

@@ -9,7 +9,7 @@ import os
 import sys
 
 
-def _install_stepscope():
+def _install_stepscope() -> None:
     if not os.environ.get("STEPSCOPE_JOB_DIR"):
         return
     try:
@@ -20,7 +20,7 @@ def _install_stepscope():
     install()
 
 
-def _chain_to_next_sitecustomize():
+def _chain_to_next_sitecustomize() -> None:
     import importlib.machinery
     import importlib.util
 
