@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -41,6 +42,11 @@ _TOP = 0  # the model's outermost forward
 _TOP_STEP = 1  # the model's outermost forward, which began an EVAL/PREDICT step
 _SUB = 2  # a sub-module of the model
 _OUTSIDE = 3  # a module called outside any model (a loss module)
+
+#: one open module call: (module, start µs or 0.0 when untimed, kind)
+_Entry = tuple[torch.nn.Module, float, int]
+
+_perf_counter = time.perf_counter
 
 
 def _first_grad_tensor(value: Any, depth: int = 0) -> torch.Tensor | None:
@@ -98,6 +104,8 @@ class ModuleHooks:
         self._backward_seen = False
         #: model forwards running now, on any thread
         self._running_model_forwards = 0
+        #: epoch µs minus ``perf_counter`` µs (the session's, as :func:`now_us` uses it)
+        self._offset_us = session.epoch_offset_us
         guard = session.guard
         self._backward_begins = guard.wrap("torch.backward", self._on_backward_begins)
         self._backward_ends = guard.wrap("torch.backward", self._on_backward_ends)
@@ -132,35 +140,36 @@ class ModuleHooks:
             return self.session.active["detailed"]
         return self.submodules
 
-    def _stack(self) -> list[list[Any]]:
-        stack = getattr(self._local, "stack", None)
-        if stack is None:
-            stack = self._local.stack = []
-        return stack
-
     def _forward_pre(self, module: torch.nn.Module, args: Any) -> None:
+        # Runs before every module call of the process: one attribute chain, one tuple.
         if not self.session.enabled:
             return
-        stack = self._stack()
+        try:
+            stack: list[_Entry] = self._local.stack
+        except AttributeError:
+            stack = self._local.stack = []
         if stack:
-            kind = _SUB if stack[0][2] in (_TOP, _TOP_STEP) else _OUTSIDE
-            start = now_us() if kind == _SUB and self._submodules_on() else 0.0
-            stack.append([module, start, kind])
+            if stack[0][2] > _TOP_STEP:
+                stack.append((module, 0.0, _OUTSIDE))
+            elif self._submodules_on():
+                stack.append((module, _perf_counter() * 1e6 + self._offset_us, _SUB))
+            else:
+                stack.append((module, 0.0, _SUB))
             return
         is_model = self._is_model.get(module)
         if is_model is None:
             is_model = self._learn_model(module)
         if not is_model:
-            stack.append([module, 0.0, _OUTSIDE])
+            stack.append((module, 0.0, _OUTSIDE))
             return
         if self._running_model_forwards:
             # the model runs on another thread (a DataParallel replica): part of that forward
-            stack.append([module, now_us() if self._submodules_on() else 0.0, _SUB])
+            stack.append((module, now_us() if self._submodules_on() else 0.0, _SUB))
             return
         now = now_us()
         began = self._model_forward_begins(module)
         self._running_model_forwards += 1
-        stack.append([module, now, _TOP_STEP if began else _TOP])
+        stack.append((module, now, _TOP_STEP if began else _TOP))
 
     def _learn_model(self, module: torch.nn.Module) -> bool:
         is_model = next(module.parameters(), None) is not None
@@ -195,11 +204,14 @@ class ModuleHooks:
     def _forward_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if not self.session.enabled:
             return
-        stack = self._stack()
+        try:
+            stack: list[_Entry] = self._local.stack
+        except AttributeError:
+            return
         if not stack:
             return
-        entry = stack.pop()
-        if entry[0] is not module:
+        entry: _Entry | None = stack.pop()
+        if entry is None or entry[0] is not module:
             entry = self._resync(stack, module)
             if entry is None:
                 return
@@ -210,7 +222,7 @@ class ModuleHooks:
         if kind == _SUB:
             if not entry[1]:
                 return  # not timed at its start (sub-module profiling was off)
-            now = now_us()
+            now = _perf_counter() * 1e6 + self._offset_us
             name = self._names.get(module) or type(module).__name__
             step_num = session.step_num()
             session.write_later(
@@ -235,10 +247,10 @@ class ModuleHooks:
         elif torch.is_grad_enabled():
             tensor = _first_grad_tensor(output)
             if tensor is not None:
-                tensor.register_hook(functools.partial(self._backward_begins, name, step_num))
+                tensor.register_hook(functools.partial(self._backward_begins, name, step_num))  # type: ignore[no-untyped-call]  # torch leaves it unannotated
 
     @staticmethod
-    def _resync(stack: list[list[Any]], module: torch.nn.Module) -> list[Any] | None:
+    def _resync(stack: list[_Entry], module: torch.nn.Module) -> _Entry | None:
         """Entries out of order (hooks installed mid-forward): drop those above ``module``."""
         for index in range(len(stack) - 1, -1, -1):
             if stack[index][0] is module:
@@ -293,10 +305,10 @@ class ModuleHooks:
         if out_tensor is None:
             return
         record = _SubBackward(name, step_num)
-        out_tensor.register_hook(functools.partial(self._sub_begins, record))
+        out_tensor.register_hook(functools.partial(self._sub_begins, record))  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         in_tensor = _first_grad_tensor(args)
         if in_tensor is not None and in_tensor is not out_tensor:
-            in_tensor.register_hook(functools.partial(self._sub_ends, record))
+            in_tensor.register_hook(functools.partial(self._sub_ends, record))  # type: ignore[no-untyped-call]  # torch leaves it unannotated
 
     def _on_sub_begins(self, record: _SubBackward, grad: Any) -> None:
         if not self.session.enabled:
