@@ -33,6 +33,7 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -140,52 +141,107 @@ class _NullWriter:
         pass
 
 
-def _annotation_cost_ns(work_dir: Path, n: int = 100_000) -> dict[str, float]:
+def _cpu_ns_per_call(function: Callable[[], object], n: int = 20_000, repeats: int = 9) -> float:
+    """Median CPU time (every thread of the process) of one ``function()`` call, in ns."""
+    for _ in range(2_000):  # warm up: the writer opens, the store is imported
+        function()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.process_time_ns()
+        for _ in range(n):
+            function()
+        samples.append((time.process_time_ns() - t0) / n)
+    return statistics.median(samples)
+
+
+def _annotation_cost_ns(work_dir: Path) -> dict[str, float]:
+    """CPU ns of one ``with stepscope.annotate(...)``, by where it runs."""
     import stepscope
     from stepscope.collect.session import Session
-
-    def per_call_ns(function: object) -> float:
-        for _ in range(2_000):  # warm up: the writer opens, the store is imported
-            function()  # type: ignore[operator]
-        best = float("inf")
-        for _ in range(5):
-            t0 = time.perf_counter_ns()
-            for _ in range(n // 5):
-                function()  # type: ignore[operator]
-            best = min(best, (time.perf_counter_ns() - t0) / (n // 5))
-        return best
 
     def annotation() -> None:
         with stepscope.annotate("a"):
             pass
 
-    result = {
-        "an empty Python call (reference)": per_call_ns(lambda: None),
-        "outside a session": per_call_ns(annotation),
-    }
+    result = {"outside a session": _cpu_ns_per_call(annotation)}
     for label, factory in (("in a session, caller only", _NullWriter), ("in a session", None)):
         session = Session(
             _config("default"), work_dir / label / "profiler-output", writer_factory=factory
         ).start()
         try:
-            result[label] = per_call_ns(annotation)
+            result[label] = _cpu_ns_per_call(annotation)
             if factory is None:
                 from torch.profiler import ProfilerActivity, profile, record_function
 
                 with profile(activities=[ProfilerActivity.CPU]):
                     session.record_function = record_function
-                    result["in a detailed window"] = per_call_ns(annotation)
+                    result["in a detailed window"] = _cpu_ns_per_call(annotation, n=2_000)
                     session.record_function = None
         finally:
             session.stop()
     return result
 
 
+#: sub-modules of the model that prices the forward hooks
+HOOKED_SUBMODULES = 32
+
+
+def _module_hook_cost_ns(work_dir: Path) -> dict[str, float]:
+    """CPU ns the forward pre- and post-hooks add to one sub-module call (the model's own
+    step bookkeeping spread over its sub-modules), default config and with sub-module events."""
+    import torch
+
+    from stepscope.collect.session import Session
+    from stepscope.collect.torch import instrument
+
+    model = torch.nn.Sequential(
+        torch.nn.Linear(1, 1), *(torch.nn.Identity() for _ in range(HOOKED_SUBMODULES))
+    ).eval()
+    x = torch.zeros(1, 1)
+
+    def forward() -> None:
+        with torch.no_grad():
+            model(x)
+
+    bare_ns = _cpu_ns_per_call(forward, n=2_000)
+    result = {}
+    for label, submodules in (("default", False), ("with sub-module events", True)):
+        session = Session(
+            _config("default"), work_dir / label / "profiler-output", writer_factory=_NullWriter
+        ).start()
+        try:
+            instrument(session, submodules=submodules)
+            result[label] = (_cpu_ns_per_call(forward, n=2_000) - bare_ns) / (HOOKED_SUBMODULES + 1)
+        finally:
+            session.stop()
+    return result
+
+
+def _micro(work_dir: Path) -> None:
+    """Print the micro-benchmarks as multiples of an empty Python call's CPU time."""
+    empty_ns = _cpu_ns_per_call(lambda: None)
+    print(f"an empty Python call: {empty_ns:.1f} ns CPU (the unit below)")
+    for where, ns in _annotation_cost_ns(work_dir).items():
+        print(f"annotate() enter+exit, {where}: {ns / empty_ns:.1f} empty calls ({ns:.0f} ns)")
+    for label, ns in _module_hook_cost_ns(work_dir).items():
+        print(
+            f"forward hooks per sub-module call, {label}: {ns / empty_ns:.1f} empty calls "
+            f"({ns:.0f} ns)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--block", type=int, default=25, help="steps per block")
+    parser.add_argument(
+        "--micro-only", action="store_true", help="only the annotation and hook micro-benchmarks"
+    )
     args = parser.parse_args()
+    if args.micro_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            _micro(Path(tmp))
+        return
     loop = _Loop()
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     with tempfile.TemporaryDirectory() as tmp:
@@ -201,7 +257,6 @@ def main() -> None:
                 times[variant] += _run_block(variant, loop, args.block, work_dir)
             medians = ", ".join(f"{v} {statistics.median(times[v]) * 1e3:.2f}" for v in VARIANTS)
             print(f"round {round_ + 1}: running medians (ms) {medians}", flush=True)
-        annotation = _annotation_cost_ns(Path(tmp))
     step = {v: statistics.median(t) for v, t in times.items()}
     print(f"timed steps per variant: {len(times['bare'])}")
     print("median step time: " + ", ".join(f"{v} {t * 1e3:.3f} ms" for v, t in step.items()))
@@ -214,8 +269,8 @@ def main() -> None:
         print(
             f"{variant} vs {base}: {100 * (step[variant] / step[base] - 1):+.2f} % (target {target})"
         )
-    for where, ns in annotation.items():
-        print(f"annotate() enter+exit, {where}: {ns / 1000:.3f} µs")
+    with tempfile.TemporaryDirectory() as tmp:
+        _micro(Path(tmp))
 
 
 if __name__ == "__main__":
