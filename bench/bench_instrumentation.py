@@ -16,13 +16,16 @@ trace) are outside the timing. Reported: the median step time of each variant.
   and backward events; sub-module events off, ``submodules`` prices them) - target: no slower
   than ``torch_profiler``.
 
-Then the cost of ``stepscope.annotate`` (enter + exit): outside a session; in a session with a
-writer that discards events (what the caller pays); in a session with the real writer (the
-caller plus the writer thread's serialisation, which shares the GIL); inside a detailed window
-(where it also opens a ``record_function``). An empty Python call is printed as the machine's
-reference. Target: well under 2 µs outside a detailed window.
+First, micro-benchmarks in process CPU time (robust to a busy machine), printed as multiples of
+an empty Python call measured in the same process: ``stepscope.annotate`` (enter + exit) outside a
+session; in a session with a writer that discards events (what the caller pays, the burst
+conversion included); in a session with the real writer (plus the writer thread's serialisation,
+which shares the GIL); inside a detailed window (where it also opens a ``record_function``). Then
+the forward pre- and post-hooks per module call of a model of 33 modules (torch's hook dispatch
+included), default config and with sub-module events. Target: an annotation well under 2 µs
+outside a detailed window.
 
-    python bench/bench_instrumentation.py [--rounds 8] [--block 25]
+    python bench/bench_instrumentation.py [--rounds 8] [--block 25] [--micro-only]
 """
 
 from __future__ import annotations
