@@ -479,6 +479,9 @@ class ColumnarCache:
         import duckdb
 
         con = duckdb.connect()
+        # a query larger than memory spills beside the cache, not into the user's current folder
+        spill = str(self.root / "spill").replace("'", "''")
+        con.execute(f"SET temp_directory = '{spill}'")
         for kind, schema in KINDS.items():
             files = [str(p) for p in self.segments(kind)]
             if files:
