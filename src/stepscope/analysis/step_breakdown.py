@@ -160,8 +160,8 @@ def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
     width = len(STEP_CATEGORIES)
     # Lowest level busy after each edge (levels + 1: none); lower levels overwrite higher ones.
     top = np.full(len(t), levels + 1, dtype=np.int64)
-    for category in range(levels, 0, -1):
-        top[np.cumsum(np.where(level == category, delta, 0)) > 0] = category
+    for busy in range(levels, 0, -1):
+        top[np.cumsum(np.where(level == busy, delta, 0)) > 0] = busy
     window = np.cumsum(np.where(level == 0, delta, 0))  # the step window open after each edge
     length = np.zeros(len(t))
     length[:-1] = np.where(rank[1:] == rank[:-1], t[1:] - t[:-1], 0.0)
