@@ -47,7 +47,9 @@ def covered_pieces_sql(source: str, keys: tuple[str, ...]) -> str:
     interval ended: from the later of its start and that running maximum end, to its own end.
     The pieces cover exactly the union (per key), so any length measured on the union (its
     total, its share of a time bucket) is the same summed over the pieces; unlike
-    :func:`merged_intervals_sql` adjacent pieces are not joined into one island.
+    :func:`merged_intervals_sql` adjacent pieces are not joined into one island. The first
+    start and the last end are the islands' too: an empty interval after every earlier end
+    stays, as an empty piece.
 
     :param source: a relation with columns ``keys``, ``start_us`` and ``end_us``.
     :param keys: the partition columns (e.g. ``("rank", "device")``); may be empty.
