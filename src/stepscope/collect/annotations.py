@@ -165,8 +165,13 @@ class annotate:
             return
         if type(opened) is tuple:
             session = opened[0]
-            if session.enabled:
-                _record(session, self.name, opened[1], end_ns)
+            if session.enabled:  # _record, inlined: this runs for every annotation
+                annotations = session._annotations
+                annotations.append(
+                    (self.name, opened[1], end_ns, _get_ident(), session.current_step_num)
+                )
+                if len(annotations) >= LATER_MAX_EVENTS:
+                    session.flush()
         else:
             annotation_end(opened)
 
