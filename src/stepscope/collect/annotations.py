@@ -49,13 +49,17 @@ class AnnotationHandle:
     """An open annotation, returned by :func:`annotation_begin` and closed by
     :func:`annotation_end` (closing it twice records it once)."""
 
-    __slots__ = ("name", "range", "session", "start_ns")
+    __slots__ = ("name", "range", "session", "start_ns", "tid")
 
-    def __init__(self, name: str, session: Session | None, start_ns: int, range_: Any) -> None:
+    def __init__(
+        self, name: str, session: Session | None, start_ns: int, tid: int, range_: Any
+    ) -> None:
         self.name = name
         self.session = session
         #: ``perf_counter_ns`` at the start; the session converts it to epoch µs when it writes
         self.start_ns = start_ns
+        #: the thread that opened it (it may be closed on another)
+        self.tid = tid
         self.range = range_
 
 
@@ -70,7 +74,7 @@ def annotation_begin(name: str) -> AnnotationHandle | None:
     range_ = None
     if session.record_function is not None:
         range_ = _open_range(session, name)
-    return AnnotationHandle(name, session, _perf_counter_ns(), range_)
+    return AnnotationHandle(name, session, _perf_counter_ns(), _get_ident(), range_)
 
 
 def annotation_end(handle: AnnotationHandle | None) -> None:
@@ -83,13 +87,13 @@ def annotation_end(handle: AnnotationHandle | None) -> None:
     if handle.range is not None:
         _close_range(session, handle.range)
     if session.enabled:
-        _record(session, handle.name, handle.start_ns, end_ns)
+        _record(session, handle.name, handle.start_ns, end_ns, handle.tid)
 
 
-def _record(session: Session, name: str, start_ns: int, end_ns: int) -> None:
+def _record(session: Session, name: str, start_ns: int, end_ns: int, tid: int) -> None:
     """Queue the raw span; :meth:`Session.flush` converts it (epoch µs, args) in one burst."""
     annotations = session._annotations
-    annotations.append((name, start_ns, end_ns, _get_ident(), session.current_step_num))
+    annotations.append((name, start_ns, end_ns, tid, session.current_step_num))
     if len(annotations) >= LATER_MAX_EVENTS:
         session.flush()
 
