@@ -32,7 +32,7 @@ def annotation_names(job: Any, *, rank: int | None = None, on_gpu: bool = False)
     :returns: columns ``name, count, total_us, avg_us``, largest total first.
     """
     con = events_connection(job)
-    return con.sql(
+    frame: pd.DataFrame = con.sql(
         f"""
         SELECT name, count(*) AS count, sum(dur_us) AS total_us, avg(dur_us) AS avg_us
         FROM events
@@ -41,6 +41,7 @@ def annotation_names(job: Any, *, rank: int | None = None, on_gpu: bool = False)
         GROUP BY name ORDER BY total_us DESC, name
         """
     ).df()
+    return frame
 
 
 def annotation_durations(
@@ -52,7 +53,7 @@ def annotation_durations(
     :returns: columns ``rank, step, start_us, dur_us``, in time order per rank.
     """
     con = events_connection(job)
-    return con.execute(
+    frame: pd.DataFrame = con.execute(
         f"""
         SELECT rank, step, start_us, dur_us FROM events
         WHERE ph = 'X' AND category = '{_category(on_gpu)}' AND name = ?{rank_clause(rank)}
@@ -60,3 +61,4 @@ def annotation_durations(
         """,
         [name],
     ).df()
+    return frame

@@ -44,7 +44,7 @@ def gpu_activity(job: Any, *, rank: int | None = None) -> pd.DataFrame:
     :returns: columns ``activity, count, total_us, pct`` (pct of the summed time), largest first.
     """
     con = events_connection(job)
-    return con.sql(
+    frame: pd.DataFrame = con.sql(
         f"""
         SELECT {_ACTIVITY_SQL} AS activity, count(*) AS count, sum(dur_us) AS total_us,
                100.0 * sum(dur_us) / nullif(sum(sum(dur_us)) OVER (), 0) AS pct
@@ -54,6 +54,7 @@ def gpu_activity(job: Any, *, rank: int | None = None) -> pd.DataFrame:
         GROUP BY activity ORDER BY total_us DESC, activity
         """
     ).df()
+    return frame
 
 
 def memory_operations(job: Any, *, rank: int | None = None) -> pd.DataFrame:
@@ -65,7 +66,7 @@ def memory_operations(job: Any, *, rank: int | None = None) -> pd.DataFrame:
         largest time first; ``bytes`` counts only events that report their size.
     """
     con = events_connection(job)
-    return con.sql(
+    frame: pd.DataFrame = con.sql(
         f"""
         SELECT {_COPY_KIND_SQL} AS kind, count(*) AS count, sum(dur_us) AS total_us,
                sum(CASE WHEN bytes > 0 THEN bytes ELSE 0 END) AS bytes,
@@ -75,3 +76,4 @@ def memory_operations(job: Any, *, rank: int | None = None) -> pd.DataFrame:
         GROUP BY kind ORDER BY total_us DESC, kind
         """
     ).df()
+    return frame

@@ -104,7 +104,7 @@ def gpu_active_time(job: Any, *, rank: int | None = None) -> pd.DataFrame:
     con = events_connection(job)
     # The pieces keep the first start and the last end, so they give the span as well.
     pieces = covered_pieces_sql(_kernel_intervals(rank, GPU_WORK_CATEGORIES), ("rank", "device"))
-    return con.sql(
+    frame: pd.DataFrame = con.sql(
         f"""
         SELECT rank, device, max(end_us) - min(start_us) AS span_us,
                sum(end_us - start_us) AS active_us,
@@ -115,6 +115,7 @@ def gpu_active_time(job: Any, *, rank: int | None = None) -> pd.DataFrame:
         GROUP BY rank, device ORDER BY rank, device
         """
     ).df()
+    return frame
 
 
 def gpu_utilization(job: Any, *, rank: int | None = None) -> pd.DataFrame:
@@ -127,7 +128,7 @@ def gpu_utilization(job: Any, *, rank: int | None = None) -> pd.DataFrame:
     """
     con = events_connection(job)
     pieces = covered_pieces_sql(_kernel_intervals(rank), ("rank", "device"))
-    return con.sql(
+    frame: pd.DataFrame = con.sql(
         f"""
         WITH w AS ({_steps_window(rank)}),
         busy AS (
@@ -165,6 +166,7 @@ def gpu_utilization(job: Any, *, rank: int | None = None) -> pd.DataFrame:
         ORDER BY b.rank, b.device
         """
     ).df()
+    return frame
 
 
 def gpu_utilization_timeline(job: Any, *, rank: int | None = None) -> pd.DataFrame:
@@ -175,7 +177,7 @@ def gpu_utilization_timeline(job: Any, *, rank: int | None = None) -> pd.DataFra
     con = events_connection(job)
     kernels = "SELECT rank, device, start_us, end_us FROM spans WHERE category = 'kernel'"
     pieces = covered_pieces_sql(kernels, ("rank", "device"))
-    return con.sql(
+    frame: pd.DataFrame = con.sql(
         f"""
         WITH spans AS MATERIALIZED (
             SELECT rank, device, category, start_us, start_us + dur_us AS end_us FROM events
@@ -207,6 +209,7 @@ def gpu_utilization_timeline(job: Any, *, rank: int | None = None) -> pd.DataFra
         ORDER BY d.rank, d.device, b.b0
         """
     ).df()
+    return frame
 
 
 def sm_efficiency_timeline(job: Any, *, rank: int | None = None) -> pd.DataFrame:
@@ -216,7 +219,8 @@ def sm_efficiency_timeline(job: Any, *, rank: int | None = None) -> pd.DataFrame
         segment where some kernel with a ``blocks per SM`` arg ran.
     """
     con = events_connection(job)
-    return con.sql(
+    frame: pd.DataFrame = con.sql(
         f"""SELECT rank, device, start_us, end_us, value AS sm_efficiency
             FROM ({_sm_segments(rank)}) ORDER BY rank, device, start_us"""
     ).df()
+    return frame

@@ -111,7 +111,10 @@ def type_overlap_durations(
     """Per rank: busy time of each combination of kernel types (``rank, mask, dur_us``)."""
     work = gpu_work_sql(rank=rank, include_last_step=include_last_step)
     source = f"SELECT rank, bit, start_us, end_us FROM ({work})"
-    return con.sql(overlap_masks_sql(source, ("rank",)) + " ORDER BY rank, mask").df()
+    frame: pd.DataFrame = con.sql(
+        overlap_masks_sql(source, ("rank",)) + " ORDER BY rank, mask"
+    ).df()
+    return frame
 
 
 def kernel_type_breakdown(
@@ -133,7 +136,6 @@ def kernel_type_breakdown(
     if masks.empty:
         return pd.DataFrame({"kernel_type": [], "total_us": [], "pct": []})
     masks["kernel_type"] = masks["mask"].map(lambda m: mask_label(int(m)))
-    out = masks.groupby("kernel_type", as_index=False)["dur_us"].sum()
-    out = out.rename(columns={"dur_us": "total_us"})
+    out = masks.groupby("kernel_type", as_index=False).agg(total_us=("dur_us", "sum"))
     out["pct"] = 100.0 * out["total_us"] / out["total_us"].sum()
     return out.sort_values("total_us", ascending=False, ignore_index=True)

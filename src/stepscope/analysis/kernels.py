@@ -45,7 +45,7 @@ def kernel_summary(
     if order_by not in _ORDER_SQL:
         raise ConfigError("kernel_summary.order_by", order_by, "'total' or 'count'")
     con = events_connection(job)
-    return con.sql(
+    frame: pd.DataFrame = con.sql(
         f"""
         WITH k AS (
             SELECT name, dur_us FROM events WHERE category = 'kernel' AND ph = 'X'{rank_clause(rank)}
@@ -68,3 +68,4 @@ def kernel_summary(
         FROM labelled GROUP BY name, position ORDER BY position
         """
     ).df()
+    return frame

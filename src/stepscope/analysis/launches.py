@@ -39,7 +39,7 @@ def launch_delays(job: Any, *, rank: int | None = None) -> pd.DataFrame:
         in launch order.
     """
     con = events_connection(job)
-    return con.sql(
+    frame: pd.DataFrame = con.sql(
         f"""
         SELECT g.rank, g.correlation, g.name, g.category, l.name AS launch_name,
                l.start_us AS launch_start_us, l.dur_us AS launch_dur_us,
@@ -54,3 +54,4 @@ def launch_delays(job: Any, *, rank: int | None = None) -> pd.DataFrame:
         ORDER BY g.rank, l.start_us
         """
     ).df()
+    return frame

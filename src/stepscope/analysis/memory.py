@@ -40,7 +40,7 @@ def memory_timeline(job: Any, *, rank: int | None = None, max_points: int = 1000
     if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1:
         raise ConfigError("memory_timeline.max_points", max_points, "an integer >= 1")
     con = events_connection(job)
-    return con.sql(
+    frame: pd.DataFrame = con.sql(
         f"""
         WITH m AS (
             SELECT rank, device, start_us, bytes, {_TOTAL.format("Allocated")} AS allocated,
@@ -70,3 +70,4 @@ def memory_timeline(job: Any, *, rank: int | None = None, max_points: int = 1000
         ORDER BY f.rank, f.device, time_us
         """
     ).df()
+    return frame

@@ -210,7 +210,7 @@ def kernel_precision(job: Any, *, rank: int | None = None) -> pd.DataFrame:
         first; no rows when the trace has no kernels.
     """
     con = events_connection(job)
-    return con.sql(
+    frame: pd.DataFrame = con.sql(
         f"""
         SELECT precision, count(*) AS count, sum(dur_us) AS total_us,
                100.0 * sum(dur_us) / nullif(sum(sum(dur_us)) OVER (), 0) AS pct
@@ -218,6 +218,7 @@ def kernel_precision(job: Any, *, rank: int | None = None) -> pd.DataFrame:
         GROUP BY precision ORDER BY total_us DESC, precision
         """
     ).df()
+    return frame
 
 
 def kernel_precision_by_name(job: Any, *, rank: int | None = None) -> pd.DataFrame:
@@ -226,10 +227,11 @@ def kernel_precision_by_name(job: Any, *, rank: int | None = None) -> pd.DataFra
     :returns: columns ``name, precision, source, count, total_us``, longest total first.
     """
     con = events_connection(job)
-    return con.sql(
+    frame: pd.DataFrame = con.sql(
         f"""
         SELECT name, precision, source, count(*) AS count, sum(dur_us) AS total_us
         FROM ({_classified_sql(rank)})
         GROUP BY name, precision, source ORDER BY total_us DESC, name
         """
     ).df()
+    return frame

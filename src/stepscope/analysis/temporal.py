@@ -32,7 +32,7 @@ def temporal_breakdown(job: Any, *, include_last_step: bool = False) -> pd.DataF
         compute_pct, non_compute_pct``, one row per rank that has GPU work.
     """
     con = events_connection(job)
-    spans = con.sql(
+    spans: pd.DataFrame = con.sql(
         f"""SELECT rank, max(end_us) - min(start_us) AS span_us
             FROM ({gpu_work_sql(include_last_step=include_last_step)})
             GROUP BY rank ORDER BY rank"""

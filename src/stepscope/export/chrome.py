@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -192,7 +192,7 @@ def write_chrome_trace(
     return summary
 
 
-def _open(output: Path) -> IO[bytes]:
+def _open(output: Path) -> io.BufferedIOBase:
     """The output file, gzipped when its name ends in ``.gz``.
 
     zlib level 1: compressing is most of a Chrome export's time at higher levels (level 9 took

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import duckdb
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -58,11 +59,13 @@ class TrackSlices:
     table: pa.Table
 
     def __len__(self) -> int:
-        return self.table.num_rows
+        rows: int = self.table.num_rows
+        return rows
 
     def column(self, name: str) -> np.ndarray:
         """One column as a NumPy array (numeric columns are copied without conversion)."""
-        return self.table.column(name).to_numpy()
+        values: np.ndarray = self.table.column(name).to_numpy()
+        return values
 
     def flow_ids(self, linked: np.ndarray) -> np.ndarray:
         """Per slice, its flow id when its launch ↔ GPU activity pair is linked, else ``-1``.
@@ -79,9 +82,9 @@ class TrackSlices:
 
     def launches(self) -> np.ndarray:
         """Per slice, whether it is a host-side launch (the source end of a flow)."""
-        return pc.is_in(self.table.column("category"), pa.array(LAUNCH_CATEGORIES)).to_numpy(
-            zero_copy_only=False
-        )
+        launch = pc.is_in(self.table.column("category"), pa.array(LAUNCH_CATEGORIES))
+        flags: np.ndarray = launch.to_numpy(zero_copy_only=False)
+        return flags
 
 
 @dataclass
@@ -96,11 +99,11 @@ class CounterSeries:
     values: np.ndarray
 
 
-def flow_ids(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
+def flow_ids(rank: npt.ArrayLike, correlation: npt.ArrayLike) -> np.ndarray:
     """Flow ids unique across ranks (correlation ids restart in every process)."""
-    rank = np.asarray(rank, dtype=np.int64)
-    correlation = np.asarray(correlation, dtype=np.int64)
-    return ((rank + 1) << 40) | (correlation & 0xFFFFFFFFFF)
+    ranks = np.asarray(rank, dtype=np.int64)
+    correlations = np.asarray(correlation, dtype=np.int64)
+    return ((ranks + 1) << 40) | (correlations & 0xFFFFFFFFFF)
 
 
 def linked_correlations(con: duckdb.DuckDBPyConnection, window: Window) -> np.ndarray:
