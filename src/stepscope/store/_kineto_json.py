@@ -241,11 +241,11 @@ def iter_event_chunks(
     exhausted = False
     while True:
         while len(buffer) < CHUNK_BYTES and not exhausted:
-            block = next(blocks, None)
-            if block is None:
+            more = next(blocks, None)
+            if more is None:
                 exhausted = True
             else:
-                buffer += block
+                buffer += more
         stripped = buffer.lstrip(_WHITESPACE_AND_COMMAS)
         offset += len(buffer) - len(stripped)
         buffer = stripped
@@ -256,11 +256,11 @@ def iter_event_chunks(
             chunk, used = _parse_events_prefix(buffer, parse)
             if chunk is None:
                 # One event larger than the chunk: read more before cutting.
-                block = next(blocks, None)
-                if block is None:
+                more = next(blocks, None)
+                if more is None:
                     exhausted = True
                 else:
-                    buffer += block
+                    buffer += more
                 continue
             yield chunk
             offset += used
