@@ -15,16 +15,14 @@ smdebug runs in its own virtualenv under ``.bench-cache/`` (see ``peers.py``).
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
-from peers import CACHE_DIR, SMDEBUG, PeerSetupError, peer_python
+from harness import generated_job, run_script
+from peers import SMDEBUG, PeerSetupError, peer_python
 
 OURS = textwrap.dedent(
     """
@@ -61,31 +59,12 @@ SMDEBUG_SCRIPT = textwrap.dedent(
 )
 
 
-def _measure(python: str | Path, script: str, *args: str) -> dict[str, float]:
-    done = subprocess.run(
-        [str(python), "-c", script, *args], capture_output=True, text=True, check=True
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _job(minutes: int) -> Path:
-    """The generated job, made once and kept in the bench cache."""
-    folder = CACHE_DIR / f"pandas-frame-job-{minutes}min"
-    if not (folder / "profiler-output" / "training_job_end.ts").exists():
-        from stepscope.testing import generate_job
-
-        shutil.rmtree(folder, ignore_errors=True)
-        print(f"generating a {minutes}-minute job in {folder} ...", flush=True)
-        generate_job(folder, minutes=minutes)
-    return folder
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--minutes", type=int, default=60)
     args = parser.parse_args()
-    job = _job(args.minutes)
+    job = generated_job(args.minutes)
     try:
         smdebug = peer_python("smdebug", SMDEBUG)
     except PeerSetupError as exc:
@@ -95,9 +74,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.reps):
             cache = Path(tmp) / f"cache-{rep}"
-            runs["cold"].append(_measure(sys.executable, OURS, str(job), str(cache)))
-            runs["warm"].append(_measure(sys.executable, OURS, str(job), str(cache)))
-            runs["smdebug"].append(_measure(smdebug, SMDEBUG_SCRIPT, str(job / "profiler-output")))
+            runs["cold"].append(run_script(sys.executable, OURS, str(job), str(cache)))
+            runs["warm"].append(run_script(sys.executable, OURS, str(job), str(cache)))
+            runs["smdebug"].append(
+                run_script(smdebug, SMDEBUG_SCRIPT, str(job / "profiler-output"))
+            )
             line = ", ".join(
                 f"{side} system {r[-1]['system_s']:.2f} s framework {r[-1]['framework_s']:.2f} s"
                 for side, r in runs.items()

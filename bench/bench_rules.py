@@ -20,17 +20,14 @@ rules, so that side cannot run here; the figure comes from the format notes.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
-from peers import CACHE_DIR
+from harness import generated_job, run_script
 
 #: SageMaker Debugger's ProfilerReport over the 1-hour reference job on 2 cores (format notes).
 SAGEMAKER_ALL_RULES_S = 76.0
@@ -95,38 +92,21 @@ LIVE_SCAN = textwrap.dedent(
 )
 
 
-def _measure(script: str, *args: str) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-c", script, *args], capture_output=True, text=True, check=True
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _job(minutes: int) -> Path:
-    """The generated job, made once and kept in the bench cache."""
-    folder = CACHE_DIR / f"rules-job-{minutes}min"
-    if not (folder / "profiler-output" / "training_job_end.ts").exists():
-        from stepscope.testing import generate_job
-
-        shutil.rmtree(folder, ignore_errors=True)
-        print(f"generating a {minutes}-minute job in {folder} ...", flush=True)
-        generate_job(folder, minutes=minutes)
-    return folder
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--minutes", type=int, default=60)
     args = parser.parse_args()
-    job = _job(args.minutes)
+    job = generated_job(args.minutes)
     with tempfile.TemporaryDirectory() as tmp:
         cache = str(Path(tmp) / "cache")
-        _measure(ALL_RULES, str(job), cache)  # builds the cache: every later run is warm
+        run_script(
+            sys.executable, ALL_RULES, str(job), cache
+        )  # builds the cache: every later run is warm
         rules, scans = [], []
         for rep in range(args.reps):
-            rules.append(_measure(ALL_RULES, str(job), cache))
-            scans.append(_measure(LIVE_SCAN, str(job), cache))
+            rules.append(run_script(sys.executable, ALL_RULES, str(job), cache))
+            scans.append(run_script(sys.executable, LIVE_SCAN, str(job), cache))
             print(
                 f"rep {rep + 1}: all rules {rules[-1]['rules_s']:.2f} s, "
                 f"live scan of {scans[-1]['window_s']:.0f} s of data {scans[-1]['scan_s'] * 1e3:.0f} ms "
