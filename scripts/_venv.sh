@@ -13,8 +13,11 @@ want="$(cat "$root/pyproject.toml" "$root/scripts/_venv.sh" | sha256sum | cut -d
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "stepscope: installing stepscope and its test tools into .venv" >&2
   "$venv/bin/python" -m pip install --quiet --upgrade pip
-  # torch is pinned to the CPU build for tests and the demo; users pick their own via the extra.
-  "$venv/bin/python" -m pip install --quiet "torch==2.13.0" -e "$root[test]"
+  # torch is pinned for tests and the demo, and installed on its own first: resolved together
+  # with the test extra, pip prefers the registry's CUDA build over the local CPU wheel.
+  # Users pick their own torch through the extra.
+  "$venv/bin/python" -m pip install --quiet "torch==2.13.0"
+  "$venv/bin/python" -m pip install --quiet -e "$root[test]"
   echo "$want" > "$stamp"
 fi
 export PATH="$venv/bin:$PATH"
