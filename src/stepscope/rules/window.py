@@ -236,3 +236,17 @@ def split_by(
     for start, end in zip(starts[:-1], starts[1:], strict=False):
         group = tuple(str(columns[key][start]) for key in keys)
         yield group, {name: values[start:end] for name, values in columns.items()}
+
+
+def gpu_series(
+    window: ScanWindow, column: str
+) -> Iterator[tuple[tuple[str, ...], np.ndarray, np.ndarray]]:
+    """Yield ``((node, gpu), values, snapshot times)`` of one GPU metric, missing samples dropped.
+
+    A GPU with no sample of ``column`` in the window is skipped.
+    """
+    for key, rows in split_by(window.gpu_samples(), "node", "gpu"):
+        values = rows[column]
+        keep = ~np.isnan(values)
+        if keep.any():
+            yield key, values[keep], rows["snapshot_us"][keep]

@@ -17,7 +17,7 @@ import numpy as np
 from stepscope.rules.base import Rule, Verdict
 from stepscope.rules.distribution import IntervalList, QuantileSketch, SampleBlocks, box_stats
 from stepscope.rules.parameters import Param
-from stepscope.rules.window import ScanWindow, split_by
+from stepscope.rules.window import ScanWindow, gpu_series
 
 __all__ = ["GPUMemoryIncrease"]
 
@@ -51,12 +51,7 @@ class GPUMemoryIncrease(Rule):
         self.intervals = IntervalList(join_gap_us=0)
 
     def scan(self, window: ScanWindow) -> None:
-        for key, rows in split_by(window.gpu_samples(), "node", "gpu"):
-            memory = rows["memory_pct"]
-            keep = ~np.isnan(memory)
-            if not keep.any():
-                continue
-            memory, times = memory[keep], rows["snapshot_us"][keep]
+        for key, memory, times in gpu_series(window, "memory_pct"):
             self.sketches.setdefault(key, QuantileSketch()).add(memory)
             for block in self.blocks.feed(key, np.column_stack([times, memory])):
                 self._compare(key, block)

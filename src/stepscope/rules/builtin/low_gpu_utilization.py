@@ -19,7 +19,7 @@ import numpy as np
 from stepscope.rules.base import Rule, Verdict
 from stepscope.rules.distribution import IntervalList, QuantileSketch, SampleBlocks, box_stats
 from stepscope.rules.parameters import Param
-from stepscope.rules.window import ScanWindow, split_by
+from stepscope.rules.window import ScanWindow, gpu_series
 
 __all__ = ["LowGPUUtilization"]
 
@@ -51,13 +51,7 @@ class LowGPUUtilization(Rule):
         self.intervals = IntervalList(join_gap_us=0)
 
     def scan(self, window: ScanWindow) -> None:
-        samples = window.gpu_samples()
-        for key, rows in split_by(samples, "node", "gpu"):
-            util = rows["util_pct"]
-            keep = ~np.isnan(util)
-            util, times = util[keep], rows["snapshot_us"][keep]
-            if util.size == 0:
-                continue
+        for key, util, times in gpu_series(window, "util_pct"):
             self.sketches.setdefault(key, QuantileSketch()).add(util)
             blocks = self.blocks.feed(key, np.column_stack([times, util]))
             for block in blocks:
