@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,18 +53,22 @@ print("done")
 """
 
 
-def test_the_sagemaker_profiler_example_runs_and_records_its_annotations(tmp_path: Path) -> None:
-    script = tmp_path / "train_with_profiler_demo.py"
-    script.write_text(EXAMPLE)
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("STEPSCOPE_")}
-    result = subprocess.run(
+def _run_script(script: Path, source: str) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` as a plain script in its folder, outside any stepscope job."""
+    script.write_text(source)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPSCOPE_")}
+    return subprocess.run(
         [sys.executable, str(script)],
-        cwd=tmp_path,
+        cwd=script.parent,
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_the_sagemaker_profiler_example_runs_and_records_its_annotations(tmp_path: Path) -> None:
+    result = _run_script(tmp_path / "train_with_profiler_demo.py", EXAMPLE)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "done"
     jobs = list((tmp_path / "stepscope-jobs").iterdir())
@@ -121,17 +126,7 @@ SMProf.stop_profiling()
 
 
 def test_cpu_profiling_duration_closes_the_window(tmp_path: Path) -> None:
-    script = tmp_path / "train.py"
-    script.write_text(DURATION_EXAMPLE)
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("STEPSCOPE_")}
-    result = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = _run_script(tmp_path / "train.py", DURATION_EXAMPLE)
     assert result.returncode == 0, result.stderr
     traces = list((tmp_path / "stepscope-jobs").rglob("*.pt.trace.json.gz"))
     assert len(traces) == 1
