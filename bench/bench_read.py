@@ -22,13 +22,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
-import tempfile
 import textwrap
-from pathlib import Path
 
-from harness import generated_job, run_script
-from peers import SMDEBUG, PeerSetupError, peer_python
+from harness import alternate_with_smdebug, generated_job
 
 OURS = textwrap.dedent(
     """
@@ -85,26 +81,13 @@ def main() -> None:
     parser.add_argument("--minutes", type=int, default=60)
     args = parser.parse_args()
     job = generated_job(args.minutes)
-    try:
-        smdebug = peer_python("smdebug", SMDEBUG)
-    except PeerSetupError as exc:
-        raise SystemExit(f"cannot set up the smdebug peer: {exc}") from None
-
-    runs: dict[str, list[dict[str, float]]] = {"cold": [], "warm": [], "smdebug": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        for rep in range(args.reps):
-            cache = Path(tmp) / f"cache-{rep}"
-            runs["cold"].append(run_script(sys.executable, OURS, str(job), str(cache)))
-            runs["warm"].append(run_script(sys.executable, OURS, str(job), str(cache)))
-            runs["smdebug"].append(
-                run_script(smdebug, SMDEBUG_SCRIPT, str(job / "profiler-output"))
-            )
-            line = ", ".join(
-                f"{side} {r[-1]['seconds']:.2f} s (cpu {r[-1]['cpu_s']:.2f} s) "
-                f"{r[-1]['peak_rss_mb']:.0f} MB"
-                for side, r in runs.items()
-            )
-            print(f"rep {rep + 1}: {line}", flush=True)
+    runs = alternate_with_smdebug(
+        job,
+        OURS,
+        SMDEBUG_SCRIPT,
+        args.reps,
+        lambda r: f"{r['seconds']:.2f} s (cpu {r['cpu_s']:.2f} s) {r['peak_rss_mb']:.0f} MB",
+    )
 
     def median(side: str, key: str) -> float:
         return statistics.median(r[key] for r in runs[side])

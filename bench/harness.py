@@ -1,5 +1,6 @@
-"""What the side-by-side benchmarks share: generated jobs kept in the bench cache, and running
-one measurement script in a fresh process.
+"""What the side-by-side benchmarks share: generated jobs kept in the bench cache, running one
+measurement script in a fresh process, and alternating stepscope (cold and warm cache) with
+smdebug.
 
 A measurement runs in its own process so imports, caches and peak memory start from zero for
 every side; the script prints one JSON object as its last line, which is returned as a dict.
@@ -10,12 +11,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from peers import CACHE_DIR
+from peers import CACHE_DIR, SMDEBUG, PeerSetupError, peer_python
 
-__all__ = ["generated_job", "run_script"]
+__all__ = ["alternate_with_smdebug", "generated_job", "run_script"]
 
 
 def generated_job(minutes: int) -> Path:
@@ -37,3 +41,34 @@ def run_script(python: str | Path, script: str, *args: str) -> dict[str, Any]:
     )
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+def alternate_with_smdebug(
+    job: Path,
+    ours: str,
+    smdebug_script: str,
+    reps: int,
+    describe: Callable[[dict[str, Any]], str],
+) -> dict[str, list[dict[str, Any]]]:
+    """Measure stepscope cold, stepscope warm and smdebug in turn, ``reps`` times.
+
+    ``ours`` gets the job and a cache folder (empty for the cold run, the same one for the warm
+    run); ``smdebug_script`` runs in smdebug's virtualenv on the job's ``profiler-output``.
+    ``describe`` turns one measurement into the text printed after each round.
+    """
+    try:
+        smdebug = peer_python("smdebug", SMDEBUG)
+    except PeerSetupError as exc:
+        raise SystemExit(f"cannot set up the smdebug peer: {exc}") from None
+    runs: dict[str, list[dict[str, Any]]] = {"cold": [], "warm": [], "smdebug": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(reps):
+            cache = Path(tmp) / f"cache-{rep}"
+            runs["cold"].append(run_script(sys.executable, ours, str(job), str(cache)))
+            runs["warm"].append(run_script(sys.executable, ours, str(job), str(cache)))
+            runs["smdebug"].append(
+                run_script(smdebug, smdebug_script, str(job / "profiler-output"))
+            )
+            line = ", ".join(f"{side} {describe(r[-1])}" for side, r in runs.items())
+            print(f"rep {rep + 1}: {line}", flush=True)
+    return runs
