@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -68,6 +69,44 @@ def test_rules_summary_is_sorted_by_triggers(report):
     triggered = [n for n in names if f'#rule-{n}">{n}</a><div class="badge IssuesFound"' in summary]
     assert names[: len(triggered)] == triggered  # issues first
     assert "OverallSystemUsage" not in names and "ProfilerReport" not in names
+
+
+def _rule_section(text: str, rule: str) -> str:
+    start = text.index(f'id="rule-{rule}"')
+    end = text.find('id="rule-', start + 1)
+    return text[start : end if end > 0 else len(text)]
+
+
+def _row_cells(section: str, name: str) -> list[str]:
+    row = re.search(rf"<tr><td>{re.escape(name)}</td>(.*?)</tr>", section)
+    assert row, f"no row for {name}"
+    return re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
+
+
+def test_rule_sections_show_every_gpu_and_node_the_rule_measured(report):
+    text = report.read_text()
+    reports = report.parent / "profiler-reports"
+    low_gpu = json.loads((reports / "LowGPUUtilization.json").read_text())["Details"]["gpus"]
+    section = _rule_section(text, "LowGPUUtilization")
+    assert len(low_gpu) == 4
+    for gpu, figures in low_gpu.items():
+        cells = _row_cells(section, gpu)
+        assert cells[:3] == [
+            str(figures["blocks"]),
+            str(figures["underused"]),
+            str(figures["fluctuating"]),
+        ]
+        assert cells[4] == f"{figures['p50']:.2f}"
+    memory = json.loads((reports / "GPUMemoryIncrease.json").read_text())["Details"]["gpus"]
+    section = _rule_section(text, "GPUMemoryIncrease")
+    for gpu, figures in memory.items():
+        assert _row_cells(section, gpu)[-1] == str(figures["violations"])
+    loader = json.loads((reports / "Dataloader.json").read_text())["Details"]["nodes"]["algo-1"]
+    cells = _row_cells(_rule_section(text, "Dataloader"), "algo-1")
+    assert cells[0] == str(loader["cores"]) and cells[2] == str(loader["num_workers"])
+    cpu = json.loads((reports / "CPUBottleneck.json").read_text())["Details"]["nodes"]["algo-1"]
+    cells = _row_cells(_rule_section(text, "CPUBottleneck"), "algo-1")
+    assert cells[:4] == [f"{cpu[k]:,}" for k in ("datapoints", "low_gpu", "high", "bottlenecks")]
 
 
 def test_report_of_custom_rules_and_command(tmp_path, capsys):

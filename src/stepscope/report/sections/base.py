@@ -8,7 +8,7 @@ that returns an HTML fragment or None (nothing to show). Charts are registered o
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -84,6 +84,17 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, numeric_from
         return ""
     thead = f"<thead><tr>{head}</tr></thead>" if any(headers) else ""
     return f"<table>{thead}<tbody>{''.join(body)}</tbody></table>"
+
+
+def entries_table(
+    entity: str, entries: Mapping[str, Mapping[str, Any]], fields: Mapping[str, str]
+) -> str:
+    """A table of one row per entry (a node, a GPU): its name, then ``fields`` (header -> key).
+
+    Rule details keep per-entity figures as ``{name: {key: value}}``; this is how they are shown.
+    """
+    rows = [(name, *(entry.get(key) for key in fields.values())) for name, entry in entries.items()]
+    return table([entity, *fields], rows)
 
 
 def paragraph(text: str, css: str = "") -> str:

@@ -11,7 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from stepscope.report.figures import bar_histogram, box_plots, pie, stacked_histograms
-from stepscope.report.sections.base import ReportContext, Section, paragraph, table
+from stepscope.report.sections.base import (
+    ReportContext,
+    Section,
+    entries_table,
+    paragraph,
+    table,
+)
 
 __all__ = ["RULE_VIEWS", "TrainingLoop"]
 
@@ -76,28 +82,39 @@ def _step_outlier(context: ReportContext, result: Any) -> str:
     return "".join(out)
 
 
-def _gpu_boxes(context: ReportContext, result: Any, title: str) -> str:
-    gpus = result.details.get("gpus", {})
-    return context.chart(box_plots(title, gpus, "%"), wide=True)
+def _per_gpu(title: str, fields: dict[str, str]) -> View:
+    """The view of a per-GPU rule: box plots of each GPU's samples, then its figures."""
+
+    def view(context: ReportContext, result: Any) -> str:
+        gpus = result.details.get("gpus", {})
+        chart = context.chart(box_plots(title, gpus, "%"), wide=True)
+        return chart + entries_table("GPU", gpus, fields)
+
+    return view
 
 
-def _low_gpu(context: ReportContext, result: Any) -> str:
-    gpus = result.details.get("gpus", {})
-    rows = [
-        (
-            name,
-            g.get("blocks"),
-            g.get("underused"),
-            g.get("fluctuating"),
-            g.get("p5"),
-            g.get("p50"),
-            g.get("p95"),
-        )
-        for name, g in gpus.items()
-    ]
-    return _gpu_boxes(context, result, "GPU utilization per GPU") + table(
-        ["GPU", "Blocks", "Underused", "Fluctuating", "p5 %", "p50 %", "p95 %"], rows
-    )
+_low_gpu = _per_gpu(
+    "GPU utilization per GPU",
+    {
+        "Blocks": "blocks",
+        "Underused": "underused",
+        "Fluctuating": "fluctuating",
+        "p5 %": "p5",
+        "p50 %": "p50",
+        "p95 %": "p95",
+    },
+)
+
+_gpu_memory = _per_gpu(
+    "GPU memory utilization per GPU",
+    {
+        "Blocks": "blocks",
+        "Baseline %": "baseline_pct",
+        "Last block %": "last_mean_pct",
+        "Largest rise (points)": "max_increase_pct",
+        "Violations": "violations",
+    },
+)
 
 
 def _load_balancing(context: ReportContext, result: Any) -> str:
@@ -132,27 +149,16 @@ def _load_balancing(context: ReportContext, result: Any) -> str:
 
 def _dataloader(context: ReportContext, result: Any) -> str:
     d = result.details
-    rows = [
-        (
-            node,
-            e.get("cores"),
-            e.get("dataloaders"),
-            e.get("num_workers"),
-            e.get("pin_memory"),
-            e.get("getnext_share_of_step_pct"),
-        )
-        for node, e in d.get("nodes", {}).items()
-    ]
-    out = table(
-        [
-            "Node",
-            "Cores",
-            "Parallel loaders (median)",
-            "num_workers",
-            "pin_memory",
-            "GetNext share of step %",
-        ],
-        rows,
+    out = entries_table(
+        "Node",
+        d.get("nodes", {}),
+        {
+            "Cores": "cores",
+            "Parallel loaders (median)": "dataloaders",
+            "num_workers": "num_workers",
+            "pin_memory": "pin_memory",
+            "GetNext share of step %": "getnext_share_of_step_pct",
+        },
     )
     getnext = d.get("getnext_ms")
     if getnext:
@@ -197,46 +203,19 @@ def _bottleneck(context: ReportContext, result: Any) -> str:
             },
         )
     )
-    rows = [
-        (
-            node,
-            e.get("datapoints"),
-            e.get("low_gpu"),
-            e.get("high"),
-            e.get("bottlenecks"),
-            e.get("bottleneck_pct"),
-            e.get("peak_core_pct"),
-        )
-        for node, e in d.get("nodes", {}).items()
-    ]
-    columns = [
+    nodes = entries_table(
         "Node",
-        "Snapshots",
-        "Low GPU",
-        "High host",
-        "Bottlenecks",
-        "Bottleneck %",
-        "Hottest core %",
-    ]
-    return f'<div class="pie-row">{chart}</div>' + table(columns, rows)
-
-
-def _gpu_memory(context: ReportContext, result: Any) -> str:
-    gpus = result.details.get("gpus", {})
-    rows = [
-        (
-            name,
-            g.get("blocks"),
-            g.get("baseline_pct"),
-            g.get("last_mean_pct"),
-            g.get("max_increase_pct"),
-            g.get("violations"),
-        )
-        for name, g in gpus.items()
-    ]
-    return _gpu_boxes(context, result, "GPU memory utilization per GPU") + table(
-        ["GPU", "Blocks", "Baseline %", "Last block %", "Largest rise (points)", "Violations"], rows
+        d.get("nodes", {}),
+        {
+            "Snapshots": "datapoints",
+            "Low GPU": "low_gpu",
+            "High host": "high",
+            "Bottlenecks": "bottlenecks",
+            "Bottleneck %": "bottleneck_pct",
+            "Hottest core %": "peak_core_pct",
+        },
     )
+    return f'<div class="pie-row">{chart}</div>' + nodes
 
 
 #: Sections of rules that found something come first, rules that could not apply last.
