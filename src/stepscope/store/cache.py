@@ -470,18 +470,21 @@ class ColumnarCache:
             self._retire(segment)
         return True
 
-    def connect(self) -> Any:
+    def connect(self, into: Any = None) -> Any:
         """A new in-memory DuckDB connection with the views ``system`` and ``events``.
 
         Each view reads the segments the manifest lists now; with none it is an empty relation
-        with the right columns, so queries work on a job that has no data yet.
+        with the right columns, so queries work on a job that has no data yet. With ``into``, a
+        connection this method made before, that connection's views are replaced instead.
         """
         import duckdb
 
-        con = duckdb.connect()
-        # a query larger than memory spills beside the cache, not into the user's current folder
-        spill = str(self.root / "spill").replace("'", "''")
-        con.execute(f"SET temp_directory = '{spill}'")
+        con = into
+        if con is None:
+            con = duckdb.connect()
+            # a query larger than memory spills beside the cache, not into the current folder
+            spill = str(self.root / "spill").replace("'", "''")
+            con.execute(f"SET temp_directory = '{spill}'")
         for kind, schema in KINDS.items():
             files = [str(p) for p in self.segments(kind)]
             if files:
@@ -490,9 +493,10 @@ class ColumnarCache:
             else:
                 sql = _empty_view_sql(schema)
             try:
-                con.execute(f"CREATE VIEW {kind} AS {sql}")
+                con.execute(f"CREATE OR REPLACE VIEW {kind} AS {sql}")
             except duckdb.Error as exc:
-                con.close()
+                if into is None:
+                    con.close()
                 raise CorruptFileError(str(self.root), f"the {kind} segments", str(exc)) from exc
         return con
 

@@ -227,16 +227,21 @@ class JobData:
         self.last_refresh_files = read
         return changed
 
-    def connect(self) -> Any:
+    def connect(self, into: Any = None) -> Any:
         """A DuckDB connection with the views ``system`` (SYSTEM_SCHEMA) and ``events``.
 
         Refreshes first if this object never did. Each call returns a new connection over the
         segments as they are now; call :meth:`refresh` and ``connect()`` again to see new data.
+
+        :param into: a connection this method returned before, to get back with its views over
+            the segments as they are now instead of a new one: it keeps its settings and Parquet
+            metadata cache, and saves opening a connection (about 15 ms), which matters to a
+            reader that polls, like the live rule engine.
         """
         if not self._refreshed:
             self.refresh()
         try:
-            return self._cache.connect()
+            return self._cache.connect(into)
         except CorruptFileError as exc:
             with self._cache.locked():
                 self._cache.load()
@@ -248,7 +253,26 @@ class JobData:
                 len(forgotten),
             )
             self.refresh()
-            return self._cache.connect()
+            return self._cache.connect(into)
+
+    def time_spans(self, kind: str) -> list[tuple[float, float]]:
+        """``(first_us, last_us)`` of each raw file whose rows the ``kind`` view holds, from the
+        manifest: its earliest time and its latest (for events, the earliest start and the
+        latest end).
+
+        They bound what a time range needs: every event that ends at or after ``t`` and starts
+        before ``u`` lies in a file with ``last_us >= t`` and ``first_us < u``, so it starts no
+        earlier than the smallest ``first_us`` of those files. A filter on the start lets the
+        Parquet statistics skip the older row groups, which a filter on the end cannot.
+        """
+        return [
+            (float(entry["first_us"]), float(entry["last_us"]))
+            for entry in self._cache.files.values()
+            if entry.get("kind") == kind
+            and entry.get("segment")
+            and entry.get("first_us") is not None
+            and entry.get("last_us") is not None
+        ]
 
     def python_stats(self) -> list[Any]:
         """The python-profiler folders of the job, their names parsed into records."""
