@@ -6,7 +6,8 @@ made once under ``.bench-cache/``. Each measurement runs in a fresh process and 
 time and CPU time (user + system, all threads; imports included) and its peak RSS:
 
 * **stepscope cold**: empty cache; ``open_job`` → ``refresh`` (raw JSON to Parquet) →
-  ``SELECT *`` of ``system`` and ``events`` into pandas DataFrames with Arrow-backed columns
+  ``JobData.table`` of ``system`` and ``events`` (every row of the two views, read from the
+  Parquet segments) into pandas DataFrames with Arrow-backed columns
   (``to_pandas(types_mapper=pd.ArrowDtype)``: no copy, no Python string objects);
 * **stepscope warm**: the same with the cache already built (every read after the first);
 * **smdebug**: ``LocalSystemMetricsReader.get_events`` and
@@ -33,10 +34,9 @@ OURS = textwrap.dedent(
     from stepscope.store import open_job
     job = open_job(sys.argv[1], cache_dir=sys.argv[2])
     job.refresh()
-    con = job.connect()
     import pandas as pd
-    system = con.sql("SELECT * FROM system").to_arrow_table().to_pandas(types_mapper=pd.ArrowDtype)
-    events = con.sql("SELECT * FROM events").to_arrow_table().to_pandas(types_mapper=pd.ArrowDtype)
+    system = job.table("system").to_pandas(types_mapper=pd.ArrowDtype)
+    events = job.table("events").to_pandas(types_mapper=pd.ArrowDtype)
     seconds = time.perf_counter() - t0
     usage = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from stepscope.errors import ConfigError
 from stepscope.store import EVENT_SCHEMA, SYSTEM_SCHEMA, open_job
 from stepscope.testing import TINY_JOB, generate_job
 
@@ -225,6 +226,39 @@ def test_missing_or_damaged_segments_are_rebuilt_from_the_raw_files(
     reread = [p for p in _data_files(job) if "/system/" in p or p.endswith("_pythontimeline.json")]
     assert any(f"re-reading {len(reread)} raw file(s)" in r.getMessage() for r in caplog.records)
     assert sorted(data.last_refresh_files) == reread
+
+
+def test_a_whole_table_without_duckdb_has_the_rows_of_the_view_in_order(job: Path) -> None:
+    data = open_job(job)
+    con = data.connect()
+    for table, schema in (("system", SYSTEM_SCHEMA), ("events", EVENT_SCHEMA)):
+        whole = data.table(table)
+        assert whole.schema == schema
+        assert whole.to_pylist() == con.sql(f"SELECT * FROM {table}").to_arrow_table().to_pylist()
+    assert data.table("system").num_rows == _system_lines(job)
+    with pytest.raises(ConfigError, match="JobData.table.kind must be 'system' or 'events'"):
+        data.table("kernels")
+
+
+def test_a_whole_table_of_a_job_without_data_is_empty_with_the_schema(tmp_path: Path) -> None:
+    (tmp_path / "out" / "system").mkdir(parents=True)
+    data = open_job(tmp_path / "out")
+    assert data.table("events").num_rows == 0
+    assert data.table("events").schema == EVENT_SCHEMA
+
+
+def test_a_whole_table_is_rebuilt_when_its_segment_is_damaged(
+    job: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = open_job(job)
+    expected = data.table("events").to_pylist()
+    cache = job / ".stepscope" / "cache"
+    for segment in cache.glob("events/pythontimeline/*/*.parquet"):
+        segment.write_bytes(b"not parquet at all")
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        again = open_job(job).table("events")
+    assert sorted(again.to_pylist(), key=repr) == sorted(expected, key=repr)
+    assert any("re-reading" in r.getMessage() for r in caplog.records)
 
 
 def test_explicit_cache_dir_wins(job: Path, tmp_path: Path) -> None:

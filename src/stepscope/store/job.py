@@ -19,23 +19,24 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import orjson
 import pyarrow as pa
 
 from stepscope.errors import (
+    ConfigError,
     CorruptFileError,
     JobNotFoundError,
     StoreError,
     UnsupportedFormatError,
 )
 from stepscope.store import layout
-from stepscope.store.cache import ColumnarCache, cache_dir_for
+from stepscope.store.cache import KINDS, ColumnarCache, cache_dir_for
 from stepscope.store.filesystem import FileInfo, LocalFiles, RemoteFiles, SourceFiles, source_files
 from stepscope.store.horovod import read_horovod_timeline
 from stepscope.store.sagemaker import (
@@ -55,6 +56,7 @@ __all__ = ["JobData", "JobKind", "open_job"]
 logger = logging.getLogger(__name__)
 
 JobKind = Literal["stepscope", "sagemaker", "kineto"]
+_T = TypeVar("_T")
 
 _RECOGNISED = (
     "a stepscope job folder (job.json and profiler-output/), a SageMaker Debugger profiler "
@@ -238,10 +240,30 @@ class JobData:
             metadata cache, and saves opening a connection (about 15 ms), which matters to a
             reader that polls, like the live rule engine.
         """
+        return self._from_cache(lambda: self._cache.connect(into))
+
+    def table(self, kind: str) -> pa.Table:
+        """Every row of the view ``kind`` (``"system"`` or ``"events"``) as one Arrow table.
+
+        The rows and order of ``SELECT * FROM <kind>`` on :meth:`connect`, read straight from
+        the cache's Parquet segments: for a whole table this needs no DuckDB (nor its import),
+        so it is the cheapest way to get a job into pandas
+        (``job.table("system").to_pandas(types_mapper=pd.ArrowDtype)`` copies nothing).
+        Refreshes first if this object never did.
+
+        :raises ConfigError: when ``kind`` is not one of the two views.
+        """
+        if kind not in KINDS:
+            raise ConfigError("JobData.table.kind", kind, "'system' or 'events'")
+        return self._from_cache(lambda: self._cache.read_table(kind))
+
+    def _from_cache(self, read: Callable[[], _T]) -> _T:
+        """``read()`` from the cache, refreshed first if this object never did; when a segment
+        is missing or damaged, its raw files are read again and ``read`` is retried once."""
         if not self._refreshed:
             self.refresh()
         try:
-            return self._cache.connect(into)
+            return read()
         except CorruptFileError as exc:
             with self._cache.locked():
                 self._cache.load()
@@ -253,7 +275,7 @@ class JobData:
                 len(forgotten),
             )
             self.refresh()
-            return self._cache.connect(into)
+            return read()
 
     def time_spans(self, kind: str) -> list[tuple[float, float]]:
         """``(first_us, last_us)`` of each raw file whose rows the ``kind`` view holds, from the
