@@ -56,9 +56,12 @@ LIVE_SCAN = textwrap.dedent(
     from stepscope.store import open_job
 
     class Replay:
-        # the job as it was at ``until_us``: the views limited to what had been written then
-        def __init__(self, con, until_us, path):
-            self.con, self.until_us, self.path = con, until_us, path
+        # the job as it was at ``until_us``: the views limited to what had been written then;
+        # the raw files' time bounds are the whole job's, which bound those rows too (a live
+        # job's manifest lists fewer files, so its bounds can only be tighter)
+        def __init__(self, con, until_us, job):
+            self.con, self.until_us, self.path = con, until_us, job.path
+            self.time_spans = job.time_spans
             self.db = con.execute("SELECT current_database()").fetchone()[0]
         def connect(self):
             for view, end in (("system", "timestamp_us"), ("events", "start_us + dur_us")):
@@ -76,7 +79,7 @@ LIVE_SCAN = textwrap.dedent(
     con = job.connect()
     t2 = time.perf_counter()
     last = con.execute("SELECT max(timestamp_us) FROM system").fetchone()[0]
-    replay = Replay(con, last - 60_000_000, job.path)  # the last minute is not written yet
+    replay = Replay(con, last - 60_000_000, job)  # the last minute is not written yet
     session = RuleSession(replay)
     session.advance()
     before = session.watermark_us

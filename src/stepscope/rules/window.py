@@ -15,12 +15,13 @@ per-snapshot and per-GPU tables are computed once per window, in SQL, and shared
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-__all__ = ["SNAPSHOT_GAP_US", "ScanWindow", "split_by"]
+__all__ = ["SNAPSHOT_GAP_US", "ScanWindow", "earliest_event_start", "split_by"]
 
 #: Records of one node closer than this belong to the same snapshot (SageMaker used 20 ms too).
 SNAPSHOT_GAP_US = 20_000
@@ -29,9 +30,11 @@ SNAPSHOT_GAP_US = 20_000
 _COPY_WINDOW_US = 600_000_000
 
 # One pass over the window's system records: per node, timestamp, metric (and GPU), the count,
-# sum, max and min (a few rows per snapshot instead of ~90 records).
+# sum, max and min (a few rows per snapshot instead of ~90 records), each with its snapshot: each
+# node's timestamps -> the snapshot they belong to (a new one after a gap of more than 20 ms).
 _SUMS_SQL = """
 CREATE OR REPLACE TEMP TABLE stepscope_metric_sums AS
+WITH sums AS (
 SELECT node, timestamp_us,
     CASE WHEN dimension IN ('CPUUtilization', 'I/OWaitPercentage', 'GPUUtilization',
                             'GPUMemoryUtilization') THEN dimension
@@ -44,23 +47,20 @@ WHERE (dimension IN ('CPUUtilization', 'I/OWaitPercentage', 'GPUUtilization', 'G
          OR (type = 'memory' AND name = 'MemoryUsedPercent')
          OR (type = 'network' AND dimension <> 'Platform'))
 GROUP BY ALL
-"""
-
-# Each node's timestamps -> the snapshot they belong to (a new one after a gap of more than 20 ms).
-_SNAPSHOTS_SQL = """
-CREATE OR REPLACE TEMP TABLE stepscope_snapshots AS
-WITH stamps AS (
+), stamps AS (
     SELECT node, timestamp_us,
            CASE WHEN timestamp_us - lag(timestamp_us) OVER w <= {gap} THEN 0 ELSE 1 END AS fresh
-    FROM (SELECT DISTINCT node, timestamp_us FROM stepscope_metric_sums)
+    FROM (SELECT DISTINCT node, timestamp_us FROM sums)
     WINDOW w AS (PARTITION BY node ORDER BY timestamp_us)
 ), groups AS (
     SELECT node, timestamp_us,
            sum(fresh) OVER (PARTITION BY node ORDER BY timestamp_us ROWS UNBOUNDED PRECEDING) AS gid
     FROM stamps
+), snapshots AS (
+    SELECT node, timestamp_us, min(timestamp_us) OVER (PARTITION BY node, gid) AS snapshot_us
+    FROM groups
 )
-SELECT node, timestamp_us, min(timestamp_us) OVER (PARTITION BY node, gid) AS snapshot_us
-FROM groups
+SELECT * FROM sums JOIN snapshots USING (node, timestamp_us)
 """
 
 _PER_SNAPSHOT_SQL = """
@@ -81,7 +81,7 @@ SELECT node, snapshot_us,
     sum(total) FILTER (WHERE metric = 'memory')
         / sum(n) FILTER (WHERE metric = 'memory') AS memory_pct,
     sum(total) FILTER (WHERE metric = 'network') AS network_bytes_per_s
-FROM stepscope_metric_sums JOIN stepscope_snapshots USING (node, timestamp_us)
+FROM stepscope_metric_sums
 GROUP BY node, snapshot_us
 ORDER BY node, snapshot_us
 """
@@ -89,7 +89,7 @@ ORDER BY node, snapshot_us
 _PER_GPU_SQL = """
 WITH cpu AS (
     SELECT node, snapshot_us, sum(total) / sum(n) AS cpu_mean_pct
-    FROM stepscope_metric_sums JOIN stepscope_snapshots USING (node, timestamp_us)
+    FROM stepscope_metric_sums
     WHERE metric = 'CPUUtilization'
     GROUP BY node, snapshot_us
 ), gpu AS (
@@ -98,7 +98,7 @@ WITH cpu AS (
             / sum(n) FILTER (WHERE metric = 'GPUUtilization') AS util_pct,
         sum(total) FILTER (WHERE metric = 'GPUMemoryUtilization')
             / sum(n) FILTER (WHERE metric = 'GPUMemoryUtilization') AS memory_pct
-    FROM stepscope_metric_sums JOIN stepscope_snapshots USING (node, timestamp_us)
+    FROM stepscope_metric_sums
     WHERE gpu <> ''
     GROUP BY node, gpu, snapshot_us
 )
@@ -115,47 +115,57 @@ class ScanWindow:
     :param start_us: first microsecond of the window (inclusive).
     :param end_us: end of the window (exclusive).
     :param final: True for the last window of a finished job.
+    :param events_from_us: no event of the window starts before this (see
+        :func:`earliest_event_start`); None when unknown. It only lets the reads skip older data.
     """
 
-    def __init__(self, con: Any, start_us: int, end_us: int, *, final: bool = False) -> None:
+    def __init__(
+        self,
+        con: Any,
+        start_us: int,
+        end_us: int,
+        *,
+        final: bool = False,
+        events_from_us: float | None = None,
+    ) -> None:
         self.con = con
         self.start_us = int(start_us)
         self.end_us = int(end_us)
         self.final = final
+        # An event belongs to the window holding its end; its start can be bounded only from
+        # below, by the files that hold such events, and only a filter on the start (a column,
+        # unlike the end) lets the Parquet statistics skip row groups.
+        self._events_where = (
+            f"start_us + dur_us >= {self.start_us} AND start_us + dur_us < {self.end_us} "
+            f"AND start_us < {self.end_us}"
+        )
+        if events_from_us is not None:
+            self._events_where += f" AND start_us >= {math.floor(events_from_us)}"
         self._cache: dict[str, dict[str, np.ndarray]] = {}
 
     def events_sql(self, where: str = "TRUE") -> str:
         """A subquery over the events that end in this window and satisfy ``where``.
 
         A short window (a live scan) copies its events once into a temporary table, so every
-        rule's query reads only those instead of filtering the whole job again (the end time is
-        an expression, which the Parquet statistics cannot prune); a long window (an offline
-        pass) is read in place.
+        rule's query reads only those instead of filtering the job's events again; a long window
+        (an offline pass) is read in place.
         """
         if self._short() and "events" not in self._cache:
             self.con.execute(
-                "CREATE OR REPLACE TEMP TABLE stepscope_window_events AS SELECT * FROM events "
-                f"WHERE start_us + dur_us >= {self.start_us} AND start_us + dur_us < {self.end_us} "
-                f"AND start_us < {self.end_us}"
+                "CREATE OR REPLACE TEMP TABLE stepscope_window_events AS "
+                f"SELECT * FROM events WHERE {self._events_where}"
             )
             self._cache["events"] = {}
         if "events" in self._cache:
             return f"(SELECT * FROM stepscope_window_events WHERE ({where}))"
-        return (
-            f"(SELECT * FROM events WHERE start_us + dur_us >= {self.start_us} "
-            f"AND start_us + dur_us < {self.end_us} AND start_us < {self.end_us} AND ({where}))"
-        )
+        return f"(SELECT * FROM events WHERE {self._events_where} AND ({where}))"
 
     def system_sql(self) -> str:
-        """A subquery over the system samples of this window (copied once for a short window)."""
-        if self._short() and "system" not in self._cache:
-            self.con.execute(
-                "CREATE OR REPLACE TEMP TABLE stepscope_window_system AS SELECT * FROM system "
-                f"WHERE timestamp_us >= {self.start_us} AND timestamp_us < {self.end_us}"
-            )
-            self._cache["system"] = {}
-        if "system" in self._cache:
-            return "stepscope_window_system"
+        """A subquery over the system samples of this window.
+
+        Read in place: the filter is on a column, so the Parquet statistics skip the rest of the
+        job, and the snapshot tables below read it once for every rule.
+        """
         return (
             f"(SELECT * FROM system WHERE timestamp_us >= {self.start_us} "
             f"AND timestamp_us < {self.end_us})"
@@ -186,29 +196,36 @@ class ScanWindow:
 
     def _aggregate(self, key: str, sql: str) -> dict[str, np.ndarray]:
         if key not in self._cache:
-            self._group_snapshots()
-            query = sql.format(system=self.system_sql())
-            columns = dict(self.con.execute(query).fetchnumpy())
+            if "metric-sums" not in self._cache:
+                self.con.execute(_SUMS_SQL.format(system=self.system_sql(), gap=SNAPSHOT_GAP_US))
+                self._cache["metric-sums"] = {}
+            columns = dict(self.con.execute(sql).fetchnumpy())
             self._cache[key] = {name: _plain(values) for name, values in columns.items()}
         return self._cache[key]
-
-    def _group_snapshots(self) -> None:
-        if "snapshots-grouped" in self._cache:
-            return
-        self.con.execute(_SUMS_SQL.format(system=self.system_sql()))
-        self.con.execute(_SNAPSHOTS_SQL.format(gap=SNAPSHOT_GAP_US))
-        self._cache["snapshots-grouped"] = {}
 
     def close(self) -> None:
         """Drop the temporary tables this window created."""
         if "events" in self._cache:
             self.con.execute("DROP TABLE IF EXISTS stepscope_window_events")
-        if "system" in self._cache:
-            self.con.execute("DROP TABLE IF EXISTS stepscope_window_system")
-        if "snapshots-grouped" in self._cache:
+        if "metric-sums" in self._cache:
             self.con.execute("DROP TABLE IF EXISTS stepscope_metric_sums")
-            self.con.execute("DROP TABLE IF EXISTS stepscope_snapshots")
         self._cache.clear()
+
+
+def earliest_event_start(
+    spans: list[tuple[float, float]] | None, start_us: int, end_us: int
+) -> float | None:
+    """A lower bound of the start of every event that ends in ``[start_us, end_us)``.
+
+    :param spans: ``(first_us, last_us)`` of every raw file of events (``JobData.time_spans``),
+        or None when unknown (then so is the bound). An event ending in the window lies in a
+        file with ``last_us >= start_us`` and ``first_us < end_us``, and starts no earlier than
+        that file's ``first_us``; with no such file the window holds no event.
+    """
+    if spans is None:
+        return None
+    firsts = [first for first, last in spans if last >= start_us and first < end_us]
+    return min(firsts) if firsts else float(end_us)
 
 
 def _plain(values: Any) -> np.ndarray:

@@ -1,0 +1,107 @@
+"""Scan windows over a real job's store: events bounded by the raw files' time spans."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from stepscope.rules import RuleSession
+from stepscope.rules.window import ScanWindow, earliest_event_start
+from stepscope.store import open_job
+from stepscope.testing import generate_job
+from tests.rules.test_live import files_by_close_time, publish
+
+_COUNT_SQL = "SELECT count(*) AS n, coalesce(sum(dur_us), 0) AS dur_us FROM {events}"
+
+
+def test_the_bound_is_the_first_start_of_the_files_that_can_hold_the_window():
+    spans = [(0.0, 100.0), (50.0, 300.0), (200.0, 250.0), (400.0, 500.0)]
+    # ends at or after 150 and starts before 260: the second and third files
+    assert earliest_event_start(spans, 150, 260) == 50.0
+    # ends at or after 260: the second file (its long event) and the fourth, which starts later
+    assert earliest_event_start(spans, 260, 450) == 50.0
+    assert earliest_event_start(spans, 301, 450) == 400.0
+    # no file ends in or after the window, or starts before it ends: nothing to read
+    assert earliest_event_start(spans, 600, 700) == 700.0
+    assert earliest_event_start(spans, 320, 380) == 380.0
+    assert earliest_event_start(None, 0, 10) is None
+
+
+@pytest.fixture(scope="module")
+def stored_job(tmp_path_factory):
+    root = generate_job(tmp_path_factory.mktemp("window") / "job", minutes=4, gpus=1, cpus=2)
+    job = open_job(root)
+    job.refresh()
+    return job
+
+
+def window_totals(con, start_us, end_us, bound):
+    window = ScanWindow(con, start_us, end_us, events_from_us=bound)
+    try:
+        row = window.query_row(_COUNT_SQL)
+    finally:
+        window.close()
+    return int(row[0]), float(row[1])
+
+
+def test_windows_with_the_bound_count_every_event_once(stored_job):
+    con = stored_job.connect()
+    spans = stored_job.time_spans("events")
+    first, last, total, total_dur = con.execute(
+        "SELECT min(start_us + dur_us), max(start_us + dur_us), count(*), sum(dur_us) FROM events"
+    ).fetchone()
+    # 37-second windows: their edges cut through steps and the data-loader spans
+    edges = list(range(int(first), int(last) + 37_000_000, 37_000_000))
+    counted, counted_dur, pruning = 0, 0.0, 0
+    straddling = 0
+    for start, end in zip(edges[:-1], edges[1:], strict=True):
+        bound = earliest_event_start(spans, start, end)
+        assert bound is not None
+        pruning += bound > first - 60_000_000
+        n, dur = window_totals(con, start, end, bound)
+        assert (n, dur) == window_totals(con, start, end, None)
+        counted += n
+        counted_dur += dur
+        straddling += con.execute(
+            f"SELECT count(*) FROM events WHERE start_us < {start} AND start_us + dur_us >= {start}"
+        ).fetchone()[0]
+    assert straddling > 0  # events do cross the window edges ...
+    assert counted == total  # ... and each is counted in exactly one window
+    assert counted_dur == pytest.approx(total_dur)
+    assert pruning > 0  # the bound did skip older data in some windows
+
+
+def test_spans_bound_every_stored_event(stored_job):
+    con = stored_job.connect()
+    spans = np.array(stored_job.time_spans("events"))
+    start, end = con.execute("SELECT min(start_us), max(start_us + dur_us) FROM events").fetchone()
+    assert spans[:, 0].min() == start and spans[:, 1].max() == end
+    assert (spans[:, 0] <= spans[:, 1]).all()
+
+
+def test_a_session_keeps_its_connection_and_sees_new_segments(stored_job, tmp_path):
+    recorded = stored_job.path / "profiler-output"
+    live = tmp_path / "live"
+    (live / "profiler-output").mkdir(parents=True)
+    shutil.copyfile(stored_job.path / "job.json", live / "job.json")
+    files = files_by_close_time(recorded)
+    cut = len(files) * 3 // 4
+    for path in files[:cut]:
+        publish(recorded, live / "profiler-output", path)
+    session = RuleSession(open_job(live), ["StepOutlier"])
+    assert session.advance()
+    con, before = session._con, session.watermark_us
+    for path in files[cut:]:
+        publish(recorded, live / "profiler-output", path)
+    (live / "profiler-output" / "training_job_end.ts").touch()
+    assert session.advance(final=True)
+    assert session._con is con  # the same connection, its views renewed over the new segments
+    assert session.watermark_us > before
+    offline = RuleSession(stored_job, ["StepOutlier"])
+    offline.advance(final=True)
+    live_result = session.results()["StepOutlier"]
+    offline_result = offline.results()["StepOutlier"]
+    assert live_result.datapoints == offline_result.datapoints > 0
+    assert live_result.details == offline_result.details
