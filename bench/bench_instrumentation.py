@@ -3,7 +3,13 @@
 Side by side in one run and one process: the variants take turns in blocks of ``--block`` steps
 (in a new random order every round, ``--rounds`` rounds), so a busy machine slows them all alike; each
 block starts with a few untimed steps, and set-up and tear-down (starting a session, writing a
-trace) are outside the timing. Reported: the median step time of each variant.
+trace) are outside the timing. The machine drifts over a run (the same loop's step moves by 10 %),
+so each comparison is also given as the median over rounds of that round's ratio (both medians
+taken within the same round, seconds apart). Reported for each variant: the median step in wall time, in CPU
+time of the training thread (``time.thread_time``: what the hooks cost the step, steadier than
+wall time on a busy machine) and in CPU time of the whole process per step (each block's
+``time.process_time`` over its timed steps, median over the blocks: the writer thread's
+serialisation and the trace export count there).
 
 * ``bare``: the training loop, no profiling;
 * ``default``: every option of ``FrameworkProfile`` configured but outside its range (the steady
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import random
 import statistics
 import tempfile
@@ -82,12 +89,17 @@ class _Loop:
         )
         self.loader = torch.utils.data.DataLoader(data, batch_size=32, shuffle=True)
 
-    def block(self, steps: int, step_ranges: bool) -> list[float]:
+    def block(self, steps: int, step_ranges: bool) -> _Times:
+        """Run ``steps`` steps; the first :data:`BLOCK_WARMUP_STEPS` are not timed."""
         torch = self.torch
-        times = []
+        times = _Times()
         iterator = iter(self.loader)
+        process_t0 = 0.0
         for step in range(steps):
+            if step == BLOCK_WARMUP_STEPS:
+                process_t0 = time.process_time()
             t0 = time.perf_counter()
+            c0 = time.thread_time()
             try:
                 x, y = next(iterator)
             except StopIteration:
@@ -103,11 +115,36 @@ class _Loop:
             self.optimizer.step()
             if step_range is not None:
                 step_range.__exit__(None, None, None)
-            times.append(time.perf_counter() - t0)
-        return times[BLOCK_WARMUP_STEPS:]
+            if step >= BLOCK_WARMUP_STEPS:
+                times.wall_s.append(time.perf_counter() - t0)
+                times.thread_cpu_s.append(time.thread_time() - c0)
+        timed = steps - BLOCK_WARMUP_STEPS
+        times.process_cpu_s.append((time.process_time() - process_t0) / max(timed, 1))
+        return times
 
 
-def _run_block(variant: str, loop: _Loop, steps: int, work_dir: Path) -> list[float]:
+class _Times:
+    """Per-step wall and training-thread CPU times, and per-block process CPU per step (s)."""
+
+    def __init__(self) -> None:
+        self.wall_s: list[float] = []
+        self.thread_cpu_s: list[float] = []
+        self.process_cpu_s: list[float] = []
+
+    def extend(self, other: _Times) -> None:
+        self.wall_s += other.wall_s
+        self.thread_cpu_s += other.thread_cpu_s
+        self.process_cpu_s += other.process_cpu_s
+
+    def medians_ms(self) -> dict[str, float]:
+        return {
+            "wall": statistics.median(self.wall_s) * 1e3,
+            "thread CPU": statistics.median(self.thread_cpu_s) * 1e3,
+            "process CPU": statistics.median(self.process_cpu_s) * 1e3,
+        }
+
+
+def _run_block(variant: str, loop: _Loop, steps: int, work_dir: Path) -> _Times:
     """One block of ``variant``: set up, time ``steps`` steps, tear down."""
     if variant == "bare":
         return loop.block(steps, step_ranges=False)
@@ -247,7 +284,9 @@ def main() -> None:
     if args.micro_only:
         return
     loop = _Loop()
-    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    times = {v: _Times() for v in VARIANTS}
+    #: per round: variant -> that round's medians (ms), for drift-free paired ratios
+    rounds: list[dict[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory() as tmp:
         loop.block(10, step_ranges=False)
         for round_ in range(args.rounds):
@@ -255,24 +294,39 @@ def main() -> None:
             # memory, a trace being freed) must not always land on the same successor
             order = list(VARIANTS)
             random.Random(round_).shuffle(order)
+            this_round = {}
             for variant in order:
                 gc.collect()
                 work_dir = Path(tmp) / f"{round_}-{variant}"
-                times[variant] += _run_block(variant, loop, args.block, work_dir)
-            medians = ", ".join(f"{v} {statistics.median(times[v]) * 1e3:.2f}" for v in VARIANTS)
-            print(f"round {round_ + 1}: running medians (ms) {medians}", flush=True)
-    step = {v: statistics.median(t) for v, t in times.items()}
-    print(f"timed steps per variant: {len(times['bare'])}")
-    print("median step time: " + ", ".join(f"{v} {t * 1e3:.3f} ms" for v, t in step.items()))
+                block = _run_block(variant, loop, args.block, work_dir)
+                times[variant].extend(block)
+                this_round[variant] = block.medians_ms()
+            rounds.append(this_round)
+            medians = ", ".join(f"{v} {times[v].medians_ms()['thread CPU']:.2f}" for v in VARIANTS)
+            print(f"round {round_ + 1}: running thread-CPU medians (ms) {medians}", flush=True)
+    print(
+        f"load average {os.getloadavg()[0]:.2f} at the end; timed steps per variant: "
+        f"{len(times['bare'].wall_s)}"
+    )
+    step = {v: t.medians_ms() for v, t in times.items()}
+    for metric in ("wall", "thread CPU", "process CPU"):
+        print(
+            f"median step, {metric}: "
+            + ", ".join(f"{v} {step[v][metric]:.3f} ms" for v in VARIANTS)
+        )
     comparisons: list[tuple[str, str, str]] = [
         ("default", "bare", "<= +1 %"),
         ("submodules", "bare", "<= +3 %"),
         ("detailed", "torch_profiler", "<= +0 %"),
     ]
+    print("change (of the medians over all rounds; median of the per-round ratios):")
     for variant, base, target in comparisons:
-        print(
-            f"{variant} vs {base}: {100 * (step[variant] / step[base] - 1):+.2f} % (target {target})"
+        changes = ", ".join(
+            f"{metric} {100 * (step[variant][metric] / step[base][metric] - 1):+.2f} %; "
+            + f"{100 * (statistics.median(r[variant][metric] / r[base][metric] for r in rounds) - 1):+.2f} %"
+            for metric in ("wall", "thread CPU", "process CPU")
         )
+        print(f"  {variant} vs {base}: {changes} (target {target})")
 
 
 if __name__ == "__main__":
