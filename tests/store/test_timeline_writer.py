@@ -248,6 +248,25 @@ def test_a_malformed_event_is_dropped_alone(
     assert len(caplog.records) == 1 and "not a number" in caplog.messages[0]
 
 
+def test_a_burst_keeps_one_record_a_line_whatever_its_args_hold(tmp_path: Path) -> None:
+    # written as one burst; the second args hold what a record boundary looks like
+    nested = {"layers": [{"name": "a"}, {"name": "b"}], "text": '},{"name":'}
+    writer = TimelineWriter(tmp_path, NODE)
+    writer.write_event("first", "Forward", T0_US, 1.0, {"step_num": "0"})
+    writer.write_event("nested", "Forward", T0_US + 5, 2.0, nested)
+    writer.write_event("nan", "Forward", T0_US + 10, float("nan"), None)
+    writer.write_event("last", "Backward", T0_US + 20, 3.0, {"step_num": "0"})
+    writer.close()
+    [path] = closed_files(tmp_path)
+    events = read_events(path)
+    assert [e["name"] for e in events] == ["first", "nested", "nan", "last"]
+    assert events[1]["args"] == nested and events[2]["dur_us"] is None
+    # every record on its own line (what the recovery of a killed writer's file relies on)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 1 + 2 + 2 * 2 + 4 + 1  # "[", start time, two phases, events, "]"
+    assert all(json.loads(line.removesuffix(",")) for line in lines[1:-1])
+
+
 _FULL_DISK_WRITER = textwrap.dedent(
     """
     import json, logging, resource, signal, sys

@@ -50,6 +50,7 @@ import atexit
 import collections
 import functools
 import logging
+import math
 import os
 import sys
 import threading
@@ -341,14 +342,30 @@ class TimelineWriter:
         return max(0.0, self._file_close_interval_s - elapsed_s)
 
     def _write_batch(self, events: list[_Event]) -> None:
-        chunks: list[bytes] = []  # serialized, not yet written (all for the open file)
-        pending = 0  # events in ``chunks``
-        for index, event in enumerate(events):
-            if self._disabled:  # only after a failure, which leaves no open file and no chunks
-                self._count_dropped(len(events) - index)
+        """Write ``events`` to the open file, opening and rotating files as needed."""
+        try:
+            valid = [(n, p, float(s), float(d), a, ph) for n, p, s, d, a, ph in events]
+        except (TypeError, ValueError):
+            valid = self._valid_events(events)
+        done = 0
+        while done < len(valid):
+            if self._disabled:  # only after a failure, which leaves no open file
+                self._count_dropped(len(valid) - done)
                 return
+            if self._fd is None and not self._open_file(valid[done][2]):
+                self._count_dropped(1)
+                done += 1
+                continue
+            done += self._write_to_open_file(valid[done:])
+
+    def _valid_events(self, events: list[_Event]) -> list[_Event]:
+        """``events`` whose start and duration are numbers (as floats); the others are dropped."""
+        valid = []
+        for event in events:
             try:
-                start_us, dur_us = float(event[2]), float(event[3])
+                valid.append(
+                    (event[0], event[1], float(event[2]), float(event[3]), event[4], event[5])
+                )
             except (TypeError, ValueError):
                 self._count_dropped(1)
                 self._warn_once(
@@ -358,67 +375,117 @@ class TimelineWriter:
                     self._node_id,
                     event,
                 )
-                continue
-            if self._fd is None and not self._open_file(start_us):
-                self._count_dropped(1)
-                continue
-            chunks.append(self._serialize(event[0], event[1], start_us, dur_us, event[4], event[5]))
-            pending += 1
-            self._file_size += len(chunks[-1])
-            end_us = start_us + dur_us if event[5] == "X" else start_us
-            self._file_end_us = max(self._file_end_us, end_us)
-            if self._file_size > self._file_max_size:
-                if self._flush(chunks, pending):
-                    self._close_file()
-                chunks, pending = [], 0
-        if chunks:
-            self._flush(chunks, pending)
+        return valid
 
-    def _serialize(
-        self,
-        name: str,
-        phase: str,
-        start_us: float,
-        dur_us: float,
-        args: dict[str, Any] | None,
-        ph: str,
-    ) -> bytes:
-        pid = self._phase_pids.get(phase)
-        if pid is None:
-            pid = self._phase_pids[phase] = len(self._phase_pids) + 1
-        parts = []
-        if phase not in self._file_phases:
-            self._file_phases.add(phase)
-            parts.append(
-                _record({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": phase}})
-            )
-            parts.append(
-                _record(
-                    {
-                        "name": "process_sort_index",
-                        "ph": "M",
-                        "pid": pid,
-                        "args": {"sort_index": pid},
-                    }
+    def _write_to_open_file(self, events: list[_Event]) -> int:
+        """Serialize ``events`` against the open file's start time and write them, up to the
+        first that makes the file rotate (included); returns how many were written or dropped."""
+        records = self._serialize(events)
+        size = sum(map(len, records))
+        if self._file_size + size <= self._file_max_size and self._file_phases.issuperset(
+            {event[1] for event in events}
+        ):
+            # the common case: no new phase, no rotation: one write, the latest end at once
+            end_us = max(start + dur if ph == "X" else start for _, _, start, dur, _, ph in events)
+            if not math.isfinite(end_us):
+                end_us = max(
+                    (e[2] + e[3] if e[5] == "X" else e[2] for e in events),
+                    key=lambda value: value if math.isfinite(value) else -math.inf,
                 )
-            )
-        record: dict[str, Any] = {
-            "name": name,
-            "pid": pid,
-            "ph": ph,
-            "ts": start_us - self._file_start_us,
-        }
-        if ph == "X":
-            record["dur"] = dur_us
-        elif ph == "i":
-            record["s"] = "p"
-        record["args"] = args if args is not None else {}
+            if end_us > self._file_end_us and math.isfinite(end_us):
+                self._file_end_us = end_us
+            self._file_size += size
+            self._flush(records, len(events))
+            return len(events)
+        chunks: list[bytes] = []  # serialized, not yet written (all for the open file)
+        for index, (event, record) in enumerate(zip(events, records, strict=True)):
+            phase = event[1]
+            if phase not in self._file_phases:
+                self._file_phases.add(phase)
+                pid = self._phase_pids[phase]
+                chunks.append(
+                    _record(
+                        {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": phase}}
+                    )
+                    + _record(
+                        {
+                            "name": "process_sort_index",
+                            "ph": "M",
+                            "pid": pid,
+                            "args": {"sort_index": pid},
+                        }
+                    )
+                )
+                self._file_size += len(chunks[-1])
+            chunks.append(record)
+            self._file_size += len(record)
+            end_us = event[2] + event[3] if event[5] == "X" else event[2]
+            if end_us > self._file_end_us and math.isfinite(end_us):
+                self._file_end_us = end_us
+            if self._file_size > self._file_max_size:
+                if self._flush(chunks, index + 1):
+                    self._close_file()
+                return index + 1
+        if chunks:
+            self._flush(chunks, len(events))
+        return len(events)
+
+    def _serialize(self, events: list[_Event]) -> list[bytes]:
+        """Each event's record as written in the open file (``,\\n`` then compact JSON).
+
+        One ``orjson.dumps`` serializes the whole burst, which is then cut at the records'
+        boundaries (``},{"name":``, which JSON strings cannot contain unescaped); when the cut
+        is ambiguous (an args value holding such dicts) or the burst cannot be serialized
+        whole, each record is serialized on its own.
+        """
+        file_start_us = self._file_start_us
+        phase_pids = self._phase_pids
+        records: list[dict[str, Any]]
+        if {event[5] for event in events} == {"X"} and phase_pids.keys() >= {
+            event[1] for event in events
+        }:
+            records = [
+                {
+                    "name": name,
+                    "pid": phase_pids[phase],
+                    "ph": "X",
+                    "ts": start_us - file_start_us,
+                    "dur": dur_us,
+                    "args": args if args is not None else {},
+                }
+                for name, phase, start_us, dur_us, args, _ in events
+            ]
+            return self._cut(records)
+        records = []
+        for name, phase, start_us, dur_us, args, ph in events:
+            pid = phase_pids.get(phase)
+            if pid is None:
+                pid = phase_pids[phase] = len(phase_pids) + 1
+            record: dict[str, Any] = {
+                "name": name,
+                "pid": pid,
+                "ph": ph,
+                "ts": start_us - file_start_us,
+            }
+            if ph == "X":
+                record["dur"] = dur_us
+            elif ph == "i":
+                record["s"] = "p"
+            record["args"] = args if args is not None else {}
+            records.append(record)
+        return self._cut(records)
+
+    @staticmethod
+    def _cut(records: list[dict[str, Any]]) -> list[bytes]:
+        """Serialize ``records`` in one call and cut the result into records (see above)."""
         try:
-            parts.append(_record(record))
+            burst: bytes | None = orjson.dumps(records, default=repr, option=_DUMPS_OPTIONS)
         except (TypeError, orjson.JSONEncodeError):
-            record["args"] = {"unserializable_args": repr(args)}
-            parts.append(_record(record))
-        return b"".join(parts)
+            burst = None
+        if burst is not None and burst.count(_BOUNDARY) == len(records) - 1:
+            body = burst[len(_BURST_START) : -len(_BURST_END)]
+            return [_RECORD_START + piece + b"}" for piece in body.split(_BOUNDARY)]
+        return [_record_or_repr(record) for record in records]
 
     def _open_file(self, first_start_us: float) -> bool:
         tmp_path = timeline_tmp_path(self._output_dir, self._node_id, self._suffix, self._pid)
@@ -638,6 +705,23 @@ def _publish(
             logger.debug("could not remove %s after publishing it", tmp_path, exc_info=True)
         return final
     raise FileExistsError(f"no free pevents name near {end_us} µs for {tmp_path}")
+
+
+#: Where one record ends and the next begins in a serialized burst (every record starts with
+#: its name), and how a burst starts and ends.
+_BOUNDARY = b'},{"name":'
+_BURST_START = b'[{"name":'
+_BURST_END = b"}]"
+_RECORD_START = b',\n{"name":'
+
+
+def _record_or_repr(record: dict[str, Any]) -> bytes:
+    """:func:`_record`, with args orjson rejects written as their ``repr``."""
+    try:
+        return _record(record)
+    except (TypeError, orjson.JSONEncodeError):
+        record["args"] = {"unserializable_args": repr(record["args"])}
+        return _record(record)
 
 
 def _record(record: dict[str, Any]) -> bytes:
