@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 import torch.utils.data._utils.worker as _worker_module
@@ -51,10 +52,15 @@ class DataLoaderHooks:
     """Patches the data-loader iterators and the worker loop for one session.
 
     :param session: where events go; its ``active["dataloader"]`` says when to record.
+    :param on_new_iterator: called (guarded) whenever an iterator is created, profiled or not: a
+        new epoch or evaluation loop begins (the model finder re-arms there).
     """
 
-    def __init__(self, session: Session) -> None:
+    def __init__(
+        self, session: Session, *, on_new_iterator: Callable[[], None] | None = None
+    ) -> None:
         self.session = session
+        self._on_new_iterator = on_new_iterator
         framework = session.config.framework_profile_params
         option = getattr(framework, "dataloader_profiling_config", None)
         self._regex = re.compile(getattr(option, "metrics_regex", None) or ".*")
@@ -155,6 +161,8 @@ class DataLoaderHooks:
         session = self.session
         if not session.enabled:
             return
+        if self._on_new_iterator is not None:
+            self._on_new_iterator()
         session.mark_boundary(start_us)
         if not session.active["dataloader"]:
             return

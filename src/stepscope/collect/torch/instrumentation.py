@@ -1,7 +1,8 @@
 """Install and remove the PyTorch hooks of a session: the single list of what stepscope patches.
 
-* global module forward pre/post hooks and the global optimizer step hook
-  (:mod:`~stepscope.collect.torch.steps`): steps, forward and backward;
+* forward pre/post hooks on the model(s) found by a global module pre-hook that is on only
+  while new models may appear (:mod:`~stepscope.collect.torch.models`), and the global optimizer
+  step hook (:mod:`~stepscope.collect.torch.steps`): steps, forward and backward;
 * the data-loader iterators and worker loop (:mod:`~stepscope.collect.torch.dataloader`);
 * the Python profiler and the detailed (``torch.profiler``) windows, as step listeners;
 * the ``torch.distributed`` collectives and ``init_process_group``
@@ -46,7 +47,7 @@ class Instrumentation:
     def __init__(self, session: Session, *, submodules: bool | None = None) -> None:
         self.session = session
         self.modules = ModuleHooks(session, submodules=submodules)
-        self.dataloader = DataLoaderHooks(session)
+        self.dataloader = DataLoaderHooks(session, on_new_iterator=self.modules.finder.arm)
         self.collectives = CollectiveHooks(session)
         self.python_profiler = PythonProfiler(session)
         self.detailed_profiler = DetailedProfiler(session)
@@ -55,6 +56,7 @@ class Instrumentation:
         self.modules.install()
         self.dataloader.install()
         self.collectives.install()
+        self.session.add_listener(self.modules)
         self.session.add_listener(self.dataloader)
         self.session.add_listener(self.python_profiler)
         self.session.add_listener(self.detailed_profiler)

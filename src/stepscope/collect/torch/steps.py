@@ -1,7 +1,10 @@
-"""Step boundaries and forward/backward timing, from global module and optimizer hooks.
+"""Step boundaries and forward/backward timing, from hooks on the model(s) and the optimizer.
 
-No model has to be registered: global forward hooks see every ``nn.Module`` call, and the
-outermost call of a module that has parameters is "the model" (a loss module has none).
+No model has to be registered: :class:`~stepscope.collect.torch.models.ModelFinder` finds them
+(a module with parameters called from outside any model) and hands each to
+:class:`ModuleHooks`, which puts a forward pre-hook and post-hook on that module only. Every
+other module call stays on torch's fast path; sub-modules get hooks only while sub-module events
+are on (the detailed-profiling range, or always when asked), and lose them when they go off.
 
 Step boundaries (SageMaker's global step counts every mode; ``step_num`` counts per mode):
 
@@ -14,8 +17,9 @@ Step boundaries (SageMaker's global step counts every mode; ``step_num`` counts 
   step per forward of the model; an eval-mode forward inside an open TRAIN step belongs to it.
 
 Times are true ones: ``Forward`` spans the model's forward pre- and post-hook;
-``Backward(post-forward)`` starts when the gradient reaches the model's output (a tensor hook) and
-ends when autograd finishes that backward pass (an engine callback). With sub-module profiling on,
+``Backward(post-forward)`` starts when the gradient reaches the model's output (a pre-hook on the
+autograd node that made it: what a tensor hook would see, at a third of its cost) and ends when
+autograd finishes that backward pass (an engine callback). With sub-module events on,
 ``Forward-SubModuleInternal`` spans each sub-module's own hooks, and ``Backward-SubModuleInternal``
 runs from the gradient reaching the sub-module's output to the gradient of its input (or the end of
 the pass, for the first layer). Nothing here changes a module's mode, the RNG or the gradients.
@@ -31,9 +35,9 @@ from typing import Any
 
 import torch
 import torch.optim.optimizer as _optimizer
-from torch.nn.modules import module as _module
 
 from stepscope.collect.session import Session, now_us
+from stepscope.collect.torch.models import ModelFinder
 
 __all__ = ["ModuleHooks"]
 
@@ -41,7 +45,6 @@ __all__ = ["ModuleHooks"]
 _TOP = 0  # the model's outermost forward
 _TOP_STEP = 1  # the model's outermost forward, which began an EVAL/PREDICT step
 _SUB = 2  # a sub-module of the model
-_OUTSIDE = 3  # a module called outside any model (a loss module)
 
 #: one open module call: (module, start µs or 0.0 when untimed, kind)
 _Entry = tuple[torch.nn.Module, float, int]
@@ -68,6 +71,20 @@ def _first_grad_tensor(value: Any, depth: int = 0) -> torch.Tensor | None:
     return None
 
 
+def _on_gradient(tensor: torch.Tensor, hook: Any) -> None:
+    """Call ``hook(grad)`` when the gradient of ``tensor`` arrives in a backward pass.
+
+    A pre-hook on the autograd node that produced ``tensor`` runs at the moment a tensor hook
+    would, for a third of the cost (no Python-side handle bookkeeping); a leaf has no node and
+    gets a tensor hook.
+    """
+    grad_fn = tensor.grad_fn
+    if grad_fn is not None:
+        grad_fn.register_prehook(hook)
+    else:
+        tensor.register_hook(hook)  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+
+
 class _SubBackward:
     __slots__ = ("done", "name", "start_us", "step_num")
 
@@ -79,7 +96,7 @@ class _SubBackward:
 
 
 class ModuleHooks:
-    """The global module forward hooks and the optimizer step hook of one session.
+    """The hooks on the model(s), their sub-modules when asked, and the optimizer step hook.
 
     :param session: where steps and events go.
     :param submodules: time every sub-module's forward and backward: ``True`` always, ``False``
@@ -91,10 +108,13 @@ class ModuleHooks:
         self.submodules = submodules
         self.optimizer_seen = False
         self._local = threading.local()
-        self._is_model: weakref.WeakKeyDictionary[torch.nn.Module, bool] = (
+        #: model -> the handles of its own hooks
+        self._models: weakref.WeakKeyDictionary[torch.nn.Module, list[Any]] = (
             weakref.WeakKeyDictionary()
         )
         self._names: weakref.WeakKeyDictionary[torch.nn.Module, str] = weakref.WeakKeyDictionary()
+        #: the handles of the sub-modules' hooks while sub-module events are on, else None
+        self._sub_handles: list[Any] | None = None
         self._handles: list[Any] = []
         self._backward_lock = threading.Lock()
         self._pass_start_us: float | None = None
@@ -107,79 +127,131 @@ class ModuleHooks:
         #: epoch µs minus ``perf_counter`` µs (the session's, as :func:`now_us` uses it)
         self._offset_us = session.epoch_offset_us
         guard = session.guard
+        # The pre- and post-hooks keep one stack between them: they fail and stop together.
+        self._model_pre_hook = guard.wrap("torch.module_hooks", self._model_pre)
+        self._sub_pre_hook = guard.wrap("torch.module_hooks", self._sub_pre)
+        self._post_hook = guard.wrap("torch.module_hooks", self._forward_post)
         self._backward_begins = guard.wrap("torch.backward", self._on_backward_begins)
         self._backward_ends = guard.wrap("torch.backward", self._on_backward_ends)
         self._sub_begins = guard.wrap("torch.submodule_backward", self._on_sub_begins)
         self._sub_ends = guard.wrap("torch.submodule_backward", self._on_sub_ends)
+        self.finder = ModelFinder(
+            session, adopt=self._adopt, model_running=self._model_forward_running
+        )
 
     def install(self) -> None:
-        # The pre- and post-hooks keep one stack between them: they fail and stop together.
-        guard = self.session.guard
         self._handles = [
-            _module.register_module_forward_pre_hook(
-                guard.wrap("torch.module_hooks", self._forward_pre)
-            ),
-            # always_call: the post-hook also runs when a forward raises, keeping the stack true
-            _module.register_module_forward_hook(
-                guard.wrap("torch.module_hooks", self._forward_post), always_call=True
-            ),
             _optimizer.register_optimizer_step_post_hook(
-                guard.wrap("torch.optimizer_step", self._optimizer_step)
-            ),
+                self.session.guard.wrap("torch.optimizer_step", self._optimizer_step)
+            )
         ]
+        self.finder.install()
 
     def remove(self) -> None:
+        self.finder.remove()
+        self._unhook_submodules()
+        for handles in list(self._models.values()):
+            for handle in handles:
+                handle.remove()
+        self._models = weakref.WeakKeyDictionary()
         for handle in self._handles:
             handle.remove()
         self._handles = []
 
-    # -- forward --------------------------------------------------------------------------
+    # -- step listener: sub-module hooks follow their range, the finder retires -----------
+
+    def on_start(self, session: Session) -> None:
+        self._follow_submodule_range()
+
+    def on_step_begin(self, session: Session, step: int) -> None:
+        """Nothing to do: the hooks change between steps."""
+
+    def on_step_end(self, session: Session, step: int) -> None:
+        self.finder.step_ended()
+        self._follow_submodule_range()
+
+    def on_stop(self, session: Session) -> None:
+        """Nothing to close: :meth:`remove` takes the hooks off."""
+
+    # -- models -------------------------------------------------------------------------
+
+    def _model_forward_running(self) -> bool:
+        return self._running_model_forwards > 0
+
+    def _adopt(self, module: torch.nn.Module, args: Any) -> None:
+        """Hook a model the finder found, from inside its first call's global pre-hook."""
+        self._names[module] = type(module).__name__
+        for name, sub in module.named_modules():
+            if sub is not module and sub not in self._names:
+                self._names[sub] = name
+        self._models[module] = [
+            module.register_forward_pre_hook(self._model_pre_hook),
+            # always_call: the post-hook also runs when a forward raises, keeping the stack true
+            module.register_forward_hook(self._post_hook, always_call=True),
+        ]
+        if self._sub_handles is not None:
+            self._hook_submodules_of(module, self._sub_handles)
+        # torch collected this call's own pre-hooks before ours existed: run it by hand (the
+        # post-hook is collected after the forward, so it runs)
+        self._model_pre_hook(module, args)
 
     def _submodules_on(self) -> bool:
         if self.submodules is None:
             return self.session.active["detailed"]
         return self.submodules
 
-    def _forward_pre(self, module: torch.nn.Module, args: Any) -> None:
-        # Runs before every module call of the process: one attribute chain, one tuple.
-        if not self.session.enabled:
-            return
+    def _follow_submodule_range(self) -> None:
+        """Hook every model's sub-modules when sub-module events go on, unhook when they go off."""
+        if self._submodules_on():
+            if self._sub_handles is None:
+                handles: list[Any] = []
+                for model in list(self._models.keys()):
+                    self._hook_submodules_of(model, handles)
+                self._sub_handles = handles
+        else:
+            self._unhook_submodules()
+
+    def _hook_submodules_of(self, model: torch.nn.Module, handles: list[Any]) -> None:
+        for sub in model.modules():
+            if sub is not model and sub not in self._models:
+                handles.append(sub.register_forward_pre_hook(self._sub_pre_hook))
+                handles.append(sub.register_forward_hook(self._post_hook, always_call=True))
+
+    def _unhook_submodules(self) -> None:
+        handles, self._sub_handles = self._sub_handles, None
+        for handle in handles or ():
+            handle.remove()
+
+    # -- forward --------------------------------------------------------------------------
+
+    def _stack(self) -> list[_Entry]:
         try:
             stack: list[_Entry] = self._local.stack
         except AttributeError:
             stack = self._local.stack = []
-        if stack:
-            if stack[0][2] > _TOP_STEP:
-                stack.append((module, 0.0, _OUTSIDE))
-            elif self._submodules_on():
-                stack.append((module, _perf_counter() * 1e6 + self._offset_us, _SUB))
-            else:
-                stack.append((module, 0.0, _SUB))
+        return stack
+
+    def _model_pre(self, module: torch.nn.Module, args: Any) -> None:
+        if not self.session.enabled:
             return
-        is_model = self._is_model.get(module)
-        if is_model is None:
-            is_model = self._learn_model(module)
-        if not is_model:
-            stack.append((module, 0.0, _OUTSIDE))
-            return
+        stack = self._stack()
         if self._running_model_forwards:
-            # the model runs on another thread (a DataParallel replica): part of that forward
-            stack.append((module, now_us() if self._submodules_on() else 0.0, _SUB))
+            # a model inside another's forward, or a replica on another thread (DataParallel):
+            # part of that forward
+            stack.append((module, now_us() if self._sub_handles is not None else 0.0, _SUB))
             return
         now = now_us()
         began = self._model_forward_begins(module)
         self._running_model_forwards += 1
         stack.append((module, now, _TOP_STEP if began else _TOP))
 
-    def _learn_model(self, module: torch.nn.Module) -> bool:
-        is_model = next(module.parameters(), None) is not None
-        self._is_model[module] = is_model
-        if is_model:
-            self._names[module] = type(module).__name__
-            for name, sub in module.named_modules():
-                if sub is not module and sub not in self._names:
-                    self._names[sub] = name
-        return is_model
+    def _sub_pre(self, module: torch.nn.Module, args: Any) -> None:
+        # Only while sub-module events are on, before every call of a model's sub-module.
+        if not self.session.enabled:
+            return
+        stack = self._stack()
+        if stack:  # inside a model's forward on this thread
+            stack.append((module, _perf_counter() * 1e6 + self._offset_us, _SUB))
 
     def _model_forward_begins(self, module: torch.nn.Module) -> bool:
         """Open a step if this forward starts one; True when it opened an EVAL/PREDICT step."""
@@ -210,18 +282,18 @@ class ModuleHooks:
             return
         if not stack:
             return
-        entry: _Entry | None = stack.pop()
-        if entry is None or entry[0] is not module:
+        entry: _Entry | None = stack[-1]
+        if entry is not None and entry[0] is module:
+            stack.pop()
+        else:
             entry = self._resync(stack, module)
             if entry is None:
                 return
         kind = entry[2]
-        if kind == _OUTSIDE:
-            return
         session = self.session
         if kind == _SUB:
             if not entry[1]:
-                return  # not timed at its start (sub-module profiling was off)
+                return  # not timed at its start (sub-module events were off)
             now = _perf_counter() * 1e6 + self._offset_us
             name = self._names.get(module) or type(module).__name__
             step_num = session.step_num()
@@ -247,23 +319,23 @@ class ModuleHooks:
         elif torch.is_grad_enabled():
             tensor = _first_grad_tensor(output)
             if tensor is not None:
-                tensor.register_hook(functools.partial(self._backward_begins, name, step_num))  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+                _on_gradient(tensor, functools.partial(self._backward_begins, name, step_num))
 
     @staticmethod
     def _resync(stack: list[_Entry], module: torch.nn.Module) -> _Entry | None:
-        """Entries out of order (hooks installed mid-forward): drop those above ``module``."""
+        """Entries out of order (hooks added mid-forward): drop those above ``module``; a module
+        with no entry (called outside a model while its hooks are on) leaves the stack alone."""
         for index in range(len(stack) - 1, -1, -1):
             if stack[index][0] is module:
                 entry = stack[index]
                 del stack[index:]
                 return entry
-        stack.clear()
         return None
 
     # -- backward -------------------------------------------------------------------------
 
     def _begin_pass(self, name: str, step_num: str) -> None:
-        """Called from a tensor hook, inside the backward pass: note it once, and ask autograd
+        """Called from a gradient hook, inside the backward pass: note it once, and ask autograd
         to tell us when the whole pass is over."""
         if self._pass_start_us is not None:
             return
@@ -305,10 +377,10 @@ class ModuleHooks:
         if out_tensor is None:
             return
         record = _SubBackward(name, step_num)
-        out_tensor.register_hook(functools.partial(self._sub_begins, record))  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+        _on_gradient(out_tensor, functools.partial(self._sub_begins, record))
         in_tensor = _first_grad_tensor(args)
         if in_tensor is not None and in_tensor is not out_tensor:
-            in_tensor.register_hook(functools.partial(self._sub_ends, record))  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+            _on_gradient(in_tensor, functools.partial(self._sub_ends, record))
 
     def _on_sub_begins(self, record: _SubBackward, grad: Any) -> None:
         if not self.session.enabled:

@@ -1,0 +1,132 @@
+"""Which modules are "the model": found by a global hook that is on only while models may appear.
+
+Timing steps, ``Forward`` and ``Backward(post-forward)`` needs hooks on the model(s) only. A model
+is a module with parameters called from outside any other model's forward (a loss module has no
+parameters; a sub-module runs inside its model's forward; a DataParallel replica runs while its
+model's forward is running). Nobody has to register it: :class:`ModelFinder` keeps a global
+forward pre-hook while it is *armed*, and the first call that qualifies hands the module to
+``adopt`` (which puts per-module hooks on it, :mod:`~stepscope.collect.torch.steps`).
+
+A global module hook takes every module call of the process off torch's fast path (about 60 empty
+Python calls each, even for a hook that does nothing), so the finder does not stay armed. It
+*retires* (removes its hook) at the end of a step once a model is known and the whole step found
+no new one, and it is *re-armed* whenever a new model may appear:
+
+* at the start of the session (models built before it are found at their first call);
+* when a module gets a sub-module or a parameter (a model being built, wrapped in
+  ``DistributedDataParallel`` or ``torch.compile``'s ``OptimizedModule``): torch's registration
+  hooks, which cost nothing per call;
+* when a data-loader iterator is created (a new epoch or an evaluation loop starts, perhaps with
+  another model);
+* while no model is known.
+
+What this misses: a model built before the last re-arming and called for the first time in the
+middle of a loop that creates no data-loader iterator (it is found at the next epoch).
+``DataParallel`` re-registers its replicas' sub-modules every step, so it keeps the finder armed.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.nn.modules import module as _module
+
+from stepscope.collect.session import Session
+
+__all__ = ["ModelFinder"]
+
+logger = logging.getLogger(__name__)
+
+
+class ModelFinder:
+    """Finds models with a global forward pre-hook armed only while new models may appear.
+
+    :param session: the session whose guard protects the hooks and whose ``enabled`` they check.
+    :param adopt: called with a newly found model, from inside its first call's forward
+        pre-hooks (so it must record that call's start too: the module's own pre-hooks of this
+        call have already been collected by torch).
+    :param model_running: whether a model's forward is running now (on any thread): modules
+        called then belong to it.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        adopt: Callable[[torch.nn.Module, Any], None],
+        model_running: Callable[[], bool],
+    ) -> None:
+        self.session = session
+        self._adopt = adopt
+        self._model_running = model_running
+        #: module -> whether it is a model (non-models are remembered so they cost one look-up)
+        self._verdicts: weakref.WeakKeyDictionary[torch.nn.Module, bool] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.models_found = 0
+        self._found_this_step = False
+        self._hook: Any = None
+        self._registration_hooks: list[Any] = []
+        guard = session.guard
+        self._discover_hook = guard.wrap("torch.model_finder", self._discover)
+        self.arm = guard.wrap("torch.model_finder_arm", self._arm)
+
+    @property
+    def armed(self) -> bool:
+        """Whether the global hook is installed now."""
+        return self._hook is not None
+
+    def install(self) -> None:
+        rearm = self.arm
+
+        def on_registration(owner: Any, name: str, value: Any) -> None:
+            if self._hook is None:
+                rearm()
+
+        self._registration_hooks = [
+            _module.register_module_module_registration_hook(on_registration),
+            _module.register_module_parameter_registration_hook(on_registration),
+        ]
+        self._arm()
+
+    def remove(self) -> None:
+        self._retire()
+        for handle in self._registration_hooks:
+            handle.remove()
+        self._registration_hooks = []
+
+    def forget(self, module: torch.nn.Module) -> None:
+        """Consider ``module`` again at its next call (its hooks were removed)."""
+        self._verdicts.pop(module, None)
+
+    def step_ended(self) -> None:
+        """Retire once a model is known and a whole step found no new one."""
+        if self._hook is not None and self.models_found and not self._found_this_step:
+            self._retire()
+        self._found_this_step = False
+
+    def _arm(self) -> None:
+        if self._hook is None and self.session.enabled:
+            self._hook = _module.register_module_forward_pre_hook(self._discover_hook)
+
+    def _retire(self) -> None:
+        hook, self._hook = self._hook, None
+        if hook is not None:
+            hook.remove()
+
+    def _discover(self, module: torch.nn.Module, args: Any) -> None:
+        # Runs before every module call of the process while armed: keep it short.
+        verdict = self._verdicts.get(module)
+        if verdict is not None or self._model_running():
+            return
+        verdict = next(module.parameters(), None) is not None
+        self._verdicts[module] = verdict
+        if verdict and self.session.enabled:
+            self.models_found += 1
+            self._found_this_step = True
+            logger.debug("stepscope: found the model %s", type(module).__name__)
+            self._adopt(module, args)
