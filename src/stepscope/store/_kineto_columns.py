@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from stepscope.store._kineto_json import TraceDocument, extract_event_array
 
@@ -121,10 +122,11 @@ CREATE OR REPLACE TEMP MACRO kineto_int(s) AS coalesce(
 """
 _ARRAY_SQL = """
 WITH source AS (
-    SELECT coalesce(ph, '') AS ph, coalesce(name, '') AS name,
-           kineto_int(pid) AS pid, kineto_int(tid) AS tid,
+    SELECT CASE coalesce(ph, '') WHEN 'I' THEN 'i' ELSE coalesce(ph, '') END AS ph,
+           coalesce(name, '') AS name, pid AS pid_text, tid AS tid_text,
            coalesce(ts, 0) AS ts, coalesce(dur, 0) AS dur_us,
-           CASE WHEN json_type(args) = 'OBJECT' THEN args END AS args,
+           -- DuckDB holds a JSON value as minified text: an object starts with its brace
+           CASE WHEN starts_with(args, '{{') THEN args END AS args,
            CASE WHEN name = '[memory]' AND coalesce(cat, '') IN ('', 'cpu_instant_event')
                 THEN 'cpu_instant_event'
                 ELSE CASE coalesce(cat, '') {legacy} ELSE coalesce(cat, '') END END
@@ -133,12 +135,17 @@ WITH source AS (
                    columns = {{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR',
                                tid: 'VARCHAR', ts: 'DOUBLE', dur: 'DOUBLE', args: 'JSON'}})
 ),
+-- flow and metadata events stay as rows with only their phase, counted then dropped by the caller
 fields AS (
-    SELECT *, json_extract_string(args, {paths}) AS v, category IN ({gpu}) AS on_gpu
+    SELECT *, ph IN ('X', 'i', 'C') AS kept,
+           CASE WHEN kept THEN kineto_int(pid_text) END AS pid,
+           CASE WHEN kept THEN kineto_int(tid_text) END AS tid,
+           CASE WHEN kept AND args IS NOT NULL THEN json_extract_string(args, {paths}) END AS v,
+           category IN ({gpu}) AS on_gpu
     FROM source
 ),
 flagged AS (SELECT *, v[9] = '1' AS cuda_memory FROM fields)
-SELECT category, name, CASE ph WHEN 'I' THEN 'i' ELSE ph END AS ph, ts, dur_us, pid, tid,
+SELECT category, name, ph, ts, dur_us, pid, tid,
        CASE WHEN on_gpu THEN CASE WHEN v[4] IS NULL THEN pid ELSE kineto_int(v[4]) END
             WHEN category = 'cpu_instant_event' AND cuda_memory THEN kineto_int(v[8])
             ELSE -1 END AS device,
@@ -149,7 +156,7 @@ SELECT category, name, CASE ph WHEN 'I' THEN 'i' ELSE ph END AS ph, ts, dur_us, 
        CASE WHEN on_gpu THEN coalesce(TRY_CAST(v[6] AS BIGINT), -1)
             WHEN category = 'cpu_instant_event' THEN coalesce(TRY_CAST(v[7] AS BIGINT), -1)
             ELSE -1 END AS bytes,
-       CASE WHEN args IS NULL THEN ''
+       CASE WHEN NOT kept OR args IS NULL THEN ''
             ELSE coalesce(nullif(CAST(json_merge_patch(args,
                 CASE WHEN on_gpu THEN '{{{drop},"device":null,"stream":null,"bytes":null}}'
                      WHEN category = 'cpu_instant_event' AND cuda_memory
@@ -157,7 +164,6 @@ SELECT category, name, CASE ph WHEN 'I' THEN 'i' ELSE ph END AS ph, ts, dur_us, 
                      WHEN category = 'cpu_instant_event' THEN '{{{drop},"Bytes":null}}'
                      ELSE '{{{drop}}}' END) AS VARCHAR), '{{}}'), '') END AS args
 FROM flagged
-WHERE ph IN ('X', 'i', 'I', 'C')
 """.format(
     legacy=_LEGACY_SQL,
     paths="[" + ", ".join(f"'{p}'" for p in _ARGS_PATHS) + "]",
@@ -202,14 +208,17 @@ def read_whole_array(path: Path, counts: dict[str, int]) -> tuple[pa.Table, Trac
             con.close()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    for phase, count in document.phases.items():
-        text = phase.decode("utf-8", "replace")
-        if text in FLOW_PHASES:
+    phases = pc.value_counts(table["ph"]).to_pylist()
+    for entry in phases:
+        phase, count = entry["values"], entry["counts"]
+        if phase in FLOW_PHASES:
             counts["flow"] += count
-        elif text == "M":
+        elif phase == "M":
             counts["metadata"] += count
-        elif text not in KEPT_PHASES:
+        elif phase not in KEPT_PHASES:
             counts["skipped"] += count
+    if any(entry["values"] not in KEPT_PHASES for entry in phases):
+        table = table.filter(pc.is_in(table["ph"], value_set=pa.array(["X", "i", "C"])))
     return table.cast(RAW_SCHEMA), document
 
 

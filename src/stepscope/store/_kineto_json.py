@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections import Counter
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +46,8 @@ _MAX_HEAD_BYTES = 64 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _WHITESPACE_AND_COMMAS = b" \t\r\n,"
-_PHASE = re.compile(rb'"ph"\s*:\s*"([^"]*)"')
-_PHASE_CARRY = 32
+#: How much of the end of the document :func:`extract_event_array` keeps to find the array's end.
+_TAIL_BYTES = 4 * CHUNK_BYTES
 
 
 @dataclass
@@ -64,8 +64,6 @@ class TraceDocument:
     is_array: bool = False
     found_events: bool = False
     problems: list[tuple[str, str]] = field(default_factory=list)
-    #: Events per ``ph`` value, counted by :func:`extract_event_array` on the raw text.
-    phases: Counter[bytes] = field(default_factory=Counter)
 
 
 def _decompressed_blocks(path: Path, document: TraceDocument) -> Iterator[bytes]:
@@ -320,6 +318,8 @@ def extract_event_array(path: Path, document: TraceDocument, destination: Any) -
     The header and tail keys go into ``document``. Returns True when the array was copied
     whole; False when the file is damaged or has no event array (``destination`` then holds
     an unusable prefix and the caller should read the file with :func:`iter_event_chunks`).
+    The blocks are written as they are decompressed; only the last few megabytes are kept, to
+    find where the array ends and parse the keys after it.
 
     :param destination: a seekable binary file opened for writing.
     """
@@ -345,17 +345,18 @@ def extract_event_array(path: Path, document: TraceDocument, destination: Any) -
         return False
     document.found_events = True
     written = 0
-    tail = b""
-    carry = b""  # the end of the previous block, so a "ph" key split across blocks still counts
+    recent: deque[bytes] = deque()  # the last blocks written, at least _TAIL_BYTES of them
+    recent_bytes = 0
     for block in _chain(buffer, blocks):
         destination.write(block)
         written += len(block)
-        tail = (tail + block)[-(CHUNK_BYTES * 4) :]
-        text = carry + block
-        document.phases.update(m.group(1) for m in _PHASE.finditer(text) if m.end() > len(carry))
-        carry = text[-_PHASE_CARRY:]
+        recent.append(block)
+        recent_bytes += len(block)
+        while recent_bytes - len(recent[0]) >= _TAIL_BYTES:
+            recent_bytes -= len(recent.popleft())
     if document.problems:
         return False
+    tail = b"".join(recent)
     end = _find_array_end(tail, document)
     if end is None:
         return False

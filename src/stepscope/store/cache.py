@@ -7,6 +7,8 @@ records, per raw file, its size and modification time when it was converted, the
 its rows, where they start in it (``offset``) and a few statistics (rows, first and last time,
 nodes, ranks). A refresh converts only files that are new or whose size or time changed (a grown
 file is re-read whole and its old rows replaced) and drops the rows of files that disappeared.
+The entry of a Kineto trace also records the version of the reader that converted it; a trace
+converted by another version is read again, so an upgraded reader never serves stale rows.
 
 **Compaction.** Many small segments make every query slow (DuckDB opens each file), so
 :meth:`ColumnarCache.compact` merges the small segments of one partition into larger ones: the
@@ -69,6 +71,9 @@ _MANIFEST_VERSION = 1
 #: Rows per Parquet row group of a merged segment: small enough that a query for a few minutes
 #: of an hour-long stream skips most of it by the row groups' statistics.
 _ROW_GROUP_ROWS = 65_536
+#: Event columns whose values are nearly all distinct: dictionary-encoding them only costs
+#: write time (and makes the segment larger), so they are written plain.
+_PLAIN_COLUMNS = frozenset(("args", "start_us", "dur_us", "correlation", "external_id"))
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _DUCKDB_TYPES = {
     pa.int64(): "BIGINT",
@@ -160,6 +165,19 @@ class ColumnarCache:
             return
         self.files = manifest.get("files", {})
         self.retired = [(str(path), float(at)) for path, at in manifest.get("retired", [])]
+        self._drop_stale_kineto()
+
+    def _drop_stale_kineto(self) -> None:
+        """Forget the Kineto traces converted by another version of the Kineto reader (or one
+        that did not record its version), so the next refresh reads them again."""
+        converted = [p for p, entry in self.files.items() if isinstance(entry.get("kineto"), dict)]
+        if not converted:
+            return
+        from stepscope.store.kineto import READER_VERSION
+
+        for path in converted:
+            if self.files[path]["kineto"].get("reader_version") != READER_VERSION:
+                self.drop(path)
 
     def save(self) -> None:
         """Rewrite the segments that lost members, delete segments retired long enough ago, and
@@ -603,7 +621,13 @@ class _OpenSegment:
         self.final = final
         self.rows = 0
         self._tmp = final.with_name(final.name + f".{os.getpid()}.tmp")
-        self._writer = pq.ParquetWriter(self._tmp, schema, compression="zstd", compression_level=1)
+        self._writer = pq.ParquetWriter(
+            self._tmp,
+            schema,
+            compression="zstd",
+            compression_level=1,
+            use_dictionary=[name for name in schema.names if name not in _PLAIN_COLUMNS],
+        )
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
 

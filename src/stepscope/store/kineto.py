@@ -65,12 +65,24 @@ from stepscope.store._kineto_columns import (
 from stepscope.store._kineto_json import TraceDocument, iter_event_chunks
 from stepscope.store.schema import EVENT_SCHEMA
 
-__all__ = ["GPU_CATEGORIES", "KinetoTrace", "is_kineto_trace", "read_kineto_trace"]
+__all__ = [
+    "GPU_CATEGORIES",
+    "READER_VERSION",
+    "KinetoTrace",
+    "is_kineto_trace",
+    "read_kineto_trace",
+]
 
 logger = logging.getLogger(__name__)
 
 #: Rows per record batch handed out by :meth:`KinetoTrace.batches`.
 BATCH_ROWS = 65_536
+
+#: The version of what this reader makes of a trace. It is kept with each converted trace in
+#: the cache's manifest, and a cache built by another version is read again
+#: (:class:`~stepscope.store.cache.ColumnarCache`): bump it whenever a trace would give
+#: different rows or metadata.
+READER_VERSION = 2
 
 #: Categories of the CPU-side calls that launch GPU work (their ``correlation`` is the GPU one's).
 LAUNCH_CATEGORIES: tuple[str, ...] = ("cuda_runtime", "cuda_driver")
@@ -95,7 +107,8 @@ class KinetoTrace:
     :param metadata: ``rank``, ``world_size``, ``backend``, ``device_properties``,
         ``base_time_ns`` (None when absent), ``display_time_unit``, ``warnings`` (list of
         messages), plus ``distributed_info``, ``trace_name``, ``steps``, ``event_count``,
-        ``flow_events``, ``metadata_events``, ``skipped_events``, ``start_us``, ``end_us``.
+        ``flow_events``, ``metadata_events``, ``skipped_events``, ``start_us``, ``end_us``,
+        ``reader_version`` (:data:`READER_VERSION`).
     """
 
     path: Path
@@ -185,6 +198,7 @@ def read_kineto_trace(
     end = pc.max(pc.add(table["start_us"], table["dur_us"])).as_py() if table.num_rows else None
     metadata: dict[str, Any] = {
         "path": str(path),
+        "reader_version": READER_VERSION,
         "rank": rank,
         "world_size": distributed.get("world_size"),
         "backend": distributed.get("backend"),
