@@ -77,13 +77,15 @@ def overlap_masks_sql(source: str, keys: tuple[str, ...]) -> str:
         belongs to), ``start_us`` and ``end_us``.
     Each set is merged first, so within a set overlaps count once; then a sweep over all
     island edges keeps the running sum of the bits, which is exactly the set of sets busy in
-    each elementary segment (HTA's kernel-type overlap method).
+    each elementary segment (HTA's kernel-type overlap method). The islands are computed once
+    and each yields its two edges (``unnest``), rather than being scanned once per edge.
     """
     key_list = ", ".join(keys)
     merged = merged_intervals_sql(source, (*keys, "bit"))
     partition = f"PARTITION BY {key_list}" if keys else ""
     select_keys = f"{key_list}, " if keys else ""
     return f"""
+        WITH islands AS ({merged})
         SELECT {select_keys}mask, sum(next_t - t) AS dur_us
         FROM (
             SELECT {select_keys}t,
@@ -91,9 +93,8 @@ def overlap_masks_sql(source: str, keys: tuple[str, ...]) -> str:
                        AS mask,
                    lead(t) OVER ({partition} ORDER BY t, delta) AS next_t
             FROM (
-                SELECT {select_keys}start_us AS t, bit AS delta FROM ({merged})
-                UNION ALL
-                SELECT {select_keys}end_us AS t, -bit AS delta FROM ({merged})
+                SELECT {select_keys}unnest([start_us, end_us]) AS t, unnest([bit, -bit]) AS delta
+                FROM islands
             )
         )
         WHERE mask > 0 AND next_t IS NOT NULL

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from stepscope.analysis._events import events_connection
-from stepscope.analysis.kernel_types import gpu_work_sql, type_overlap_durations
+from stepscope.analysis._intervals import overlap_masks_sql
+from stepscope.analysis.kernel_types import gpu_work_sql
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,17 +32,25 @@ def temporal_breakdown(job: Any, *, include_last_step: bool = False) -> pd.DataF
     :returns: columns ``rank, span_us, idle_us, compute_us, non_compute_us, idle_pct,
         compute_pct, non_compute_pct``, one row per rank that has GPU work.
     """
-    con = events_connection(job)
-    spans: pd.DataFrame = con.sql(
-        f"""SELECT rank, max(end_us) - min(start_us) AS span_us
-            FROM ({gpu_work_sql(include_last_step=include_last_step)})
-            GROUP BY rank ORDER BY rank"""
-    ).df()
-    masks = type_overlap_durations(con, include_last_step=include_last_step)
-    masks["busy"] = masks["dur_us"]
-    masks["compute"] = masks["dur_us"].where((masks["mask"].astype(int) & 1) == 1, 0.0)
-    per_rank = masks.groupby("rank", as_index=False)[["busy", "compute"]].sum()
-    out = spans.merge(per_rank, on="rank", how="left").fillna(0.0)
+    work = gpu_work_sql(include_last_step=include_last_step)
+    masks = overlap_masks_sql("SELECT rank, bit, start_us, end_us FROM work", ("rank",))
+    # one pass over the GPU work: its span per rank and the busy time of each overlap of types
+    out: pd.DataFrame = (
+        events_connection(job)
+        .sql(
+            f"""WITH work AS MATERIALIZED ({work}),
+                spans AS (
+                    SELECT rank, max(end_us) - min(start_us) AS span_us FROM work GROUP BY rank
+                ),
+                masks AS ({masks})
+            SELECT s.rank, s.span_us,
+                   coalesce(sum(m.dur_us), 0) AS busy,
+                   coalesce(sum(m.dur_us) FILTER (WHERE m.mask & 1 = 1), 0) AS compute
+            FROM spans s LEFT JOIN masks m ON m.rank = s.rank
+            GROUP BY s.rank, s.span_us ORDER BY s.rank"""
+        )
+        .df()
+    )
     out["idle_us"] = out["span_us"] - out["busy"]
     out["compute_us"] = out["compute"]
     out["non_compute_us"] = out["busy"] - out["compute"]
