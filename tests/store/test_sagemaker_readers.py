@@ -8,6 +8,7 @@ import logging
 import math
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pytest
 
@@ -17,15 +18,22 @@ from stepscope.store.sagemaker import (
     node_and_rank,
     parse_pevents_name,
     read_pevents_file,
-    read_system_file,
 )
+from stepscope.store.sagemaker_scan import ScanFile, scan_system_files
+from stepscope.store.sagemaker_system import read_system_file
 from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
 
 
-def _system_table(path: Path, node: str = "algo-1", **fast: object) -> pa.Table:
+def _system_table(path: Path, node: str = "algo-1") -> pa.Table:
     with open(path, "rb") as stream:
-        batches = list(read_system_file(stream, path=str(path), node=node, **fast))
+        batches = list(read_system_file(stream, path=str(path), node=node))
     return pa.Table.from_batches(batches, schema=SYSTEM_SCHEMA)
+
+
+def _scanned_system_tables(paths: list[Path], node: str = "algo-1") -> list[pa.Table | None]:
+    """The tables one DuckDB scan gives (None: the file needs the per-file reader)."""
+    con = duckdb.connect()
+    return scan_system_files(con, [ScanFile(str(path), node) for path in paths])
 
 
 def _events_table(path: Path, **kwargs: object) -> pa.Table:
@@ -48,19 +56,18 @@ def _plain_array(path: Path) -> list[dict]:
 # --------------------------------------------------------------------------- system records
 
 
-@pytest.mark.parametrize("fast", [False, True], ids=["lines", "duckdb"])
+@pytest.mark.parametrize("scan", [False, True], ids=["lines", "scan"])
 def test_system_files_keep_every_record_with_values_and_microsecond_times(
-    shared_fixtures: Path, fast: bool
+    shared_fixtures: Path, scan: bool
 ) -> None:
-    import duckdb
-
     folder = shared_fixtures / "smdebug" / "test_traces" / "system" / "incremental"
     files = sorted(folder.glob("*.algo-1.json"))
     assert len(files) == 3
-    con = duckdb.connect()
-    for path in files:
-        extra = {"local_path": path, "duckdb_connection": con} if fast else {}
-        table = _system_table(path, **extra)
+    scanned = _scanned_system_tables(files) if scan else [None] * len(files)
+    for path, table in zip(files, scanned, strict=True):
+        if not scan:
+            table = _system_table(path)
+        assert table is not None
         expected = _plain_lines(path)
         assert table.num_rows == len(expected)
         got = table.to_pylist()
@@ -75,20 +82,22 @@ def test_system_files_keep_every_record_with_values_and_microsecond_times(
             )
 
 
-@pytest.mark.parametrize("fast", [False, True], ids=["lines", "duckdb"])
 def test_truncated_system_file_keeps_complete_records_and_warns_once_with_position(
-    shared_fixtures: Path, fast: bool, caplog: pytest.LogCaptureFixture
+    shared_fixtures: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import duckdb
-
     path = shared_fixtures / "smdebug" / "1591160699.algo-1.json.corrupt"
     lines = path.read_text().splitlines()
     complete = [json.loads(line) for line in lines[:-1]]
     with pytest.raises(json.JSONDecodeError):
         json.loads(lines[-1])
-    extra = {"local_path": path, "duckdb_connection": duckdb.connect()} if fast else {}
+    # a scan never keeps part of a damaged file: the per-file reader does, and warns
+    good = shared_fixtures / "smdebug" / "test_traces" / "system" / "incremental"
+    good_file = sorted(good.glob("*.algo-1.json"))[0]
+    scanned = _scanned_system_tables([good_file, path])
+    assert scanned[0] is not None and scanned[0].num_rows == len(_plain_lines(good_file))
+    assert scanned[1] is None
     with caplog.at_level(logging.WARNING, logger="stepscope.store"):
-        table = _system_table(path, **extra)
+        table = _system_table(path)
     assert table.column("value").to_pylist() == [r["Value"] for r in complete]
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1

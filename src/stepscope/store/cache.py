@@ -636,13 +636,18 @@ class _OpenSegment:
         self._pending_rows += table.num_rows
         self.rows += table.num_rows
         if self._pending_rows >= _ROW_GROUP_ROWS:
-            self._flush()
+            self._flush(whole_groups_only=True)
 
-    def _flush(self) -> None:
+    def _flush(self, *, whole_groups_only: bool = False) -> None:
+        """Write the pending rows; with ``whole_groups_only``, keep the rows short of a whole
+        row group pending, so that only the last row group of a segment is smaller."""
         if self._pending:
             table = pa.concat_tables(self._pending)
-            self._writer.write_table(table, row_group_size=_ROW_GROUP_ROWS)
-            self._pending, self._pending_rows = [], 0
+            kept = table.num_rows % _ROW_GROUP_ROWS if whole_groups_only else 0
+            written = table.slice(0, table.num_rows - kept)
+            self._writer.write_table(written, row_group_size=_ROW_GROUP_ROWS)
+            self._pending = [table.slice(written.num_rows)] if kept else []
+            self._pending_rows = kept
 
     def finish(self) -> None:
         """Write what is pending, close the file and rename it into place."""

@@ -40,11 +40,13 @@ from stepscope.store.cache import KINDS, ColumnarCache, cache_dir_for
 from stepscope.store.filesystem import FileInfo, LocalFiles, RemoteFiles, SourceFiles, source_files
 from stepscope.store.horovod import read_horovod_timeline
 from stepscope.store.sagemaker import (
+    BATCH_ROWS,
     node_and_rank,
     parse_pevents_name,
     read_pevents_file,
-    read_system_file,
 )
+from stepscope.store.sagemaker_scan import ScanFile, scan_pevents_files, scan_system_files
+from stepscope.store.sagemaker_system import read_system_file
 from stepscope.store.tfprofiler import (
     TfProfileMarker,
     parse_tf_metadata_name,
@@ -66,6 +68,8 @@ _RECOGNISED = (
 _KINETO_SUFFIXES = (".json", ".json.gz")
 _TF_TRACE_SUFFIX = ".trace.json.gz"
 _RAW_HOROVOD_NAME = re.compile(r"horovod_timeline.*\.json$")
+#: Raw JSON converted per DuckDB scan: the rows of one scan are held until they are written.
+_SCAN_BATCH_BYTES = 32 * 1024 * 1024
 
 
 def _kineto() -> Any:
@@ -208,16 +212,15 @@ class JobData:
             ended = self._ended_in(listing)
             raw_files = self._classify(listing)
             with self._cache.merged_writes():
-                for raw in raw_files:
-                    if self._cache.is_current(raw.info):
-                        continue
+                pending = [raw for raw in raw_files if not self._cache.is_current(raw.info)]
+                for raw, scanned in self._scanned(pending):
                     read.append(raw.info.path)
                     # a closed file goes straight into its stream's merged segment; a Kineto
                     # trace is a stream of its own, and too large to hold until it is read whole
                     merge = raw.reader != "kineto" and self._cache.is_closed(
                         raw.info.mtime, ended=ended
                     )
-                    changed |= self._convert(raw, merge=merge)
+                    changed |= self._convert(raw, merge=merge, scanned=scanned)
             present = {raw.info.path for raw in raw_files}
             gone = [p for p in self._cache.files if p not in present]
             for path in gone:
@@ -467,7 +470,50 @@ class JobData:
             import duckdb
 
             self._duckdb = duckdb.connect()
+            # one thread: on a busy machine more only add CPU time (see sagemaker_scan)
+            self._duckdb.execute("SET threads = 1")
         return self._duckdb
+
+    def _scanned(self, pending: list[_RawFile]) -> Iterator[tuple[_RawFile, pa.Table | None]]:
+        """Each pending raw file, with its rows when a DuckDB scan converted it (else None).
+
+        Local system and framework event files are scanned together
+        (:mod:`stepscope.store.sagemaker_scan`), ``_SCAN_BATCH_BYTES`` of raw JSON at a time so
+        that memory stays bounded; the others, and the files a scan leaves out, are read by
+        their per-file readers in :meth:`_convert`.
+        """
+        if not isinstance(self._files, LocalFiles):
+            yield from ((raw, None) for raw in pending)
+            return
+        batch: list[_RawFile] = []
+        size_bytes = 0
+        for raw in pending:
+            batch.append(raw)
+            size_bytes += raw.info.size_bytes
+            if size_bytes >= _SCAN_BATCH_BYTES:
+                yield from self._scan_batch(batch)
+                batch, size_bytes = [], 0
+        yield from self._scan_batch(batch)
+
+    def _scan_batch(self, batch: list[_RawFile]) -> Iterator[tuple[_RawFile, pa.Table | None]]:
+        assert isinstance(self._files, LocalFiles)
+        root = self._files.root
+        scanned: dict[int, pa.Table | None] = {}
+        for reader, scan in (("system", scan_system_files), ("pevents", scan_pevents_files)):
+            members = [i for i, raw in enumerate(batch) if raw.reader == reader]
+            if members:
+                files = [
+                    ScanFile(
+                        str(root / batch[i].info.path),
+                        batch[i].node,
+                        batch[i].source,
+                        batch[i].rank,
+                    )
+                    for i in members
+                ]
+                scanned.update(zip(members, scan(self._reading_connection(), files), strict=True))
+        for i, raw in enumerate(batch):
+            yield raw, scanned.get(i)
 
     def _sniff_kineto(self, rel: str) -> bool:
         """Whether a JSON file of a folder of traces is a Kineto trace (other JSON is ignored)."""
@@ -483,15 +529,20 @@ class JobData:
         node, rank = node_and_rank(detailed["node_id"])
         return _RawFile(info, "kineto", node=node, rank=rank)
 
-    def _convert(self, raw: _RawFile, *, merge: bool = False) -> bool:
+    def _convert(
+        self, raw: _RawFile, *, merge: bool = False, scanned: pa.Table | None = None
+    ) -> bool:
         """Read one raw file into a segment (its stream's merged segment when ``merge``); False
-        when it held no rows or could not be read."""
+        when it held no rows or could not be read.
+
+        :param scanned: the file's rows when a scan converted it already.
+        """
         rel = raw.info.path
         display = f"{self.path}/{rel}" if rel else str(self.path)
         kind = "system" if raw.reader == "system" else "events"
         extra: dict[str, Any] = {}
         try:
-            with self._batches(raw, display, extra) as batches:
+            with self._batches(raw, display, extra, scanned) as batches:
                 segment, stats = self._cache.write_segment(kind, rel, batches, merge=merge)
         except StoreError as exc:
             logger.warning("Skipped %s: %s", display, exc)
@@ -505,9 +556,13 @@ class JobData:
 
     @contextmanager
     def _batches(
-        self, raw: _RawFile, display: str, extra: dict[str, Any]
+        self, raw: _RawFile, display: str, extra: dict[str, Any], scanned: pa.Table | None
     ) -> Iterator[Iterator[pa.RecordBatch]]:
-        """The record batches of one raw file, with the file open while they are consumed."""
+        """The record batches of one raw file (of ``scanned`` when a scan converted it), with
+        the file open while they are consumed."""
+        if scanned is not None:
+            yield iter(scanned.to_batches(max_chunksize=BATCH_ROWS))
+            return
         rel = raw.info.path
         if raw.reader == "kineto":
             if isinstance(self._files, LocalFiles):
@@ -527,14 +582,7 @@ class JobData:
             return
         with self._files.open(rel) as stream:
             if raw.reader == "system":
-                local_path = self._files.root / rel if isinstance(self._files, LocalFiles) else None
-                yield read_system_file(
-                    stream,
-                    path=display,
-                    node=raw.node,
-                    local_path=local_path,
-                    duckdb_connection=self._reading_connection(),
-                )
+                yield read_system_file(stream, path=display, node=raw.node)
             elif raw.reader == "pevents":
                 yield read_pevents_file(
                     stream, path=display, source=raw.source, node=raw.node, rank=raw.rank

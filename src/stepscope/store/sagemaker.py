@@ -1,30 +1,26 @@
-"""Readers of SageMaker Debugger's raw files: system-metric JSON lines and framework event arrays.
+"""SageMaker Debugger's framework event files, read file by file; the names of those files.
 
-A file becomes Arrow record batches in :data:`~stepscope.store.schema.SYSTEM_SCHEMA` or
-:data:`~stepscope.store.schema.EVENT_SCHEMA`. At most one file is held as Python objects at a
-time, and only when it is small (a rotated pevents file is 10 MiB by default; bigger ones, and
-damaged ones, are read line by line). What the files look like (SageMaker Debugger 1.0.x):
-
-* **System records**, one JSON object per line: ``Type``, ``Name`` (optional), ``Dimension``,
-  ``Value``, ``NodeId``, ``Timestamp`` (float seconds), in
-  ``system/incremental/<YYYYMMDDHH>/<epoch_minute_s>.<node>.json``.
-* **Framework events** (``pythontimeline``, ``model_timeline``, ``horovod_timeline``,
-  ``smdataparallel_timeline``): a Chrome trace-event JSON array written one event per line. The
-  first ``process_name`` record carries ``args.start_time_since_epoch_in_micros``; ``ts`` is
-  relative to it. Every other ``process_name`` names a *phase* (``Step:ModeKeys.TRAIN``,
-  ``Forward``, ``DataLoaderWorker``...) by its ``pid``. Events are ``X`` spans, ``B``/``E``
-  pairs (Horovod) and ``i`` instants.
+A file becomes Arrow record batches in :data:`~stepscope.store.schema.EVENT_SCHEMA`. At most one
+file is held as Python objects at a time, and only when it is small (a rotated pevents file is
+10 MiB by default; bigger ones, and damaged ones, are read line by line). What the files look
+like (SageMaker Debugger 1.0.x): framework events (``pythontimeline``, ``model_timeline``,
+``horovod_timeline``, ``smdataparallel_timeline``) are a Chrome trace-event JSON array written
+one event per line. The first ``process_name`` record carries
+``args.start_time_since_epoch_in_micros``; ``ts`` is relative to it. Every other
+``process_name`` names a *phase* (``Step:ModeKeys.TRAIN``, ``Forward``, ``DataLoaderWorker``...)
+by its ``pid``. Events are ``X`` spans, ``B``/``E`` pairs (Horovod) and ``i`` instants.
 
 A damaged record (a truncated last line, bytes that are not JSON) is skipped; each file logs one
 warning naming the first bad line and its byte offset, and every complete record is kept.
+System-metric files are read by :mod:`stepscope.store.sagemaker_system`; closed local files of
+both kinds are usually converted many at a time by :mod:`stepscope.store.sagemaker_scan`, with
+the same rows.
 """
 
 from __future__ import annotations
 
 import io
 import logging
-import math
-import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -34,19 +30,21 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stepscope.errors import CorruptFileError, UnsupportedFormatError
+from stepscope.errors import UnsupportedFormatError
 from stepscope.store import layout
-from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
+from stepscope.store.damaged_records import DamagedRecords
+from stepscope.store.schema import EVENT_SCHEMA
 
 __all__ = [
     "FRAMEWORK_SOURCES",
     "EventColumns",
     "TraceEventConverter",
+    "args_columns",
     "node_and_rank",
     "parse_pevents_name",
+    "process_names",
     "read_event_lines",
     "read_pevents_file",
-    "read_system_file",
 ]
 
 logger = logging.getLogger(__name__)
@@ -99,118 +97,6 @@ def parse_pevents_name(file_name: str) -> PeventsName | None:
         return None
     node, rank = node_and_rank(parsed.node_id)
     return PeventsName(parsed.end_us, parsed.node_id, FRAMEWORK_SOURCES[parsed.suffix], node, rank)
-
-
-class _CorruptRecords:
-    """Counts the bad records of one file and logs them once, at the first position."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.count = 0
-        self.first: CorruptFileError | None = None
-
-    def add(self, line_no: int, offset: int, reason: str) -> None:
-        self.count += 1
-        if self.first is None:
-            self.first = CorruptFileError(self.path, f"line {line_no} (byte {offset})", reason)
-
-    def report(self) -> None:
-        if self.first is not None:
-            logger.warning(
-                "%s; skipped %d damaged record(s) in this file and kept the rest.",
-                self.first,
-                self.count,
-            )
-
-
-# --------------------------------------------------------------------------- system records
-
-_SYSTEM_JSON_COLUMNS = (
-    "{'Type': 'VARCHAR', 'Name': 'VARCHAR', 'Dimension': 'VARCHAR', 'Value': 'DOUBLE', "
-    "'NodeId': 'VARCHAR', 'Timestamp': 'DOUBLE'}"
-)
-
-
-def read_system_file(
-    stream: IO[bytes],
-    *,
-    path: str,
-    node: str,
-    local_path: str | os.PathLike[str] | None = None,
-    duckdb_connection: Any = None,
-) -> Iterator[pa.RecordBatch]:
-    """Stream a system-metrics JSON-lines file as SYSTEM_SCHEMA batches.
-
-    ``Timestamp`` (float seconds) becomes ``timestamp_us`` rounded to the nearest microsecond
-    (halves up). A record without ``NodeId`` gets ``node`` (from the file name); one without
-    ``Name`` or ``Dimension`` gets ``""``. A record without ``Type``, ``Value`` or
-    ``Timestamp``, or that is not JSON, is damaged and skipped.
-
-    :param stream: the file, opened in binary mode (read only when the fast path cannot be used).
-    :param path: the file's name for messages.
-    :param node: the node named by the file name.
-    :param local_path: the file on the local disk, for DuckDB's JSON reader (several times
-        faster than parsing lines in Python); used with ``duckdb_connection``.
-    :param duckdb_connection: a DuckDB connection the caller keeps open across files.
-    """
-    if local_path is not None and duckdb_connection is not None:
-        table = _read_system_duckdb(duckdb_connection, os.fspath(local_path), node)
-        if table is not None:
-            yield from table.to_batches(max_chunksize=BATCH_ROWS)
-            return
-    yield from _read_system_lines(stream.read(), path=path, node=node)
-
-
-def _read_system_duckdb(con: Any, local_path: str, node: str) -> pa.Table | None:
-    """The file through DuckDB's JSON reader; None when any record is damaged."""
-    import duckdb
-
-    quoted = local_path.replace("'", "''")
-    node_sql = node.replace("'", "''")
-    query = (
-        "SELECT CAST(floor(Timestamp * 1e6 + 0.5) AS BIGINT) AS timestamp_us, "
-        f"coalesce(NodeId, '{node_sql}') AS node, Type AS type, coalesce(Name, '') AS name, "
-        "coalesce(Dimension, '') AS dimension, Value AS value "
-        f"FROM read_json('{quoted}', format = 'newline_delimited', "
-        f"columns = {_SYSTEM_JSON_COLUMNS})"
-    )
-    try:
-        table = con.sql(query).to_arrow_table()
-    except duckdb.Error:
-        return None  # damaged records: the line-by-line path keeps the good ones
-    for column in ("timestamp_us", "type", "value"):
-        if table.column(column).null_count:
-            return None
-    return table.cast(SYSTEM_SCHEMA)
-
-
-def _read_system_lines(data: bytes, *, path: str, node: str) -> Iterator[pa.RecordBatch]:
-    columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
-    timestamps, nodes, types, names, dimensions, values = columns
-    corrupt = _CorruptRecords(path)
-    offset = 0
-    for line_no, line in enumerate(data.split(b"\n"), start=1):
-        start = offset
-        offset += len(line) + 1
-        if not line.strip():
-            continue
-        try:
-            record = orjson.loads(line)
-            ts_us = math.floor(float(record["Timestamp"]) * 1e6 + 0.5)
-            value = float(record["Value"])
-            kind = str(record["Type"])
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            corrupt.add(line_no, start, f"{type(exc).__name__}: {exc}")
-            continue
-        timestamps.append(ts_us)
-        nodes.append(str(record.get("NodeId") or node))
-        types.append(kind)
-        names.append(str(record.get("Name") or ""))
-        dimensions.append(str(record.get("Dimension") or ""))
-        values.append(value)
-    corrupt.report()
-    if timestamps:
-        yield pa.record_batch([pa.array(c) for c in columns], schema=SYSTEM_SCHEMA)
 
 
 # --------------------------------------------------------------------------- trace events
@@ -403,7 +289,7 @@ def read_event_lines(
 
     :raises UnsupportedFormatError: when the content does not start like a JSON array.
     """
-    corrupt = _CorruptRecords(path)
+    corrupt = DamagedRecords(path)
     columns = converter.columns
     offset = 0
     started = False
@@ -516,49 +402,48 @@ def _int_column(values: list[Any]) -> pa.Array:
     return pa.array([None if v is None else _as_int(v) for v in values], pa.int64())
 
 
-def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBatch | None:
-    """Convert a parsed array of metadata and ``X`` events column by column.
+def process_names(metadata: Iterable[dict[str, Any]]) -> tuple[float, dict[Any, str]] | None:
+    """The start time (µs since the epoch, 0 when none is given) and the phase of each ``pid``
+    that a file's ``process_name`` metadata events give.
 
-    Gives the same rows as :class:`TraceEventConverter`, several times faster, for what closed
-    pevents files hold.
-
-    :returns: None when the array needs the event-by-event path: ``B``/``E`` or instant events,
-        two different start times, a pid renamed, a non-object item or a ``ts`` not a number.
+    :param metadata: the file's ``M`` events, in order; those not named ``process_name`` are
+        ignored.
+    :returns: None when two of them disagree (two start times, a pid renamed): such a file
+        needs the event-by-event path, where each event takes what the events before it said.
     """
     phases: dict[Any, str] = {}
     start_us = 0.0
     seen_start = False
-    spans = []
-    for event in events:
-        if not isinstance(event, dict):
-            return None
-        ph = event.get("ph")
-        if ph == "X":
-            spans.append(event)
-        elif ph == "M":
-            if event.get("name") != "process_name":
-                continue
-            args = event.get("args") or {}
-            if "start_time_since_epoch_in_micros" in args:
-                value = float(args["start_time_since_epoch_in_micros"])
-                if seen_start and value != start_us:
-                    return None
-                start_us, seen_start = value, True
-            if "name" in args:
-                name = str(args["name"])
-                if phases.setdefault(event.get("pid"), name) != name:
-                    return None
-        elif ph is not None:
-            return None
-    try:
-        ts = pc.cast(pa.array([e.get("ts") for e in spans]), pa.float64())
-        durations = pc.cast(pa.array([e.get("dur") for e in spans]), pa.float64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        return None
-    if ts.null_count:
-        return None
-    n = len(spans)
-    all_args = [e.get("args") or None for e in spans]
+    for event in metadata:
+        if event.get("name") != "process_name":
+            continue
+        args = event.get("args") or {}
+        if "start_time_since_epoch_in_micros" in args:
+            value = float(args["start_time_since_epoch_in_micros"])
+            if seen_start and value != start_us:
+                return None
+            start_us, seen_start = value, True
+        if "name" in args:
+            name = str(args["name"])
+            if phases.setdefault(event.get("pid"), name) != name:
+                return None
+    return start_us, phases
+
+
+def args_columns(
+    all_args: list[dict[str, Any] | None], event_tids: list[Any]
+) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array, pa.Array, pa.Array]:
+    """The ``pid``, ``tid``, ``step``, ``device``, ``bytes`` and ``args`` columns of ``X`` events.
+
+    As :class:`TraceEventConverter` does for one event: ``args.step_num``, ``args.pid``,
+    ``args.thread_id`` (else ``args.tid``, else the event's ``tid``), ``args.bytes`` (else
+    ``args.bytes_fetched``) and ``args.device`` (when it is a device index) become columns (-1
+    when absent), and what is left of ``args`` is kept as compact JSON (``""`` when nothing).
+
+    :param all_args: each event's ``args`` (None when it has none); the keys that become
+        columns are removed from them.
+    :param event_tids: each event's own ``tid`` (None when it has none).
+    """
     steps = [a.pop("step_num", None) if a else None for a in all_args]
     pids = [a.pop("pid", None) if a else None for a in all_args]
     thread_ids = [a.pop("thread_id", None) if a else None for a in all_args]
@@ -566,7 +451,6 @@ def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBa
         a.pop("tid", None) if a and t is None else None
         for a, t in zip(all_args, thread_ids, strict=True)
     ]
-    event_tids = [e.get("tid") for e in spans]
     nbytes = [a.pop("bytes", None) if a else None for a in all_args]
     fetched = [
         a.pop("bytes_fetched", None) if a and b is None else None
@@ -577,6 +461,52 @@ def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBa
         del all_args[index]["device"]
     tid_column = pc.coalesce(
         _int_column(thread_ids), _int_column(arg_tids), _int_column(event_tids), -1
+    )
+    return (
+        pc.fill_null(_int_column(pids), -1),
+        tid_column,
+        pc.fill_null(_int_column(steps), -1),
+        devices,
+        pc.coalesce(_int_column(nbytes), _int_column(fetched), -1),
+        pa.array([orjson.dumps(a).decode() if a else "" for a in all_args], pa.string()),
+    )
+
+
+def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBatch | None:
+    """Convert a parsed array of metadata and ``X`` events column by column.
+
+    Gives the same rows as :class:`TraceEventConverter`, several times faster, for what closed
+    pevents files hold.
+
+    :returns: None when the array needs the event-by-event path: ``B``/``E`` or instant events,
+        two different start times, a pid renamed, a non-object item or a ``ts`` not a number.
+    """
+    spans = []
+    metadata = []
+    for event in events:
+        if not isinstance(event, dict):
+            return None
+        ph = event.get("ph")
+        if ph == "X":
+            spans.append(event)
+        elif ph == "M":
+            metadata.append(event)
+        elif ph is not None:
+            return None
+    names = process_names(metadata)
+    if names is None:
+        return None
+    start_us, phases = names
+    try:
+        ts = pc.cast(pa.array([e.get("ts") for e in spans]), pa.float64())
+        durations = pc.cast(pa.array([e.get("dur") for e in spans]), pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+    if ts.null_count:
+        return None
+    n = len(spans)
+    pid, tid, step, device, nbytes, args = args_columns(
+        [e.get("args") or None for e in spans], [e.get("tid") for e in spans]
     )
     minus_one = pa.array([-1] * n, pa.int64())
     return pa.record_batch(
@@ -589,15 +519,15 @@ def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBa
             pa.array(["X"] * n, pa.string()),
             pc.add(ts, start_us),
             pc.fill_null(durations, 0.0),
-            pc.fill_null(_int_column(pids), -1),
-            tid_column,
-            pc.fill_null(_int_column(steps), -1),
-            devices,
+            pid,
+            tid,
+            step,
+            device,
             minus_one,
             minus_one,
             minus_one,
-            pc.coalesce(_int_column(nbytes), _int_column(fetched), -1),
-            pa.array([orjson.dumps(a).decode() if a else "" for a in all_args], pa.string()),
+            nbytes,
+            args,
         ],
         schema=EVENT_SCHEMA,
     )

@@ -1,0 +1,42 @@
+"""The damaged records of one raw file: counted as they are met, reported once.
+
+A reader skips a record it cannot read and keeps the rest; the user gets one warning per file
+that names the file, the first bad record's line and byte offset, and how many were skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from stepscope.errors import CorruptFileError
+
+__all__ = ["DamagedRecords"]
+
+logger = logging.getLogger(__name__)
+
+
+class DamagedRecords:
+    """Counts the bad records of one file and logs them once, at the first position.
+
+    :param path: the file's name for the message.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.count = 0
+        self.first: CorruptFileError | None = None
+
+    def add(self, line_no: int, offset: int, reason: str) -> None:
+        """Count one bad record, at line ``line_no`` starting at byte ``offset``."""
+        self.count += 1
+        if self.first is None:
+            self.first = CorruptFileError(self.path, f"line {line_no} (byte {offset})", reason)
+
+    def report(self) -> None:
+        """Log the warning, if any record was bad."""
+        if self.first is not None:
+            logger.warning(
+                "%s; skipped %d damaged record(s) in this file and kept the rest.",
+                self.first,
+                self.count,
+            )
