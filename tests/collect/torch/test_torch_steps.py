@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tests.collect.torch.torchjob import TRAIN_SCRIPT, losses, read_events, run_script, steps
 
 from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
@@ -160,3 +161,56 @@ def test_a_backward_that_raises_does_not_stop_later_backward_events(tmp_path: Pa
     backwards = [e["args"]["step_num"] for e in events if e["phase"] == "Backward(post-forward)"]
     assert backwards == ["0", "2", "3"]
     assert [e["args"]["step_num"] for e in steps(events)] == ["0", "1", "2", "3"]
+
+
+def test_models_are_hooked_alone_and_a_model_first_used_later_is_found(tmp_path: Path) -> None:
+    import torch
+    from torch.nn.modules import module as torch_module
+
+    import stepscope
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    scorer = torch.nn.Linear(4, 1).eval()  # built at the start, first called in the evaluation
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = torch.utils.data.TensorDataset(torch.randn(20, 4))
+    global_hooks_after_step = []
+    with stepscope.profile(QUIET, job_dir=tmp_path / "job"):
+        for (x,) in torch.utils.data.DataLoader(data, batch_size=4):
+            model(x).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            global_hooks_after_step.append(len(torch_module._global_forward_pre_hooks))
+        with torch.no_grad():
+            for (x,) in torch.utils.data.DataLoader(data, batch_size=8):
+                scorer(x)
+    # the global hook that finds models is gone once a step found no new model: every module
+    # call is back on torch's fast path
+    assert global_hooks_after_step == [1, 0, 0, 0, 0]
+    events = read_events(tmp_path / "job")
+    assert [e["args"]["step_num"] for e in steps(events)] == ["0", "1", "2", "3", "4"]
+    assert [e["args"]["step_num"] for e in steps(events, "EVAL")] == ["0", "1", "2"]
+    forwards = [e["name"] for e in events if e["phase"] == "Forward"]
+    assert forwards == ["Sequential"] * 5 + ["Linear"] * 3
+
+
+@pytest.mark.filterwarnings("ignore:Using `torch.compile:UserWarning")  # torch's, while finding
+def test_a_compiled_model_gets_its_steps_forward_and_backward(tmp_path: Path) -> None:
+    import torch
+
+    import stepscope
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with stepscope.profile(QUIET, job_dir=tmp_path / "job") as session:
+        compiled = torch.compile(model, backend="eager")
+        for _ in range(4):
+            compiled(torch.randn(2, 4)).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    assert not session.guard.failures
+    events = read_events(tmp_path / "job")
+    assert [e["args"]["step_num"] for e in steps(events)] == ["0", "1", "2", "3"]
+    assert [e["name"] for e in events if e["phase"] == "Forward"] == ["Sequential"] * 4
+    assert len([e for e in events if e["phase"] == "Backward(post-forward)"]) == 4

@@ -23,23 +23,40 @@ no new one, and it is *re-armed* whenever a new model may appear:
 What this misses: a model built before the last re-arming and called for the first time in the
 middle of a loop that creates no data-loader iterator (it is found at the next epoch).
 ``DataParallel`` re-registers its replicas' sub-modules every step, so it keeps the finder armed.
+
+``torch.compile``: a compiled model is found as its ``OptimizedModule`` (whose hooks run outside
+the compiled code). Hooks that can run inside compiled code (the finder's, a sub-module's) are
+registered through :func:`untraced` once ``torch._dynamo`` is loaded, so the compiler runs them as
+Python instead of tracing them; while the finder is armed, torch warns once that a compiled
+module meets a global hook.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch.nn.modules import module as _module
 
 from stepscope.collect.session import Session
 
-__all__ = ["ModelFinder"]
+__all__ = ["ModelFinder", "untraced"]
 
 logger = logging.getLogger(__name__)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def untraced(hook: _F) -> _F:
+    """``hook``, run as Python by ``torch.compile`` (a graph break) rather than traced into the
+    compiled code, once the compiler is loaded; unchanged before (loading it takes seconds)."""
+    if "torch._dynamo" not in sys.modules:
+        return hook
+    return torch.compiler.disable(hook)  # type: ignore[no-untyped-call, no-any-return]
 
 
 class ModelFinder:
@@ -70,6 +87,8 @@ class ModelFinder:
         self.models_found = 0
         self._found_this_step = False
         self._hook: Any = None
+        #: whether the armed hook went through :func:`untraced`
+        self._untraced = False
         self._registration_hooks: list[Any] = []
         guard = session.guard
         self._discover_hook = guard.wrap("torch.model_finder", self._discover)
@@ -84,6 +103,8 @@ class ModelFinder:
         rearm = self.arm
 
         def on_registration(owner: Any, name: str, value: Any) -> None:
+            if self._hook is not None and not self._untraced and "torch._dynamo" in sys.modules:
+                self._retire()  # torch.compile is here: arm again with a hook it will not trace
             if self._hook is None:
                 rearm()
 
@@ -111,7 +132,8 @@ class ModelFinder:
 
     def _arm(self) -> None:
         if self._hook is None and self.session.enabled:
-            self._hook = _module.register_module_forward_pre_hook(self._discover_hook)
+            self._untraced = "torch._dynamo" in sys.modules
+            self._hook = _module.register_module_forward_pre_hook(untraced(self._discover_hook))
 
     def _retire(self) -> None:
         hook, self._hook = self._hook, None

@@ -37,7 +37,7 @@ import torch
 import torch.optim.optimizer as _optimizer
 
 from stepscope.collect.session import Session, now_us
-from stepscope.collect.torch.models import ModelFinder
+from stepscope.collect.torch.models import ModelFinder, untraced
 
 __all__ = ["ModuleHooks"]
 
@@ -180,14 +180,15 @@ class ModuleHooks:
 
     def _adopt(self, module: torch.nn.Module, args: Any) -> None:
         """Hook a model the finder found, from inside its first call's global pre-hook."""
-        self._names[module] = type(module).__name__
+        # a compiled model (``OptimizedModule``) is named after the module it compiles
+        self._names[module] = type(getattr(module, "_orig_mod", module)).__name__
         for name, sub in module.named_modules():
             if sub is not module and sub not in self._names:
                 self._names[sub] = name
         self._models[module] = [
-            module.register_forward_pre_hook(self._model_pre_hook),
+            module.register_forward_pre_hook(untraced(self._model_pre_hook)),
             # always_call: the post-hook also runs when a forward raises, keeping the stack true
-            module.register_forward_hook(self._post_hook, always_call=True),
+            module.register_forward_hook(untraced(self._post_hook), always_call=True),
         ]
         if self._sub_handles is not None:
             self._hook_submodules_of(module, self._sub_handles)
@@ -212,10 +213,11 @@ class ModuleHooks:
             self._unhook_submodules()
 
     def _hook_submodules_of(self, model: torch.nn.Module, handles: list[Any]) -> None:
+        pre_hook, post_hook = untraced(self._sub_pre_hook), untraced(self._post_hook)
         for sub in model.modules():
             if sub is not model and sub not in self._models:
-                handles.append(sub.register_forward_pre_hook(self._sub_pre_hook))
-                handles.append(sub.register_forward_hook(self._post_hook, always_call=True))
+                handles.append(sub.register_forward_pre_hook(pre_hook))
+                handles.append(sub.register_forward_hook(post_hook, always_call=True))
 
     def _unhook_submodules(self) -> None:
         handles, self._sub_handles = self._sub_handles, None
