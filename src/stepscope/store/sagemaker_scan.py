@@ -69,10 +69,10 @@ def _scan(con: Any, files: Sequence[ScanFile], query: str) -> _Scanned | None:
         table = con.sql(query.replace("{files}", _sql_list(files))).to_arrow_table()
     except duckdb.Error:
         return None
-    positions = table.column("file").to_numpy()
+    positions = _ints(table.column("file"))
     if positions.size and np.any(np.diff(positions) < 0):
         table = table.take(pc.sort_indices(table.column("file")))  # stable: keeps file order
-        positions = table.column("file").to_numpy()
+        positions = _ints(table.column("file"))
     return table.drop_columns(["file"]), positions - 1
 
 
@@ -88,10 +88,22 @@ def _scan_each(
     return [table for f in files for table in _scan_each(con, [f], query, convert)]
 
 
+def _ints(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Integers without nulls as a numpy array."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    ints: np.ndarray = values.to_numpy()
+    return ints
+
+
+def _rows(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The positions where ``mask`` is true (null counts as false)."""
+    return _ints(pc.indices_nonzero(mask))
+
+
 def _files_with(mask: pa.Array, file_of_row: np.ndarray, n_files: int) -> np.ndarray:
     """Which files have a row where ``mask`` is true (null counts as false)."""
-    rows = pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
-    return np.bincount(file_of_row[rows], minlength=n_files) > 0
+    return np.bincount(file_of_row[_rows(mask)], minlength=n_files) > 0
 
 
 def _split(table: pa.Table, file_of_row: np.ndarray, skip: np.ndarray) -> list[pa.Table | None]:
@@ -207,16 +219,14 @@ def _events_tables(
     skip = _files_with(
         pc.invert(pc.or_(pc.or_(is_span, is_meta), pc.is_null(ph))), file_of_row, n_files
     )
-    counted = np.bincount(
-        file_of_row[pc.or_(is_span, is_meta).to_numpy(zero_copy_only=False)], minlength=n_files
-    )
+    counted = np.bincount(file_of_row[_rows(pc.or_(is_span, is_meta))], minlength=n_files)
     skip |= counted == 0
-    meta_rows = is_meta.to_numpy(zero_copy_only=False)
+    meta_rows = _rows(is_meta)
     metadata = _file_metadata(
         files, table.filter(is_meta).select(["name", "pid", "args"]), file_of_row[meta_rows]
     )
     skip |= np.array([m is None for m in metadata], bool)
-    span_rows = is_span.to_numpy(zero_copy_only=False)
+    span_rows = _rows(is_span)
     spans, file_of_span = table.filter(is_span), file_of_row[span_rows]
     pid_key, odd_pid = _plain_ints(spans.column("pid").combine_chunks())
     event_tid, odd_tid = _plain_ints(spans.column("tid").combine_chunks())
@@ -228,7 +238,7 @@ def _events_tables(
     ):
         if damaged is not None:
             skip |= _files_with(damaged, file_of_span, n_files)
-    start_us = np.array([m[0] if m else 0.0 for m in metadata], np.float64)
+    start_us = [m[0] if m else 0.0 for m in metadata]
     n = spans.num_rows
     on_file = pa.array(file_of_span)
     columns = _args_of_spans(spans, event_tid)
@@ -236,11 +246,11 @@ def _events_tables(
         [
             pa.array([f.source for f in files], pa.string()).take(on_file),
             pa.array([f.node for f in files], pa.string()).take(on_file),
-            pa.array(np.array([f.rank for f in files], np.int32)[file_of_span]),
+            pa.array([f.rank for f in files], pa.int32()).take(on_file),
             _categories(metadata, pid_key, file_of_span),
             spans.column("name").combine_chunks().fill_null(""),
             pa.repeat(pa.scalar("X", pa.string()), n),
-            pc.add(spans.column("ts"), pa.array(start_us[file_of_span])).fill_null(0.0),
+            pc.add(spans.column("ts"), pa.array(start_us, pa.float64()).take(on_file)),
             pc.fill_null(spans.column("dur"), 0.0),
             *columns[:4],
             *[pa.repeat(pa.scalar(-1, pa.int64()), n)] * 3,
@@ -257,7 +267,7 @@ def _categories(
     """The phase each span's file gives its ``pid`` (``Unknown`` when none)."""
     encoded = pc.dictionary_encode(pid_key)
     pids: list[Any] = [*encoded.dictionary.to_pylist(), None]  # a missing pid is the last code
-    codes = encoded.indices.fill_null(len(pids) - 1).to_numpy()
+    codes = _ints(encoded.indices.fill_null(len(pids) - 1))
     names = [
         (m[1] if m else {}).get(pid, "Unknown") for m in metadata for pid in pids
     ]  # one name per (file, pid), file-major
@@ -273,8 +283,8 @@ def _args_of_spans(spans: pa.Table, event_tid: pa.Array) -> list[pa.Array]:
     reader converts them.
     """
     n = spans.num_rows
-    special = pa.array(np.zeros(n, bool))
-    popped = pa.array(np.zeros(n, np.int64))
+    special = pa.repeat(pa.scalar(False), n)
+    popped = pa.repeat(pa.scalar(0, pa.int64()), n)
     values: dict[str, pa.Array] = {}
     for key, text in zip(_ARGS_KEYS, spans.column("known").combine_chunks().flatten(), strict=True):
         ints, odd = _plain_ints(text)
