@@ -71,9 +71,11 @@ _MANIFEST_VERSION = 1
 #: Rows per Parquet row group of a merged segment: small enough that a query for a few minutes
 #: of an hour-long stream skips most of it by the row groups' statistics.
 _ROW_GROUP_ROWS = 65_536
-#: Event columns whose values are nearly all distinct: dictionary-encoding them only costs
+#: Columns whose values are nearly all distinct: dictionary-encoding them only costs
 #: write time (and makes the segment larger), so they are written plain.
-_PLAIN_COLUMNS = frozenset(("args", "start_us", "dur_us", "correlation", "external_id"))
+_PLAIN_COLUMNS = frozenset(
+    ("args", "start_us", "dur_us", "correlation", "external_id", "timestamp_us")
+)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _DUCKDB_TYPES = {
     pa.int64(): "BIGINT",
