@@ -11,7 +11,8 @@ import torch
 from tests.collect.torch.torchjob import read_events, steps
 
 import stepscope
-from stepscope.collect.session import Session, get_active_session, rank_from_env
+from stepscope.collect.rank_file import rank_from_env
+from stepscope.collect.session import Session, get_active_session
 from stepscope.collect.torch import is_instrumented
 from stepscope.config import FrameworkProfile, ProfilerConfig
 from stepscope.errors import ConfigError, SessionError

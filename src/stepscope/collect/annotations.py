@@ -30,14 +30,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from stepscope.collect import session as _session
-from stepscope.collect.session import LATER_MAX_EVENTS
+from stepscope.collect.events import ANNOTATION_PHASE, LATER_MAX_EVENTS
 
 if TYPE_CHECKING:
     from stepscope.collect.session import Session
 
 __all__ = ["AnnotationHandle", "annotate", "annotation_begin", "annotation_end"]
 
-PHASE = _session.ANNOTATION_PHASE
+PHASE = ANNOTATION_PHASE
 
 _perf_counter_ns = time.perf_counter_ns
 _get_ident = threading.get_ident
@@ -92,7 +92,7 @@ def annotation_end(handle: AnnotationHandle | None) -> None:
 
 def _record(session: Session, name: str, start_ns: int, end_ns: int, tid: int) -> None:
     """Queue the raw span; :meth:`Session.flush` converts it (epoch µs, args) in one burst."""
-    annotations = session._annotations
+    annotations = session.annotations
     annotations.append((name, start_ns, end_ns, tid, session.current_step_num))
     if len(annotations) >= LATER_MAX_EVENTS:
         session.flush()
@@ -170,7 +170,7 @@ class annotate:
         if type(opened) is tuple:
             session = opened[0]
             if session.enabled:  # _record, inlined: this runs for every annotation
-                annotations = session._annotations
+                annotations = session.annotations
                 annotations.append(
                     (self.name, opened[1], end_ns, _get_ident(), session.current_step_num)
                 )

@@ -1,56 +1,40 @@
-"""The active profiling session: its configuration, writers, steps and clock.
+"""The active profiling session: its configuration, steps, listeners and identity.
 
-A :class:`Session` is what every hook writes through. It knows where the job's profiler output
+A :class:`Session` is what every hook records through. It knows where the job's profiler output
 goes, which node and rank this process is, which step is running and in which mode, and which
 collection options (data loader, Python profiling, detailed profiling, collectives) are active for
 that step. The PyTorch side (:mod:`stepscope.collect.torch`) decides *when* steps begin and end;
-the session records them and tells its step listeners (the Python and detailed profilers), which
-start and stop their windows exactly on step boundaries.
+the session records them and tells its step listeners (the Python and detailed profilers, the
+module hooks), which start and stop their windows exactly on step boundaries. Its events wait in
+an :class:`~stepscope.collect.events.EventQueue` and reach the timeline writers in bursts; every
+timestamp is :func:`~stepscope.collect.clock.now_us`.
 
 Global state (the only one in ``collect``): the active session, read with
 :func:`get_active_session` and set only by :meth:`Session.start` / :meth:`Session.stop`. A forked
 child (a data-loader worker) forgets it, so a worker never writes through its parent's writers.
-
-Clock: every timestamp is :func:`now_us`, ``time.perf_counter`` (monotonic, the same clock in every
-process of the machine) mapped to microseconds since the epoch once per process. Durations are
-therefore immune to wall-clock jumps; cross-process alignment is recorded, never applied
-(``framework/ranks/<node_id>.json``).
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
-import dataclasses
-import datetime as _dt
 import functools
-import json
 import logging
 import os
-import socket
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from stepscope.collect.clock import epoch_offset_us, now_us
+from stepscope.collect.events import EventQueue
+from stepscope.collect.rank_file import write_rank_file
 from stepscope.collect.torch.guard import Guard
-from stepscope.errors import ConfigError, SessionError
+from stepscope.errors import SessionError
 
 if TYPE_CHECKING:
     from stepscope.config import ProfilerConfig
 
-__all__ = [
-    "MODES",
-    "Session",
-    "StepListener",
-    "get_active_session",
-    "now_us",
-    "profile",
-    "set_mode",
-    "step",
-]
+__all__ = ["MODES", "Session", "StepListener", "get_active_session"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,14 +43,6 @@ MODES = ("TRAIN", "EVAL", "PREDICT", "GLOBAL")
 
 #: The collection options a step range can switch on (``FrameworkProfile.range_for``).
 OPTIONS = ("dataloader", "python", "detailed", "horovod", "smdataparallel")
-
-#: Events held back before they are handed to the writers in one burst (see write_later).
-LATER_MAX_EVENTS = 1024
-#: The phase of :mod:`stepscope.collect.annotations`' events.
-ANNOTATION_PHASE = "Annotation"
-
-#: Seconds between two bursts, checked at step ends.
-FLUSH_INTERVAL_S = 1.0
 
 #: How often, at most, a step boundary checks whether the config file changed.
 CONFIG_POLL_INTERVAL_S = 1.0
@@ -77,17 +53,6 @@ _active: Session | None = None
 def get_active_session() -> Session | None:
     """The session this process records into, or ``None`` when nothing is being profiled."""
     return _active
-
-
-@functools.cache
-def _epoch_offset_us() -> float:
-    """Epoch µs minus ``perf_counter`` µs, measured once per process (a memoized constant)."""
-    return time.time() * 1e6 - time.perf_counter() * 1e6
-
-
-def now_us() -> float:
-    """Microseconds since the epoch on the monotonic clock of this process."""
-    return time.perf_counter() * 1e6 + _epoch_offset_us()
 
 
 class StepListener(Protocol):
@@ -156,7 +121,7 @@ class Session:
         #: the running step's ``step_num`` (per mode, as SageMaker writes it)
         self.current_step_num = "0"
         #: epoch µs minus ``perf_counter`` µs (see :func:`now_us`), for hot paths
-        self.epoch_offset_us = _epoch_offset_us()
+        self.epoch_offset_us = epoch_offset_us()
         self.step_start_us = 0.0
         #: Where the next step starts: the end of the previous step (or a data-loader epoch
         #: start); ``None`` when the next step starts where it is detected.
@@ -170,17 +135,14 @@ class Session:
         self._on_step_begin: list[Callable[[Session, int], None]] = []
         self._on_step_end: list[Callable[[Session, int], None]] = []
         self._closers: list[Callable[[], None]] = []
-        self._writers: dict[str, Any] = {}
-        # annotations wait here (append/popleft are atomic) and reach the writer in bursts
-        self._later: collections.deque[tuple[str, str, float, float, dict[str, Any], str]] = (
-            collections.deque()
+        self.events = EventQueue(
+            self, writer_factory=writer_factory, on_writer_opened=self._write_rank_file_once
         )
-        # annotations as the caller recorded them: (name, start perf_counter_ns, end
-        # perf_counter_ns, thread id, step_num); flush() converts them, so an annotation costs
-        # its caller two clock reads and one append
-        self._annotations: collections.deque[tuple[str, int, int, int, str]] = collections.deque()
-        self._last_flush_s = 0.0
-        self._writer_factory = writer_factory
+        #: :meth:`EventQueue.write_later` and :meth:`EventQueue.flush` of :attr:`events`, and
+        #: its raw annotations (what every hook calls, without one more attribute look-up)
+        self.write_later = self.events.write_later
+        self.flush = self.events.flush
+        self.annotations = self.events.annotations
         self._lock = threading.RLock()
         self._watcher: Any = None
         self._config_path = Path(config_path) if config_path is not None else None
@@ -222,10 +184,9 @@ class Session:
             self.guard.wrap("session.close", closer)()
         self.guard.wrap("session.flush", self.flush)()
         self.enabled = False
-        if self._writers:
+        if self.events.writers:
             self.write_rank_file()
-        for writer in self._writers.values():
-            self.guard.wrap("session.close_writer", writer.close)()
+        self.events.close()
         if _active is self:
             _active = None
         if self.guard.failures:
@@ -248,126 +209,7 @@ class Session:
         """Run ``closer`` (guarded) when the session stops, after the listeners, newest first."""
         self._closers.append(closer)
 
-    # -- writing ----------------------------------------------------------------------------
-
-    def write_later(
-        self,
-        phase: str,
-        name: str,
-        start_us: float,
-        dur_us: float,
-        args: dict[str, Any],
-        suffix: str = "pythontimeline.json",
-    ) -> None:
-        """Queue an event for the next burst: at the first step end after
-        :data:`FLUSH_INTERVAL_S`, at the stop, or after :data:`LATER_MAX_EVENTS` events.
-
-        Every event of the training thread (steps, forward, backward, data loader, annotations,
-        collectives) goes this way, so the writer thread wakes about once a second instead of
-        once per event, and the training thread seldom hands it the GIL.
-
-        :param suffix: the timeline file: ``pythontimeline.json`` (steps, forward/backward,
-            annotations, collectives) or ``model_timeline.json`` (data loader), as SageMaker
-            splits them.
-        """
-        later = self._later
-        later.append((phase, name, start_us, dur_us, args, suffix))
-        if len(later) >= LATER_MAX_EVENTS:
-            self.flush()
-
-    def flush(self) -> None:
-        """Hand the events queued by :meth:`write_later` and the annotations to the writers."""
-        self._last_flush_s = time.monotonic()
-        later = self._later
-        # a writer that breaks its promise never to raise loses its events, not our hooks
-        writers: dict[str, Any] = {}
-        while later:
-            try:
-                phase, name, start_us, dur_us, args, suffix = later.popleft()
-            except IndexError:
-                break
-            write_event = writers.get(suffix)
-            if write_event is None:
-                writer = self._writers.get(suffix) or self._open_writer(suffix)
-                if writer is None:
-                    continue
-                write_event = writers[suffix] = self.guard.wrap(
-                    "session.writer", writer.write_event
-                )
-            write_event(name, phase, start_us, dur_us, args)
-        self._flush_annotations()
-
-    def _flush_annotations(self) -> None:
-        annotations = self._annotations
-        if not annotations:
-            return
-        writer = self._writers.get("pythontimeline.json") or self._open_writer(
-            "pythontimeline.json"
-        )
-        if writer is None:
-            annotations.clear()
-            return
-        if self.guard.is_disabled("session.writer"):
-            annotations.clear()
-            return
-        write_event = writer.write_event
-        offset_us = self.epoch_offset_us
-        pid = self.pid
-        # one args dict per thread and step, shared by its events (writers never change args)
-        args_by_key: dict[tuple[int, str], dict[str, Any]] = {}
-        try:
-            while annotations:
-                name, start_ns, end_ns, tid, step_num = annotations.popleft()
-                args = args_by_key.get((tid, step_num))
-                if args is None:
-                    args = {"tid": tid, "pid": pid, "step_num": step_num}
-                    args_by_key[tid, step_num] = args
-                write_event(
-                    str(name),
-                    ANNOTATION_PHASE,
-                    start_ns / 1000 + offset_us,
-                    (end_ns - start_ns) / 1000,
-                    args,
-                )
-        except IndexError:
-            return  # another thread emptied the queue first
-        except Exception:  # noqa: BLE001 - the guard's catch-all; fail() logs the traceback
-            self.guard.fail("session.writer")
-
-    def _open_writer(self, suffix: str) -> Any:
-        with self._lock:
-            writer = self._writers.get(suffix)
-            if writer is not None or not self.enabled:
-                return writer
-            framework = self.config.framework_profile_params
-            factory = self._writer_factory
-            if factory is None:
-                from stepscope.store import TimelineWriter
-
-                factory = TimelineWriter
-            try:
-                writer = factory(
-                    self.profiler_output_dir,
-                    self.node_id,
-                    suffix=suffix,
-                    file_max_size=getattr(framework, "file_max_size", 10485760),
-                    file_close_interval_s=getattr(framework, "file_close_interval", 60),
-                    file_open_fail_threshold=getattr(framework, "file_open_fail_threshold", 50),
-                )
-            except (OSError, ValueError) as exc:
-                logger.warning(
-                    "stepscope: cannot write framework events to %s (%s); "
-                    "this process records no %s events.",
-                    self.profiler_output_dir,
-                    exc,
-                    suffix,
-                )
-                self.enabled = False
-                return None
-            self._writers[suffix] = writer
-        if not self._rank_file_written:
-            self.write_rank_file()
-        return writer
+    # -- identity -------------------------------------------------------------------------
 
     def rank_file(self) -> Path:
         """``framework/ranks/<node_id>.json``: who this process is, and its clock offset."""
@@ -384,18 +226,14 @@ class Session:
             "node": self.node,
             "node_id": self.node_id,
             "pid": self.pid,
-            "hostname": socket.gethostname(),
             "clock_offset_us": self.clock_offset_us,
         }
-        target = self.rank_file()
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{self.pid}.tmp")
-            tmp.write_text(json.dumps(info))
-            os.replace(tmp, target)
+        if write_rank_file(self.rank_file(), info):
             self._rank_file_written = True
-        except OSError as exc:
-            logger.warning("stepscope: cannot write %s (%s)", target, exc)
+
+    def _write_rank_file_once(self) -> None:
+        if not self._rank_file_written:
+            self.write_rank_file()
 
     def adopt_rank(self, rank: int, world_size: int) -> None:
         """Take the rank the process group gave (scripts launched without torchrun's ``RANK``).
@@ -404,7 +242,7 @@ class Session:
         """
         if rank == self.rank and world_size == self.world_size:
             return
-        if self._writers:
+        if self.events.writers:
             logger.warning(
                 "stepscope: this process is rank %d of %d but already wrote events as %s; "
                 "set RANK before the first step (torchrun does) to name its files right",
@@ -459,8 +297,7 @@ class Session:
             phase = f"Step:ModeKeys.{mode}"
             args = {"step_num": str(self.mode_steps[mode]), "pid": self.pid}
             self.write_later(phase, phase, self.step_start_us, end - self.step_start_us, args)
-            if time.monotonic() - self._last_flush_s >= FLUSH_INTERVAL_S:
-                self.flush()
+            self.events.flush_if_due()
             finished = self.step
             self._poll_config()
             self._update_active(finished + 1)
@@ -518,7 +355,7 @@ def _forget_in_child() -> None:
             if after_fork is not None:
                 _active.guard.wrap("session.after_fork", after_fork)()
         _active.enabled = False
-        _active._writers = {}  # their threads did not survive the fork
+        _active.events.forget_writers()
         _active = None
 
 
@@ -526,125 +363,3 @@ def _forget_in_child() -> None:
 def _forget_session_in_forked_children() -> None:
     """Register (once per process) the fork handler that keeps workers off our writers."""
     os.register_at_fork(after_in_child=_forget_in_child)
-
-
-# -- the explicit API -------------------------------------------------------------------------
-
-
-def _check_mode(mode: str, owner: str) -> str:
-    upper = str(mode).upper()
-    if upper.startswith("MODEKEYS."):
-        upper = upper[len("MODEKEYS.") :]
-    if upper not in MODES:
-        raise ConfigError(f"{owner}.mode", mode, f"one of {', '.join(MODES)}")
-    return upper
-
-
-@contextlib.contextmanager
-def step(mode: str = "TRAIN") -> Iterator[int]:
-    """Mark one step explicitly: ``with stepscope.step("EVAL"): ...``.
-
-    Steps are detected automatically (optimizer steps, forward passes in eval mode); a script
-    that marks its own steps switches that detection off for the rest of the session, so no step
-    is counted twice. Outside a session this does nothing and yields ``-1``.
-
-    :param mode: ``TRAIN``, ``EVAL``, ``PREDICT`` or ``GLOBAL``.
-    """
-    checked = _check_mode(mode, "step")
-    session = get_active_session()
-    if session is None or not session.enabled:
-        yield -1
-        return
-    session.explicit_steps = True
-    number = session.guard.wrap("session.step_begin", session.begin_step)(checked)
-    try:
-        yield -1 if number is None else number
-    finally:
-        session.guard.wrap("session.step_end", session.end_step)()
-
-
-def set_mode(mode: str | None) -> None:
-    """Force the mode of automatically detected steps (``"PREDICT"``), or ``None`` to infer it.
-
-    Inferred: ``TRAIN`` when the model is in training mode with gradients on, else ``EVAL``.
-    """
-    checked = None if mode is None else _check_mode(mode, "set_mode")
-    session = get_active_session()
-    if session is not None:
-        session.mode_override = checked
-
-
-def _default_job_dir() -> Path:
-    script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "python"
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("stepscope-jobs") / f"{script or 'python'}-{stamp}"
-
-
-@contextlib.contextmanager
-def profile(
-    config: ProfilerConfig | None = None, job_dir: str | os.PathLike[str] | None = None
-) -> Iterator[Session]:
-    """Profile the enclosed code: ``with stepscope.profile(): train()``.
-
-    Under ``stepscope run`` the process is already profiled: the running session is reused and
-    left running. Otherwise a session starts, PyTorch is instrumented, and everything is written
-    to ``<job_dir>/profiler-output`` (a folder every stepscope reader opens).
-
-    :param config: what to collect; default ``ProfilerConfig(framework_profile_params=
-        FrameworkProfile())``, SageMaker's defaults for every option.
-    :param job_dir: the job folder; default ``FrameworkProfile.local_path`` if set (as the
-        profiler output folder itself), else ``./stepscope-jobs/<script>-<time>``.
-    """
-    running = get_active_session()
-    if running is not None:
-        logger.info("stepscope: reusing the running profiling session of %s", running.node_id)
-        yield running
-        return
-    from stepscope.config import FrameworkProfile, ProfilerConfig
-
-    if config is None:
-        config = ProfilerConfig(framework_profile_params=FrameworkProfile())
-    if not isinstance(config, ProfilerConfig):
-        raise ConfigError("profile.config", config, "a ProfilerConfig or None")
-    framework = config.framework_profile_params
-    if framework is None:
-        framework = FrameworkProfile()
-        config = dataclasses.replace(config, framework_profile_params=framework)
-    if job_dir is not None:
-        output = Path(job_dir) / "profiler-output"
-    elif framework.local_path is not None:
-        output = Path(framework.local_path)
-    else:
-        output = _default_job_dir() / "profiler-output"
-    session = Session(config, output, **rank_from_env())
-    from stepscope.collect.torch import instrument
-
-    session.start()
-    try:
-        instrument(session)
-        yield session
-    finally:
-        session.stop()
-
-
-def rank_from_env(env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Node and rank of this process from ``STEPSCOPE_NODE`` and torchrun's variables.
-
-    ``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE`` as torchrun sets them; without ``STEPSCOPE_NODE``
-    the node is ``algo-<GROUP_RANK + 1>`` (torchrun's node index).
-    """
-    env = dict(os.environ) if env is None else env
-
-    def number(name: str, default: int) -> int:
-        try:
-            return int(env.get(name, default))
-        except ValueError:
-            return default
-
-    node = env.get("STEPSCOPE_NODE") or f"algo-{number('GROUP_RANK', 0) + 1}"
-    return {
-        "node": node,
-        "rank": number("RANK", 0),
-        "local_rank": number("LOCAL_RANK", 0),
-        "world_size": number("WORLD_SIZE", 1),
-    }

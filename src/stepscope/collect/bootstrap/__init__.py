@@ -30,7 +30,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from stepscope.collect.session import Session, get_active_session, rank_from_env
+from stepscope.collect.rank_file import rank_from_env
+from stepscope.collect.session import Session, get_active_session
 from stepscope.errors import StepscopeError
 
 __all__ = ["BOOTSTRAP_DIR", "install"]

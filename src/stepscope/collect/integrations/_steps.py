@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from stepscope.collect.session import get_active_session, profile
+from stepscope.collect.explicit import profile
+from stepscope.collect.session import get_active_session
 
 
 class StepMarker:

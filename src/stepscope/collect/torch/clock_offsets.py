@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from stepscope.collect.session import now_us
+from stepscope.collect.clock import now_us
 
 __all__ = ["ROUNDS", "measure_clock_offset_us"]
 

@@ -34,7 +34,8 @@ from typing import Any
 import torch.utils.data._utils.worker as _worker_module
 from torch.utils.data import dataloader as _dataloader
 
-from stepscope.collect.session import Session, now_us
+from stepscope.collect.clock import now_us
+from stepscope.collect.session import Session
 
 __all__ = ["DataLoaderHooks"]
 

@@ -28,7 +28,8 @@ from typing import Any
 import torch
 import torch.profiler
 
-from stepscope.collect.session import Session, now_us
+from stepscope.collect.clock import now_us
+from stepscope.collect.session import Session
 from stepscope.store.layout import detailed_profiling_trace_path
 
 __all__ = ["DetailedProfiler"]

@@ -28,7 +28,8 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
-from stepscope.collect.session import Session, now_us
+from stepscope.collect.clock import now_us
+from stepscope.collect.session import Session
 from stepscope.collect.torch.clock_offsets import measure_clock_offset_us
 
 __all__ = ["COLLECTIVES", "CollectiveHooks"]

@@ -34,7 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from stepscope.collect.session import Session, now_us
+from stepscope.collect.clock import now_us
+from stepscope.collect.session import Session
 from stepscope.store.layout import StatsBoundary, python_stats_dir
 
 __all__ = ["PythonProfiler"]

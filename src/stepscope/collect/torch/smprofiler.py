@@ -110,7 +110,7 @@ class SMProfiler:
             raise SessionError("SageMaker Profiler is already profiling; call stop_profiling first")
         session = get_active_session()
         if session is None:
-            from stepscope.collect.session import profile
+            from stepscope.collect.explicit import profile
 
             self._owned = profile()
             session = self._owned.__enter__()

@@ -36,7 +36,8 @@ from typing import Any
 import torch
 import torch.optim.optimizer as _optimizer
 
-from stepscope.collect.session import Session, now_us
+from stepscope.collect.clock import now_us
+from stepscope.collect.session import Session
 from stepscope.collect.torch.models import ModelFinder, untraced
 
 __all__ = ["ModuleHooks"]

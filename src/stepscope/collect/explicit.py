@@ -1,0 +1,126 @@
+"""The explicit profiling API: ``stepscope.profile()``, ``stepscope.step()``, ``stepscope.set_mode()``.
+
+For scripts that want to say what is profiled and where steps are, instead of (or on top of) the
+zero-code-change collection of ``stepscope run``. Each function works on the active session
+(:func:`~stepscope.collect.session.get_active_session`); outside one, ``step`` and ``set_mode``
+do nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as _dt
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stepscope.collect.rank_file import rank_from_env
+from stepscope.collect.session import MODES, Session, get_active_session
+from stepscope.errors import ConfigError
+
+if TYPE_CHECKING:
+    from stepscope.config import ProfilerConfig
+
+__all__ = ["profile", "set_mode", "step"]
+
+logger = logging.getLogger(__name__)
+
+
+def _check_mode(mode: str, owner: str) -> str:
+    upper = str(mode).upper()
+    if upper.startswith("MODEKEYS."):
+        upper = upper[len("MODEKEYS.") :]
+    if upper not in MODES:
+        raise ConfigError(f"{owner}.mode", mode, f"one of {', '.join(MODES)}")
+    return upper
+
+
+@contextlib.contextmanager
+def step(mode: str = "TRAIN") -> Iterator[int]:
+    """Mark one step explicitly: ``with stepscope.step("EVAL"): ...``.
+
+    Steps are detected automatically (optimizer steps, forward passes in eval mode); a script
+    that marks its own steps switches that detection off for the rest of the session, so no step
+    is counted twice. Outside a session this does nothing and yields ``-1``.
+
+    :param mode: ``TRAIN``, ``EVAL``, ``PREDICT`` or ``GLOBAL``.
+    """
+    checked = _check_mode(mode, "step")
+    session = get_active_session()
+    if session is None or not session.enabled:
+        yield -1
+        return
+    session.explicit_steps = True
+    number = session.guard.wrap("session.step_begin", session.begin_step)(checked)
+    try:
+        yield -1 if number is None else number
+    finally:
+        session.guard.wrap("session.step_end", session.end_step)()
+
+
+def set_mode(mode: str | None) -> None:
+    """Force the mode of automatically detected steps (``"PREDICT"``), or ``None`` to infer it.
+
+    Inferred: ``TRAIN`` when the model is in training mode with gradients on, else ``EVAL``.
+    """
+    checked = None if mode is None else _check_mode(mode, "set_mode")
+    session = get_active_session()
+    if session is not None:
+        session.mode_override = checked
+
+
+def _default_job_dir() -> Path:
+    script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "python"
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("stepscope-jobs") / f"{script or 'python'}-{stamp}"
+
+
+@contextlib.contextmanager
+def profile(
+    config: ProfilerConfig | None = None, job_dir: str | os.PathLike[str] | None = None
+) -> Iterator[Session]:
+    """Profile the enclosed code: ``with stepscope.profile(): train()``.
+
+    Under ``stepscope run`` the process is already profiled: the running session is reused and
+    left running. Otherwise a session starts, PyTorch is instrumented, and everything is written
+    to ``<job_dir>/profiler-output`` (a folder every stepscope reader opens).
+
+    :param config: what to collect; default ``ProfilerConfig(framework_profile_params=
+        FrameworkProfile())``, SageMaker's defaults for every option.
+    :param job_dir: the job folder; default ``FrameworkProfile.local_path`` if set (as the
+        profiler output folder itself), else ``./stepscope-jobs/<script>-<time>``.
+    """
+    running = get_active_session()
+    if running is not None:
+        logger.info("stepscope: reusing the running profiling session of %s", running.node_id)
+        yield running
+        return
+    from stepscope.config import FrameworkProfile, ProfilerConfig
+
+    if config is None:
+        config = ProfilerConfig(framework_profile_params=FrameworkProfile())
+    if not isinstance(config, ProfilerConfig):
+        raise ConfigError("profile.config", config, "a ProfilerConfig or None")
+    framework = config.framework_profile_params
+    if framework is None:
+        framework = FrameworkProfile()
+        config = dataclasses.replace(config, framework_profile_params=framework)
+    if job_dir is not None:
+        output = Path(job_dir) / "profiler-output"
+    elif framework.local_path is not None:
+        output = Path(framework.local_path)
+    else:
+        output = _default_job_dir() / "profiler-output"
+    session = Session(config, output, **rank_from_env())
+    from stepscope.collect.torch import instrument
+
+    session.start()
+    try:
+        instrument(session)
+        yield session
+    finally:
+        session.stop()

@@ -1,0 +1,59 @@
+"""Who this process is in a distributed job: its rank from the environment, and its rank file.
+
+``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` and ``GROUP_RANK`` as torchrun sets them, the node from
+``STEPSCOPE_NODE``; each instrumented rank writes ``framework/ranks/<node_id>.json`` (rank, node,
+pid, host and its clock offset to rank 0), which ``stepscope run`` merges into ``job.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+__all__ = ["rank_from_env", "write_rank_file"]
+
+logger = logging.getLogger(__name__)
+
+
+def rank_from_env(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Node and rank of this process from ``STEPSCOPE_NODE`` and torchrun's variables.
+
+    ``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE`` as torchrun sets them; without ``STEPSCOPE_NODE``
+    the node is ``algo-<GROUP_RANK + 1>`` (torchrun's node index).
+    """
+    env = dict(os.environ) if env is None else env
+
+    def number(name: str, default: int) -> int:
+        try:
+            return int(env.get(name, default))
+        except ValueError:
+            return default
+
+    node = env.get("STEPSCOPE_NODE") or f"algo-{number('GROUP_RANK', 0) + 1}"
+    return {
+        "node": node,
+        "rank": number("RANK", 0),
+        "local_rank": number("LOCAL_RANK", 0),
+        "world_size": number("WORLD_SIZE", 1),
+    }
+
+
+def write_rank_file(target: Path, info: dict[str, Any]) -> bool:
+    """Write ``info`` plus this host's name to ``target`` atomically; a failure costs a warning.
+
+    :returns: whether the file was written.
+    """
+    info = {**info, "hostname": socket.gethostname()}
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{info.get('pid', os.getpid())}.tmp")
+        tmp.write_text(json.dumps(info))
+        os.replace(tmp, target)
+    except OSError as exc:
+        logger.warning("stepscope: cannot write %s (%s)", target, exc)
+        return False
+    return True
