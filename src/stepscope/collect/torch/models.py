@@ -84,6 +84,7 @@ class ModelFinder:
         self._verdicts: weakref.WeakKeyDictionary[torch.nn.Module, bool] = (
             weakref.WeakKeyDictionary()
         )
+        #: how many models were found so far
         self.models_found = 0
         self._found_this_step = False
         self._hook: Any = None
@@ -94,11 +95,6 @@ class ModelFinder:
         self._discover_hook = guard.wrap("torch.model_finder", self._discover)
         self.arm = guard.wrap("torch.model_finder_arm", self._arm)
 
-    @property
-    def armed(self) -> bool:
-        """Whether the global hook is installed now."""
-        return self._hook is not None
-
     def install(self) -> None:
         rearm = self.arm
 
@@ -108,9 +104,10 @@ class ModelFinder:
             if self._hook is None:
                 rearm()
 
+        guarded = self.session.guard.wrap("torch.model_finder_arm", on_registration)
         self._registration_hooks = [
-            _module.register_module_module_registration_hook(on_registration),
-            _module.register_module_parameter_registration_hook(on_registration),
+            _module.register_module_module_registration_hook(guarded),
+            _module.register_module_parameter_registration_hook(guarded),
         ]
         self._arm()
 
@@ -119,10 +116,6 @@ class ModelFinder:
         for handle in self._registration_hooks:
             handle.remove()
         self._registration_hooks = []
-
-    def forget(self, module: torch.nn.Module) -> None:
-        """Consider ``module`` again at its next call (its hooks were removed)."""
-        self._verdicts.pop(module, None)
 
     def step_ended(self) -> None:
         """Retire once a model is known and a whole step found no new one."""
