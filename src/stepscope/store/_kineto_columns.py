@@ -22,7 +22,6 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from stepscope.store._kineto_json import TraceDocument, extract_event_array
 
@@ -134,14 +133,11 @@ WITH source AS (
     FROM read_json($path, format = 'array', maximum_object_size = 16777216,
                    columns = {{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR',
                                tid: 'VARCHAR', ts: 'DOUBLE', dur: 'DOUBLE', args: 'JSON'}})
+    WHERE ph IN ('X', 'i', 'I', 'C')
 ),
--- flow and metadata events stay as rows with only their phase, counted then dropped by the caller
 fields AS (
-    SELECT *, ph IN ('X', 'i', 'C') AS kept,
-           CASE WHEN kept THEN kineto_int(pid_text) END AS pid,
-           CASE WHEN kept THEN kineto_int(tid_text) END AS tid,
-           CASE WHEN kept AND args IS NOT NULL THEN json_extract_string(args, {paths}) END AS v,
-           category IN ({gpu}) AS on_gpu
+    SELECT *, kineto_int(pid_text) AS pid, kineto_int(tid_text) AS tid,
+           json_extract_string(args, {paths}) AS v, category IN ({gpu}) AS on_gpu
     FROM source
 ),
 flagged AS (SELECT *, v[9] = '1' AS cuda_memory FROM fields)
@@ -156,7 +152,7 @@ SELECT category, name, ph, ts, dur_us, pid, tid,
        CASE WHEN on_gpu THEN coalesce(TRY_CAST(v[6] AS BIGINT), -1)
             WHEN category = 'cpu_instant_event' THEN coalesce(TRY_CAST(v[7] AS BIGINT), -1)
             ELSE -1 END AS bytes,
-       CASE WHEN NOT kept OR args IS NULL THEN ''
+       CASE WHEN args IS NULL THEN ''
             ELSE coalesce(nullif(CAST(json_merge_patch(args,
                 CASE WHEN on_gpu THEN '{{{drop},"device":null,"stream":null,"bytes":null}}'
                      WHEN category = 'cpu_instant_event' AND cuda_memory
@@ -208,17 +204,14 @@ def read_whole_array(path: Path, counts: dict[str, int]) -> tuple[pa.Table, Trac
             con.close()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    phases = pc.value_counts(table["ph"]).to_pylist()
-    for entry in phases:
-        phase, count = entry["values"], entry["counts"]
-        if phase in FLOW_PHASES:
+    for phase, count in document.phases.items():
+        text = phase.decode("utf-8", "replace")
+        if text in FLOW_PHASES:
             counts["flow"] += count
-        elif phase == "M":
+        elif text == "M":
             counts["metadata"] += count
-        elif phase not in KEPT_PHASES:
+        elif text not in KEPT_PHASES:
             counts["skipped"] += count
-    if any(entry["values"] not in KEPT_PHASES for entry in phases):
-        table = table.filter(pc.is_in(table["ph"], value_set=pa.array(["X", "i", "C"])))
     return table.cast(RAW_SCHEMA), document
 
 

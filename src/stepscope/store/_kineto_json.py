@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +48,8 @@ _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _WHITESPACE_AND_COMMAS = b" \t\r\n,"
 #: How much of the end of the document :func:`extract_event_array` keeps to find the array's end.
 _TAIL_BYTES = 4 * CHUNK_BYTES
+_PHASE = re.compile(rb'"ph"\s*:\s*"([^"]*)"')
+_PHASE_KEY = b'"ph"'
 
 
 @dataclass
@@ -64,6 +66,8 @@ class TraceDocument:
     is_array: bool = False
     found_events: bool = False
     problems: list[tuple[str, str]] = field(default_factory=list)
+    #: Events per ``ph`` value, counted by :func:`extract_event_array` on the raw text.
+    phases: Counter[bytes] = field(default_factory=Counter)
 
 
 def _decompressed_blocks(path: Path, document: TraceDocument) -> Iterator[bytes]:
@@ -347,6 +351,7 @@ def extract_event_array(path: Path, document: TraceDocument, destination: Any) -
     written = 0
     recent: deque[bytes] = deque()  # the last blocks written, at least _TAIL_BYTES of them
     recent_bytes = 0
+    uncounted = b""  # text after the last "ph" key seen, whose phase is counted with the next block
     for block in _chain(buffer, blocks):
         destination.write(block)
         written += len(block)
@@ -354,6 +359,11 @@ def extract_event_array(path: Path, document: TraceDocument, destination: Any) -
         recent_bytes += len(block)
         while recent_bytes - len(recent[0]) >= _TAIL_BYTES:
             recent_bytes -= len(recent.popleft())
+        text = uncounted + block
+        cut = _last_phase_key(text)
+        document.phases.update(_PHASE.findall(text, 0, cut))
+        uncounted = text[cut:] if cut else text[-len(_PHASE_KEY) :]
+    document.phases.update(_PHASE.findall(uncounted))
     if document.problems:
         return False
     tail = b"".join(recent)
@@ -362,6 +372,19 @@ def extract_event_array(path: Path, document: TraceDocument, destination: Any) -
         return False
     destination.truncate(written - len(tail) + end)
     return True
+
+
+def _last_phase_key(text: bytes) -> int:
+    """Where the last ``"ph"`` key of ``text`` starts (0 when there is none).
+
+    Every phase match starts at a ``"ph"`` key, so the matches before that position end before
+    it and can be counted now, while the one it starts may continue in the next block. A
+    ``"ph"`` that follows a colon is a value, not a key, and is passed over.
+    """
+    position = text.rfind(_PHASE_KEY)
+    while position > 0 and text[max(0, position - 256) : position].rstrip().endswith(b":"):
+        position = text.rfind(_PHASE_KEY, 0, position)
+    return max(position, 0)
 
 
 def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
