@@ -1,4 +1,4 @@
-"""Scan windows over a real job's store: events bounded by the raw files' time spans."""
+"""Scan windows: the shared snapshot tables, and events bounded by the raw files' time spans."""
 
 from __future__ import annotations
 
@@ -10,10 +10,61 @@ import pytest
 from stepscope.rules import RuleSession
 from stepscope.rules.window import ScanWindow, earliest_event_start
 from stepscope.store import open_job
-from stepscope.testing import generate_job
+from stepscope.testing import TableJob, generate_job
+from tests.rules.tablejob import T0_US, add_metric
 from tests.rules.test_live import files_by_close_time, publish
 
 _COUNT_SQL = "SELECT count(*) AS n, coalesce(sum(dur_us), 0) AS dur_us FROM {events}"
+
+
+def test_snapshot_tables_group_records_by_node_and_gap(tmp_path):
+    job = TableJob(tmp_path / "job")
+    # algo-2 written first: the tables are sorted by node all the same
+    add_metric(job, "algo-2", [T0_US + 7], "cpu", "cpu0", "CPUUtilization", [10.0])
+    # algo-1, snapshot 1: records 0..30 ms apart, each within 20 ms of the previous one
+    add_metric(job, "algo-1", [T0_US, T0_US + 15_000], "cpu", "cpu0", "CPUUtilization", [20, 40])
+    add_metric(job, "algo-1", [T0_US + 30_000], "cpu", "cpu1", "CPUUtilization", [90.0])
+    add_metric(job, "algo-1", [T0_US + 5], "cpu", "cpu0", "I/OWaitPercentage", [4.0])
+    add_metric(job, "algo-1", [T0_US + 9], "gpu", "gpu1", "GPUUtilization", [50.0])
+    add_metric(job, "algo-1", [T0_US + 8], "gpu", "gpu0", "GPUUtilization", [70.0])
+    add_metric(job, "algo-1", [T0_US + 8], "gpu", "gpu0", "GPUMemoryUtilization", [33.0])
+    add_metric(job, "algo-1", [T0_US + 11], "memory", "MemoryUsedPercent", "", [61.0])
+    add_metric(job, "algo-1", [T0_US + 12], "network", "eth0", "RX", [1000.0])
+    add_metric(job, "algo-1", [T0_US + 12], "network", "eth0", "Platform", [5.0])  # not traffic
+    add_metric(job, "algo-1", [T0_US + 13], "cpu", "cpu0", "CPUFrequency", [3.1])  # not used
+    # algo-1, snapshot 2: 500 ms later, GPU 1 and the CPU only
+    later = T0_US + 500_000
+    add_metric(job, "algo-1", [later, later + 2], "cpu", "cpu0", "CPUUtilization", [60, 80])
+    add_metric(job, "algo-1", [later + 25_000], "gpu", "gpu1", "GPUUtilization", [10.0])
+    window = ScanWindow(job.connect(), T0_US, T0_US + 1_000_000)
+    snapshots, gpus = window.snapshots(), window.gpu_samples()
+    nan = float("nan")
+    assert snapshots["node"].tolist() == ["algo-1", "algo-1", "algo-1", "algo-2"]
+    # the GPU record 25 ms after the second snapshot's CPU records starts a third snapshot
+    assert snapshots["snapshot_us"].tolist() == [T0_US, later, later + 25_000, T0_US + 7]
+    expected = {
+        "cores": [3, 2, 0, 1],
+        "cpu_mean_pct": [50.0, 70.0, nan, 10.0],
+        "cpu_max_pct": [90.0, 80.0, nan, 10.0],
+        "iowait_mean_pct": [4.0, nan, nan, nan],
+        "gpus": [2, 0, 1, 0],
+        "gpu_mean_pct": [60.0, nan, 10.0, nan],
+        "gpu_min_pct": [50.0, nan, 10.0, nan],
+        "gpu_memory_mean_pct": [33.0, nan, nan, nan],
+        "memory_pct": [61.0, nan, nan, nan],
+        "network_bytes_per_s": [1000.0, nan, nan, nan],
+    }
+    for column, values in expected.items():
+        np.testing.assert_allclose(snapshots[column], values, err_msg=column)
+    assert list(zip(gpus["node"], gpus["gpu"], gpus["snapshot_us"], strict=True)) == [
+        ("algo-1", "gpu0", T0_US),
+        ("algo-1", "gpu1", T0_US),
+        ("algo-1", "gpu1", later + 25_000),
+    ]
+    np.testing.assert_allclose(gpus["util_pct"], [70.0, 50.0, 10.0])
+    np.testing.assert_allclose(gpus["memory_pct"], [33.0, nan, nan])
+    np.testing.assert_allclose(gpus["cpu_mean_pct"], [50.0, 50.0, nan])
+    window.close()
 
 
 def test_the_bound_is_the_first_start_of_the_files_that_can_hold_the_window():

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
 
 __all__ = ["SNAPSHOT_GAP_US", "ScanWindow", "earliest_event_start", "split_by"]
 
@@ -29,82 +30,25 @@ SNAPSHOT_GAP_US = 20_000
 #: Windows up to this long (live scans) copy their events into a temporary table once.
 _COPY_WINDOW_US = 600_000_000
 
-# One pass over the window's system records: per node, timestamp, metric (and GPU), the count,
-# sum, max and min (a few rows per snapshot instead of ~90 records), each with its snapshot: each
-# node's timestamps -> the snapshot they belong to (a new one after a gap of more than 20 ms).
-_SUMS_SQL = """
-CREATE OR REPLACE TEMP TABLE stepscope_metric_sums AS
-WITH sums AS (
-SELECT node, timestamp_us,
-    CASE WHEN dimension IN ('CPUUtilization', 'I/OWaitPercentage', 'GPUUtilization',
-                            'GPUMemoryUtilization') THEN dimension
-         WHEN type = 'memory' AND name = 'MemoryUsedPercent' THEN 'memory'
-         ELSE 'network' END AS metric,
-    CASE WHEN type = 'gpu' THEN name ELSE '' END AS gpu,
-    count(*) AS n, sum(value) AS total, max(value) AS peak, min(value) AS low
-FROM {system}
-WHERE (dimension IN ('CPUUtilization', 'I/OWaitPercentage', 'GPUUtilization', 'GPUMemoryUtilization')
-         OR (type = 'memory' AND name = 'MemoryUsedPercent')
-         OR (type = 'network' AND dimension <> 'Platform'))
-GROUP BY ALL
-), stamps AS (
-    SELECT node, timestamp_us,
-           CASE WHEN timestamp_us - lag(timestamp_us) OVER w <= {gap} THEN 0 ELSE 1 END AS fresh
-    FROM (SELECT DISTINCT node, timestamp_us FROM sums)
-    WINDOW w AS (PARTITION BY node ORDER BY timestamp_us)
-), groups AS (
-    SELECT node, timestamp_us,
-           sum(fresh) OVER (PARTITION BY node ORDER BY timestamp_us ROWS UNBOUNDED PRECEDING) AS gid
-    FROM stamps
-), snapshots AS (
-    SELECT node, timestamp_us, min(timestamp_us) OVER (PARTITION BY node, gid) AS snapshot_us
-    FROM groups
-)
-SELECT * FROM sums JOIN snapshots USING (node, timestamp_us)
-"""
+#: The metrics of the snapshot tables, as the codes the window's records carry (numbers, not
+#: text: NumPy compares them fast).
+_CPU, _IOWAIT, _GPU, _GPU_MEMORY, _MEMORY, _NETWORK = range(6)
 
-_PER_SNAPSHOT_SQL = """
-SELECT node, snapshot_us,
-    coalesce(sum(n) FILTER (WHERE metric = 'CPUUtilization'), 0) AS cores,
-    sum(total) FILTER (WHERE metric = 'CPUUtilization')
-        / sum(n) FILTER (WHERE metric = 'CPUUtilization') AS cpu_mean_pct,
-    max(peak) FILTER (WHERE metric = 'CPUUtilization') AS cpu_max_pct,
-    sum(total) FILTER (WHERE metric = 'I/OWaitPercentage')
-        / sum(n) FILTER (WHERE metric = 'I/OWaitPercentage') AS iowait_mean_pct,
-    max(peak) FILTER (WHERE metric = 'I/OWaitPercentage') AS iowait_max_pct,
-    coalesce(sum(n) FILTER (WHERE metric = 'GPUUtilization'), 0) AS gpus,
-    sum(total) FILTER (WHERE metric = 'GPUUtilization')
-        / sum(n) FILTER (WHERE metric = 'GPUUtilization') AS gpu_mean_pct,
-    min(low) FILTER (WHERE metric = 'GPUUtilization') AS gpu_min_pct,
-    sum(total) FILTER (WHERE metric = 'GPUMemoryUtilization')
-        / sum(n) FILTER (WHERE metric = 'GPUMemoryUtilization') AS gpu_memory_mean_pct,
-    sum(total) FILTER (WHERE metric = 'memory')
-        / sum(n) FILTER (WHERE metric = 'memory') AS memory_pct,
-    sum(total) FILTER (WHERE metric = 'network') AS network_bytes_per_s
-FROM stepscope_metric_sums
-GROUP BY node, snapshot_us
-ORDER BY node, snapshot_us
-"""
-
-_PER_GPU_SQL = """
-WITH cpu AS (
-    SELECT node, snapshot_us, sum(total) / sum(n) AS cpu_mean_pct
-    FROM stepscope_metric_sums
-    WHERE metric = 'CPUUtilization'
-    GROUP BY node, snapshot_us
-), gpu AS (
-    SELECT node, gpu, snapshot_us,
-        sum(total) FILTER (WHERE metric = 'GPUUtilization')
-            / sum(n) FILTER (WHERE metric = 'GPUUtilization') AS util_pct,
-        sum(total) FILTER (WHERE metric = 'GPUMemoryUtilization')
-            / sum(n) FILTER (WHERE metric = 'GPUMemoryUtilization') AS memory_pct
-    FROM stepscope_metric_sums
-    WHERE gpu <> ''
-    GROUP BY node, gpu, snapshot_us
-)
-SELECT gpu.node, gpu.gpu, gpu.snapshot_us, gpu.util_pct, gpu.memory_pct, cpu.cpu_mean_pct
-FROM gpu LEFT JOIN cpu USING (node, snapshot_us)
-ORDER BY gpu.node, gpu.gpu, gpu.snapshot_us
+# The window's system records the snapshot tables use, with their metric (and GPU): per-core
+# CPU and I/O wait, per-GPU utilization and memory, memory used, network traffic. Unsorted:
+# NumPy sorts them several times faster than SQL.
+_RECORDS_SQL = """
+SELECT node, timestamp_us, value,
+        CASE dimension WHEN 'CPUUtilization' THEN {cpu} WHEN 'I/OWaitPercentage' THEN {iowait}
+                       WHEN 'GPUUtilization' THEN {gpu} WHEN 'GPUMemoryUtilization' THEN {gpu_memory}
+             ELSE CASE WHEN type = 'memory' AND name = 'MemoryUsedPercent' THEN {memory}
+                       ELSE {network} END END AS metric,
+        CASE WHEN type = 'gpu' THEN name ELSE '' END AS gpu
+    FROM {system}
+    WHERE (dimension IN ('CPUUtilization', 'I/OWaitPercentage', 'GPUUtilization',
+                         'GPUMemoryUtilization')
+           OR (type = 'memory' AND name = 'MemoryUsedPercent')
+           OR (type = 'network' AND dimension <> 'Platform'))
 """
 
 
@@ -186,29 +130,40 @@ class ScanWindow:
         return tuple(row) if row is not None else ()
 
     def snapshots(self) -> dict[str, np.ndarray]:
-        """One row per (node, snapshot): core/GPU counts and CPU, I/O-wait, GPU, memory, network."""
-        return self._aggregate("snapshots", _PER_SNAPSHOT_SQL)
+        """One row per (node, snapshot), ordered: core and GPU counts, CPU (mean, max), I/O wait
+        (mean, max), GPU utilization (mean, min), GPU memory, memory (means, %) and network
+        (bytes/s); NaN where the snapshot has no such sample."""
+        self._aggregate()
+        return self._cache["snapshots"]
 
     def gpu_samples(self) -> dict[str, np.ndarray]:
         """One row per (node, gpu, snapshot), ordered: ``util_pct``, ``memory_pct`` and the node's
         ``cpu_mean_pct`` at that snapshot (NaN where absent)."""
-        return self._aggregate("gpus", _PER_GPU_SQL)
+        self._aggregate()
+        return self._cache["gpus"]
 
-    def _aggregate(self, key: str, sql: str) -> dict[str, np.ndarray]:
-        if key not in self._cache:
-            if "metric-sums" not in self._cache:
-                self.con.execute(_SUMS_SQL.format(system=self.system_sql(), gap=SNAPSHOT_GAP_US))
-                self._cache["metric-sums"] = {}
-            columns = dict(self.con.execute(sql).fetchnumpy())
-            self._cache[key] = {name: _plain(values) for name, values in columns.items()}
-        return self._cache[key]
+    def _aggregate(self) -> None:
+        """Both tables from one read of the window's records, grouped with NumPy."""
+        if "snapshots" in self._cache:
+            return
+        sql = _RECORDS_SQL.format(
+            system=self.system_sql(),
+            cpu=_CPU,
+            iowait=_IOWAIT,
+            gpu=_GPU,
+            gpu_memory=_GPU_MEMORY,
+            memory=_MEMORY,
+            network=_NETWORK,
+        )
+        self.con.complete()  # a rule's query read with fetchone() leaves its result open
+        records = _Records(self.con.sql(sql).to_arrow_table())
+        self._cache["snapshots"] = records.per_snapshot()
+        self._cache["gpus"] = records.per_gpu(self._cache["snapshots"]["cpu_mean_pct"])
 
     def close(self) -> None:
         """Drop the temporary tables this window created."""
         if "events" in self._cache:
             self.con.execute("DROP TABLE IF EXISTS stepscope_window_events")
-        if "metric-sums" in self._cache:
-            self.con.execute("DROP TABLE IF EXISTS stepscope_metric_sums")
         self._cache.clear()
 
 
@@ -228,6 +183,117 @@ def earliest_event_start(
     return min(firsts) if firsts else float(end_us)
 
 
+def _runs(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For rows sorted by ``keys``: each row's group (a run of equal keys), each group's first row."""
+    change = np.zeros(len(keys[0]), dtype=bool)
+    change[:1] = True
+    for key in keys:
+        change[1:] |= key[1:] != key[:-1]
+    return np.cumsum(change) - 1, np.flatnonzero(change)
+
+
+def _codes(column: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A text column as integer codes and the sorted texts they stand for (codes sort as the
+    texts do)."""
+    encoded = pc.dictionary_encode(column.combine_chunks())
+    names = encoded.dictionary.to_numpy(zero_copy_only=False)
+    order = np.argsort(names)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names))
+    return rank[encoded.indices.to_numpy(zero_copy_only=False)], names[order]
+
+
+class _Records:
+    """The window's system records (``_RECORDS_SQL``) grouped into snapshots.
+
+    Each node's timestamps form snapshots: a new one starts after a gap of more than
+    ``SNAPSHOT_GAP_US``, and its time is its first record's.
+    """
+
+    def __init__(self, table: Any) -> None:
+        node, self.node_names = _codes(table.column("node"))
+        gpu, self.gpu_names = _codes(table.column("gpu"))
+        timestamp_us = table.column("timestamp_us").to_numpy()
+        # by node, GPU and time: each GPU's records form one run
+        by_gpu = np.lexsort((timestamp_us, gpu, node))
+        self.node, self.gpu, self.timestamp_us = node[by_gpu], gpu[by_gpu], timestamp_us[by_gpu]
+        self.metric = table.column("metric").to_numpy()[by_gpu]
+        self.value = table.column("value").to_numpy().astype(np.float64)[by_gpu]
+        # the records by node and time: runs of records close in time are snapshots
+        order = np.lexsort((self.timestamp_us, self.node))
+        node, stamp = self.node[order], self.timestamp_us[order]
+        fresh = np.ones(len(order), dtype=bool)
+        fresh[1:] = (node[1:] != node[:-1]) | (np.diff(stamp) > SNAPSHOT_GAP_US)
+        run = np.cumsum(fresh) - 1
+        self.first_of_snapshot = order[np.flatnonzero(fresh)]
+        self.snapshot = np.empty_like(run)
+        self.snapshot[order] = run
+        self.snapshot_us = self.timestamp_us[self.first_of_snapshot][self.snapshot]
+
+    def per_snapshot(self) -> dict[str, np.ndarray]:
+        groups = len(self.first_of_snapshot)
+
+        def of(code: int, how: str) -> np.ndarray:
+            return _reduce(self.snapshot, groups, self.value, self.metric == code, how)
+
+        cpu_n, gpu_n = of(_CPU, "count"), of(_GPU, "count")
+        first = self.first_of_snapshot
+        return {
+            "node": self.node_names[self.node[first]],
+            "snapshot_us": self.timestamp_us[first],
+            "cores": np.nan_to_num(cpu_n),
+            "cpu_mean_pct": of(_CPU, "sum") / cpu_n,
+            "cpu_max_pct": of(_CPU, "max"),
+            "iowait_mean_pct": of(_IOWAIT, "sum") / of(_IOWAIT, "count"),
+            "iowait_max_pct": of(_IOWAIT, "max"),
+            "gpus": np.nan_to_num(gpu_n),
+            "gpu_mean_pct": of(_GPU, "sum") / gpu_n,
+            "gpu_min_pct": of(_GPU, "min"),
+            "gpu_memory_mean_pct": of(_GPU_MEMORY, "sum") / of(_GPU_MEMORY, "count"),
+            "memory_pct": of(_MEMORY, "sum") / of(_MEMORY, "count"),
+            "network_bytes_per_s": of(_NETWORK, "sum"),
+        }
+
+    def per_gpu(self, cpu_mean_pct: np.ndarray) -> dict[str, np.ndarray]:
+        """Per (node, gpu, snapshot), in that order; ``cpu_mean_pct`` is the per-snapshot one."""
+        rows = np.flatnonzero(self.gpu_names[self.gpu] != "")
+        group, first = _runs(self.node[rows], self.gpu[rows], self.snapshot_us[rows])
+        first_row = rows[first]
+
+        def mean(code: int) -> np.ndarray:
+            where = self.metric[rows] == code
+            total = _reduce(group, len(first), self.value[rows], where, "sum")
+            count = _reduce(group, len(first), self.value[rows], where, "count")
+            return np.asarray(total / count)
+
+        return {
+            "node": self.node_names[self.node[first_row]],
+            "gpu": self.gpu_names[self.gpu[first_row]],
+            "snapshot_us": self.snapshot_us[first_row],
+            "util_pct": mean(_GPU),
+            "memory_pct": mean(_GPU_MEMORY),
+            "cpu_mean_pct": cpu_mean_pct[self.snapshot[first_row]],
+        }
+
+
+def _reduce(
+    group: np.ndarray, groups: int, values: np.ndarray, where: np.ndarray, how: str
+) -> np.ndarray:
+    """Per group, the ``how`` (count, sum, max or min) of ``values`` where ``where``; NaN for a
+    group without such rows (as SQL's NULL)."""
+    rows, picked = group[where], values[where]
+    count = np.bincount(rows, minlength=groups).astype(np.float64)
+    if how == "count":
+        out = count
+    elif how == "sum":
+        out = np.bincount(rows, weights=picked, minlength=groups).astype(np.float64)
+    else:
+        out = np.full(groups, -np.inf if how == "max" else np.inf)
+        (np.maximum if how == "max" else np.minimum).at(out, rows, picked)
+    out[count == 0] = np.nan
+    return out
+
+
 def _plain(values: Any) -> np.ndarray:
     """A numpy column with SQL NULLs as NaN (numbers) instead of a masked array."""
     if isinstance(values, np.ma.MaskedArray):
@@ -243,13 +309,7 @@ def split_by(
     """Yield ``(key values, rows)`` for each run of equal ``keys`` in columns sorted by them."""
     if not keys or len(columns[keys[0]]) == 0:
         return
-    n = len(columns[keys[0]])
-    change = np.zeros(n, dtype=bool)
-    change[0] = True
-    for key in keys:
-        values = columns[key]
-        change[1:] |= values[1:] != values[:-1]
-    starts = np.flatnonzero(change).tolist() + [n]
+    starts = _runs(*(columns[key] for key in keys))[1].tolist() + [len(columns[keys[0]])]
     for start, end in zip(starts[:-1], starts[1:], strict=False):
         group = tuple(str(columns[key][start]) for key in keys)
         yield group, {name: values[start:end] for name, values in columns.items()}
