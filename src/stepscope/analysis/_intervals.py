@@ -11,6 +11,10 @@ from __future__ import annotations
 
 __all__ = ["covered_pieces_sql", "merged_intervals_sql", "overlap_masks_sql"]
 
+#: Bits of the running count of one set in :func:`overlap_masks_sql` (a million open intervals).
+_COUNT_BITS = 20
+_COUNT_MASK = (1 << _COUNT_BITS) - 1
+
 
 def merged_intervals_sql(source: str, keys: tuple[str, ...]) -> str:
     """SQL yielding ``keys..., start_us, end_us``: the union of ``source``'s intervals per key.
@@ -73,30 +77,45 @@ def covered_pieces_sql(source: str, keys: tuple[str, ...]) -> str:
 def overlap_masks_sql(source: str, keys: tuple[str, ...]) -> str:
     """SQL yielding ``keys..., mask, dur_us``: how long each combination of sets was busy.
 
-    :param source: a relation with ``keys``, ``bit`` (a power of two naming the set an interval
-        belongs to), ``start_us`` and ``end_us``.
-    Each set is merged first, so within a set overlaps count once; then a sweep over all
-    island edges keeps the running sum of the bits, which is exactly the set of sets busy in
-    each elementary segment (HTA's kernel-type overlap method). The islands are computed once
-    and each yields its two edges (``unnest``), rather than being scanned once per edge.
+    :param source: a relation with ``keys``, ``bit`` (1, 2 or 4: the set an interval belongs
+        to), ``start_us`` and ``end_us``.
+    One sweep over the intervals' edges, in time order (starts before ends at the same time),
+    keeps a running count of the open intervals of each set, the three counts packed in one
+    integer (20 bits each). Between two consecutive edges the sets with a count above zero are
+    exactly the sets busy there, so overlaps within a set count once (as if each set were
+    merged into islands first) and the mask is HTA's kernel-type overlap. Segments of zero
+    length are left out.
     """
     key_list = ", ".join(keys)
-    merged = merged_intervals_sql(source, (*keys, "bit"))
     partition = f"PARTITION BY {key_list}" if keys else ""
     select_keys = f"{key_list}, " if keys else ""
+    window = f"{partition} ORDER BY t, delta DESC"
     return f"""
-        WITH islands AS ({merged})
         SELECT {select_keys}mask, sum(next_t - t) AS dur_us
         FROM (
-            SELECT {select_keys}t,
-                   sum(delta) OVER ({partition} ORDER BY t, delta ROWS UNBOUNDED PRECEDING)
-                       AS mask,
-                   lead(t) OVER ({partition} ORDER BY t, delta) AS next_t
+            SELECT {select_keys}t, next_t,
+                   CAST((open & {_COUNT_MASK}) > 0 AS INTEGER)
+                   + 2 * CAST(((open >> {_COUNT_BITS}) & {_COUNT_MASK}) > 0 AS INTEGER)
+                   + 4 * CAST((open >> {2 * _COUNT_BITS}) > 0 AS INTEGER) AS mask
             FROM (
-                SELECT {select_keys}unnest([start_us, end_us]) AS t, unnest([bit, -bit]) AS delta
-                FROM islands
+                SELECT {select_keys}t,
+                       sum(delta) OVER ({window} ROWS UNBOUNDED PRECEDING) AS open,
+                       lead(t) OVER ({window}) AS next_t
+                FROM (
+                    SELECT {select_keys}unnest([start_us, end_us]) AS t,
+                           unnest([weight, -weight]) AS delta
+                    FROM (
+                        SELECT {select_keys}start_us, end_us,
+                               CASE bit WHEN 1 THEN CAST(1 AS BIGINT)
+                                        WHEN 2 THEN CAST({1 << _COUNT_BITS} AS BIGINT)
+                                        ELSE CAST({1 << (2 * _COUNT_BITS)} AS BIGINT) END
+                                   AS weight
+                        FROM ({source})
+                    )
+                )
             )
+            WHERE next_t > t
         )
-        WHERE mask > 0 AND next_t IS NOT NULL
+        WHERE mask > 0
         GROUP BY {select_keys}mask
     """
