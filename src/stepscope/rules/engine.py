@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.errors import ConfigError
-from stepscope.rules.base import Rule, RuleResult
+from stepscope.rules.base import Rule, RuleResult, Verdict
 from stepscope.rules.configs import build_rules
 from stepscope.rules.status import write_results
 from stepscope.rules.window import ScanWindow, earliest_event_start
@@ -181,18 +181,32 @@ class RuleSession:
 
     def results(self) -> dict[str, RuleResult]:
         """Every rule's current result (sub-rules of ProfilerReport included), by rule name."""
+        verdicts: dict[str, Verdict] = {}
+        errors: dict[str, str] = {}
+        summarised = {sub.rule_name() for rule in self.active for sub in rule.subrules()}
+        # sub-rules first: a rule with sub-rules (ProfilerReport) summarises their verdicts, even
+        # those of a sub-rule whose scan failed (its own result is an error all the same)
+        for rule in sorted(self.active, key=lambda rule: bool(rule.subrules())):
+            name = rule.rule_name()
+            names = [subrule.rule_name() for subrule in rule.subrules()]
+            if name in self.failed and name not in summarised:
+                continue
+            try:
+                if names:
+                    known = {n: verdicts[n] for n in names if n in verdicts}
+                    verdicts[name] = rule.evaluate_from(known)
+                else:
+                    verdicts[name] = rule.evaluate()
+            except Exception as exc:
+                logger.exception("rule %s failed to evaluate", name)
+                errors[name] = f"{type(exc).__name__}: {exc}"
         results: dict[str, RuleResult] = {}
         for rule in self.active:
             name = rule.rule_name()
-            if name in self.failed:
-                results[name] = RuleResult.error(rule, self.failed[name])
+            if name in self.failed or name in errors:
+                results[name] = RuleResult.error(rule, self.failed.get(name) or errors[name])
                 continue
-            try:
-                verdict = rule.evaluate()
-            except Exception as exc:
-                logger.exception("rule %s failed to evaluate", name)
-                results[name] = RuleResult.error(rule, f"{type(exc).__name__}: {exc}")
-                continue
+            verdict = verdicts[name]
             if rule.subrules():
                 statuses = verdict.details.setdefault("rules", {})
                 for failed in self.failed:

@@ -11,6 +11,7 @@ The engine scans the sub-rules itself, so a crashing sub-rule is marked Error an
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from stepscope.errors import ConfigError
@@ -74,13 +75,20 @@ class ProfilerReport(Rule):
         """Nothing: the engine scans the sub-rules, each guarded on its own."""
 
     def evaluate(self) -> Verdict:
+        verdicts: dict[str, Verdict] = {}
+        for rule in self.rules:
+            try:
+                verdicts[rule.rule_name()] = rule.evaluate()
+            except Exception:
+                logger.exception("rule %s failed to evaluate", rule.rule_name())
+        return self.evaluate_from(verdicts)
+
+    def evaluate_from(self, subverdicts: Mapping[str, Verdict]) -> Verdict:
         triggered, failed, pending = [], [], 0
         statuses: dict[str, Any] = {}
         for rule in self.rules:
-            try:
-                verdict = rule.evaluate()
-            except Exception:
-                logger.exception("rule %s failed to evaluate", rule.rule_name())
+            verdict = subverdicts.get(rule.rule_name())
+            if verdict is None:
                 failed.append(rule.rule_name())
                 statuses[rule.rule_name()] = "Error"
                 continue
