@@ -69,7 +69,7 @@ _KINETO_SUFFIXES = (".json", ".json.gz")
 _TF_TRACE_SUFFIX = ".trace.json.gz"
 _RAW_HOROVOD_NAME = re.compile(r"horovod_timeline.*\.json$")
 #: Raw JSON converted per DuckDB scan: the rows of one scan are held until they are written.
-_SCAN_BATCH_BYTES = 32 * 1024 * 1024
+_SCAN_BATCH_BYTES = 16 * 1024 * 1024
 
 
 def _kineto() -> Any:
