@@ -105,8 +105,19 @@ def test_args_left_over_or_not_integers_are_converted_as_the_per_file_reader_doe
         [_span(1, pid="main")],
         [_span(1, tid=2.5)],
         [{"pid": 2, "ph": "X", "ts": 1}],
+        [_span(1), {"name": "no time", "pid": 2, "ph": "X", "dur": 1}],
+        [{**_span(1), "ts": None}],
     ],
-    ids=["begin-end", "instant", "renamed-pid", "text-pid", "float-tid", "no-name"],
+    ids=[
+        "begin-end",
+        "instant",
+        "renamed-pid",
+        "text-pid",
+        "float-tid",
+        "no-name",
+        "no-ts",
+        "null-ts",
+    ],
 )
 def test_files_the_scan_cannot_convert_exactly_are_left_to_the_per_file_reader(
     tmp_path: Path, events: list[dict]
