@@ -209,6 +209,22 @@ def test_truncated_gzip_keeps_what_was_read(shared_fixtures, tmp_path, caplog):
     assert str(cut) in caplog.text
 
 
+def test_corrupt_gzip_data_keeps_what_was_read_before_it(shared_fixtures, tmp_path, caplog):
+    full = shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz"
+    damaged = tmp_path / "damaged.json.gz"
+    data = bytearray(full.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 256] = b"\xff" * 256
+    damaged.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="stepscope.store.kineto"):
+        trace = read_kineto_trace(damaged)
+    complete = read_kineto_trace(full).metadata["event_count"]
+    assert 0 < trace.metadata["event_count"] < complete
+    warning = " ".join(trace.metadata["warnings"])
+    assert str(damaged) in warning and "compressed byte" in warning
+    assert str(damaged) in caplog.text
+
+
 def test_json_cut_mid_event_keeps_every_whole_event(shared_fixtures, tmp_path):
     path = shared_fixtures / "kineto" / "legacy_2021_gpu_metrics_input.json"
     text = path.read_bytes()

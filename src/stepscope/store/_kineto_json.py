@@ -23,7 +23,6 @@ tail itself.
 from __future__ import annotations
 
 import re
-import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
+from isal import isal_zlib
 
 __all__ = ["TraceDocument", "extract_event_array", "iter_event_chunks"]
 
@@ -79,7 +79,8 @@ def _decompressed_blocks(path: Path, document: TraceDocument) -> Iterator[bytes]
                 yield first
                 first = raw.read(_READ_BYTES)
             return
-        inflater = zlib.decompressobj(wbits=31)
+        # ISA-L inflates the same gzip streams as zlib, about three times faster
+        inflater = isal_zlib.decompressobj(wbits=31)
         compressed_offset = 0
         block = first
         while block:
@@ -89,7 +90,7 @@ def _decompressed_blocks(path: Path, document: TraceDocument) -> Iterator[bytes]
                 while out:
                     yield out
                     out = inflater.decompress(inflater.unconsumed_tail, _READ_BYTES)
-            except zlib.error as exc:
+            except isal_zlib.error as exc:  # type: ignore[misc]  # the stub types it as an instance
                 document.problems.append(
                     (f"compressed byte {compressed_offset}", f"gzip data is corrupt ({exc})")
                 )
@@ -98,7 +99,7 @@ def _decompressed_blocks(path: Path, document: TraceDocument) -> Iterator[bytes]
             if inflater.eof and inflater.unused_data:
                 # A second gzip member (concatenated .gz files) continues the same stream.
                 block = inflater.unused_data
-                inflater = zlib.decompressobj(wbits=31)
+                inflater = isal_zlib.decompressobj(wbits=31)
                 continue
             block = raw.read(_COMPRESSED_READ_BYTES)
         if not inflater.eof:
