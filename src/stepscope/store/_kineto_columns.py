@@ -140,7 +140,8 @@ fields AS (
            json_extract_string(args, {paths}) AS v, category IN ({gpu}) AS on_gpu
     FROM source
 ),
-flagged AS (SELECT *, v[9] = '1' AS cuda_memory FROM fields)
+flagged AS (SELECT *, v[9] = '1' AS cuda_memory FROM fields),
+converted AS (
 SELECT category, name, ph, ts, dur_us, pid, tid,
        CASE WHEN on_gpu THEN CASE WHEN v[4] IS NULL THEN pid ELSE kineto_int(v[4]) END
             WHEN category = 'cpu_instant_event' AND cuda_memory THEN kineto_int(v[8])
@@ -152,14 +153,17 @@ SELECT category, name, ph, ts, dur_us, pid, tid,
        CASE WHEN on_gpu THEN coalesce(TRY_CAST(v[6] AS BIGINT), -1)
             WHEN category = 'cpu_instant_event' THEN coalesce(TRY_CAST(v[7] AS BIGINT), -1)
             ELSE -1 END AS bytes,
-       CASE WHEN args IS NULL THEN ''
-            ELSE coalesce(nullif(CAST(json_merge_patch(args,
-                CASE WHEN on_gpu THEN '{{{drop},"device":null,"stream":null,"bytes":null}}'
-                     WHEN category = 'cpu_instant_event' AND cuda_memory
-                         THEN '{{{drop},"Bytes":null,"Device Id":null}}'
-                     WHEN category = 'cpu_instant_event' THEN '{{{drop},"Bytes":null}}'
-                     ELSE '{{{drop}}}' END) AS VARCHAR), '{{}}'), '') END AS args
+       CASE WHEN args IS NOT NULL THEN CAST(json_merge_patch(args,
+            CASE WHEN on_gpu THEN '{{{drop},"device":null,"stream":null,"bytes":null}}'
+                 WHEN category = 'cpu_instant_event' AND cuda_memory
+                     THEN '{{{drop},"Bytes":null,"Device Id":null}}'
+                 WHEN category = 'cpu_instant_event' THEN '{{{drop},"Bytes":null}}'
+                 ELSE '{{{drop}}}' END) AS VARCHAR) END AS rest
 FROM flagged
+)
+-- "rest" is its own column so that the merge runs once per row (nullif() would repeat it)
+SELECT * EXCLUDE (rest), CASE WHEN rest IS NULL OR rest = '{{}}' THEN '' ELSE rest END AS args
+FROM converted
 """.format(
     legacy=_LEGACY_SQL,
     paths="[" + ", ".join(f"'{p}'" for p in _ARGS_PATHS) + "]",
