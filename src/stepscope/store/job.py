@@ -280,18 +280,24 @@ class JobData:
             self.refresh()
             return read()
 
-    def time_spans(self, kind: str) -> list[tuple[float, float]]:
-        """``(first_us, last_us)`` of each raw file whose rows the ``kind`` view holds, from the
-        manifest: its earliest time and its latest (for events, the earliest start and the
-        latest end).
+    def time_spans(self, kind: str) -> list[tuple[str, float, float]]:
+        """``(stream, first_us, last_us)`` of each raw file whose rows the ``kind`` view holds,
+        from the manifest: the stream it belongs to (for events its source, node and rank, for
+        system samples its node), its earliest time and its latest (for events, the earliest
+        start and the latest end).
 
         They bound what a time range needs: every event that ends at or after ``t`` and starts
         before ``u`` lies in a file with ``last_us >= t`` and ``first_us < u``, so it starts no
         earlier than the smallest ``first_us`` of those files. A filter on the start lets the
-        Parquet statistics skip the older row groups, which a filter on the end cannot.
+        Parquet statistics skip the older row groups, which a filter on the end cannot. And the
+        newest record of each stream is the largest ``last_us`` of its files, without a query.
         """
         return [
-            (float(entry["first_us"]), float(entry["last_us"]))
+            (
+                str(entry["segment"]).rsplit("/", 1)[0],
+                float(entry["first_us"]),
+                float(entry["last_us"]),
+            )
             for entry in self._cache.files.values()
             if entry.get("kind") == kind
             and entry.get("segment")
