@@ -68,7 +68,7 @@ def test_snapshot_tables_group_records_by_node_and_gap(tmp_path):
 
 
 def test_the_bound_is_the_first_start_of_the_files_that_can_hold_the_window():
-    spans = [(0.0, 100.0), (50.0, 300.0), (200.0, 250.0), (400.0, 500.0)]
+    spans = [("a", 0.0, 100.0), ("a", 50.0, 300.0), ("b", 200.0, 250.0), ("b", 400.0, 500.0)]
     # ends at or after 150 and starts before 260: the second and third files
     assert earliest_event_start(spans, 150, 260) == 50.0
     # ends at or after 260: the second file (its long event) and the fourth, which starts later
@@ -126,7 +126,7 @@ def test_windows_with_the_bound_count_every_event_once(stored_job):
 
 def test_spans_bound_every_stored_event(stored_job):
     con = stored_job.connect()
-    spans = np.array(stored_job.time_spans("events"))
+    spans = np.array([span[1:] for span in stored_job.time_spans("events")])
     start, end = con.execute("SELECT min(start_us), max(start_us + dur_us) FROM events").fetchone()
     assert spans[:, 0].min() == start and spans[:, 1].max() == end
     assert (spans[:, 0] <= spans[:, 1]).all()
@@ -156,3 +156,25 @@ def test_a_session_keeps_its_connection_and_sees_new_segments(stored_job, tmp_pa
     offline_result = offline.results()["StepOutlier"]
     assert live_result.datapoints == offline_result.datapoints > 0
     assert live_result.details == offline_result.details
+
+
+def test_the_manifest_finds_the_same_scan_end_as_a_query(stored_job, tmp_path):
+    """The live engine reads each stream's newest record from the manifest; a query over the
+    segments gives the same end of what is safely complete at every step of a running job."""
+    recorded = stored_job.path / "profiler-output"
+    live = tmp_path / "live"
+    (live / "profiler-output").mkdir(parents=True)
+    shutil.copyfile(stored_job.path / "job.json", live / "job.json")
+    session = RuleSession(open_job(live), ["StepOutlier"])
+    ends = []
+    for path in files_by_close_time(recorded):
+        publish(recorded, live / "profiler-output", path)
+        session.job.refresh()
+        con = session.job.connect()
+        spans = session.job.time_spans("events")
+        for final in (False, True):
+            ends.append(session._end_us(con, final, spans))
+            assert ends[-1] == session._end_us(con, final, None)
+        con.close()
+        session.advance()  # the watermark moves: the streams are looked for since then
+    assert len(set(ends)) > 3

@@ -96,12 +96,12 @@ class RuleSession:
             return False
         self._looked = True
         con = self._connect()
-        end_us = self._end_us(con, final)
+        time_spans = getattr(self.job, "time_spans", None)
+        spans = time_spans("events") if callable(time_spans) else None
+        end_us = self._end_us(con, final, spans)
         self.final = self.final or final
         if end_us is None or end_us <= self.watermark_us:
             return False
-        time_spans = getattr(self.job, "time_spans", None)
-        spans = time_spans("events") if callable(time_spans) else None
         for start, stop in self._windows(con, end_us):
             window = ScanWindow(
                 con,
@@ -126,15 +126,19 @@ class RuleSession:
         connection costs about 15 ms, a live scan's own budget is 100 ms); other job objects
         give a new one each time.
         """
-        from stepscope.store import JobData
-
-        if self._con is not None and isinstance(self.job, JobData):
+        if self._con is not None and self._connected_job():
             return self.job.connect(into=self._con)
         self._con = self.job.connect()
         # every query of a scan reads the same segments: keep their Parquet footers in memory
         # (a kept connection re-reads a footer when its file's modification time changes)
         self._con.execute("SET parquet_metadata_cache = true")
         return self._con
+
+    def _connected_job(self) -> bool:
+        """Whether the job is a ``JobData``: its views and manifest are the same segments."""
+        from stepscope.store import JobData
+
+        return isinstance(self.job, JobData)
 
     def _windows(self, con: Any, end_us: int) -> list[tuple[int, int]]:
         """``[watermark, end)`` cut into windows of at most six hours of data.
@@ -161,13 +165,21 @@ class RuleSession:
             logger.exception("rule %s failed; the other rules go on", rule.rule_name())
             self.failed[rule.rule_name()] = f"{type(exc).__name__}: {exc}"
 
-    def _end_us(self, con: Any, final: bool) -> int | None:
+    def _end_us(
+        self, con: Any, final: bool, event_spans: list[tuple[str, float, float]] | None
+    ) -> int | None:
         # Only records started since shortly before the watermark can be the newest of a live
         # stream; the bound lets the Parquet statistics skip the older segments.
         since = max(0, self.watermark_us - 2 * _STREAM_GRACE_US)
-        newest, slowest, event_streams = con.execute(
-            _END_SQL.format(grace=_STREAM_GRACE_US, since=since)
-        ).fetchone()
+        if event_spans is not None and self._connected_job():
+            # the manifest knows each stream's newest record: no query needed
+            newest, slowest, event_streams = _stream_ends(
+                event_spans, self.job.time_spans("system"), since
+            )
+        else:
+            newest, slowest, event_streams = con.execute(
+                _END_SQL.format(grace=_STREAM_GRACE_US, since=since)
+            ).fetchone()
         if newest is None:
             return None if since == 0 else self.watermark_us
         if final:
@@ -175,7 +187,7 @@ class RuleSession:
         # Writers close a file up to a minute after its first record, so a stream that has not
         # appeared yet may still bring records that old: stay the grace period behind the newest.
         end = int(newest) - _STREAM_GRACE_US
-        if event_streams:
+        if event_streams and slowest is not None:
             end = min(end, int(slowest))
         return (end // 1_000_000) * 1_000_000
 
@@ -214,6 +226,29 @@ class RuleSession:
                         statuses[failed] = "Error"
             results[name] = RuleResult.from_verdict(rule, verdict, final=self.final)
         return results
+
+
+def _stream_ends(
+    event_spans: list[tuple[str, float, float]],
+    system_spans: list[tuple[str, float, float]],
+    since_us: int,
+) -> tuple[float | None, float | None, int]:
+    """What ``_END_SQL`` computes, from the raw files' spans (``JobData.time_spans``): the newest
+    record of all, the newest of the slowest live stream, and the number of event streams.
+
+    A stream counts when its newest record ends at or after ``since_us``.
+    """
+    newest_of: dict[tuple[str, str], float] = {}
+    for kind, spans in (("events", event_spans), ("system", system_spans)):
+        for stream, _, last_us in spans:
+            key = (kind, stream)
+            newest_of[key] = max(newest_of.get(key, last_us), last_us)
+    live = {key: last_us for key, last_us in newest_of.items() if last_us >= since_us}
+    if not live:
+        return None, None, 0
+    newest = max(live.values())
+    slowest = min(last_us for last_us in live.values() if last_us >= newest - _STREAM_GRACE_US)
+    return newest, slowest, sum(1 for kind, _ in live if kind == "events")
 
 
 def open_input(path_or_job: Any) -> Any:

@@ -168,18 +168,18 @@ class ScanWindow:
 
 
 def earliest_event_start(
-    spans: list[tuple[float, float]] | None, start_us: int, end_us: int
+    spans: list[tuple[str, float, float]] | None, start_us: int, end_us: int
 ) -> float | None:
     """A lower bound of the start of every event that ends in ``[start_us, end_us)``.
 
-    :param spans: ``(first_us, last_us)`` of every raw file of events (``JobData.time_spans``),
-        or None when unknown (then so is the bound). An event ending in the window lies in a
+    :param spans: ``(stream, first_us, last_us)`` of every raw file of events
+        (``JobData.time_spans``), or None when unknown (then so is the bound). An event ending in the window lies in a
         file with ``last_us >= start_us`` and ``first_us < end_us``, and starts no earlier than
         that file's ``first_us``; with no such file the window holds no event.
     """
     if spans is None:
         return None
-    firsts = [first for first, last in spans if last >= start_us and first < end_us]
+    firsts = [first for _, first, last in spans if last >= start_us and first < end_us]
     return min(firsts) if firsts else float(end_us)
 
 
