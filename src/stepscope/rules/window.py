@@ -34,6 +34,9 @@ _COPY_WINDOW_US = 600_000_000
 #: text: NumPy compares them fast).
 _CPU, _IOWAIT, _GPU, _GPU_MEMORY, _MEMORY, _NETWORK = range(6)
 
+#: Arrow number types of the window's records -> NumPy types.
+_NUMPY_TYPES = {"int8": "i1", "int16": "i2", "int32": "i4", "int64": "i8", "double": "f8"}
+
 # The window's system records the snapshot tables use, with their metric (and GPU): per-core
 # CPU and I/O wait, per-GPU utilization and memory, memory used, network traffic. Unsorted:
 # NumPy sorts them several times faster than SQL.
@@ -192,15 +195,29 @@ def _runs(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.cumsum(change) - 1, np.flatnonzero(change)
 
 
+def _numbers(array: Any) -> np.ndarray:
+    """An Arrow array of numbers without nulls as a NumPy view of its buffer (Arrow's own
+    ``to_numpy`` imports pandas, a second or so the rule engine has no use for)."""
+    if array.null_count:
+        raise ValueError(f"unexpected nulls in a {array.type} column")
+    dtype = np.dtype(_NUMPY_TYPES[str(array.type)])
+    offset = array.offset * dtype.itemsize
+    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=offset)
+
+
+def _column(table: Any, name: str) -> np.ndarray:
+    return _numbers(table.column(name).combine_chunks())
+
+
 def _codes(column: Any) -> tuple[np.ndarray, np.ndarray]:
     """A text column as integer codes and the sorted texts they stand for (codes sort as the
     texts do)."""
     encoded = pc.dictionary_encode(column.combine_chunks())
-    names = encoded.dictionary.to_numpy(zero_copy_only=False)
+    names = np.array(encoded.dictionary.to_pylist(), dtype=object)
     order = np.argsort(names)
     rank = np.empty(len(names), dtype=np.int64)
     rank[order] = np.arange(len(names))
-    return rank[encoded.indices.to_numpy(zero_copy_only=False)], names[order]
+    return rank[_numbers(encoded.indices)], names[order]
 
 
 class _Records:
@@ -213,12 +230,12 @@ class _Records:
     def __init__(self, table: Any) -> None:
         node, self.node_names = _codes(table.column("node"))
         gpu, self.gpu_names = _codes(table.column("gpu"))
-        timestamp_us = table.column("timestamp_us").to_numpy()
+        timestamp_us = _column(table, "timestamp_us")
         # by node, GPU and time: each GPU's records form one run
         by_gpu = np.lexsort((timestamp_us, gpu, node))
         self.node, self.gpu, self.timestamp_us = node[by_gpu], gpu[by_gpu], timestamp_us[by_gpu]
-        self.metric = table.column("metric").to_numpy()[by_gpu]
-        self.value = table.column("value").to_numpy().astype(np.float64)[by_gpu]
+        self.metric = _column(table, "metric")[by_gpu]
+        self.value = _column(table, "value").astype(np.float64)[by_gpu]
         # the records by node and time: runs of records close in time are snapshots
         order = np.lexsort((self.timestamp_us, self.node))
         node, stamp = self.node[order], self.timestamp_us[order]
