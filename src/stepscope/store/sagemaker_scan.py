@@ -107,10 +107,15 @@ def _files_with(mask: pa.Array, file_of_row: np.ndarray, n_files: int) -> np.nda
 
 
 def _split(table: pa.Table, file_of_row: np.ndarray, skip: np.ndarray) -> list[pa.Table | None]:
-    """Each file's rows (``file_of_row`` is sorted); None for the files in ``skip``."""
+    """Each file's rows (``file_of_row`` is sorted), in memory of their own; None for the files
+    in ``skip``.
+
+    A copy, not a slice: a slice keeps the whole scan alive for as long as any file's rows wait
+    in a segment being written (a stream with few rows per file waits for many scans).
+    """
     bounds = np.searchsorted(file_of_row, np.arange(len(skip) + 1))
     return [
-        None if skip[i] else table.slice(bounds[i], bounds[i + 1] - bounds[i])
+        None if skip[i] else table.take(pa.array(np.arange(bounds[i], bounds[i + 1])))
         for i in range(len(skip))
     ]
 
