@@ -274,16 +274,14 @@ def _assign_steps(raw: pa.Table) -> pa.Array:
 def _to_event_table(
     raw: pa.Table, steps: pa.Array, *, rank: int, node: str, base_time_ns: int | None
 ) -> pa.Table:
-    import numpy as np
-
     rows = raw.num_rows
     start = raw["ts"]
     if base_time_ns:
         start = pc.add(start, base_time_ns / 1000.0)
     columns = {
-        "source": _constant("kineto", rows),
-        "node": _constant(node, rows),
-        "rank": pa.array(np.full(rows, rank, dtype=np.int32)),
+        "source": pa.array(["kineto"] * rows, pa.string()),
+        "node": pa.array([node] * rows, pa.string()),
+        "rank": pa.array([rank] * rows, pa.int32()),
         "category": raw["category"],
         "name": raw["name"],
         "ph": raw["ph"],
@@ -300,13 +298,6 @@ def _to_event_table(
         "args": raw["args"],
     }
     return pa.table([columns[f.name] for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
-
-
-def _constant(text: str, rows: int) -> pa.Array:
-    """A string column holding ``text`` in every row (one value taken ``rows`` times)."""
-    import numpy as np
-
-    return pa.array([text], pa.string()).take(np.zeros(rows, dtype=np.int32))
 
 
 def _resolve_rank(
