@@ -5,7 +5,8 @@ about 282,000 framework events) is read by both ``PandasFrame`` classes, each me
 fresh process, alternating, ``--reps`` times. stepscope is measured twice: *cold* (an empty
 cache, so the raw JSON files are converted to Parquet first) and *warm* (the cache exists, as for
 every query after the first). smdebug has no cache: each of its calls parses the JSON files.
-Prints the median seconds of each side and the ratio smdebug / stepscope.
+Prints the median wall and CPU seconds (user + system, all threads; imports included in the
+open) of each side and the ratios smdebug / stepscope.
 
     python bench/bench_pandas_frame.py [--reps 3] [--minutes 60]
 
@@ -23,16 +24,17 @@ from harness import alternate_with_smdebug, generated_job
 OURS = textwrap.dedent(
     """
     import json, sys, time
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     from stepscope.analysis import PandasFrame
     from stepscope.store import open_job
     pf = PandasFrame(open_job(sys.argv[1], cache_dir=sys.argv[2]))
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     system = pf.get_all_system_metrics()
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     framework = pf.get_all_framework_metrics()
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
     print(json.dumps({"open_s": t1 - t0, "system_s": t2 - t1, "framework_s": t3 - t2,
+                      "open_cpu_s": c1 - c0, "system_cpu_s": c2 - c1, "framework_cpu_s": c3 - c2,
                       "system_rows": len(system), "framework_rows": len(framework)}))
     """
 )
@@ -41,15 +43,16 @@ SMDEBUG_SCRIPT = textwrap.dedent(
     """
     import json, logging, sys, time
     logging.disable(logging.WARNING)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     from smdebug.profiler.analysis.utils.profiler_data_to_pandas import PandasFrame
     pf = PandasFrame(sys.argv[1])
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     system = pf.get_all_system_metrics()
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     framework = pf.get_all_framework_metrics()
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
     print(json.dumps({"open_s": t1 - t0, "system_s": t2 - t1, "framework_s": t3 - t2,
+                      "open_cpu_s": c1 - c0, "system_cpu_s": c2 - c1, "framework_cpu_s": c3 - c2,
                       "system_rows": len(system), "framework_rows": len(framework)}))
     """
 )
@@ -76,27 +79,20 @@ def main() -> None:
     print(f"job: {job.name}; rows (stepscope / smdebug):")
     for key in ("system_rows", "framework_rows"):
         print(f"  {key}: {int(median('warm', key)):,} / {int(median('smdebug', key)):,}")
-    print(f"{'median seconds':<34}{'stepscope':>10}{'smdebug':>10}{'ratio':>8}")
-    rows = [
-        ("system table (warm cache)", median("warm", "system_s"), median("smdebug", "system_s")),
-        (
-            "framework table (warm cache)",
-            median("warm", "framework_s"),
-            median("smdebug", "framework_s"),
-        ),
-        (
-            "open + both tables (warm cache)",
-            sum(median("warm", k) for k in ("open_s", "system_s", "framework_s")),
-            sum(median("smdebug", k) for k in ("open_s", "system_s", "framework_s")),
-        ),
-        (
-            "open + both tables (cold cache)",
-            sum(median("cold", k) for k in ("open_s", "system_s", "framework_s")),
-            sum(median("smdebug", k) for k in ("open_s", "system_s", "framework_s")),
-        ),
-    ]
-    for label, ours, theirs in rows:
-        print(f"{label:<34}{ours:>10.2f}{theirs:>10.2f}{theirs / ours:>7.1f}x")
+    print(f"{'median seconds (wall / cpu)':<34}{'stepscope':>16}{'smdebug':>16}{'ratio':>16}")
+    stages = {
+        "system table (warm cache)": ("warm", ("system",)),
+        "framework table (warm cache)": ("warm", ("framework",)),
+        "open + both tables (warm cache)": ("warm", ("open", "system", "framework")),
+        "open + both tables (cold cache)": ("cold", ("open", "system", "framework")),
+    }
+    for label, (side, keys) in stages.items():
+        ours = [sum(median(side, f"{k}{unit}") for k in keys) for unit in ("_s", "_cpu_s")]
+        theirs = [sum(median("smdebug", f"{k}{unit}") for k in keys) for unit in ("_s", "_cpu_s")]
+        print(
+            f"{label:<34}{ours[0]:>8.2f}{ours[1]:>8.2f}{theirs[0]:>8.2f}{theirs[1]:>8.2f}"
+            f"{theirs[0] / ours[0]:>7.1f}x{theirs[1] / ours[1]:>7.1f}x"
+        )
 
 
 if __name__ == "__main__":
