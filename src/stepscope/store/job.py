@@ -201,7 +201,9 @@ class JobData:
         its records, or not the format its name says) is logged once and remembered, so it is
         retried only when it changes. Closed files go into their stream's merged segment, and
         the small segments of each stream are compacted (see :mod:`stepscope.store.cache`); a
-        refresh that finds nothing new only lists the files and reads the manifest.
+        refresh that finds nothing new only lists the files and reads the manifest. Local
+        SageMaker system and framework files are converted many at a time by DuckDB scans
+        (:mod:`stepscope.store.sagemaker_scan`), with the rows of the per-file readers.
         """
         self._refreshed = True
         changed = False
