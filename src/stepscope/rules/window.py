@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import pyarrow.compute as pc
 
 __all__ = ["SNAPSHOT_GAP_US", "ScanWindow", "earliest_event_start", "split_by"]
 
@@ -212,6 +211,8 @@ def _column(table: Any, name: str) -> np.ndarray:
 def _codes(column: Any) -> tuple[np.ndarray, np.ndarray]:
     """A text column as integer codes and the sorted texts they stand for (codes sort as the
     texts do)."""
+    import pyarrow.compute as pc  # not at import: `stepscope run` imports the rules early
+
     encoded = pc.dictionary_encode(column.combine_chunks())
     names = np.array(encoded.dictionary.to_pylist(), dtype=object)
     order = np.argsort(names)
