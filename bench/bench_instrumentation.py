@@ -28,8 +28,11 @@ session; in a session with a writer that discards events (what the caller pays, 
 conversion included); in a session with the real writer (plus the writer thread's serialisation,
 which shares the GIL); inside a detailed window (where it also opens a ``record_function``). Then
 the forward pre- and post-hooks per module call of a model of 33 modules (torch's hook dispatch
-included), default config and with sub-module events. Target: an annotation well under 2 µs
-outside a detailed window.
+included), default config and with sub-module events; and a whole training step of a 3-module
+model (forward, loss, backward, optimizer step), bare, default config and with sub-module events:
+so small a step makes the instrumentation's fixed cost per step (hooks, step bookkeeping, events
+and the writer thread) measurable, to compare with the step time of a real model. Target: an
+annotation well under 2 µs outside a detailed window.
 
     python bench/bench_instrumentation.py [--rounds 8] [--block 25] [--micro-only]
 """
@@ -257,6 +260,41 @@ def _module_hook_cost_ns(work_dir: Path) -> dict[str, float]:
     return result
 
 
+def _train_step_cost_ns(work_dir: Path) -> dict[str, float]:
+    """CPU ns one whole training step of a tiny model costs (forward, loss, backward, optimizer
+    step), bare and in a session: with a model that small, what the instrumentation adds per
+    step (hooks, step bookkeeping, events, the writer thread) stands out of the noise."""
+    import torch
+
+    from stepscope.collect.session import Session
+    from stepscope.collect.torch import instrument
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+
+    def step() -> None:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    result = {}
+    for label, submodules in (("bare", None), ("default", False), ("with sub-module events", True)):
+        if submodules is None:
+            result[label] = _cpu_ns_per_call(step, n=2_000)
+            continue
+        session = Session(_config("default"), work_dir / f"step-{label}" / "profiler-output")
+        session.start()
+        try:
+            instrument(session, submodules=submodules)
+            result[label] = _cpu_ns_per_call(step, n=2_000)
+        finally:
+            session.stop()
+    return result
+
+
 def _micro(work_dir: Path) -> None:
     """Print the micro-benchmarks as multiples of an empty Python call's CPU time."""
     empty_ns = _cpu_ns_per_call(lambda: None)
@@ -267,6 +305,13 @@ def _micro(work_dir: Path) -> None:
         print(
             f"forward hooks per sub-module call, {label}: {ns / empty_ns:.1f} empty calls "
             f"({ns:.0f} ns)"
+        )
+    steps = _train_step_cost_ns(work_dir)
+    for label, ns in steps.items():
+        added = "" if label == "bare" else f", {(ns - steps['bare']) / 1e3:+.1f} µs added"
+        print(
+            f"a training step of a 3-module model, {label}: {ns / empty_ns:.0f} empty calls "
+            f"({ns / 1e3:.1f} µs{added})"
         )
 
 

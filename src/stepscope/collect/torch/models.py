@@ -25,16 +25,16 @@ middle of a loop that creates no data-loader iterator (it is found at the next e
 ``DataParallel`` re-registers its replicas' sub-modules every step, so it keeps the finder armed.
 
 ``torch.compile``: a compiled model is found as its ``OptimizedModule`` (whose hooks run outside
-the compiled code). Hooks that can run inside compiled code (the finder's, a sub-module's) are
-registered through :func:`untraced` once ``torch._dynamo`` is loaded, so the compiler runs them as
-Python instead of tracing them; while the finder is armed, torch warns once that a compiled
-module meets a global hook.
+the compiled code). Once a compiled module is seen (built, or called), hooks that can run inside
+compiled code (the finder's, a sub-module's, those of a model compiled in place) are registered
+through :func:`untraced`, so the compiler runs them as Python instead of tracing them (that
+wrapper costs about ten Python calls per hook call, so it is not used before). While the finder
+is armed, torch warns once that a compiled module meets a global hook.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -44,7 +44,7 @@ from torch.nn.modules import module as _module
 
 from stepscope.collect.session import Session
 
-__all__ = ["ModelFinder", "untraced"]
+__all__ = ["ModelFinder", "is_compiled", "untraced"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,10 +53,16 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 def untraced(hook: _F) -> _F:
     """``hook``, run as Python by ``torch.compile`` (a graph break) rather than traced into the
-    compiled code, once the compiler is loaded; unchanged before (loading it takes seconds)."""
-    if "torch._dynamo" not in sys.modules:
-        return hook
+    compiled code."""
     return torch.compiler.disable(hook)  # type: ignore[no-untyped-call, no-any-return]
+
+
+def is_compiled(module: torch.nn.Module) -> bool:
+    """Whether ``module`` is ``torch.compile``'s wrapper or was compiled in place."""
+    return (
+        type(module).__name__ == "OptimizedModule"
+        or getattr(module, "_compiled_call_impl", None) is not None
+    )
 
 
 class ModelFinder:
@@ -88,8 +94,8 @@ class ModelFinder:
         self.models_found = 0
         self._found_this_step = False
         self._hook: Any = None
-        #: whether the armed hook went through :func:`untraced`
-        self._untraced = False
+        #: whether a compiled module was seen: hooks that may run in compiled code are untraced
+        self.compiled = False
         self._registration_hooks: list[Any] = []
         guard = session.guard
         self._discover_hook = guard.wrap("torch.model_finder", self._discover)
@@ -99,8 +105,8 @@ class ModelFinder:
         rearm = self.arm
 
         def on_registration(owner: Any, name: str, value: Any) -> None:
-            if self._hook is not None and not self._untraced and "torch._dynamo" in sys.modules:
-                self._retire()  # torch.compile is here: arm again with a hook it will not trace
+            if not self.compiled and is_compiled(owner):
+                self._saw_compiled()
             if self._hook is None:
                 rearm()
 
@@ -123,10 +129,17 @@ class ModelFinder:
             self._retire()
         self._found_this_step = False
 
+    def _saw_compiled(self) -> None:
+        """From now on, arm with a hook the compiler will not trace (re-arm if armed)."""
+        self.compiled = True
+        if self._hook is not None:
+            self._retire()
+            self._arm()
+
     def _arm(self) -> None:
         if self._hook is None and self.session.enabled:
-            self._untraced = "torch._dynamo" in sys.modules
-            self._hook = _module.register_module_forward_pre_hook(untraced(self._discover_hook))
+            hook = untraced(self._discover_hook) if self.compiled else self._discover_hook
+            self._hook = _module.register_module_forward_pre_hook(hook)
 
     def _retire(self) -> None:
         hook, self._hook = self._hook, None
@@ -138,6 +151,8 @@ class ModelFinder:
         verdict = self._verdicts.get(module)
         if verdict is not None or self._model_running():
             return
+        if not self.compiled and is_compiled(module):
+            self._saw_compiled()  # before its forward runs the compiled code
         verdict = next(module.parameters(), None) is not None
         self._verdicts[module] = verdict
         if verdict and self.session.enabled:

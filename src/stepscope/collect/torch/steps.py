@@ -38,7 +38,7 @@ import torch.optim.optimizer as _optimizer
 
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
-from stepscope.collect.torch.models import ModelFinder, untraced
+from stepscope.collect.torch.models import ModelFinder, is_compiled, untraced
 
 __all__ = ["ModuleHooks"]
 
@@ -186,10 +186,13 @@ class ModuleHooks:
         for name, sub in module.named_modules():
             if sub is not module and sub not in self._names:
                 self._names[sub] = name
+        pre_hook, post_hook = self._model_pre_hook, self._post_hook
+        if getattr(module, "_compiled_call_impl", None) is not None:  # compiled in place
+            pre_hook, post_hook = untraced(pre_hook), untraced(post_hook)
         self._models[module] = [
-            module.register_forward_pre_hook(untraced(self._model_pre_hook)),
+            module.register_forward_pre_hook(pre_hook),
             # always_call: the post-hook also runs when a forward raises, keeping the stack true
-            module.register_forward_hook(untraced(self._post_hook), always_call=True),
+            module.register_forward_hook(post_hook, always_call=True),
         ]
         if self._sub_handles is not None:
             self._hook_submodules_of(module, self._sub_handles)
@@ -214,7 +217,9 @@ class ModuleHooks:
             self._unhook_submodules()
 
     def _hook_submodules_of(self, model: torch.nn.Module, handles: list[Any]) -> None:
-        pre_hook, post_hook = untraced(self._sub_pre_hook), untraced(self._post_hook)
+        pre_hook, post_hook = self._sub_pre_hook, self._post_hook
+        if self.finder.compiled or is_compiled(model):
+            pre_hook, post_hook = untraced(pre_hook), untraced(post_hook)
         for sub in model.modules():
             if sub is not model and sub not in self._models:
                 handles.append(sub.register_forward_pre_hook(pre_hook))
@@ -252,7 +257,10 @@ class ModuleHooks:
         # Only while sub-module events are on, before every call of a model's sub-module.
         if not self.session.enabled:
             return
-        stack = self._stack()
+        try:
+            stack: list[_Entry] = self._local.stack
+        except AttributeError:
+            return  # no model forward ever ran on this thread
         if stack:  # inside a model's forward on this thread
             stack.append((module, _perf_counter() * 1e6 + self._offset_us, _SUB))
 
