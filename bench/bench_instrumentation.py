@@ -1,15 +1,15 @@
 """Cost of the PyTorch instrumentation per training step, and of one annotation.
 
-Side by side in one run and one process: the variants take turns in blocks of ``--block`` steps
-(in a new random order every round, ``--rounds`` rounds), so a busy machine slows them all alike; each
-block starts with a few untimed steps, and set-up and tear-down (starting a session, writing a
-trace) are outside the timing. The machine drifts over a run (the same loop's step moves by 10 %),
-so each comparison is also given as the median over rounds of that round's ratio (both medians
-taken within the same round, seconds apart). Reported for each variant: the median step in wall time, in CPU
-time of the training thread (``time.thread_time``: what the hooks cost the step, steadier than
-wall time on a busy machine) and in CPU time of the whole process per step (each block's
-``time.process_time`` over its timed steps, median over the blocks: the writer thread's
-serialisation and the trace export count there).
+Side by side in one run and one process: the variants take turns in blocks of ``--block``
+steps (in a new random order every round, ``--rounds`` rounds), so a busy machine slows them all
+alike; each block starts with a few untimed steps, and set-up and tear-down (starting a session,
+writing a trace) are outside the timing. The machine drifts over a run (the same loop's step
+moves by 10 %), so each comparison is also given as the median over rounds of that round's ratio
+(both medians taken within the same round, seconds apart). Reported for each variant: the median
+step in wall time, in CPU time of the training thread (``time.thread_time``: what the hooks cost
+the step, steadier than wall time on a busy machine) and in CPU time of the whole process per
+step (each block's ``time.process_time`` over its timed steps, median over the blocks: the writer
+thread's serialisation and the trace export count there).
 
 * ``bare``: the training loop, no profiling;
 * ``default``: every option of ``FrameworkProfile`` configured but outside its range (the steady
@@ -277,7 +277,7 @@ def _train_step_cost_ns(work_dir: Path) -> dict[str, float]:
     def step() -> None:
         loss = torch.nn.functional.mse_loss(model(x), y)
         optimizer.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         optimizer.step()
 
     result = {}
@@ -295,6 +295,55 @@ def _train_step_cost_ns(work_dir: Path) -> dict[str, float]:
     return result
 
 
+def _python_calls_per_step(work_dir: Path, steps: int = 50) -> dict[str, float]:
+    """Python-level calls (``sys.setprofile`` call and c_call events) one training step of the
+    step-time benchmark's CNN makes on the training thread: deterministic, whatever the load
+    (the writer thread's work is not counted)."""
+    import sys
+
+    from stepscope.collect.session import Session
+    from stepscope.collect.torch import instrument
+
+    loop = _Loop()
+    x, y = next(iter(loop.loader))
+    torch = loop.torch
+
+    def step() -> None:
+        loss = torch.nn.functional.cross_entropy(loop.model(x), y)
+        loop.optimizer.zero_grad()
+        loss.backward()
+        loop.optimizer.step()
+
+    def count() -> float:
+        calls = 0
+
+        def on_event(frame: object, event: str, arg: object) -> None:
+            nonlocal calls
+            if event in ("call", "c_call"):
+                calls += 1
+
+        for _ in range(BLOCK_WARMUP_STEPS):
+            step()
+        sys.setprofile(on_event)
+        try:
+            for _ in range(steps):
+                step()
+        finally:
+            sys.setprofile(None)
+        return calls / steps
+
+    result = {"bare": count()}
+    for label, submodules in (("default", False), ("with sub-module events", True)):
+        session = Session(_config("default"), work_dir / f"calls-{label}" / "profiler-output")
+        session.start()
+        try:
+            instrument(session, submodules=submodules)
+            result[label] = count()
+        finally:
+            session.stop()
+    return result
+
+
 def _micro(work_dir: Path) -> None:
     """Print the micro-benchmarks as multiples of an empty Python call's CPU time."""
     empty_ns = _cpu_ns_per_call(lambda: None)
@@ -306,6 +355,10 @@ def _micro(work_dir: Path) -> None:
             f"forward hooks per sub-module call, {label}: {ns / empty_ns:.1f} empty calls "
             f"({ns:.0f} ns)"
         )
+    calls = _python_calls_per_step(work_dir)
+    for label, per_step in calls.items():
+        added = "" if label == "bare" else f", {per_step - calls['bare']:+.0f} added"
+        print(f"Python calls per CNN training step, {label}: {per_step:.0f}{added}")
     steps = _train_step_cost_ns(work_dir)
     for label, ns in steps.items():
         added = "" if label == "bare" else f", {(ns - steps['bare']) / 1e3:+.1f} µs added"
@@ -313,6 +366,13 @@ def _micro(work_dir: Path) -> None:
             f"a training step of a 3-module model, {label}: {ns / empty_ns:.0f} empty calls "
             f"({ns / 1e3:.1f} µs{added})"
         )
+
+
+def _paired(
+    rounds: list[dict[str, dict[str, float]]], variant: str, base: str, metric: str
+) -> float:
+    """The median over rounds of ``variant``'s ``metric`` over ``base``'s in the same round."""
+    return statistics.median(r[variant][metric] / r[base][metric] for r in rounds)
 
 
 def main() -> None:
@@ -368,7 +428,7 @@ def main() -> None:
     for variant, base, target in comparisons:
         changes = ", ".join(
             f"{metric} {100 * (step[variant][metric] / step[base][metric] - 1):+.2f} %; "
-            + f"{100 * (statistics.median(r[variant][metric] / r[base][metric] for r in rounds) - 1):+.2f} %"
+            + f"{100 * (_paired(rounds, variant, base, metric) - 1):+.2f} %"
             for metric in ("wall", "thread CPU", "process CPU")
         )
         print(f"  {variant} vs {base}: {changes} (target {target})")

@@ -2,14 +2,13 @@
 
 The same CPU training loop runs bare and under ``stepscope run``, in separate fresh processes,
 in ABBA order (bare, stepscope, stepscope, bare, ...) so a drift of the machine's load hits both
-sides alike. The script times its own steps, data loading included (start-up, the first 20 steps and
-shut-down are excluded) three ways: wall time (``perf_counter``), CPU time of the training thread
-(``time.thread_time``: what the hooks cost the step, much steadier than wall time between
-processes on a busy machine) and CPU time of the whole training process over the timed steps
-(``time.process_time``: the writer threads count there). Each run gives its median step (the
-process CPU: its mean per step); printed are the medians of those per side, and the median of
-the paired ratios (each stepscope run against the bare run next to it). The target is under 1 %
-at the defaults.
+sides alike. The script times its own steps, data loading included (start-up, the first 20 steps
+and shut-down are excluded), three ways: wall time (``perf_counter``), CPU time of the training
+thread (``time.thread_time``: what the hooks cost the step, steadier than wall time) and CPU time
+of the whole training process over the timed steps (``time.process_time``: the writer threads
+count there). Each run gives its median step (the process CPU: its mean per step); printed are
+the medians of those per side, and the median of the paired ratios (each stepscope run against
+the bare run next to it). The target is under 1 % at the defaults.
 
     python bench/bench_run_overhead.py [--reps 5] [--steps 300]
 """

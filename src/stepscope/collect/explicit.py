@@ -1,4 +1,4 @@
-"""The explicit profiling API: ``stepscope.profile()``, ``stepscope.step()``, ``stepscope.set_mode()``.
+"""The explicit profiling API: ``stepscope.profile()``, ``.step()`` and ``.set_mode()``.
 
 For scripts that want to say what is profiled and where steps are, instead of (or on top of) the
 zero-code-change collection of ``stepscope run``. Each function works on the active session
