@@ -42,6 +42,8 @@ PROFILER_OUTPUT = "profiler-output"
 DEFAULT_JOBS_ROOT = Path("stepscope-jobs")
 #: How long a stopped command gets to exit after SIGINT before it is terminated.
 STOP_GRACE_S = 10.0
+#: The exit code of a job interrupted before its command started (a shell's 128 + SIGINT).
+_INTERRUPTED_EXIT_CODE = 128 + signal.SIGINT
 
 
 class JobStatus:
@@ -138,11 +140,15 @@ def launch(
     job.info = _initial_job_info(job, command, config, rules, hyperparameters, nproc_per_node)
     _write_job_file(job)
 
-    monitor = _start_monitor(job, config)
-    engine = _start_rule_engine(job, rules)
+    monitor = engine = None
     watcher = _StatusPrinter(job.path, on_status)
     try:
+        monitor = _start_monitor(job, config)
+        engine = _start_rule_engine(job, rules)
         job.exit_code, job.status = _run_child(child_command, _child_env(job, config_path), watcher)
+    except KeyboardInterrupt:
+        # Ctrl-C before the command started: the job ends here, stopped, and stays readable
+        job.exit_code, job.status = _INTERRUPTED_EXIT_CODE, JobStatus.STOPPED
     finally:
         _finish(job, monitor, engine, watcher, report)
     return job

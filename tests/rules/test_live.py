@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -100,6 +101,18 @@ def test_finish_on_a_finished_job_makes_the_final_pass_and_writes_the_report(tmp
     assert status(job, "StepOutlier")["status"] in ("NoIssuesFound", "IssuesFound")
     report = job / "rule-output" / "profiler-report.html"
     assert 'id="rule-StepOutlier"' in report.read_text()
+
+
+def test_a_ctrl_c_leaves_the_engine_to_its_final_pass(tmp_path):
+    # a terminal's Ctrl-C reaches every process of the group, the engine included, at any moment
+    job = generate_job(tmp_path / "interrupted", minutes=2, gpus=1, cpus=4)
+    handle = start_rule_engine(job, ["StepOutlier"], report_hook=None)
+    assert handle.pid is not None
+    os.kill(handle.pid, signal.SIGINT)  # while it is still starting up
+    time.sleep(0.5)
+    os.kill(handle.pid, signal.SIGINT)
+    assert handle.finish(timeout_s=120)
+    assert status(job, "StepOutlier")["status"] in ("NoIssuesFound", "IssuesFound")
 
 
 def test_bad_rules_fail_before_the_process_starts(tmp_path):

@@ -17,6 +17,8 @@ import importlib
 import logging
 import multiprocessing
 import os
+import signal
+import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.process import BaseProcess
@@ -104,8 +106,23 @@ def start_rule_engine(
         name="stepscope-rules",
         daemon=True,
     )
-    process.start()
+    # A terminal's Ctrl-C reaches the whole process group, but the launcher decides when the
+    # engine ends (finish() for the final pass, stop() to abandon it): the engine starts with
+    # SIGINT ignored, which Python keeps (no KeyboardInterrupt) from its first instruction on.
+    restore = _ignore_sigint()
+    try:
+        process.start()
+    finally:
+        if restore is not None:
+            signal.signal(signal.SIGINT, restore)
     return RuleEngineHandle(process, finish)
+
+
+def _ignore_sigint() -> Any:
+    """Ignore SIGINT for now and return the handler to put back (None off the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _run(
