@@ -317,10 +317,13 @@ _KILLED_WRITER = textwrap.dedent(
     writer = TimelineWriter(sys.argv[1], "0-algo-1", file_max_size=3000)
     i = 0
     while True:
-        writer.write_event(f"e{i}", "Forward", 1_700_000_000_000_000 + i * 10, 5.0, {"i": i})
-        i += 1
-        if i % 200 == 0:
-            time.sleep(0.01)
+        # a full queue drops the event (and says so): offer it again, so the sequence has no gap
+        if writer.write_event(f"e{i}", "Forward", 1_700_000_000_000_000 + i * 10, 5.0, {"i": i}):
+            i += 1
+            if i % 200 == 0:
+                time.sleep(0.01)
+        else:
+            time.sleep(0.001)
     """
 )
 
