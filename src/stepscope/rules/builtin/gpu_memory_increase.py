@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 
 from stepscope.rules.base import Rule, Verdict
-from stepscope.rules.distribution import IntervalList, QuantileSketch, SampleBlocks, box_stats
+from stepscope.rules.distribution import box_stats
+from stepscope.rules.gpu_blocks import GpuBlocks, GpuKey
 from stepscope.rules.parameters import Param
-from stepscope.rules.window import ScanWindow, gpu_series
+from stepscope.rules.window import ScanWindow
 
 __all__ = ["GPUMemoryIncrease"]
 
@@ -45,19 +46,17 @@ class GPUMemoryIncrease(Rule):
     def __init__(self, **parameters: object) -> None:
         super().__init__(**parameters)
         p = self.parameters
-        self.blocks = SampleBlocks(p["window"], p["patience"])
-        self.sketches: dict[tuple[str, ...], QuantileSketch] = {}
-        self.state: dict[tuple[str, ...], dict[str, Any]] = {}
-        self.intervals = IntervalList(join_gap_us=0)
+        self.gpus = GpuBlocks(
+            "memory_pct", window=p["window"], patience=p["patience"], judge=self._compare
+        )
+        self.state: dict[GpuKey, dict[str, Any]] = {}
 
     def scan(self, window: ScanWindow) -> None:
-        for key, memory, times in gpu_series(window, "memory_pct"):
-            self.sketches.setdefault(key, QuantileSketch()).add(memory)
-            for block in self.blocks.feed(key, np.column_stack([times, memory])):
-                self._compare(key, block)
+        self.gpus.scan(window)
 
-    def _compare(self, key: tuple[str, ...], block: np.ndarray) -> None:
+    def _compare(self, key: GpuKey, block: np.ndarray) -> bool:
         mean = float(block[:, 1].mean())
+        violation = False
         entry = self.state.setdefault(
             key, {"blocks": 0, "violations": 0, "baseline_pct": None, "max_increase_pct": 0.0}
         )
@@ -66,25 +65,26 @@ class GPUMemoryIncrease(Rule):
         if baseline is not None:
             rise = mean - baseline
             entry["max_increase_pct"] = round(max(entry["max_increase_pct"], rise), 2)
-            if rise > self.parameters["increase"]:
-                entry["violations"] += 1
-                self.intervals.add([block[0, 0]], [block[-1, 0]])
+            violation = rise > self.parameters["increase"]
+            entry["violations"] += violation
         entry["baseline_pct"] = mean if baseline is None else min(baseline, mean)
         entry["last_mean_pct"] = round(mean, 2)
+        return violation
 
     def evaluate(self) -> Verdict:
-        if not self.sketches:
+        sketches = self.gpus.sketches
+        if not sketches:
             return Verdict(applicable=False, message="No GPU memory metrics.")
         p = self.parameters
         gpus: dict[str, Any] = {}
         flagged = []
-        for key in sorted(self.sketches):
+        for key in sorted(sketches):
             entry = dict(
                 self.state.get(key, {"blocks": 0, "violations": 0, "max_increase_pct": 0.0})
             )
             if entry.get("baseline_pct") is not None:
                 entry["baseline_pct"] = round(entry["baseline_pct"], 2)
-            entry.update(box_stats(self.sketches[key]))
+            entry.update(box_stats(sketches[key]))
             gpus["/".join(key)] = entry
             if entry["violations"]:
                 flagged.append(("/".join(key), entry))
@@ -116,5 +116,5 @@ class GPUMemoryIncrease(Rule):
             message=message,
             recommendation=recommendation,
             details=details,
-            intervals=self.intervals.as_list(),
+            intervals=self.gpus.intervals.as_list(),
         )

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from stepscope.rules.base import Rule, Verdict
-from stepscope.rules.distribution import IntervalList, QuantileSketch, SampleBlocks, box_stats
+from stepscope.rules.distribution import box_stats
+from stepscope.rules.gpu_blocks import GpuBlocks, GpuKey
 from stepscope.rules.parameters import Param
-from stepscope.rules.window import ScanWindow, gpu_series
+from stepscope.rules.window import ScanWindow
 
 __all__ = ["LowGPUUtilization"]
 
@@ -45,19 +46,18 @@ class LowGPUUtilization(Rule):
     def __init__(self, **parameters: object) -> None:
         super().__init__(**parameters)
         p = self.parameters
-        self.blocks = SampleBlocks(p["window"], p["patience"])
-        self.sketches: dict[tuple[str, ...], QuantileSketch] = {}
-        self.judged: dict[tuple[str, ...], dict[str, Any]] = {}
-        self.intervals = IntervalList(join_gap_us=0)
+        self.gpus = GpuBlocks(
+            "util_pct", window=p["window"], patience=p["patience"], judge=self._record
+        )
+        self.judged: dict[GpuKey, dict[str, Any]] = {}
 
     def scan(self, window: ScanWindow) -> None:
-        for key, util, times in gpu_series(window, "util_pct"):
-            self.sketches.setdefault(key, QuantileSketch()).add(util)
-            blocks = self.blocks.feed(key, np.column_stack([times, util]))
-            for block in blocks:
-                self._judge(key, block, record=True)
+        self.gpus.scan(window)
 
-    def _judge(self, key: tuple[str, ...], block: np.ndarray, *, record: bool) -> str:
+    def _record(self, key: GpuKey, block: np.ndarray) -> bool:
+        return bool(self._judge(key, block, record=True))
+
+    def _judge(self, key: GpuKey, block: np.ndarray, *, record: bool) -> str:
         p = self.parameters
         p95, p5 = np.percentile(block[:, 1], [95, 5])
         kind = ""
@@ -74,25 +74,25 @@ class LowGPUUtilization(Rule):
             entry["last_p95"], entry["last_p5"] = round(float(p95), 2), round(float(p5), 2)
             if kind:
                 entry[kind] += 1
-                self.intervals.add([block[0, 0]], [block[-1, 0]])
         return kind
 
     def evaluate(self) -> Verdict:
-        if not self.sketches:
+        sketches = self.gpus.sketches
+        if not sketches:
             return Verdict(applicable=False, message="No GPU utilization metrics.")
         p = self.parameters
         gpus: dict[str, Any] = {}
         violations = datapoints = 0
         flagged = []
-        for key in sorted(self.sketches):
+        for key in sorted(sketches):
             entry = dict(self.judged.get(key, {"blocks": 0, "underused": 0, "fluctuating": 0}))
-            tail = self.blocks.unfinished(key)
+            tail = self.gpus.blocks.unfinished(key)
             if len(tail) >= max(1, p["window"] // 2) and tail.shape[1] == 2:
                 kind = self._judge(key, tail, record=False)
                 entry["blocks"] += 1
                 if kind:
                     entry[kind] += 1
-            entry.update(box_stats(self.sketches[key]))
+            entry.update(box_stats(sketches[key]))
             gpus["/".join(key)] = entry
             datapoints += entry["blocks"]
             bad = entry["underused"] + entry["fluctuating"]
@@ -101,7 +101,7 @@ class LowGPUUtilization(Rule):
                 flagged.append((key, entry))
         details = {"gpus": gpus, "flagged": ["/".join(k) for k, _ in flagged]}
         if datapoints == 0:
-            samples = max(self.blocks.total(k) for k in self.sketches)
+            samples = max(self.gpus.blocks.total(k) for k in sketches)
             return Verdict(
                 datapoints=0,
                 details=details,
@@ -135,5 +135,5 @@ class LowGPUUtilization(Rule):
             message=message,
             recommendation=recommendation,
             details=details,
-            intervals=self.intervals.as_list(),
+            intervals=self.gpus.intervals.as_list(),
         )
