@@ -20,7 +20,9 @@ thread's serialisation and the trace export count there).
   ``ProfilerStep#`` range per step;
 * ``detailed``: stepscope's detailed window (the same activity and ranges, plus the step, forward
   and backward events; sub-module events off, ``submodules`` prices them) - target: no slower
-  than ``torch_profiler``.
+  than ``torch_profiler``;
+* ``detailed_submodules``: the same window as a job gets it by default, with sub-module events
+  (on inside detailed windows unless configured otherwise).
 
 First, micro-benchmarks in process CPU time (robust to a busy machine), printed as multiples of
 an empty Python call measured in the same process: ``stepscope.annotate`` (enter + exit) outside a
@@ -50,7 +52,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-VARIANTS = ("bare", "default", "submodules", "torch_profiler", "detailed")
+VARIANTS = ("bare", "default", "submodules", "torch_profiler", "detailed", "detailed_submodules")
 #: untimed steps at the start of every block (allocator and cache warm-up after a switch)
 BLOCK_WARMUP_STEPS = 5
 
@@ -58,7 +60,7 @@ BLOCK_WARMUP_STEPS = 5
 def _config(variant: str) -> Any:
     from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
 
-    if variant == "detailed":
+    if variant.startswith("detailed"):
         detailed = DetailedProfilingConfig(start_step=0, num_steps=100)
         return ProfilerConfig(
             framework_profile_params=FrameworkProfile(detailed_profiling_config=detailed)
@@ -163,9 +165,10 @@ def _run_block(variant: str, loop: _Loop, steps: int, work_dir: Path) -> _Times:
 
     session = Session(_config(variant), work_dir / "profiler-output").start()
     try:
-        # like for like: the detailed window without its sub-module events (``submodules``
-        # measures those on their own)
-        instrument(session, submodules=variant == "submodules")
+        # like for like: the ``detailed`` window without its sub-module events (``submodules``
+        # measures those on their own); ``detailed_submodules`` keeps the default (on in the window)
+        submodules = {"submodules": True, "detailed_submodules": None}.get(variant, False)
+        instrument(session, submodules=submodules)
         return loop.block(steps, step_ranges=False)
     finally:
         session.stop()
@@ -423,6 +426,7 @@ def main() -> None:
         ("default", "bare", "<= +1 %"),
         ("submodules", "bare", "<= +3 %"),
         ("detailed", "torch_profiler", "<= +0 %"),
+        ("detailed_submodules", "torch_profiler", "none: the default sub-module setting"),
     ]
     print("change (of the medians over all rounds; median of the per-round ratios):")
     for variant, base, target in comparisons:

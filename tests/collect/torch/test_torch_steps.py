@@ -88,6 +88,18 @@ def test_submodules_are_timed_in_the_detailed_range_only(tmp_path: Path) -> None
         "1",
         "2",
     ]
+    # the gradient runs back from the last layer: each layer's backward lies inside the model's
+    # and ends where the layer before it starts (the gradient reaching its input)
+    model_backward = next(
+        e for e in events if e["phase"] == "Backward(post-forward)" and e["args"]["step_num"] == "2"
+    )
+    by_layer = {e["name"]: e for e in backward_subs if e["args"]["step_num"] == "2"}
+    for layer in ("0", "1", "2"):
+        sub = by_layer[layer]
+        assert model_backward["start_us"] <= sub["start_us"] <= sub["end_us"]
+        assert sub["end_us"] <= model_backward["end_us"]
+    assert by_layer["2"]["end_us"] <= by_layer["1"]["start_us"] + 1
+    assert by_layer["1"]["end_us"] <= by_layer["0"]["start_us"] + 1
     model_forward = next(
         e for e in events if e["phase"] == "Forward" and e["args"]["step_num"] == "2"
     )

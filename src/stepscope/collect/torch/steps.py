@@ -23,6 +23,13 @@ autograd finishes that backward pass (an engine callback). With sub-module event
 ``Forward-SubModuleInternal`` spans each sub-module's own hooks, and ``Backward-SubModuleInternal``
 runs from the gradient reaching the sub-module's output to the gradient of its input (or the end of
 the pass, for the first layer). Nothing here changes a module's mode, the RNG or the gradients.
+
+Sub-module hooks run for every sub-module call, so they only take times: a forward post-hook
+notes (module, start, end, step) and, for the backward, which autograd nodes its output and input
+came from. Each node gets one pre-hook that notes when the gradient reaches it, shared by every
+sub-module that meets it there (a layer's output node is the next layer's input node), so a chain
+of layers costs one backward hook per layer, not two. The events are built when the backward pass
+ends (or the step, for a forward that no backward follows), off the per-module path.
 """
 
 from __future__ import annotations
@@ -86,14 +93,15 @@ def _on_gradient(tensor: torch.Tensor, hook: Any) -> None:
         tensor.register_hook(hook)  # type: ignore[no-untyped-call]  # torch leaves it unannotated
 
 
-class _SubBackward:
-    __slots__ = ("done", "name", "start_us", "step_num")
+#: a sub-module forward waiting for its event: (name, start s, end s, step_num), in
+#: ``perf_counter`` seconds
+_SubForward = tuple[str, float, float, str]
+#: a sub-module backward waiting for its gradients: (name, step_num, slot of its output's
+#: node, slot of its input's node or -1); a slot indexes the times the gradients arrived
+_SubBackward = tuple[str, str, int, int]
 
-    def __init__(self, name: str, step_num: str) -> None:
-        self.name = name
-        self.step_num = step_num
-        self.start_us = 0.0
-        self.done = False
+_Tensor = torch.Tensor
+_grad_enabled = torch.is_grad_enabled
 
 
 class ModuleHooks:
@@ -121,8 +129,16 @@ class ModuleHooks:
         self._pass_start_us: float | None = None
         self._pass_name = ""
         self._pass_step_num = "0"
-        self._pending: list[_SubBackward] = []
         self._backward_seen = False
+        #: sub-module forwards and backwards whose events are not written yet
+        self._sub_forwards: list[_SubForward] = []
+        self._sub_backwards: list[_SubBackward] = []
+        #: per slot: when the gradient reached its node (``perf_counter`` s, 0.0 not yet); a
+        #: new list every step (a late hook of a forgotten step writes into its own list)
+        self._reached: list[float] = []
+        #: autograd node -> its slot, for the model forward running now (nodes are not held
+        #: longer: they hold the graph)
+        self._node_slots: dict[Any, int] = {}
         #: model forwards running now, on any thread
         self._running_model_forwards = 0
         #: epoch µs minus ``perf_counter`` µs (the session's, as :func:`now_us` uses it)
@@ -134,8 +150,7 @@ class ModuleHooks:
         self._post_hook = guard.wrap("torch.module_hooks", self._forward_post)
         self._backward_begins = guard.wrap("torch.backward", self._on_backward_begins)
         self._backward_ends = guard.wrap("torch.backward", self._on_backward_ends)
-        self._sub_begins = guard.wrap("torch.submodule_backward", self._on_sub_begins)
-        self._sub_ends = guard.wrap("torch.submodule_backward", self._on_sub_ends)
+        self._reached_hook = guard.wrap("torch.submodule_backward", self._on_reached)
         self.finder = ModelFinder(
             session, adopt=self._adopt, model_running=self._model_forward_running
         )
@@ -168,11 +183,15 @@ class ModuleHooks:
         """Nothing to do: the hooks change between steps."""
 
     def on_step_end(self, session: Session, step: int) -> None:
+        self._write_sub_forwards()
+        self._forget_sub_backwards()
         self.finder.step_ended()
         self._follow_submodule_range()
 
     def on_stop(self, session: Session) -> None:
-        """Nothing to close: :meth:`remove` takes the hooks off."""
+        """Write the sub-module forwards still waiting (:meth:`remove` takes the hooks off)."""
+        self._write_sub_forwards()
+        self._forget_sub_backwards()
 
     # -- models -------------------------------------------------------------------------
 
@@ -222,8 +241,10 @@ class ModuleHooks:
             pre_hook, post_hook = untraced(pre_hook), untraced(post_hook)
         for sub in model.modules():
             if sub is not model and sub not in self._models:
+                # the post-hook gets the name now: no look-up per call
+                named_post_hook = functools.partial(post_hook, name=self._name_of(sub))
                 handles.append(sub.register_forward_pre_hook(pre_hook))
-                handles.append(sub.register_forward_hook(post_hook, always_call=True))
+                handles.append(sub.register_forward_hook(named_post_hook, always_call=True))
 
     def _unhook_submodules(self) -> None:
         handles, self._sub_handles = self._sub_handles, None
@@ -246,7 +267,7 @@ class ModuleHooks:
         if self._running_model_forwards:
             # a model inside another's forward, or a replica on another thread (DataParallel):
             # part of that forward
-            stack.append((module, now_us() if self._sub_handles is not None else 0.0, _SUB))
+            stack.append((module, _perf_counter() if self._sub_handles is not None else 0.0, _SUB))
             return
         now = now_us()
         began = self._model_forward_begins(module)
@@ -262,7 +283,7 @@ class ModuleHooks:
         except AttributeError:
             return  # no model forward ever ran on this thread
         if stack:  # inside a model's forward on this thread
-            stack.append((module, _perf_counter() * 1e6 + self._offset_us, _SUB))
+            stack.append((module, _perf_counter(), _SUB))
 
     def _model_forward_begins(self, module: torch.nn.Module) -> bool:
         """Open a step if this forward starts one; True when it opened an EVAL/PREDICT step."""
@@ -284,7 +305,9 @@ class ModuleHooks:
         session.begin_step(mode)
         return mode != "TRAIN"
 
-    def _forward_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+    def _forward_post(
+        self, module: torch.nn.Module, args: Any, output: Any, name: str | None = None
+    ) -> None:
         if not self.session.enabled:
             return
         try:
@@ -303,28 +326,25 @@ class ModuleHooks:
         kind = entry[2]
         session = self.session
         if kind == _SUB:
-            if not entry[1]:
+            # every sub-module call runs this: note times only, events are built later
+            start = entry[1]
+            if not start:
                 return  # not timed at its start (sub-module events were off)
-            now = _perf_counter() * 1e6 + self._offset_us
-            name = self._names.get(module) or type(module).__name__
-            step_num = session.step_num()
-            session.write_later(
-                "Forward-SubModuleInternal",
-                name,
-                entry[1],
-                now - entry[1],
-                {"step_num": step_num, "pid": session.pid},
-            )
-            if torch.is_grad_enabled():
+            if name is None:  # a model called inside another model's forward
+                name = self._name_of(module)
+            step_num = session.current_step_num
+            self._sub_forwards.append((name, start, _perf_counter(), step_num))
+            if _grad_enabled():
                 self._watch_submodule_backward(name, step_num, args, output)
             return
         self._running_model_forwards = max(self._running_model_forwards - 1, 0)
         now = now_us()
-        name = self._names.get(module) or type(module).__name__
+        name = self._name_of(module)
         step_num = session.step_num()
         session.write_later(
             "Forward", name, entry[1], now - entry[1], {"step_num": step_num, "pid": session.pid}
         )
+        self._node_slots = {}  # the nodes of this forward are hooked already
         if kind == _TOP_STEP and session.in_step:
             session.end_step(now)
         elif torch.is_grad_enabled():
@@ -345,12 +365,12 @@ class ModuleHooks:
 
     # -- backward -------------------------------------------------------------------------
 
-    def _begin_pass(self, name: str, step_num: str) -> None:
-        """Called from a gradient hook, inside the backward pass: note it once, and ask autograd
-        to tell us when the whole pass is over."""
+    def _begin_pass(self, name: str, step_num: str, start_us: float | None = None) -> None:
+        """Called from a gradient hook, inside the backward pass: note it once (at ``start_us``,
+        the hook's own time, or now), and ask autograd to tell us when the whole pass is over."""
         if self._pass_start_us is not None:
             return
-        self._pass_start_us = now_us()
+        self._pass_start_us = now_us() if start_us is None else start_us
         self._pass_name = name
         self._pass_step_num = step_num
         self._backward_seen = True
@@ -366,7 +386,6 @@ class ModuleHooks:
     def _on_backward_ends(self) -> None:
         with self._backward_lock:
             start = self._pass_start_us
-            pending, self._pending = self._pending, []
             self._pass_start_us = None
         if start is None or not self.session.enabled:
             return
@@ -379,41 +398,104 @@ class ModuleHooks:
             end - start,
             {"step_num": self._pass_step_num, "pid": session.pid},
         )
-        for record in pending:
-            if not record.done:
-                self._write_sub_backward(record, end)
+        if self._sub_backwards:
+            self._write_sub_backwards(end)
+        if self._sub_forwards:
+            self._write_sub_forwards()
 
     def _watch_submodule_backward(self, name: str, step_num: str, args: Any, output: Any) -> None:
-        out_tensor = _first_grad_tensor(output)
+        if isinstance(output, _Tensor):
+            out_tensor = output if output.requires_grad else None
+        else:
+            out_tensor = _first_grad_tensor(output)
         if out_tensor is None:
             return
-        record = _SubBackward(name, step_num)
-        _on_gradient(out_tensor, functools.partial(self._sub_begins, record))
-        in_tensor = _first_grad_tensor(args)
+        first = args[0] if args else None
+        if isinstance(first, _Tensor) and first.requires_grad:
+            in_tensor: torch.Tensor | None = first
+        else:
+            in_tensor = _first_grad_tensor(args)
+        slots = self._node_slots
+        out_slot = slots.get(out_tensor.grad_fn)
+        if out_slot is None:
+            out_slot = self._new_slot(out_tensor, name, step_num)
+        in_slot = -1
         if in_tensor is not None and in_tensor is not out_tensor:
-            _on_gradient(in_tensor, functools.partial(self._sub_ends, record))
+            in_slot = slots.get(in_tensor.grad_fn, -1)
+            if in_slot < 0:
+                in_slot = self._new_slot(in_tensor, name, step_num)
+        self._sub_backwards.append((name, step_num, out_slot, in_slot))
 
-    def _on_sub_begins(self, record: _SubBackward, grad: Any) -> None:
-        if not self.session.enabled:
+    def _new_slot(self, tensor: torch.Tensor, name: str, step_num: str) -> int:
+        """A slot for the time the gradient of ``tensor`` arrives, with one hook on its node."""
+        reached = self._reached
+        slot = len(reached)
+        reached.append(0.0)
+        node = tensor.grad_fn
+        if node is not None:
+            self._node_slots[node] = slot
+        hook = functools.partial(self._reached_hook, reached, slot, name, step_num)
+        _on_gradient(tensor, hook)
+        return slot
+
+    def _on_reached(
+        self, reached: list[float], slot: int, name: str, step_num: str, grad: Any
+    ) -> None:
+        """A gradient reached a node: note when, and open the pass if no hook did yet."""
+        now_s = reached[slot] = _perf_counter()
+        if self._pass_start_us is None and self.session.enabled:
+            with self._backward_lock:
+                self._begin_pass(name, step_num, now_s * 1e6 + self._offset_us)
+
+    def _name_of(self, module: torch.nn.Module) -> str:
+        return self._names.get(module) or type(module).__name__
+
+    def _write_sub_backwards(self, pass_end_us: float) -> None:
+        """Write the sub-module backwards this pass reached; keep those it did not reach."""
+        records, self._sub_backwards = self._sub_backwards, []
+        reached = self._reached
+        offset_us = self._offset_us
+        write_later = self.session.write_later
+        pid = self.session.pid
+        waiting = []
+        for name, step_num, out_slot, in_slot in records:
+            start_s = reached[out_slot]
+            if not start_s:
+                waiting.append((name, step_num, out_slot, in_slot))
+                continue
+            start_us = start_s * 1e6 + offset_us
+            end_s = reached[in_slot] if in_slot >= 0 else 0.0
+            end_us = end_s * 1e6 + offset_us if end_s else pass_end_us
+            write_later(
+                "Backward-SubModuleInternal",
+                name,
+                start_us,
+                end_us - start_us,
+                {"step_num": step_num, "pid": pid},
+            )
+        self._sub_backwards[:0] = waiting
+
+    def _write_sub_forwards(self) -> None:
+        records, self._sub_forwards = self._sub_forwards, []
+        if not records or not self.session.enabled:
             return
-        record.start_us = now_us()
-        with self._backward_lock:
-            self._begin_pass(record.name, record.step_num)
-            self._pending.append(record)
+        offset_us = self._offset_us
+        write_later = self.session.write_later
+        pid = self.session.pid
+        for name, start_s, end_s, step_num in records:
+            write_later(
+                "Forward-SubModuleInternal",
+                name,
+                start_s * 1e6 + offset_us,
+                (end_s - start_s) * 1e6,
+                {"step_num": step_num, "pid": pid},
+            )
 
-    def _on_sub_ends(self, record: _SubBackward, grad: Any) -> None:
-        if record.start_us and not record.done and self.session.enabled:
-            self._write_sub_backward(record, now_us())
-
-    def _write_sub_backward(self, record: _SubBackward, end_us: float) -> None:
-        record.done = True
-        self.session.write_later(
-            "Backward-SubModuleInternal",
-            record.name,
-            record.start_us,
-            end_us - record.start_us,
-            {"step_num": record.step_num, "pid": self.session.pid},
-        )
+    def _forget_sub_backwards(self) -> None:
+        """Between steps no backward runs: a sub-module backward not reached by now never is."""
+        self._sub_backwards = []
+        self._reached = []
+        self._node_slots = {}
 
     # -- optimizer ------------------------------------------------------------------------
 
@@ -428,6 +510,6 @@ class ModuleHooks:
         self._running_model_forwards = 0
         with self._backward_lock:
             self._pass_start_us = None
-            self._pending = []
+        self._forget_sub_backwards()
         if not session.explicit_steps and session.in_step and session.mode == "TRAIN":
             session.end_step()
