@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 _STREAM_GRACE_US = 120_000_000
 
 #: No scan window holds more than this much data time (offline passes over long jobs).
-_MAX_WINDOW_US = 6 * 3600 * 1_000_000
+_MAX_WINDOW_US = 3600 * 1_000_000
 
 _OLDEST_SQL = """
 SELECT least((SELECT min(timestamp_us) FROM system), (SELECT min(start_us + dur_us) FROM events))
@@ -141,9 +141,9 @@ class RuleSession:
         return isinstance(self.job, JobData)
 
     def _windows(self, con: Any, end_us: int) -> list[tuple[int, int]]:
-        """``[watermark, end)`` cut into windows of at most six hours of data.
+        """``[watermark, end)`` cut into windows of at most an hour of data.
 
-        A long job is scanned in pieces so that no query holds more than six hours of samples
+        A long job is scanned in pieces so that no query holds more than an hour of samples
         and events at once; the rules give the same verdicts however the data is cut.
         """
         start = self.watermark_us
