@@ -130,3 +130,34 @@ def test_detailed_trace_covers_exactly_the_configured_steps(tmp_path: Path) -> N
     )
     _, start_us, end_us = trace_path.name.removesuffix(".pt.trace.json.gz").rsplit("_", 2)
     assert (int(start_us), int(end_us)) == (int(metadata["start_us"]), int(metadata["end_us"]))
+
+
+def test_a_new_session_ends_the_previous_sessions_post_hook_close_window(tmp_path: Path) -> None:
+    import sys
+
+    from stepscope.collect.session import Session
+    from stepscope.collect.torch import instrument
+
+    python_config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            python_profiling_config=PythonProfilingConfig(start_step=10**6, num_steps=1)
+        )
+    )
+    first = Session(python_config, tmp_path / "first" / "profiler-output").start()
+    instrument(first)
+    first.stop()
+    assert sys.getprofile() is not None  # its post-hook-close window profiles this thread
+    second = Session(ProfilerConfig(), tmp_path / "second" / "profiler-output").start()
+    try:
+        instrument(second)
+        # the second session's work is no longer profiled into the first one's window
+        assert sys.getprofile() is None
+    finally:
+        second.stop()
+    folders = [p.parent for p in (tmp_path / "first").rglob("python_stats")]
+    kinds = sorted(
+        b[0].mode for b in map(parse_python_stats_folder, (f.name for f in folders)) if b
+    )
+    assert kinds == ["posthookclose", "prestepzero"]
+    assert pstats.Stats(str(folders[0] / "python_stats")).total_calls > 0
+    assert not list((tmp_path / "second").rglob("python_stats"))

@@ -15,7 +15,9 @@ backwards, which gives negative off-CPU times.
 
 Two more windows whenever Python profiling is configured, as in SageMaker: **pre-step-zero**, from
 the session start to the first step, and **post-hook-close**, from the session stop to the end of
-the interpreter (its finalisation: ``atexit`` handlers, module teardown).
+the interpreter (its finalisation: ``atexit`` handlers, module teardown), or to the start of the
+next session in the same process, whatever that one profiles (left open, it would go on profiling
+the new session's steps, slowing them and mixing them into the old session's window).
 
 The stats are snapshotted on the training thread (a dictionary copy) and written by a short-lived
 writer thread per window, so no file is written on the training thread.
@@ -69,6 +71,10 @@ class _Window:
         self.start = start
 
 
+#: the profiler whose post-hook-close window is open (one per process: it profiles this thread)
+_open_post_close: PythonProfiler | None = None
+
+
 class PythonProfiler:
     """Opens and closes Python profiling windows on the session's step boundaries.
 
@@ -90,6 +96,9 @@ class PythonProfiler:
     # -- step listener --------------------------------------------------------------------
 
     def on_start(self, session: Session) -> None:
+        previous = _open_post_close
+        if previous is not None and previous is not self:
+            previous._at_exit()  # a new session ends the previous one's post-hook-close window
         config = self._config()
         if config is not None:
             self._open("prestepzero", None, config, timer="total_time")
@@ -121,6 +130,8 @@ class PythonProfiler:
         config = self._config()
         if config is not None:
             self._open("posthookclose", None, config, timer="total_time")
+            global _open_post_close
+            _open_post_close = self
             if not self._atexit_registered:
                 self._atexit_registered = True
                 atexit.register(self.session.guard.wrap("python_profiler.atexit", self._at_exit))
@@ -134,6 +145,9 @@ class PythonProfiler:
             sys.setprofile(None)
 
     def _at_exit(self) -> None:
+        global _open_post_close
+        if _open_post_close is self:
+            _open_post_close = None
         if self._window is not None:
             self._close(StatsBoundary("posthookclose", None, "end", now_us()))
         self.join()
