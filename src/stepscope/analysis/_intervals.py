@@ -23,24 +23,34 @@ def merged_intervals_sql(source: str, keys: tuple[str, ...]) -> str:
     :param keys: the partition columns (e.g. ``("rank", "device")``); may be empty.
     Touching intervals (one ends where the next starts) merge into one island.
     """
-    key_list = ", ".join(keys)
-    partition = f"PARTITION BY {key_list}" if keys else ""
-    select_keys = f"{key_list}, " if keys else ""
+    partition, select_keys = _partition(keys)
     return f"""
         SELECT {select_keys}island, min(start_us) AS start_us, max(end_us) AS end_us
         FROM (
             SELECT *, sum(CASE WHEN prev_end IS NULL OR start_us > prev_end THEN 1 ELSE 0 END)
                       OVER ({partition} ORDER BY start_us, end_us ROWS UNBOUNDED PRECEDING)
                       AS island
-            FROM (
-                SELECT {select_keys}start_us, end_us,
-                       max(end_us) OVER ({partition} ORDER BY start_us, end_us
-                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                           AS prev_end
-                FROM ({source})
-            )
+            FROM ({_with_previous_end_sql(source, keys)})
         )
         GROUP BY {select_keys}island
+    """
+
+
+def _partition(keys: tuple[str, ...]) -> tuple[str, str]:
+    """The ``PARTITION BY`` clause of ``keys`` and their select-list prefix (both empty for none)."""
+    key_list = ", ".join(keys)
+    return (f"PARTITION BY {key_list}", f"{key_list}, ") if keys else ("", "")
+
+
+def _with_previous_end_sql(source: str, keys: tuple[str, ...]) -> str:
+    """``keys..., start_us, end_us, prev_end``: each interval with the latest end of the ones
+    before it in start order (per key; NULL for the first)."""
+    partition, select_keys = _partition(keys)
+    return f"""
+        SELECT {select_keys}start_us, end_us,
+               max(end_us) OVER ({partition} ORDER BY start_us, end_us
+                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+        FROM ({source})
     """
 
 
@@ -58,18 +68,10 @@ def covered_pieces_sql(source: str, keys: tuple[str, ...]) -> str:
     :param source: a relation with columns ``keys``, ``start_us`` and ``end_us``.
     :param keys: the partition columns (e.g. ``("rank", "device")``); may be empty.
     """
-    key_list = ", ".join(keys)
-    partition = f"PARTITION BY {key_list}" if keys else ""
-    select_keys = f"{key_list}, " if keys else ""
+    _, select_keys = _partition(keys)
     return f"""
         SELECT {select_keys}greatest(start_us, coalesce(prev_end, start_us)) AS start_us, end_us
-        FROM (
-            SELECT {select_keys}start_us, end_us,
-                   max(end_us) OVER ({partition} ORDER BY start_us, end_us
-                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                       AS prev_end
-            FROM ({source})
-        )
+        FROM ({_with_previous_end_sql(source, keys)})
         WHERE prev_end IS NULL OR end_us > prev_end
     """
 
@@ -86,9 +88,7 @@ def overlap_masks_sql(source: str, keys: tuple[str, ...]) -> str:
     merged into islands first) and the mask is HTA's kernel-type overlap. Segments of zero
     length are left out.
     """
-    key_list = ", ".join(keys)
-    partition = f"PARTITION BY {key_list}" if keys else ""
-    select_keys = f"{key_list}, " if keys else ""
+    partition, select_keys = _partition(keys)
     window = f"{partition} ORDER BY t, delta DESC"
     return f"""
         SELECT {select_keys}mask, sum(next_t - t) AS dur_us
