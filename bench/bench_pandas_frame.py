@@ -16,7 +16,6 @@ smdebug runs in its own virtualenv under ``.bench-cache/`` (see ``peers.py``).
 from __future__ import annotations
 
 import argparse
-import statistics
 import textwrap
 
 from harness import alternate_with_smdebug, generated_job
@@ -72,8 +71,7 @@ def main() -> None:
         lambda r: f"system {r['system_s']:.2f} s framework {r['framework_s']:.2f} s",
     )
 
-    def median(side: str, key: str) -> float:
-        return statistics.median(r[key] for r in runs[side])
+    median = runs.median
 
     print()
     print(f"job: {job.name}; rows (stepscope / smdebug):")

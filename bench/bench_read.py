@@ -22,7 +22,6 @@ The three sides alternate ``--reps`` times; the medians and the ratios are print
 from __future__ import annotations
 
 import argparse
-import statistics
 import textwrap
 
 from harness import alternate_with_smdebug, generated_job
@@ -89,8 +88,7 @@ def main() -> None:
         lambda r: f"{r['seconds']:.2f} s (cpu {r['cpu_s']:.2f} s) {r['peak_rss_mb']:.0f} MB",
     )
 
-    def median(side: str, key: str) -> float:
-        return statistics.median(r[key] for r in runs[side])
+    median = runs.median
 
     print()
     print(f"job: {job.name}; rows system / events:")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,13 +44,20 @@ def run_script(python: str | Path, script: str, *args: str) -> dict[str, Any]:
     return result
 
 
+class Runs(dict[str, list[dict[str, Any]]]):
+    """Each side's measurements (``cold``, ``warm``, ``smdebug``), in the order they ran."""
+
+    def median(self, side: str, key: str) -> float:
+        return statistics.median(r[key] for r in self[side])
+
+
 def alternate_with_smdebug(
     job: Path,
     ours: str,
     smdebug_script: str,
     reps: int,
     describe: Callable[[dict[str, Any]], str],
-) -> dict[str, list[dict[str, Any]]]:
+) -> Runs:
     """Measure stepscope cold, stepscope warm and smdebug in turn, ``reps`` times.
 
     ``ours`` gets the job and a cache folder (empty for the cold run, the same one for the warm
@@ -60,7 +68,7 @@ def alternate_with_smdebug(
         smdebug = peer_python("smdebug", SMDEBUG)
     except PeerSetupError as exc:
         raise SystemExit(f"cannot set up the smdebug peer: {exc}") from None
-    runs: dict[str, list[dict[str, Any]]] = {"cold": [], "warm": [], "smdebug": []}
+    runs = Runs(cold=[], warm=[], smdebug=[])
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(reps):
             cache = Path(tmp) / f"cache-{rep}"
