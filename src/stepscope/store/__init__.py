@@ -21,7 +21,7 @@ _PUBLIC: dict[str, str] = {
     "is_kineto_trace": "stepscope.store.kineto",
     "open_job": "stepscope.store.job",
     "read_kineto_trace": "stepscope.store.kineto",
-    "recover_timeline_files": "stepscope.store.timeline_writer",
+    "recover_timeline_files": "stepscope.store.timeline_files",
     "write_job_end_marker": "stepscope.store.system_writer",
 }
 

@@ -27,7 +27,7 @@ and moves the file to ``framework/pevents/<YYYYMMDDHH>/<end_us>_<node_id>_<suffi
 ``end_us`` is the latest event end in the file; the move never overwrites (an equal name gets the
 next µs). A closed file is therefore always complete, valid JSON, whatever happens to the process
 afterwards; a ``kill -9`` leaves only the open ``.tmp`` file behind, and
-:func:`recover_timeline_files` closes such files once their process is gone.
+:func:`~stepscope.store.timeline_files.recover_timeline_files` closes such files once their process is gone.
 
 **Failures never reach the caller.** An unwritable or full disk logs one warning and drops the
 affected events. Consecutive failures to open or write a file are counted, and the count is reset
@@ -63,15 +63,10 @@ from typing import Any
 import orjson
 
 from stepscope.errors import ConfigError
-from stepscope.store.layout import (
-    FRAMEWORK_TMP_RE,
-    TIMELINE_SUFFIXES,
-    framework_dir,
-    pevents_file_path,
-    timeline_tmp_path,
-)
+from stepscope.store.layout import TIMELINE_SUFFIXES, framework_dir, timeline_tmp_path
+from stepscope.store.timeline_files import publish_closed_file
 
-__all__ = ["TimelineWriter", "recover_timeline_files"]
+__all__ = ["TimelineWriter"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +76,6 @@ _BATCH_EVENTS = 4096
 _LINGER_S = 0.05
 #: How long ``close()`` waits for the writer thread (also at interpreter exit).
 _CLOSE_TIMEOUT_S = 5.0
-#: How many next-µs names are tried when a closed file's name is taken.
-_NAME_ATTEMPTS = 1000
 _DUMPS_OPTIONS = orjson.OPT_NON_STR_KEYS
 
 _Event = tuple[str, str, float, float, "dict[str, Any] | None", str]
@@ -543,7 +536,7 @@ class TimelineWriter:
             return
         _close_fd(fd)
         try:
-            _publish(
+            publish_closed_file(
                 tmp_path, self._output_dir, int(self._file_end_us), self._node_id, self._suffix
             )
         except OSError as exc:
@@ -595,116 +588,6 @@ class TimelineWriter:
             self._buffer.popleft()
             dropped += 1
         self._count_dropped(dropped)
-
-
-def recover_timeline_files(profiler_output_dir: str | Path) -> list[Path]:
-    """Close the files that writer processes left open when they died (``kill -9``, OOM kill).
-
-    Each ``framework/<node_id>_<suffix>.<pid>.tmp`` whose process no longer runs keeps its complete
-    records (a torn last record is cut), gets its JSON array finished and is moved into
-    ``pevents/`` exactly like a normal close; one without a complete event is removed. Files of
-    running processes and SageMaker's pid-less ``.tmp`` names are left alone. Call it once the
-    training processes have exited; it never raises for one bad file (logs it and goes on).
-
-    :returns: the recovered files, now in ``pevents/``.
-    """
-    recovered = []
-    for tmp_path in sorted(framework_dir(profiler_output_dir).glob("*.tmp")):
-        match = FRAMEWORK_TMP_RE.match(tmp_path.name)
-        if match is None or match["pid"] is None or _pid_running(int(match["pid"])):
-            continue
-        try:
-            end_us = _finish_orphan(tmp_path)
-            if end_us is None:  # not one complete event: nothing to keep
-                tmp_path.unlink()
-                continue
-            final = _publish(
-                tmp_path, profiler_output_dir, end_us, match["node_id"], match["suffix"]
-            )
-        except OSError as exc:
-            logger.warning("Could not recover the timeline file %s: %s", tmp_path, exc)
-            continue
-        logger.info("Recovered %s, left open by a process that died, as %s", tmp_path, final)
-        recovered.append(final)
-    return recovered
-
-
-def _finish_orphan(tmp_path: Path) -> int | None:
-    """Cut a dead writer's file after its last complete record and close the array.
-
-    :returns: the end of its last event (µs), or ``None`` when it holds no event.
-    """
-    data = tmp_path.read_bytes()
-    if not data.startswith(b"[\n"):
-        return None
-    start_us: float | None = None
-    end_us: float | None = None
-    position = 2  # where the current line starts, after "[\n"
-    complete_end = 2  # where the last complete record ends (before its ",")
-    for line in data[2:].split(b"\n"):
-        text = line.removesuffix(b",")
-        try:
-            record = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            break  # the torn tail
-        if not isinstance(record, dict):
-            break
-        args = record.get("args") or {}
-        if start_us is None:
-            start_us = args.get("start_time_since_epoch_in_micros")
-            if not isinstance(start_us, (int, float)):
-                return None
-        elif record.get("ph") != "M" and isinstance(record.get("ts"), (int, float)):
-            event_end_us = start_us + record["ts"] + (record.get("dur") or 0)
-            end_us = event_end_us if end_us is None else max(end_us, event_end_us)
-        complete_end = position + len(text)
-        position += len(line) + 1
-    if end_us is None:
-        return None
-    with open(tmp_path, "r+b") as file:
-        file.truncate(complete_end)
-        file.seek(0, os.SEEK_END)
-        file.write(b"\n]\n")
-        file.flush()
-        os.fsync(file.fileno())
-    return int(end_us)
-
-
-def _pid_running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: running
-    return True
-
-
-def _publish(
-    tmp_path: Path, output_dir: str | Path, end_us: int, node_id: str, suffix: str
-) -> Path:
-    """Move a finished file to its pevents name, never overwriting one (taken: the next µs).
-
-    :raises OSError: when no name is free or the file cannot be moved.
-    """
-    for attempt in range(_NAME_ATTEMPTS):
-        final = pevents_file_path(output_dir, end_us + attempt, node_id, suffix)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(tmp_path, final)  # fails if the name is taken
-        except FileExistsError:
-            continue
-        except OSError:  # e.g. a file system without hard links: check, then rename
-            if final.exists():
-                continue
-            os.replace(tmp_path, final)
-            return final
-        try:
-            tmp_path.unlink()
-        except OSError:
-            logger.debug("could not remove %s after publishing it", tmp_path, exc_info=True)
-        return final
-    raise FileExistsError(f"no free pevents name near {end_us} µs for {tmp_path}")
 
 
 #: Where one record ends and the next begins in a serialized burst (every record starts with
