@@ -15,10 +15,9 @@ smdebug runs in its own virtualenv under ``.bench-cache/`` (see ``peers.py``).
 
 from __future__ import annotations
 
-import argparse
 import textwrap
 
-from harness import alternate_with_smdebug, generated_job
+from harness import compare_from_command_line
 
 OURS = textwrap.dedent(
     """
@@ -58,19 +57,12 @@ SMDEBUG_SCRIPT = textwrap.dedent(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--minutes", type=int, default=60)
-    args = parser.parse_args()
-    job = generated_job(args.minutes)
-    runs = alternate_with_smdebug(
-        job,
+    job, _, runs = compare_from_command_line(
+        __doc__.splitlines()[0],
         OURS,
         SMDEBUG_SCRIPT,
-        args.reps,
         lambda r: f"system {r['system_s']:.2f} s framework {r['framework_s']:.2f} s",
     )
-
     median = runs.median
 
     print()

@@ -21,10 +21,9 @@ The three sides alternate ``--reps`` times; the medians and the ratios are print
 
 from __future__ import annotations
 
-import argparse
 import textwrap
 
-from harness import alternate_with_smdebug, generated_job
+from harness import compare_from_command_line
 
 OURS = textwrap.dedent(
     """
@@ -75,19 +74,12 @@ SMDEBUG_SCRIPT = textwrap.dedent(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--minutes", type=int, default=60)
-    args = parser.parse_args()
-    job = generated_job(args.minutes)
-    runs = alternate_with_smdebug(
-        job,
+    job, reps, runs = compare_from_command_line(
+        __doc__.splitlines()[0],
         OURS,
         SMDEBUG_SCRIPT,
-        args.reps,
         lambda r: f"{r['seconds']:.2f} s (cpu {r['cpu_s']:.2f} s) {r['peak_rss_mb']:.0f} MB",
     )
-
     median = runs.median
 
     print()
@@ -100,7 +92,7 @@ def main() -> None:
     theirs_s, theirs_cpu = median("smdebug", "seconds"), median("smdebug", "cpu_s")
     theirs_mb = median("smdebug", "peak_rss_mb")
     print(
-        f"{'median of ' + str(args.reps):<12}{'wall s':>9}{'faster':>8}"
+        f"{'median of ' + str(reps):<12}{'wall s':>9}{'faster':>8}"
         f"{'cpu s':>9}{'faster':>8}{'peak RSS MB':>13}"
     )
     for side in ("cold", "warm", "smdebug"):

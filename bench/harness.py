@@ -8,6 +8,7 @@ every side; the script prints one JSON object as its last line, which is returne
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import statistics
@@ -80,3 +81,19 @@ def alternate_with_smdebug(
             line = ", ".join(f"{side} {describe(r[-1])}" for side, r in runs.items())
             print(f"rep {rep + 1}: {line}", flush=True)
     return runs
+
+
+def compare_from_command_line(
+    description: str,
+    ours: str,
+    smdebug_script: str,
+    describe: Callable[[dict[str, Any]], str],
+) -> tuple[Path, int, Runs]:
+    """The read benchmarks' command line (``--reps``, ``--minutes``): generate or reuse the job,
+    then :func:`alternate_with_smdebug`. Returns the job, the repetitions and the runs."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--minutes", type=int, default=60)
+    args = parser.parse_args()
+    job = generated_job(args.minutes)
+    return job, args.reps, alternate_with_smdebug(job, ours, smdebug_script, args.reps, describe)
