@@ -39,6 +39,7 @@ from stepscope.store import layout
 from stepscope.store.cache import KINDS, ColumnarCache, cache_dir_for
 from stepscope.store.filesystem import FileInfo, LocalFiles, RemoteFiles, SourceFiles, source_files
 from stepscope.store.horovod import read_horovod_timeline
+from stepscope.store.read_ahead import ReadAhead, default_depth
 from stepscope.store.sagemaker import (
     BATCH_ROWS,
     node_and_rank,
@@ -213,8 +214,14 @@ class JobData:
             listing = self._list_files()
             ended = self._ended_in(listing)
             raw_files = self._classify(listing)
-            with self._cache.merged_writes():
-                pending = [raw for raw in raw_files if not self._cache.is_current(raw.info)]
+            pending = [raw for raw in raw_files if not self._cache.is_current(raw.info)]
+            traces = {raw.info.path: raw for raw in pending if raw.reader == "kineto"}
+            with (
+                self._cache.merged_writes(),
+                ReadAhead(
+                    traces, lambda rel: self._read_trace(traces[rel]), default_depth()
+                ) as ahead,
+            ):
                 for raw, scanned in self._scanned(pending):
                     read.append(raw.info.path)
                     # a closed file goes straight into its stream's merged segment; a Kineto
@@ -222,7 +229,7 @@ class JobData:
                     merge = raw.reader != "kineto" and self._cache.is_closed(
                         raw.info.mtime, ended=ended
                     )
-                    changed |= self._convert(raw, merge=merge, scanned=scanned)
+                    changed |= self._convert(raw, merge=merge, scanned=scanned, traces=ahead)
             present = {raw.info.path for raw in raw_files}
             gone = [p for p in self._cache.files if p not in present]
             for path in gone:
@@ -523,6 +530,18 @@ class JobData:
         for i, raw in enumerate(batch):
             yield raw, scanned.get(i)
 
+    def _read_trace(self, raw: _RawFile) -> Any:
+        """One Kineto trace, parsed whole (a remote one through a local copy); thread-safe."""
+        rel = raw.info.path
+        if isinstance(self._files, LocalFiles):
+            local_file: AbstractContextManager[Path] = nullcontext(self._files.root / rel)
+        else:
+            local_file = self._files.local_path(rel)
+        with local_file as local:
+            return _kineto().read_kineto_trace(
+                local, rank_hint=raw.rank if raw.rank >= 0 else None, node=raw.node
+            )
+
     def _sniff_kineto(self, rel: str) -> bool:
         """Whether a JSON file of a folder of traces is a Kineto trace (other JSON is ignored)."""
         if self._cache.files.get(rel, {}).get("kineto") is not None:
@@ -538,19 +557,25 @@ class JobData:
         return _RawFile(info, "kineto", node=node, rank=rank)
 
     def _convert(
-        self, raw: _RawFile, *, merge: bool = False, scanned: pa.Table | None = None
+        self,
+        raw: _RawFile,
+        *,
+        merge: bool,
+        scanned: pa.Table | None,
+        traces: ReadAhead[str, Any],
     ) -> bool:
         """Read one raw file into a segment (its stream's merged segment when ``merge``); False
         when it held no rows or could not be read.
 
         :param scanned: the file's rows when a scan converted it already.
+        :param traces: reads the Kineto traces (:meth:`_read_trace`), the next ones in threads.
         """
         rel = raw.info.path
         display = f"{self.path}/{rel}" if rel else str(self.path)
         kind = "system" if raw.reader == "system" else "events"
         extra: dict[str, Any] = {}
         try:
-            with self._batches(raw, display, extra, scanned) as batches:
+            with self._batches(raw, display, extra, scanned, traces) as batches:
                 segment, stats = self._cache.write_segment(kind, rel, batches, merge=merge)
         except StoreError as exc:
             logger.warning("Skipped %s: %s", display, exc)
@@ -564,7 +589,12 @@ class JobData:
 
     @contextmanager
     def _batches(
-        self, raw: _RawFile, display: str, extra: dict[str, Any], scanned: pa.Table | None
+        self,
+        raw: _RawFile,
+        display: str,
+        extra: dict[str, Any],
+        scanned: pa.Table | None,
+        traces: ReadAhead[str, Any],
     ) -> Iterator[Iterator[pa.RecordBatch]]:
         """The record batches of one raw file (of ``scanned`` when a scan converted it), with
         the file open while they are consumed."""
@@ -573,16 +603,9 @@ class JobData:
             return
         rel = raw.info.path
         if raw.reader == "kineto":
-            if isinstance(self._files, LocalFiles):
-                local_file: AbstractContextManager[Path] = nullcontext(self._files.root / rel)
-            else:
-                local_file = self._files.local_path(rel)
-            with local_file as local:
-                trace = _kineto().read_kineto_trace(
-                    local, rank_hint=raw.rank if raw.rank >= 0 else None, node=raw.node
-                )
-                extra["kineto"] = trace.metadata
-                yield trace.batches()
+            trace = traces.take(rel)
+            extra["kineto"] = trace.metadata
+            yield trace.batches()
             return
         if raw.reader == "tfprofiler":
             data = self._files.read_bytes(rel)
