@@ -128,7 +128,7 @@ class RuleSession:
         """
         if self._con is not None and self._connected_job():
             return self.job.connect(into=self._con)
-        self._con = self.job.connect()
+        self._con = self.job.connect_own() if self._connected_job() else self.job.connect()
         # every query of a scan reads the same segments: keep their Parquet footers in memory
         # (a kept connection re-reads a footer when its file's modification time changes)
         self._con.execute("SET parquet_metadata_cache = true")

@@ -199,6 +199,9 @@ def read_whole_array(path: Path, counts: dict[str, int]) -> tuple[pa.Table, Trac
             return None
         con = duckdb.connect()
         try:
+            # one thread: a single array file gains no speed from more, and a folder of
+            # traces is read several at a time (stepscope.store.read_ahead)
+            con.execute("SET threads = 1")
             con.execute(_INT_MACRO)
             table = con.sql(_ARRAY_SQL, params={"path": str(copy)}).to_arrow_table()
         except duckdb.Error as exc:

@@ -7,9 +7,8 @@ live: before answering a dashboard question, a profile whose job is still runnin
 itself at most every ``refresh_interval_s`` and drops its cached answers when new data arrived.
 
 Each profile caches computed panels by key (bounded, oldest dropped first) and serializes work on
-its job with a lock, since one DuckDB connection is not meant for concurrent queries. Its
-questions share one database (a cursor each) until new data arrives: opening a connection costs
-more than most dashboard questions, and each keeps its own caches of the segments' metadata.
+its job with a lock, since one DuckDB connection is not meant for concurrent queries (a
+``JobData``'s connections are cursors of one database, so asking is cheap).
 """
 
 from __future__ import annotations
@@ -47,48 +46,6 @@ class ProfileJob(Protocol):
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A connection with the ``system`` and ``events`` views."""
-
-
-class _SharedConnection:
-    """A job whose ``connect()`` returns cursors of one connection until new data arrives.
-
-    Each question gets its own cursor (a result left open on one does not block the others);
-    ``refresh()`` drops the connection when data was added, so the next question opens the new
-    segments. A job whose views read objects registered on their connection alone (which its
-    cursors cannot see) gets a new connection per question, as before. Other attributes
-    (``path``, ``python_stats``...) are the wrapped job's.
-    """
-
-    def __init__(self, job: ProfileJob) -> None:
-        self._job = job
-        self._connection: duckdb.DuckDBPyConnection | None = None
-        self._shareable = True
-
-    @property
-    def metadata(self) -> Mapping[str, Any]:  # Any: job.json's values are any JSON
-        return self._job.metadata
-
-    def refresh(self) -> bool:
-        changed = self._job.refresh()
-        if changed:
-            self._connection = None
-        return changed
-
-    def connect(self) -> duckdb.DuckDBPyConnection:
-        if not self._shareable:
-            return self._job.connect()
-        if self._connection is None:
-            connection = self._job.connect()
-            try:
-                connection.cursor().execute("SELECT 1 FROM events LIMIT 0").fetchall()
-            except duckdb.Error:
-                self._shareable = False
-                return connection
-            self._connection = connection
-        return self._connection.cursor()
-
-    def __getattr__(self, name: str) -> Any:  # Any: whatever the wrapped job has
-        return getattr(self._job, name)
 
 
 #: Opens a job path (``stepscope.store.open_job``; tests pass their own).
@@ -215,7 +172,7 @@ class ProfileRegistry:
     def _open(self, profile: LoadedProfile) -> None:
         started = time.monotonic()
         try:
-            job: ProfileJob = _SharedConnection(self._opener(profile.entry.path))
+            job = self._opener(profile.entry.path)
             with profile.lock:
                 job.refresh()
                 profile.job = job
