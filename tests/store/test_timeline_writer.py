@@ -196,6 +196,67 @@ def test_full_queue_drops_and_counts_without_blocking(
     assert written == [f"e{i}" for i, ok in enumerate(accepted) if ok]
 
 
+def test_a_batch_writes_the_same_file_as_its_events_one_by_one(tmp_path: Path) -> None:
+    events = [
+        ("Step:ModeKeys.TRAIN", "Step:ModeKeys.TRAIN", T0_US, 900.0, {"step_num": "0"}, "X"),
+        ("Net", "Forward", T0_US + 100, 300.0, {"step_num": "0", "pid": 77}, "X"),
+        ("conv", "Forward-SubModuleInternal", T0_US + 120, 50.0, {"step_num": "0"}, "X"),
+        ("late", "Forward", T0_US + 1000, 500.0, None, "X"),
+    ]
+    one_by_one = TimelineWriter(tmp_path / "single", NODE, clock_s=lambda: T0_US / 1e6)
+    for name, phase, start_us, dur_us, args, ph in events:
+        assert one_by_one.write_event(name, phase, start_us, dur_us, args, ph)
+    one_by_one.close()
+    batched = TimelineWriter(tmp_path / "batch", NODE, clock_s=lambda: T0_US / 1e6)
+    assert batched.write_events(list(events)) == len(events)
+    batched.close()
+    [single_path] = closed_files(tmp_path / "single")
+    [batch_path] = closed_files(tmp_path / "batch")
+    assert batch_path.name == single_path.name
+    assert batch_path.read_bytes() == single_path.read_bytes()
+    names = [e["name"] for e in read_events(batch_path)]
+    assert names == ["Step:ModeKeys.TRAIN", "Net", "conv", "late"]
+
+
+def test_a_batch_beyond_the_queue_keeps_its_head_and_counts_the_rest(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = _BlockingClock()
+    writer = TimelineWriter(tmp_path, NODE, queue_size=10, clock_s=clock)
+    batch = [(f"e{i}", "Forward", T0_US + i, 1.0, None, "X") for i in range(25)]
+    with caplog.at_level(logging.WARNING, logger="stepscope.store.timeline_writer"):
+        first = writer.write_events(batch[:4])  # the writer thread may take these at once
+        rest = writer.write_events(batch[4:])
+        assert writer.write_events([("late", "Forward", T0_US, 1.0, None, "X")]) in (0, 1)
+    assert first == 4 and rest < 21
+    assert writer.dropped_events >= 21 - rest
+    assert sum("dropping events" in r.getMessage() for r in caplog.records) == 1
+    clock.release.set()
+    writer.close()
+    written = [e["name"] for e in all_events(tmp_path)]
+    # what was accepted is written, in order; what was dropped is the tail of a batch
+    assert written[: 4 + rest] == [f"e{i}" for i in range(4 + rest)]
+    assert len(written) + writer.dropped_events == 26
+
+
+def test_a_malformed_event_in_a_batch_is_dropped_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = TimelineWriter(tmp_path, NODE)
+    batch: list[Any] = [
+        ("good1", "Forward", T0_US, 1.0, None, "X"),
+        ("short", "Forward", T0_US + 1),
+        ("bad", "Forward", "yesterday", 1.0, None, "X"),
+        ("good2", "Forward", T0_US + 10, 1.0, None, "X"),
+    ]
+    with caplog.at_level(logging.WARNING, logger="stepscope.store.timeline_writer"):
+        assert writer.write_events(batch) == 4
+        writer.close()
+    assert [e["name"] for e in all_events(tmp_path)] == ["good1", "good2"]
+    assert writer.dropped_events == 2
+    assert len(caplog.records) == 1 and "not a number" in caplog.messages[0]
+
+
 def test_unwritable_folder_disables_after_threshold_and_never_raises(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -14,8 +14,8 @@ One record a line; a phase's ``process_name``/``process_sort_index`` pair is wri
 time the phase appears in a file. Phase pids are stable for the writer's life and start at 1.
 
 **Off the training thread.** :meth:`TimelineWriter.write_event` only appends a tuple to a bounded
-buffer: when ``queue_size`` events are waiting the event is dropped and counted, never waited
-for. A daemon thread serializes events in batches and writes each batch with one ``write`` call.
+buffer, and :meth:`TimelineWriter.write_events` a whole batch of them for the same cost: when
+``queue_size`` events are waiting, more are dropped and counted, never waited for. A daemon thread serializes events in batches and writes each batch with one ``write`` call.
 The buffer is a ``deque`` rather than a ``queue.Queue``: an append costs the training thread a
 fraction of a ``put_nowait`` (no lock, no condition variable), and the writer thread, once woken,
 lingers 50 ms so a burst of events costs one wake-up and one system call.
@@ -66,7 +66,7 @@ from stepscope.errors import ConfigError
 from stepscope.store.layout import TIMELINE_SUFFIXES, framework_dir, timeline_tmp_path
 from stepscope.store.timeline_files import publish_closed_file
 
-__all__ = ["TimelineWriter"]
+__all__ = ["TimelineEvent", "TimelineWriter"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,9 @@ _LINGER_S = 0.05
 _CLOSE_TIMEOUT_S = 5.0
 _DUMPS_OPTIONS = orjson.OPT_NON_STR_KEYS
 
-_Event = tuple[str, str, float, float, "dict[str, Any] | None", str]
+#: One queued event: ``(name, phase, start_us, dur_us, args, ph)``, as
+#: :meth:`TimelineWriter.write_event` takes them.
+TimelineEvent = tuple[str, str, float, float, "dict[str, Any] | None", str]
 
 
 class TimelineWriter:
@@ -179,13 +181,7 @@ class TimelineWriter:
             buffer = self._buffer
             if len(buffer) >= self._queue_size:
                 self._count_dropped(1)
-                self._warn_once(
-                    "queue-full",
-                    "Timeline writer %s: %d events are waiting to be written; dropping events "
-                    "until the writer catches up. Lower the event rate or raise queue_size.",
-                    self._node_id,
-                    self._queue_size,
-                )
+                self._warn_queue_full()
                 return False
             buffer.append((name, phase, start_us, dur_us, args, ph))
             if self._idle:
@@ -197,6 +193,43 @@ class TimelineWriter:
                 self._warned.add("write-event")
                 logger.exception("Timeline writer %s failed to queue an event", self._node_id)
             return False
+
+    def write_events(self, events: list[TimelineEvent]) -> int:
+        """Queue a batch of events for writing, at the cost of one :meth:`write_event`; never
+        blocks and never raises.
+
+        :param events: ``(name, phase, start_us, dur_us, args, ph)`` tuples, each as the
+            parameters of :meth:`write_event`; the list and its args dicts must not be changed
+            after the call. The writer takes the list over.
+        :returns: how many events were queued; the rest (from the end of the list, when the queue
+            is full) were dropped and counted.
+        """
+        count = 0
+        try:
+            count = len(events)
+            if self._pid != os.getpid():
+                self._restart_after_fork()
+            if self._disabled or self._closed:
+                self._count_dropped(count)
+                return 0
+            if self._thread is None:
+                self._start_thread()
+            buffer = self._buffer
+            room = max(self._queue_size - len(buffer), 0)
+            if room < count:
+                self._count_dropped(count - room)
+                self._warn_queue_full()
+                events, count = events[:room], room
+            buffer.extend(events)
+            if self._idle:
+                self._wake.set()
+            return count
+        except Exception:  # the guard of the training-thread entry point: never raise into it
+            self._count_dropped(count)
+            if "write-event" not in self._warned:
+                self._warned.add("write-event")
+                logger.exception("Timeline writer %s failed to queue events", self._node_id)
+            return 0
 
     def close(self, timeout_s: float = _CLOSE_TIMEOUT_S) -> None:
         """Write every queued event, close the open file into ``pevents/`` and stop the thread.
@@ -235,8 +268,8 @@ class TimelineWriter:
         """Fresh thread, buffer and locks for the current process (construction and after fork)."""
         self._pid = os.getpid()
         self._lock = threading.Lock()
-        self._buffer: collections.deque[_Event] = collections.deque()
-        self._wake = threading.Event()  # set by write_event() when the writer thread is idle
+        self._buffer: collections.deque[TimelineEvent] = collections.deque()
+        self._wake = threading.Event()  # set by write_event(s)() when the writer thread is idle
         self._idle = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -281,6 +314,15 @@ class TimelineWriter:
         with self._lock:
             self._dropped += count
 
+    def _warn_queue_full(self) -> None:
+        self._warn_once(
+            "queue-full",
+            "Timeline writer %s: %d events are waiting to be written; dropping events "
+            "until the writer catches up. Lower the event rate or raise queue_size.",
+            self._node_id,
+            self._queue_size,
+        )
+
     def _warn_once(self, key: str, message: str, *args: Any) -> None:
         if key not in self._warned:
             self._warned.add(key)
@@ -320,7 +362,7 @@ class TimelineWriter:
     def _wait_for_events(self) -> None:
         """Sleep until events arrive (then let a burst gather), the interval ends, or close()."""
         self._wake.clear()
-        self._idle = True  # write_event() now sets the wake event; the buffer is re-checked below
+        self._idle = True  # write_event(s)() now set the wake event; the buffer is re-checked below
         try:
             if self._buffer or not self._wake.wait(self._seconds_to_interval_close()):
                 return
@@ -334,7 +376,7 @@ class TimelineWriter:
         elapsed_s = time.monotonic() - self._file_opened_s
         return max(0.0, self._file_close_interval_s - elapsed_s)
 
-    def _write_batch(self, events: list[_Event]) -> None:
+    def _write_batch(self, events: list[TimelineEvent]) -> None:
         """Write ``events`` to the open file, opening and rotating files as needed."""
         try:
             valid = [(n, p, float(s), float(d), a, ph) for n, p, s, d, a, ph in events]
@@ -351,7 +393,7 @@ class TimelineWriter:
                 continue
             done += self._write_to_open_file(valid[done:])
 
-    def _valid_events(self, events: list[_Event]) -> list[_Event]:
+    def _valid_events(self, events: list[TimelineEvent]) -> list[TimelineEvent]:
         """``events`` whose start and duration are numbers (as floats); the others are dropped."""
         valid = []
         for event in events:
@@ -359,18 +401,18 @@ class TimelineWriter:
                 valid.append(
                     (event[0], event[1], float(event[2]), float(event[3]), event[4], event[5])
                 )
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, IndexError):
                 self._count_dropped(1)
                 self._warn_once(
                     "bad-event",
-                    "Timeline writer %s: dropping events whose start or duration is not a number "
-                    "(first: %r).",
+                    "Timeline writer %s: dropping events whose start or duration is not a number, "
+                    "or that are not (name, phase, start_us, dur_us, args, ph) (first: %r).",
                     self._node_id,
                     event,
                 )
         return valid
 
-    def _write_to_open_file(self, events: list[_Event]) -> int:
+    def _write_to_open_file(self, events: list[TimelineEvent]) -> int:
         """Serialize ``events`` against the open file's start time and write them, up to the
         first that makes the file rotate (included); returns how many were written or dropped."""
         records = self._serialize(events)
@@ -423,7 +465,7 @@ class TimelineWriter:
             self._flush(chunks, len(events))
         return len(events)
 
-    def _serialize(self, events: list[_Event]) -> list[bytes]:
+    def _serialize(self, events: list[TimelineEvent]) -> list[bytes]:
         """Each event's record as written in the open file (``,\\n`` then compact JSON).
 
         One ``orjson.dumps`` serializes the whole burst, which is then cut at the records'
