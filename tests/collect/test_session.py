@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -97,3 +98,44 @@ def test_a_changed_config_file_applies_from_the_next_step(tmp_path: Path) -> Non
     finally:
         session.stop()
     assert seen == [False, False, True, True, False]  # steps 1-5: the new range is steps 3-4
+
+
+class _RecordingWriter:
+    """Keeps the batches a session hands over, as a timeline writer would queue them."""
+
+    made: list[_RecordingWriter] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.batches: list[list[Any]] = []
+        _RecordingWriter.made.append(self)
+
+    def write_events(self, events: list[Any]) -> int:
+        self.batches.append(list(events))
+        return len(events)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_batch_of_events_is_handed_over_once_the_queue_holds_its_bound(tmp_path: Path) -> None:
+    from stepscope.collect.events import LATER_MAX_EVENTS
+    from stepscope.store.timeline_writer import TimelineEvent
+
+    _RecordingWriter.made = []
+    session = Session(_config(), tmp_path / "out", writer_factory=_RecordingWriter).start()
+    try:
+        session.write_later("Forward", "Net", 1.0, 5.0, {"step_num": "0"})
+        layers: list[TimelineEvent] = [
+            (f"layer{i}", "Forward-SubModuleInternal", 2.0 + i, 1.0, {"step_num": "0"}, "X")
+            for i in range(LATER_MAX_EVENTS)
+        ]
+        session.write_batch_later(layers)
+        # no step ended and the session runs on: the queue's bound alone handed them over
+        [writer] = _RecordingWriter.made
+        assert [len(batch) for batch in writer.batches] == [LATER_MAX_EVENTS + 1]
+        session.write_later("Forward", "Net", 2000.0, 5.0, {"step_num": "1"})
+        assert len(writer.batches) == 1  # one event waits for the next burst
+    finally:
+        session.stop()
+    names = [event[0] for batch in writer.batches for event in batch]
+    assert names == ["Net", *(f"layer{i}" for i in range(LATER_MAX_EVENTS)), "Net"]

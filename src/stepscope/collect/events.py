@@ -4,8 +4,11 @@ Every event of the training thread (steps, forward, backward, data loader, annot
 collectives) waits in an :class:`EventQueue` and reaches the writers in one burst: at the first
 step end after :data:`FLUSH_INTERVAL_S`, at the stop, or after :data:`LATER_MAX_EVENTS` events.
 So the writer thread wakes about once a second instead of once per event, and the training
-thread seldom hands it the GIL. Annotations wait in their rawest form (two clock readings and a
-thread id), converted only in the burst.
+thread seldom hands it the GIL. A burst is one batch per writer (one guarded
+``TimelineWriter.write_events`` call, whatever the number of events), and events built together
+(a backward pass's sub-module events) are queued as one batch too: the per-event cost on the
+training thread is a tuple and a list append. Annotations wait in their rawest form (two clock
+readings and a thread id), converted only in the burst.
 
 The writers (one per timeline file kind) are opened at the first event of their kind, so a
 process that records nothing writes nothing.
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from stepscope.collect.session import Session
+    from stepscope.store.timeline_writer import TimelineEvent
 
 __all__ = [
     "ANNOTATION_PHASE",
@@ -61,10 +65,14 @@ class EventQueue:
     ) -> None:
         self.session = session
         self.writers: dict[str, Any] = {}
-        # append/popleft are atomic: any thread records, the flushing thread drains
-        self._later: collections.deque[tuple[str, str, float, float, dict[str, Any], str]] = (
-            collections.deque()
-        )
+        #: per timeline file: its writer's ``write_events`` behind the guard
+        self._write_events: dict[str, Callable[[list[TimelineEvent]], Any]] = {}
+        # append/popleft are atomic: any thread records, the flushing thread drains. An entry
+        # is (timeline file, events in the writers' form); a single event is a list of one.
+        self._later: collections.deque[tuple[str, list[TimelineEvent]]] = collections.deque()
+        #: events queued in batches since the last burst, beyond one per entry (an estimate
+        #: under races between threads, good enough to bound the queue)
+        self._batched_events = 0
         #: annotations as the caller recorded them: (name, start perf_counter_ns, end
         #: perf_counter_ns, thread id, step_num); a burst converts them, so an annotation costs
         #: its caller two clock reads and one append
@@ -90,8 +98,24 @@ class EventQueue:
             splits them.
         """
         later = self._later
-        later.append((phase, name, start_us, dur_us, args, suffix))
-        if len(later) >= LATER_MAX_EVENTS:
+        later.append((suffix, [(name, phase, start_us, dur_us, args, "X")]))
+        if len(later) + self._batched_events >= LATER_MAX_EVENTS:
+            self.flush()
+
+    def write_batch_later(
+        self, events: list[TimelineEvent], suffix: str = _PYTHON_TIMELINE
+    ) -> None:
+        """Queue events built together for the next burst, at the cost of one event.
+
+        :param events: ``(name, phase, start_us, dur_us, args, "X")`` tuples, as
+            :meth:`stepscope.store.TimelineWriter.write_events` takes them; the queue takes the
+            list over (it must not be changed after the call, nor its args dicts).
+        :param suffix: the timeline file, as for :meth:`write_later`.
+        """
+        later = self._later
+        later.append((suffix, events))
+        self._batched_events += len(events) - 1
+        if len(later) + self._batched_events >= LATER_MAX_EVENTS:
             self.flush()
 
     def flush_if_due(self) -> None:
@@ -100,36 +124,41 @@ class EventQueue:
             self.flush()
 
     def flush(self) -> None:
-        """Hand the queued events and the annotations to the writers."""
+        """Hand the queued events and the annotations to the writers, one batch per writer."""
         self.last_flush_s = time.monotonic()
+        self._batched_events = 0
         later = self._later
-        guard = self.session.guard
-        # a writer that breaks its promise never to raise loses its events, not our hooks
-        writers: dict[str, Any] = {}
+        batches: dict[str, list[TimelineEvent]] = {}
         while later:
             try:
-                phase, name, start_us, dur_us, args, suffix = later.popleft()
+                suffix, events = later.popleft()
             except IndexError:
-                break
-            write_event = writers.get(suffix)
-            if write_event is None:
-                writer = self.writers.get(suffix) or self._open_writer(suffix)
-                if writer is None:
+                break  # another thread emptied the queue first
+            batch = batches.get(suffix)
+            if batch is None:
+                batches[suffix] = events  # the queue owns the list: it becomes the batch
+            else:
+                batch += events
+        if self.annotations:
+            self._convert_annotations(batches)
+        for suffix, batch in batches.items():
+            write_events = self._write_events.get(suffix)
+            if write_events is None:
+                if self._open_writer(suffix) is None:
                     continue
-                write_event = writers[suffix] = guard.wrap("session.writer", writer.write_event)
-            write_event(name, phase, start_us, dur_us, args)
-        self._flush_annotations()
+                write_events = self._write_events[suffix]
+            # a writer that breaks its promise never to raise loses its events, not our hooks
+            write_events(batch)
 
-    def _flush_annotations(self) -> None:
+    def _convert_annotations(self, batches: dict[str, list[TimelineEvent]]) -> None:
+        """Move the raw annotations into the batch of ``pythontimeline.json``, as events."""
         annotations = self.annotations
-        if not annotations:
-            return
-        writer = self.writers.get(_PYTHON_TIMELINE) or self._open_writer(_PYTHON_TIMELINE)
         session = self.session
-        if writer is None or session.guard.is_disabled("session.writer"):
+        if session.guard.is_disabled("session.writer"):
             annotations.clear()
             return
-        write_event = writer.write_event
+        batch = batches.setdefault(_PYTHON_TIMELINE, [])
+        append = batch.append
         offset_us = session.epoch_offset_us
         pid = session.pid
         # one args dict per thread and step, shared by its events (writers never change args)
@@ -141,12 +170,15 @@ class EventQueue:
                 if args is None:
                     args = {"tid": tid, "pid": pid, "step_num": step_num}
                     args_by_key[tid, step_num] = args
-                write_event(
-                    str(name),
-                    ANNOTATION_PHASE,
-                    start_ns / 1000 + offset_us,
-                    (end_ns - start_ns) / 1000,
-                    args,
+                append(
+                    (
+                        str(name),
+                        ANNOTATION_PHASE,
+                        start_ns / 1000 + offset_us,
+                        (end_ns - start_ns) / 1000,
+                        args,
+                        "X",
+                    )
                 )
         except IndexError:
             return  # another thread emptied the queue first
@@ -184,6 +216,7 @@ class EventQueue:
                 )
                 session.enabled = False
                 return None
+            self._write_events[suffix] = session.guard.wrap("session.writer", writer.write_events)
             self.writers[suffix] = writer
         self._on_writer_opened()
         return writer
@@ -198,3 +231,4 @@ class EventQueue:
         """Drop the writers without closing them (a forked child: their threads did not
         survive the fork)."""
         self.writers = {}
+        self._write_events = {}

@@ -138,9 +138,11 @@ class Session:
         self.events = EventQueue(
             self, writer_factory=writer_factory, on_writer_opened=self._write_rank_file_once
         )
-        #: :meth:`EventQueue.write_later` and :meth:`EventQueue.flush` of :attr:`events`, and
-        #: its raw annotations (what every hook calls, without one more attribute look-up)
+        #: :meth:`EventQueue.write_later`, :meth:`EventQueue.write_batch_later` and
+        #: :meth:`EventQueue.flush` of :attr:`events`, and its raw annotations (what every hook
+        #: calls, without one more attribute look-up)
         self.write_later = self.events.write_later
+        self.write_batch_later = self.events.write_batch_later
         self.flush = self.events.flush
         self.annotations = self.events.annotations
         self._lock = threading.RLock()

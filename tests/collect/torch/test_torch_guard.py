@@ -28,7 +28,7 @@ class _BrokenWriter:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.calls = 0
 
-    def write_event(self, *args: Any, **kwargs: Any) -> bool:
+    def write_events(self, events: list[Any]) -> int:
         self.calls += 1
         raise RuntimeError("disk on fire")
 

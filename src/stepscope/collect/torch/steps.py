@@ -38,7 +38,7 @@ import functools
 import threading
 import time
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.optim.optimizer as _optimizer
@@ -46,6 +46,9 @@ import torch.optim.optimizer as _optimizer
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
 from stepscope.collect.torch.models import ModelFinder, is_compiled, untraced
+
+if TYPE_CHECKING:
+    from stepscope.store.timeline_writer import TimelineEvent
 
 __all__ = ["ModuleHooks"]
 
@@ -391,51 +394,60 @@ class ModuleHooks:
             return
         session = self.session
         end = now_us()
-        session.write_later(
-            "Backward(post-forward)",
-            self._pass_name,
-            start,
-            end - start,
-            {"step_num": self._pass_step_num, "pid": session.pid},
-        )
+        args = {"step_num": self._pass_step_num, "pid": session.pid}
+        if not (self._sub_backwards or self._sub_forwards):
+            session.write_later("Backward(post-forward)", self._pass_name, start, end - start, args)
+            return
+        # the pass's event and its sub-modules' go to the queue as one batch
+        events: list[TimelineEvent] = [
+            (self._pass_name, "Backward(post-forward)", start, end - start, args, "X")
+        ]
         if self._sub_backwards:
-            self._write_sub_backwards(end)
+            self._sub_backward_events(end, events)
         if self._sub_forwards:
-            self._write_sub_forwards()
+            self._sub_forward_events(events)
+        session.write_batch_later(events)
 
     def _watch_submodule_backward(self, name: str, step_num: str, args: Any, output: Any) -> None:
-        if isinstance(output, _Tensor):
+        # runs for every sub-module call: plain tensors take the short way, anything else
+        # (subclasses, structures) the general one
+        if type(output) is _Tensor:
             out_tensor = output if output.requires_grad else None
         else:
             out_tensor = _first_grad_tensor(output)
         if out_tensor is None:
             return
         first = args[0] if args else None
-        if isinstance(first, _Tensor) and first.requires_grad:
+        if type(first) is _Tensor and first.requires_grad:
             in_tensor: torch.Tensor | None = first
         else:
             in_tensor = _first_grad_tensor(args)
         slots = self._node_slots
-        out_slot = slots.get(out_tensor.grad_fn)
-        if out_slot is None:
-            out_slot = self._new_slot(out_tensor, name, step_num)
+        node = out_tensor.grad_fn
+        out_slot = (
+            slots[node] if node in slots else self._new_slot(out_tensor, node, name, step_num)
+        )
         in_slot = -1
         if in_tensor is not None and in_tensor is not out_tensor:
-            in_slot = slots.get(in_tensor.grad_fn, -1)
-            if in_slot < 0:
-                in_slot = self._new_slot(in_tensor, name, step_num)
+            node = in_tensor.grad_fn
+            if node in slots:
+                in_slot = slots[node]
+            else:
+                in_slot = self._new_slot(in_tensor, node, name, step_num)
         self._sub_backwards.append((name, step_num, out_slot, in_slot))
 
-    def _new_slot(self, tensor: torch.Tensor, name: str, step_num: str) -> int:
-        """A slot for the time the gradient of ``tensor`` arrives, with one hook on its node."""
+    def _new_slot(self, tensor: torch.Tensor, node: Any, name: str, step_num: str) -> int:
+        """A slot for the time the gradient of ``tensor`` arrives, with one hook on ``node``,
+        the autograd node that made it (:func:`_on_gradient`, inlined: this runs per layer)."""
         reached = self._reached
         slot = len(reached)
         reached.append(0.0)
-        node = tensor.grad_fn
+        hook = functools.partial(self._reached_hook, reached, slot, name, step_num)
         if node is not None:
             self._node_slots[node] = slot
-        hook = functools.partial(self._reached_hook, reached, slot, name, step_num)
-        _on_gradient(tensor, hook)
+            node.register_prehook(hook)
+        else:
+            tensor.register_hook(hook)  # type: ignore[no-untyped-call]  # a leaf: no node
         return slot
 
     def _on_reached(
@@ -450,46 +462,62 @@ class ModuleHooks:
     def _name_of(self, module: torch.nn.Module) -> str:
         return self._names.get(module) or type(module).__name__
 
-    def _write_sub_backwards(self, pass_end_us: float) -> None:
-        """Write the sub-module backwards this pass reached; keep those it did not reach."""
+    def _sub_backward_events(self, pass_end_us: float, events: list[TimelineEvent]) -> None:
+        """Add the sub-module backwards this pass reached to ``events``; keep those it did not
+        reach (a backward's end is the gradient reaching its input, or the end of the pass)."""
         records, self._sub_backwards = self._sub_backwards, []
         reached = self._reached
+        waiting = [record for record in records if not reached[record[2]]]
+        if waiting:
+            records = [record for record in records if reached[record[2]]]
+            self._sub_backwards[:0] = waiting
         offset_us = self._offset_us
-        write_later = self.session.write_later
         pid = self.session.pid
-        waiting = []
-        for name, step_num, out_slot, in_slot in records:
-            start_s = reached[out_slot]
-            if not start_s:
-                waiting.append((name, step_num, out_slot, in_slot))
-                continue
-            start_us = start_s * 1e6 + offset_us
-            end_s = reached[in_slot] if in_slot >= 0 else 0.0
-            end_us = end_s * 1e6 + offset_us if end_s else pass_end_us
-            write_later(
-                "Backward-SubModuleInternal",
+        events += [
+            (
                 name,
+                "Backward-SubModuleInternal",
                 start_us,
                 end_us - start_us,
                 {"step_num": step_num, "pid": pid},
+                "X",
             )
-        self._sub_backwards[:0] = waiting
+            for name, step_num, out_slot, in_slot in records
+            for start_us in [reached[out_slot] * 1e6 + offset_us]
+            for end_us in [
+                reached[in_slot] * 1e6 + offset_us
+                if in_slot >= 0 and reached[in_slot]
+                else pass_end_us
+            ]
+        ]
 
-    def _write_sub_forwards(self) -> None:
+    def _sub_forward_events(self, events: list[TimelineEvent]) -> None:
+        """Add the sub-module forwards waiting for their events to ``events``."""
         records, self._sub_forwards = self._sub_forwards, []
-        if not records or not self.session.enabled:
-            return
         offset_us = self._offset_us
-        write_later = self.session.write_later
         pid = self.session.pid
-        for name, start_s, end_s, step_num in records:
-            write_later(
-                "Forward-SubModuleInternal",
+        events += [
+            (
                 name,
+                "Forward-SubModuleInternal",
                 start_s * 1e6 + offset_us,
                 (end_s - start_s) * 1e6,
                 {"step_num": step_num, "pid": pid},
+                "X",
             )
+            for name, start_s, end_s, step_num in records
+        ]
+
+    def _write_sub_forwards(self) -> None:
+        """Write the sub-module forwards no backward followed (at a step end, or the stop)."""
+        if not self._sub_forwards:
+            return
+        if not self.session.enabled:
+            self._sub_forwards = []
+            return
+        events: list[TimelineEvent] = []
+        self._sub_forward_events(events)
+        self.session.write_batch_later(events)
 
     def _forget_sub_backwards(self) -> None:
         """Between steps no backward runs: a sub-module backward not reached by now never is."""
