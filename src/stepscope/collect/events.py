@@ -81,6 +81,9 @@ class EventQueue:
         self._writer_factory = writer_factory
         self._on_writer_opened = on_writer_opened
         self._lock = threading.Lock()
+        # a flush also runs on the caller's own thread (an annotation): whatever opening a
+        # writer raises stops at the guard
+        self._open_writer_guarded = session.guard.wrap("session.writer", self._open_writer)
 
     def write_later(
         self,
@@ -144,9 +147,10 @@ class EventQueue:
         for suffix, batch in batches.items():
             write_events = self._write_events.get(suffix)
             if write_events is None:
-                if self._open_writer(suffix) is None:
-                    continue
-                write_events = self._write_events[suffix]
+                self._open_writer_guarded(suffix)
+                write_events = self._write_events.get(suffix)
+                if write_events is None:
+                    continue  # no writer: these events are lost, training goes on
             # a writer that breaks its promise never to raise loses its events, not our hooks
             write_events(batch)
 

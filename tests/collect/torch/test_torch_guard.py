@@ -125,3 +125,26 @@ def test_profiling_everything_leaves_the_loss_sequence_unchanged(tmp_path: Path)
     assert losses(profiled) == losses(plain)
     assert read_events(job_dir), "the profiled run recorded nothing"
     assert "disabled" not in profiled.stderr, profiled.stderr
+
+
+def test_a_writer_that_cannot_be_built_never_reaches_annotated_code(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import stepscope
+
+    def broken_factory(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("no writer today")
+
+    session = Session(_everything_on(), tmp_path / "out", writer_factory=broken_factory)
+    session.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="stepscope"):
+            done = 0
+            for _ in range(3000):  # enough to fill the queue: it is handed over mid-loop
+                with stepscope.annotate("work"):
+                    done += 1
+    finally:
+        session.stop()
+    assert done == 3000
+    assert session.guard.failures == {"session.writer": 1}
+    assert sum("is now disabled" in r.getMessage() for r in caplog.records) == 1
