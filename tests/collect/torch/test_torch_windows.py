@@ -161,3 +161,31 @@ def test_a_new_session_ends_the_previous_sessions_post_hook_close_window(tmp_pat
     assert kinds == ["posthookclose", "prestepzero"]
     assert pstats.Stats(str(folders[0] / "python_stats")).total_calls > 0
     assert not list((tmp_path / "second").rglob("python_stats"))
+
+
+def test_the_post_hook_close_window_ends_on_request_with_its_stats_written(tmp_path: Path) -> None:
+    import sys
+
+    from stepscope.collect.session import Session
+    from stepscope.collect.torch import instrument
+    from stepscope.collect.torch.python_profiling import end_post_hook_close_window
+
+    python_config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            python_profiling_config=PythonProfilingConfig(start_step=10**6, num_steps=1)
+        )
+    )
+    session = Session(python_config, tmp_path / "profiler-output").start()
+    instrument(session)
+    session.stop()
+    assert sys.getprofile() is not None  # the post-hook-close window profiles this thread
+    end_post_hook_close_window()
+    assert sys.getprofile() is None  # what the process does next is not profiled
+    end_post_hook_close_window()  # no window open: nothing happens
+    folders = [p.parent for p in tmp_path.rglob("python_stats")]
+    kinds = sorted(
+        b[0].mode for b in map(parse_python_stats_folder, (f.name for f in folders)) if b
+    )
+    assert kinds == ["posthookclose", "prestepzero"]
+    ends = [pstats.Stats(str(f / "python_stats")) for f in folders]
+    assert all(stats.total_calls > 0 for stats in ends)

@@ -17,7 +17,8 @@ Two more windows whenever Python profiling is configured, as in SageMaker: **pre
 the session start to the first step, and **post-hook-close**, from the session stop to the end of
 the interpreter (its finalisation: ``atexit`` handlers, module teardown), or to the start of the
 next session in the same process, whatever that one profiles (left open, it would go on profiling
-the new session's steps, slowing them and mixing them into the old session's window).
+the new session's steps, slowing them and mixing them into the old session's window), or to a
+call of :func:`end_post_hook_close_window`.
 
 The stats are snapshotted on the training thread (a dictionary copy) and written by a short-lived
 writer thread per window, so no file is written on the training thread.
@@ -40,7 +41,7 @@ from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
 from stepscope.store.layout import StatsBoundary, python_stats_dir
 
-__all__ = ["PythonProfiler"]
+__all__ = ["PythonProfiler", "end_post_hook_close_window"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,19 @@ class _Window:
 _open_post_close: PythonProfiler | None = None
 
 
+def end_post_hook_close_window() -> None:
+    """End the post-hook-close window a stopped session left open, and write its stats.
+
+    The window runs to the end of the interpreter, or to the start of the next session; a
+    process that goes on with work of its own after a session (a notebook, a benchmark comparing
+    with unprofiled runs) ends it here, so that work is not profiled. Nothing happens when no
+    window is open.
+    """
+    profiler = _open_post_close
+    if profiler is not None:
+        profiler._at_exit()
+
+
 class PythonProfiler:
     """Opens and closes Python profiling windows on the session's step boundaries.
 
@@ -96,9 +110,8 @@ class PythonProfiler:
     # -- step listener --------------------------------------------------------------------
 
     def on_start(self, session: Session) -> None:
-        previous = _open_post_close
-        if previous is not None and previous is not self:
-            previous._at_exit()  # a new session ends the previous one's post-hook-close window
+        if _open_post_close is not self:
+            end_post_hook_close_window()  # a new session ends the previous one's
         config = self._config()
         if config is not None:
             self._open("prestepzero", None, config, timer="total_time")
