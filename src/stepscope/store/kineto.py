@@ -279,9 +279,9 @@ def _to_event_table(
     if base_time_ns:
         start = pc.add(start, base_time_ns / 1000.0)
     columns = {
-        "source": pa.array(["kineto"] * rows, pa.string()),
-        "node": pa.array([node] * rows, pa.string()),
-        "rank": pa.array([rank] * rows, pa.int32()),
+        "source": pa.repeat(pa.scalar("kineto", pa.string()), rows),
+        "node": pa.repeat(pa.scalar(node, pa.string()), rows),
+        "rank": pa.repeat(pa.scalar(rank, pa.int32()), rows),
         "category": raw["category"],
         "name": raw["name"],
         "ph": raw["ph"],
