@@ -52,6 +52,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cnn_training import Loop, Times
+
 VARIANTS = ("bare", "default", "submodules", "torch_profiler", "detailed", "detailed_submodules")
 #: untimed steps at the start of every block (allocator and cache warm-up after a switch)
 BLOCK_WARMUP_STEPS = 5
@@ -69,95 +71,15 @@ def _config(variant: str) -> Any:
     return ProfilerConfig(framework_profile_params=FrameworkProfile(start_step=10**9, num_steps=1))
 
 
-class _Loop:
-    """The training loop the variants share (a small CNN on in-memory data, one thread)."""
-
-    def __init__(self) -> None:
-        import torch
-
-        torch.manual_seed(0)
-        torch.set_num_threads(1)
-        self.torch = torch
-        self.model = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 16, 3, padding=1),
-            torch.nn.ReLU(),
-            torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(16, 32, 3, padding=1),
-            torch.nn.ReLU(),
-            torch.nn.AdaptiveAvgPool2d(1),
-            torch.nn.Flatten(),
-            torch.nn.Linear(32, 10),
-        )
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01)
-        data = torch.utils.data.TensorDataset(
-            torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,))
-        )
-        self.loader = torch.utils.data.DataLoader(data, batch_size=32, shuffle=True)
-
-    def block(self, steps: int, step_ranges: bool) -> _Times:
-        """Run ``steps`` steps; the first :data:`BLOCK_WARMUP_STEPS` are not timed."""
-        torch = self.torch
-        times = _Times()
-        iterator = iter(self.loader)
-        process_t0 = 0.0
-        for step in range(steps):
-            if step == BLOCK_WARMUP_STEPS:
-                process_t0 = time.process_time()
-            t0 = time.perf_counter()
-            c0 = time.thread_time()
-            try:
-                x, y = next(iterator)
-            except StopIteration:
-                iterator = iter(self.loader)
-                x, y = next(iterator)
-            step_range = None
-            if step_ranges:
-                step_range = torch.profiler.record_function(f"ProfilerStep#{step}")
-                step_range.__enter__()
-            loss = torch.nn.functional.cross_entropy(self.model(x), y)
-            self.optimizer.zero_grad()
-            loss.backward()
-            self.optimizer.step()
-            if step_range is not None:
-                step_range.__exit__(None, None, None)
-            if step >= BLOCK_WARMUP_STEPS:
-                times.wall_s.append(time.perf_counter() - t0)
-                times.thread_cpu_s.append(time.thread_time() - c0)
-        timed = steps - BLOCK_WARMUP_STEPS
-        times.process_cpu_s.append((time.process_time() - process_t0) / max(timed, 1))
-        return times
-
-
-class _Times:
-    """Per-step wall and training-thread CPU times, and per-block process CPU per step (s)."""
-
-    def __init__(self) -> None:
-        self.wall_s: list[float] = []
-        self.thread_cpu_s: list[float] = []
-        self.process_cpu_s: list[float] = []
-
-    def extend(self, other: _Times) -> None:
-        self.wall_s += other.wall_s
-        self.thread_cpu_s += other.thread_cpu_s
-        self.process_cpu_s += other.process_cpu_s
-
-    def medians_ms(self) -> dict[str, float]:
-        return {
-            "wall": statistics.median(self.wall_s) * 1e3,
-            "thread CPU": statistics.median(self.thread_cpu_s) * 1e3,
-            "process CPU": statistics.median(self.process_cpu_s) * 1e3,
-        }
-
-
-def _run_block(variant: str, loop: _Loop, steps: int, work_dir: Path) -> _Times:
+def run_block(variant: str, loop: Loop, steps: int, work_dir: Path) -> Times:
     """One block of ``variant``: set up, time ``steps`` steps, tear down."""
     if variant == "bare":
-        return loop.block(steps, step_ranges=False)
+        return loop.block(steps, step_ranges=False, warmup_steps=BLOCK_WARMUP_STEPS)
     if variant == "torch_profiler":
         torch = loop.torch
         profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
         profiler.start()
-        times = loop.block(steps, step_ranges=True)
+        times = loop.block(steps, step_ranges=True, warmup_steps=BLOCK_WARMUP_STEPS)
         profiler.stop()
         return times
     from stepscope.collect.session import Session
@@ -169,9 +91,19 @@ def _run_block(variant: str, loop: _Loop, steps: int, work_dir: Path) -> _Times:
         # measures those on their own); ``detailed_submodules`` keeps the default (on in the window)
         submodules = {"submodules": True, "detailed_submodules": None}.get(variant, False)
         instrument(session, submodules=submodules)
-        return loop.block(steps, step_ranges=False)
+        return loop.block(steps, step_ranges=False, warmup_steps=BLOCK_WARMUP_STEPS)
     finally:
-        session.stop()
+        _stop(session)
+
+
+def _stop(session: Any) -> None:
+    """Stop ``session`` and end its post-hook-close cProfile window at once: left open (to the
+    end of the interpreter, as SageMaker's), it would profile the blocks and micro-benchmarks that
+    follow, which run no session (``bare``, ``torch_profiler``) or start with a bare reference."""
+    from stepscope.collect.torch.python_profiling import end_post_hook_close_window
+
+    session.stop()
+    end_post_hook_close_window()
 
 
 class _NullWriter:
@@ -182,6 +114,9 @@ class _NullWriter:
 
     def write_event(self, *args: object, **kwargs: object) -> bool:
         return True
+
+    def write_events(self, events: list[object]) -> int:
+        return len(events)
 
     def close(self) -> None:
         pass
@@ -224,7 +159,7 @@ def _annotation_cost_ns(work_dir: Path) -> dict[str, float]:
                     result["in a detailed window"] = _cpu_ns_per_call(annotation, n=2_000)
                     session.record_function = None
         finally:
-            session.stop()
+            _stop(session)
     return result
 
 
@@ -259,7 +194,7 @@ def _module_hook_cost_ns(work_dir: Path) -> dict[str, float]:
             instrument(session, submodules=submodules)
             result[label] = (_cpu_ns_per_call(forward, n=2_000) - bare_ns) / (HOOKED_SUBMODULES + 1)
         finally:
-            session.stop()
+            _stop(session)
     return result
 
 
@@ -294,7 +229,7 @@ def _train_step_cost_ns(work_dir: Path) -> dict[str, float]:
             instrument(session, submodules=submodules)
             result[label] = _cpu_ns_per_call(step, n=2_000)
         finally:
-            session.stop()
+            _stop(session)
     return result
 
 
@@ -307,7 +242,7 @@ def _python_calls_per_step(work_dir: Path, steps: int = 50) -> dict[str, float]:
     from stepscope.collect.session import Session
     from stepscope.collect.torch import instrument
 
-    loop = _Loop()
+    loop = Loop()
     x, y = next(iter(loop.loader))
     torch = loop.torch
 
@@ -343,7 +278,7 @@ def _python_calls_per_step(work_dir: Path, steps: int = 50) -> dict[str, float]:
             instrument(session, submodules=submodules)
             result[label] = count()
         finally:
-            session.stop()
+            _stop(session)
     return result
 
 
@@ -391,12 +326,12 @@ def main() -> None:
         _micro(Path(tmp))
     if args.micro_only:
         return
-    loop = _Loop()
-    times = {v: _Times() for v in VARIANTS}
+    loop = Loop()
+    times = {v: Times() for v in VARIANTS}
     #: per round: variant -> that round's medians (ms), for drift-free paired ratios
     rounds: list[dict[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        loop.block(10, step_ranges=False)
+        loop.block(10, step_ranges=False, warmup_steps=0)
         for round_ in range(args.rounds):
             # a fresh random order each round: what a variant leaves behind (a stopped profiler's
             # memory, a trace being freed) must not always land on the same successor
@@ -406,7 +341,7 @@ def main() -> None:
             for variant in order:
                 gc.collect()
                 work_dir = Path(tmp) / f"{round_}-{variant}"
-                block = _run_block(variant, loop, args.block, work_dir)
+                block = run_block(variant, loop, args.block, work_dir)
                 times[variant].extend(block)
                 this_round[variant] = block.medians_ms()
             rounds.append(this_round)
