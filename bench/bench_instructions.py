@@ -1,0 +1,173 @@
+"""Instructions per training step, counted by callgrind: the step-time targets without the noise.
+
+Step times on a shared machine swing by ±20 % between processes, more than the 1 % targets.
+Instruction counts do not depend on the load: each variant runs the training loop of
+``cnn_training.py`` (the small CNN the step-time benchmarks use, one torch thread,
+``PYTHONHASHSEED=0``) in a fresh process under ``valgrind --tool=callgrind``, twice: ``--warmup``
+steps, then the variant's set-up and ``--steps`` steps (its first 5 untimed steps included; default
+2 and 8 after 8), then its tear-down. The difference of the two runs' totals over the difference of
+their steps is the cost of one step: start-up, imports, warm-up, the steps both runs share (in
+``stepscope run``: the default windows, steps 5-12), set-up and tear-down cancel out. Every thread
+of the training process counts (the timeline writer's serialisation included). Few steps, because
+under callgrind one step of this CNN takes about 8 s (torch's vectorised kernels run emulated):
+one callgrind run takes 3-5 minutes (torch's import alone about 45 s).
+
+* ``bare``: the loop, no profiling;
+* ``default``, ``submodules``, ``torch_profiler``, ``detailed``: the in-process variants of
+  ``bench_instrumentation.py`` (its ``run_block``: the default config's hooks with every window
+  out of range; the same with sub-module events; plain ``torch.profiler`` with a ``ProfilerStep#``
+  range per step; stepscope's detailed window without sub-module events). The detailed window
+  covers the first 100 steps of its session, so the counted steps must stay below 95. The detailed
+  variant's count includes writing its trace at the session's end (its size grows with the
+  steps), the plain profiler's does not export one: that side of the comparison is conservative;
+* ``run``: ``stepscope run`` at the defaults with valgrind inside it (``stepscope run --
+  valgrind ... python ...``), so only the training process is counted, instrumented by the
+  launcher's bootstrap as any job is; the system monitor and the live rule engine run natively
+  beside it (their own CPU: ``bench_monitor.py`` and the ``stepscope run`` section of
+  ``docs/benchmarks.md``).
+
+Printed: each variant's instructions per step and its change against ``bare`` (``detailed``
+against ``torch_profiler``); ``--repeat`` runs one variant a second time to show the counts
+repeat. Caveat: under callgrind a step runs about 1000x slower, so what is driven by time (the
+writer's flush every second, closing timeline files) happens about 1000x more often per step
+than in a real run; the counts overstate those costs (conservative). The default set (six
+variants, twice each, plus a repeat: 14 callgrind runs, ``--jobs 2`` at a time, at ``nice 10``)
+takes about 30 minutes on two idle cores.
+
+    python bench/bench_instructions.py [--variants bare,default,...] [--steps 2,8]
+        [--warmup 8] [--repeat bare] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+VARIANTS = ("bare", "default", "submodules", "torch_profiler", "detailed", "run")
+#: what each variant is compared with
+BASELINE = {"detailed": "torch_profiler"}
+#: the targets, as changes against the baseline in %
+TARGET_PCT = {"default": 1.0, "submodules": 3.0, "detailed": 0.0, "run": 1.0}
+
+_COLLECTED = re.compile(r"==\d+== Collected : (\d+)")
+
+
+def _child(variant: str, warmup: int, steps: int, work_dir: Path) -> None:
+    """In the counted process: the warm-up steps, then ``steps`` steps of ``variant``."""
+    from bench_instrumentation import run_block
+    from cnn_training import Loop
+
+    loop = Loop()
+    loop.steps(warmup)
+    # ``run_block``'s own untimed steps do not matter here: both counted runs take them
+    run_block(variant, loop, steps, work_dir)
+
+
+def _count(variant: str, warmup: int, steps: int, tmp: Path) -> int:
+    """Instructions of one callgrind run of ``variant`` (every thread of the training process)."""
+    work_dir = Path(tempfile.mkdtemp(dir=tmp))
+    valgrind = [
+        "nice",
+        "-n",
+        "10",
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+    ]
+    inner = "bare" if variant == "run" else variant
+    train = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        inner,
+        str(warmup),
+        str(steps),
+        str(work_dir),
+    ]
+    command = valgrind + train
+    if variant == "run":
+        launcher = [sys.executable, "-m", "stepscope", "run", "--job-dir", str(work_dir / "job")]
+        command = [*launcher, "--", *command]
+    env = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    found = _COLLECTED.findall(done.stderr)
+    if done.returncode != 0 or len(found) != 1:
+        raise SystemExit(f"{variant} ({steps} steps) failed:\n{done.stderr[-3000:]}")
+    print(f"  {variant}, {steps} steps: {int(found[0]):,} instructions", flush=True)
+    return int(found[0])
+
+
+def _per_step(
+    variants: list[str], warmup: int, steps: tuple[int, int], tmp: Path, jobs: int
+) -> list[float]:
+    """Instructions per step of each of ``variants`` (in that order): the difference of two
+    runs over their steps. ``jobs`` callgrind runs at a time (the counts do not depend on it)."""
+    t0 = time.monotonic()
+    runs = [(variant, n) for variant in variants for n in steps]
+    with ThreadPoolExecutor(jobs) as pool:
+        counts = list(pool.map(lambda run: _count(run[0], warmup, run[1], tmp), runs))
+    result = []
+    for i, variant in enumerate(variants):
+        short, long = counts[2 * i], counts[2 * i + 1]
+        result.append((long - short) / (steps[1] - steps[0]))
+        print(
+            f"{variant}: {short:,} instructions ({steps[0]} steps), {long:,} ({steps[1]} "
+            f"steps): {result[-1]:,.0f} per step",
+            flush=True,
+        )
+    print(f"({len(runs)} callgrind runs in {time.monotonic() - t0:.0f} s)", flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated")
+    parser.add_argument("--steps", default="2,8", help="counted steps of the two runs")
+    parser.add_argument("--warmup", type=int, default=8, help="steps before the counted ones")
+    parser.add_argument("--repeat", default="bare", help="a variant to run twice ('' for none)")
+    parser.add_argument("--jobs", type=int, default=2, help="callgrind runs at a time")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        variant, warmup, steps, work_dir = args.child
+        _child(variant, int(warmup), int(steps), Path(work_dir))
+        return
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        parser.error(f"--variants must name some of {', '.join(VARIANTS)}, got {unknown}")
+    short, long = (int(n) for n in args.steps.split(","))
+    print(f"load average at the start: {os.getloadavg()[0]:.2f} (counts do not depend on it)")
+    runs = variants + ([args.repeat] if args.repeat else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        counts = _per_step(runs, args.warmup, (short, long), Path(tmp), args.jobs)
+    per_step = dict(zip(variants, counts, strict=False))
+    if args.repeat in per_step:
+        again = counts[-1]
+        print(
+            f"repeat of {args.repeat}: {again:,.0f} per step, "
+            f"{100 * (again / per_step[args.repeat] - 1):+.3f} % from the first"
+        )
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+    for variant, count in per_step.items():
+        base = BASELINE.get(variant, "bare")
+        if variant == base or base not in per_step:
+            print(f"{variant}: {count:,.0f} instructions per step")
+            continue
+        change = 100 * (count / per_step[base] - 1)
+        target = f" (target <= {TARGET_PCT[variant]:+.0f} %)" if variant in TARGET_PCT else ""
+        print(
+            f"{variant}: {count:,.0f} instructions per step, {change:+.2f} % vs {base}"
+            f" ({count - per_step[base]:+,.0f}){target}"
+        )
+
+
+if __name__ == "__main__":
+    main()
