@@ -11,9 +11,17 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from tests.analysis import _kineto_synthetic as synthetic
 
 from stepscope.errors import UnsupportedFormatError
-from stepscope.store import EVENT_SCHEMA, is_kineto_trace, read_kineto_trace
+from stepscope.store import (
+    EVENT_SCHEMA,
+    _kineto_columns,
+    _kineto_json,
+    is_kineto_trace,
+    read_kineto_trace,
+)
+from stepscope.store._kineto_json import extract_event_array
 
 TRACES = [
     "a100_alexnet_cuda_sync.json.gz",
@@ -271,3 +279,29 @@ def test_chunked_path_reads_the_same_events(shared_fixtures, tmp_path, monkeypat
         json.loads(x or "{}") for x in b["args"].to_pylist()
     ]
     assert fast.metadata["flow_events"] == chunked.metadata["flow_events"]
+
+
+def test_a_copy_cut_into_many_parts_reads_the_same_events(tmp_path, monkeypatch):
+    # The profiler's layout: one top-level event per indented block, "},\n  {" between two.
+    events = synthetic.events() * 20
+    text = '{"schemaVersion": 1, "traceEvents": [\n  '
+    text += ",\n  ".join(json.dumps(event) for event in events)
+    text += '\n  ], "traceName": "cut"}'
+    path = tmp_path / "cut.json"
+    path.write_text(text)
+    whole = read_kineto_trace(path, rank_hint=0)
+
+    part_counts: list[int] = []
+
+    def counted(*args, **kwargs):
+        parts = extract_event_array(*args, **kwargs)
+        part_counts.append(len(parts or []))
+        return parts
+
+    monkeypatch.setattr(_kineto_json, "PART_BYTES", 2048)
+    monkeypatch.setattr(_kineto_columns, "extract_event_array", counted)
+    cut = read_kineto_trace(path, rank_hint=0)
+    assert part_counts[0] > 5  # the copy was really cut
+    assert cut.table().equals(whole.table())
+    assert cut.metadata["trace_name"] == "cut"
+    assert cut.metadata["flow_events"] == whole.metadata["flow_events"] > 0

@@ -3,10 +3,10 @@
 Both produce the same ``RAW_SCHEMA`` table (a test holds them to it), before the per-file values
 (rank, node, steps, the base time) are known:
 
-* :func:`read_whole_array`, the fast path: the decompressed event array is copied to a temporary
-  file (:func:`~stepscope.store._kineto_json.extract_event_array`) and DuckDB's JSON reader parses
-  it on all cores straight into columns, with the args the columns take and the category names
-  translated in SQL;
+* :func:`read_whole_array`, the fast path: the decompressed event array is copied to temporary
+  files (:func:`~stepscope.store._kineto_json.extract_event_array`) and DuckDB's JSON reader parses
+  them straight into columns, with the args the columns take and the category names translated
+  in SQL;
 * :func:`convert_chunk`, the fallback for damaged files and systems without room for the copy:
   one orjson-parsed chunk of events at a time, column by column.
 """
@@ -130,7 +130,7 @@ WITH source AS (
                 THEN 'cpu_instant_event'
                 ELSE CASE coalesce(cat, '') {legacy} ELSE coalesce(cat, '') END END
                AS category
-    FROM read_json($path, format = 'array', maximum_object_size = 16777216,
+    FROM read_json($paths, format = 'array', maximum_object_size = 16777216,
                    columns = {{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR',
                                tid: 'VARCHAR', ts: 'DOUBLE', dur: 'DOUBLE', args: 'JSON'}})
     WHERE ph IN ('X', 'i', 'I', 'C')
@@ -188,22 +188,21 @@ def read_whole_array(path: Path, counts: dict[str, int]) -> tuple[pa.Table, Trac
         logger.debug("%s: no temporary folder (%s); reading in chunks", path, exc)
         return None
     try:
-        copy = folder / "events.json"
         try:
-            with open(copy, "wb") as handle:
-                complete = extract_event_array(path, document, handle)
+            parts = extract_event_array(path, document, folder)
         except OSError as exc:
             logger.debug("%s: no temporary copy of the events (%s); reading in chunks", path, exc)
             return None
-        if not complete:
+        if parts is None:
             return None
         con = duckdb.connect()
         try:
-            # one thread: a single array file gains no speed from more, and a folder of
-            # traces is read several at a time (stepscope.store.read_ahead)
+            # one thread: the parts are read in order, the working memory stays that of one
+            # part, and a folder of traces is read several at a time (store.read_ahead)
             con.execute("SET threads = 1")
             con.execute(_INT_MACRO)
-            table = con.sql(_ARRAY_SQL, params={"path": str(copy)}).to_arrow_table()
+            files = [str(part) for part in parts]
+            table = con.sql(_ARRAY_SQL, params={"paths": files}).to_arrow_table()
         except duckdb.Error as exc:
             logger.debug("%s: DuckDB could not read the events (%s); reading in chunks", path, exc)
             return None

@@ -15,9 +15,11 @@ an array of events in, anything out, :class:`ValueError` when the text is not va
 file that ends early (truncated ``.gz``, a JSON document cut mid-event) yields every event up
 to the last complete one and reports where it stopped.
 
-:func:`extract_event_array` is the other way out: it copies the bare event array to a file, for
+:func:`extract_event_array` is the other way out: it copies the bare event array to files, for
 a reader that parses JSON faster than Python can (DuckDB), parsing only the small header and
-tail itself.
+tail itself. The copy is cut into arrays of about :data:`PART_BYTES` at the boundaries between
+top-level events that the PyTorch profiler's indentation shows, because DuckDB's working memory
+grows with the size of the file it parses; a document without them is copied whole.
 """
 
 from __future__ import annotations
@@ -50,6 +52,11 @@ _WHITESPACE_AND_COMMAS = b" \t\r\n,"
 _TAIL_BYTES = 4 * CHUNK_BYTES
 _PHASE = re.compile(rb'"ph"\s*:\s*"([^"]*)"')
 _PHASE_KEY = b'"ph"'
+#: Bytes of JSON per part of :func:`extract_event_array`'s copy.
+PART_BYTES = 8 << 20
+#: The end of one top-level event and the start of the next as the PyTorch profiler indents
+#: them (a JSON string holds no raw newline, and nested objects are indented deeper).
+_TOP_LEVEL_SEPARATOR = b"},\n  {"
 
 
 @dataclass
@@ -317,16 +324,14 @@ def _find_array_end(tail: bytes, document: TraceDocument) -> int | None:
     return None
 
 
-def extract_event_array(path: Path, document: TraceDocument, destination: Any) -> bool:
-    """Copy the trace's event array (``[`` ... ``]``) into ``destination``, streaming.
+def extract_event_array(path: Path, document: TraceDocument, folder: Path) -> list[Path] | None:
+    """Copy the trace's event array (``[`` ... ``]``) into ``folder``, streaming, as one or more
+    JSON arrays whose concatenation is the event array.
 
-    The header and tail keys go into ``document``. Returns True when the array was copied
-    whole; False when the file is damaged or has no event array (``destination`` then holds
-    an unusable prefix and the caller should read the file with :func:`iter_event_chunks`).
-    The blocks are written as they are decompressed; only the last few megabytes are kept, to
-    find where the array ends and parse the keys after it.
-
-    :param destination: a seekable binary file opened for writing.
+    The header and tail keys go into ``document``. Returns the files written, in order; None
+    when the file is damaged or has no event array (the caller should then read the file with
+    :func:`iter_event_chunks`). The blocks are written as they are decompressed; only the last
+    few megabytes are kept, to find where the array ends and parse the keys after it.
     """
     blocks = _decompressed_blocks(path, document)
     buffer = b""
@@ -338,41 +343,95 @@ def extract_event_array(path: Path, document: TraceDocument, destination: Any) -
             buffer = buffer[buffer.index(b"[") :]
             break
         if start and start != b"{":
-            return False
+            return None
         match = _EVENTS_KEY.search(buffer)
         if match:
             _parse_header(buffer[: match.start()], document)
             buffer = buffer[match.end() - 1 :]
             break
         if len(buffer) > _MAX_HEAD_BYTES:
-            return False
+            return None
     else:
-        return False
+        return None
     document.found_events = True
-    written = 0
     recent: deque[bytes] = deque()  # the last blocks written, at least _TAIL_BYTES of them
     recent_bytes = 0
     uncounted = b""  # text after the last "ph" key seen, whose phase is counted with the next block
-    for block in _chain(buffer, blocks):
-        destination.write(block)
-        written += len(block)
-        recent.append(block)
-        recent_bytes += len(block)
-        while recent_bytes - len(recent[0]) >= _TAIL_BYTES:
-            recent_bytes -= len(recent.popleft())
-        text = uncounted + block
-        cut = _last_phase_key(text)
-        document.phases.update(_PHASE.findall(text, 0, cut))
-        uncounted = text[cut:] if cut else text[-len(_PHASE_KEY) :]
-    document.phases.update(_PHASE.findall(uncounted))
-    if document.problems:
-        return False
-    tail = b"".join(recent)
-    end = _find_array_end(tail, document)
-    if end is None:
-        return False
-    destination.truncate(written - len(tail) + end)
-    return True
+    with _ArrayParts(folder) as parts:
+        for block in _chain(buffer, blocks):
+            parts.write(block)
+            recent.append(block)
+            recent_bytes += len(block)
+            while recent_bytes - len(recent[0]) >= _TAIL_BYTES:
+                recent_bytes -= len(recent.popleft())
+            text = uncounted + block
+            cut = _last_phase_key(text)
+            document.phases.update(_PHASE.findall(text, 0, cut))
+            uncounted = text[cut:] if cut else text[-len(_PHASE_KEY) :]
+        document.phases.update(_PHASE.findall(uncounted))
+        if document.problems:
+            return None
+        tail = b"".join(recent)
+        end = _find_array_end(tail, document)
+        if end is None:
+            return None
+        if not parts.end_at(parts.written - len(tail) + end):
+            return None
+    return parts.paths
+
+
+class _ArrayParts:
+    """Files that together hold one JSON array, each a JSON array of its own.
+
+    Written as a stream; once a part holds :data:`PART_BYTES`, the next top-level event
+    boundary in a block ends it (``]`` closes it, ``[`` opens the next). :meth:`end_at` cuts the
+    stream at an offset in the last part (after the array's ``]``).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.paths: list[Path] = []
+        self.written = 0  # bytes of the stream written, over all parts
+        self._part_start = 0  # the stream offset the current part starts at
+        self._file: Any = None
+        self._opening = b""  # what the current part holds before its stream bytes
+
+    def __enter__(self) -> _ArrayParts:
+        self._open(b"")
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._file.close()
+
+    def write(self, block: bytes) -> None:
+        while True:
+            room = PART_BYTES - (self.written - self._part_start)
+            cut = block.find(_TOP_LEVEL_SEPARATOR, max(room, 0)) if room < len(block) else -1
+            if cut < 0:
+                break
+            self._file.write(block[: cut + 1] + b"]")
+            self.written += cut + 2  # the "}" and the "," (not copied)
+            self._file.close()
+            self._open(b"[")
+            block = block[cut + 2 :]
+        self._file.write(block)
+        self.written += len(block)
+
+    def end_at(self, offset: int) -> bool:
+        """Drop what follows stream ``offset``; False when that is not in the last part (a
+        boundary was taken for one after the array's end)."""
+        if offset < self._part_start:
+            return False
+        self._file.truncate(len(self._opening) + offset - self._part_start)
+        return True
+
+    def _open(self, opening: bytes) -> None:
+        path = self.folder / f"events-{len(self.paths):04d}.json"
+        self._file = open(path, "wb")  # closed when the next part opens, or by __exit__
+        self.paths.append(path)
+        self._part_start = self.written
+        self._opening = opening
+        self._file.write(opening)
 
 
 def _last_phase_key(text: bytes) -> int:
