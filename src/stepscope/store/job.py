@@ -17,11 +17,8 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeVar
 
@@ -38,21 +35,7 @@ from stepscope.errors import (
 from stepscope.store import layout
 from stepscope.store.cache import KINDS, ColumnarCache, cache_dir_for
 from stepscope.store.filesystem import FileInfo, LocalFiles, RemoteFiles, SourceFiles, source_files
-from stepscope.store.horovod import read_horovod_timeline
-from stepscope.store.read_ahead import ReadAhead, default_depth
-from stepscope.store.sagemaker import (
-    BATCH_ROWS,
-    node_and_rank,
-    parse_pevents_name,
-    read_pevents_file,
-)
-from stepscope.store.sagemaker_scan import ScanFile, scan_pevents_files, scan_system_files
-from stepscope.store.sagemaker_system import read_system_file
-from stepscope.store.tfprofiler import (
-    TfProfileMarker,
-    parse_tf_metadata_name,
-    read_tf_profiler_trace,
-)
+from stepscope.store.raw_files import KINETO_SUFFIXES, RawFile, RawReading, classify, kineto
 
 __all__ = ["JobData", "JobKind", "open_job"]
 
@@ -66,28 +49,6 @@ _RECOGNISED = (
     "output folder (system/ and/or framework/, or a folder holding profiler-output/), local or "
     "s3://, a PyTorch profiler (Kineto) trace file (.json, .json.gz) or a folder of them"
 )
-_KINETO_SUFFIXES = (".json", ".json.gz")
-_TF_TRACE_SUFFIX = ".trace.json.gz"
-_RAW_HOROVOD_NAME = re.compile(r"horovod_timeline.*\.json$")
-#: Raw JSON converted per DuckDB scan: the rows of one scan are held until they are written.
-_SCAN_BATCH_BYTES = 16 * 1024 * 1024
-
-
-def _kineto() -> Any:
-    """The Kineto reader module, imported when a Kineto trace is met."""
-    return importlib.import_module("stepscope.store.kineto")
-
-
-@dataclass(frozen=True)
-class _RawFile:
-    """A raw file to convert, with what its reader needs."""
-
-    info: FileInfo
-    reader: str  # system | pevents | horovod | tfprofiler | kineto
-    node: str = ""
-    rank: int = -1
-    source: str = ""
-    marker: TfProfileMarker | None = None
 
 
 def open_job(
@@ -128,9 +89,9 @@ def open_job(
 
 
 def _is_kineto_file(path: Path) -> bool:
-    if not path.name.endswith(_KINETO_SUFFIXES):
+    if not path.name.endswith(KINETO_SUFFIXES):
         return False
-    return bool(_kineto().is_kineto_trace(path))
+    return bool(kineto().is_kineto_trace(path))
 
 
 def _detect(files: SourceFiles, text: str) -> tuple[JobKind, str]:
@@ -142,10 +103,10 @@ def _detect(files: SourceFiles, text: str) -> tuple[JobKind, str]:
         return "sagemaker", ""
     if "profiler-output" in names:
         return "sagemaker", "profiler-output/"
-    candidates = [n for n in names if n.endswith(_KINETO_SUFFIXES)]
+    candidates = [n for n in names if n.endswith(KINETO_SUFFIXES)]
     for name in sorted(candidates):
         with files.local_path(name) as local:
-            if _kineto().is_kineto_trace(local):
+            if kineto().is_kineto_trace(local):
                 return "kineto", ""
     raise UnsupportedFormatError(text, _RECOGNISED)
 
@@ -178,7 +139,6 @@ class JobData:
         self._cache = cache
         self._single_file = single_file
         self._refreshed = False
-        self._duckdb: Any = None
         # the database behind connect(), and the segments its views read
         self._shared: Any = None
         self._shared_segments: tuple[tuple[str, Path, int, int], ...] = ()
@@ -213,27 +173,27 @@ class JobData:
         self._refreshed = True
         changed = False
         read: list[str] = []
-        with self._refresh_lock, self._cache.locked(), self._reading_session():
+        with self._refresh_lock, self._cache.locked():
             self._cache.load()
             listing = self._list_files()
             ended = self._ended_in(listing)
-            raw_files = self._classify(listing)
+            raw_files = classify(
+                self._files,
+                listing,
+                prefix=self._prefix,
+                traces_only=self.kind == "kineto",
+                known_trace=lambda rel: self._cache.files.get(rel, {}).get("kineto") is not None,
+            )
             pending = [raw for raw in raw_files if not self._cache.is_current(raw.info)]
-            traces = {raw.info.path: raw for raw in pending if raw.reader == "kineto"}
-            with (
-                self._cache.merged_writes(),
-                ReadAhead(
-                    traces, lambda rel: self._read_trace(traces[rel]), default_depth()
-                ) as ahead,
-            ):
-                for raw, scanned in self._scanned(pending):
+            with self._cache.merged_writes(), RawReading(self._files, pending) as reading:
+                for raw, scanned in reading:
                     read.append(raw.info.path)
                     # a closed file goes straight into its stream's merged segment; a Kineto
                     # trace is a stream of its own, and too large to hold until it is read whole
                     merge = raw.reader != "kineto" and self._cache.is_closed(
                         raw.info.mtime, ended=ended
                     )
-                    changed |= self._convert(raw, merge=merge, scanned=scanned, traces=ahead)
+                    changed |= self._convert(raw, reading, merge=merge, scanned=scanned)
             present = {raw.info.path for raw in raw_files}
             gone = [p for p in self._cache.files if p not in present]
             for path in gone:
@@ -462,157 +422,20 @@ class JobData:
             return [FileInfo("", st.st_size, st.st_mtime)]
         return self._files.walk(self._prefix.rstrip("/"))
 
-    def _classify(self, listing: list[FileInfo]) -> list[_RawFile]:
-        """Which raw files hold data, and how each is read."""
-        if self.kind == "kineto":
-            return [
-                _RawFile(info, "kineto")
-                for info in listing
-                if self._single_file
-                or (info.path.endswith(_KINETO_SUFFIXES) and self._sniff_kineto(info.path))
-            ]
-        markers: dict[str, TfProfileMarker] = {}
-        for info in listing:
-            name = info.path.rsplit("/", 1)[-1]
-            if name.endswith(".metadata") and "/detailed_profiling/" in info.path:
-                marker = parse_tf_metadata_name(name)
-                if marker is not None:
-                    markers[info.path.rsplit("/", 1)[0]] = marker
-        raw: list[_RawFile] = []
-        for info in listing:
-            rel = info.path[len(self._prefix) :]
-            name = rel.rsplit("/", 1)[-1]
-            if name.endswith(".tmp"):
-                continue
-            if rel.startswith("system/"):
-                system = layout.parse_system_file_name(name)
-                if system is not None:
-                    raw.append(_RawFile(info, "system", node=system.node))
-            elif rel.startswith("framework/pevents/"):
-                pevents = parse_pevents_name(name)
-                if pevents is not None:
-                    raw.append(
-                        _RawFile(info, "pevents", pevents.node, pevents.rank, source=pevents.source)
-                    )
-            elif "/detailed_profiling/" in rel and name.endswith(_TF_TRACE_SUFFIX):
-                if "/pytorch/" in rel:
-                    raw.append(self._kineto_raw(info, name))
-                else:
-                    step_folder = info.path.split("/plugins/profile/", 1)[0]
-                    raw.append(_RawFile(info, "tfprofiler", marker=markers.get(step_folder)))
-            elif "/detailed_profiling/" in rel and "/pytorch/" in rel:
-                if name.endswith(_KINETO_SUFFIXES):
-                    raw.append(self._kineto_raw(info, name))
-            elif rel.startswith("framework/") and _RAW_HOROVOD_NAME.search(name):
-                raw.append(_RawFile(info, "horovod"))
-        return raw
-
-    @contextmanager
-    def _reading_session(self) -> Iterator[None]:
-        """Keep one DuckDB connection for the system files of one refresh, then close it."""
-        try:
-            yield
-        finally:
-            if self._duckdb is not None:
-                self._duckdb.close()
-                self._duckdb = None
-
-    def _reading_connection(self) -> Any:
-        if self._duckdb is None:
-            import duckdb
-
-            self._duckdb = duckdb.connect()
-            # one thread: on a busy machine more only add CPU time (see sagemaker_scan)
-            self._duckdb.execute("SET threads = 1")
-        return self._duckdb
-
-    def _scanned(self, pending: list[_RawFile]) -> Iterator[tuple[_RawFile, pa.Table | None]]:
-        """Each pending raw file, with its rows when a DuckDB scan converted it (else None).
-
-        Local system and framework event files are scanned together
-        (:mod:`stepscope.store.sagemaker_scan`), ``_SCAN_BATCH_BYTES`` of raw JSON at a time so
-        that memory stays bounded; the others, and the files a scan leaves out, are read by
-        their per-file readers in :meth:`_convert`.
-        """
-        if not isinstance(self._files, LocalFiles):
-            yield from ((raw, None) for raw in pending)
-            return
-        batch: list[_RawFile] = []
-        size_bytes = 0
-        for raw in pending:
-            batch.append(raw)
-            size_bytes += raw.info.size_bytes
-            if size_bytes >= _SCAN_BATCH_BYTES:
-                yield from self._scan_batch(batch)
-                batch, size_bytes = [], 0
-        yield from self._scan_batch(batch)
-
-    def _scan_batch(self, batch: list[_RawFile]) -> Iterator[tuple[_RawFile, pa.Table | None]]:
-        assert isinstance(self._files, LocalFiles)
-        root = self._files.root
-        scanned: dict[int, pa.Table | None] = {}
-        for reader, scan in (("system", scan_system_files), ("pevents", scan_pevents_files)):
-            members = [i for i, raw in enumerate(batch) if raw.reader == reader]
-            if members:
-                files = [
-                    ScanFile(
-                        str(root / batch[i].info.path),
-                        batch[i].node,
-                        batch[i].source,
-                        batch[i].rank,
-                    )
-                    for i in members
-                ]
-                scanned.update(zip(members, scan(self._reading_connection(), files), strict=True))
-        for i, raw in enumerate(batch):
-            yield raw, scanned.get(i)
-
-    def _read_trace(self, raw: _RawFile) -> Any:
-        """One Kineto trace, parsed whole (a remote one through a local copy); thread-safe."""
-        rel = raw.info.path
-        if isinstance(self._files, LocalFiles):
-            local_file: AbstractContextManager[Path] = nullcontext(self._files.root / rel)
-        else:
-            local_file = self._files.local_path(rel)
-        with local_file as local:
-            return _kineto().read_kineto_trace(
-                local, rank_hint=raw.rank if raw.rank >= 0 else None, node=raw.node
-            )
-
-    def _sniff_kineto(self, rel: str) -> bool:
-        """Whether a JSON file of a folder of traces is a Kineto trace (other JSON is ignored)."""
-        if self._cache.files.get(rel, {}).get("kineto") is not None:
-            return True  # converted before: no need to open it again
-        with self._files.local_path(rel) as local:
-            return bool(_kineto().is_kineto_trace(local))
-
-    def _kineto_raw(self, info: FileInfo, name: str) -> _RawFile:
-        detailed = layout.DETAILED_TRACE_RE.match(name)
-        if detailed is None:
-            return _RawFile(info, "kineto")
-        node, rank = node_and_rank(detailed["node_id"])
-        return _RawFile(info, "kineto", node=node, rank=rank)
-
     def _convert(
-        self,
-        raw: _RawFile,
-        *,
-        merge: bool,
-        scanned: pa.Table | None,
-        traces: ReadAhead[str, Any],
+        self, raw: RawFile, reading: RawReading, *, merge: bool, scanned: pa.Table | None
     ) -> bool:
         """Read one raw file into a segment (its stream's merged segment when ``merge``); False
         when it held no rows or could not be read.
 
         :param scanned: the file's rows when a scan converted it already.
-        :param traces: reads the Kineto traces (:meth:`_read_trace`), the next ones in threads.
         """
         rel = raw.info.path
         display = f"{self.path}/{rel}" if rel else str(self.path)
         kind = "system" if raw.reader == "system" else "events"
         extra: dict[str, Any] = {}
         try:
-            with self._batches(raw, display, extra, scanned, traces) as batches:
+            with reading.batches(raw, display, extra, scanned) as batches:
                 segment, stats = self._cache.write_segment(kind, rel, batches, merge=merge)
         except StoreError as exc:
             logger.warning("Skipped %s: %s", display, exc)
@@ -623,37 +446,3 @@ class JobData:
             return False
         self._cache.record(raw.info, segment, {**stats, **extra})
         return segment is not None
-
-    @contextmanager
-    def _batches(
-        self,
-        raw: _RawFile,
-        display: str,
-        extra: dict[str, Any],
-        scanned: pa.Table | None,
-        traces: ReadAhead[str, Any],
-    ) -> Iterator[Iterator[pa.RecordBatch]]:
-        """The record batches of one raw file (of ``scanned`` when a scan converted it), with
-        the file open while they are consumed."""
-        if scanned is not None:
-            yield iter(scanned.to_batches(max_chunksize=BATCH_ROWS))
-            return
-        rel = raw.info.path
-        if raw.reader == "kineto":
-            trace = traces.take(rel)
-            extra["kineto"] = trace.metadata
-            yield trace.batches()
-            return
-        if raw.reader == "tfprofiler":
-            data = self._files.read_bytes(rel)
-            yield read_tf_profiler_trace(data, path=display, marker=raw.marker)
-            return
-        with self._files.open(rel) as stream:
-            if raw.reader == "system":
-                yield read_system_file(stream, path=display, node=raw.node)
-            elif raw.reader == "pevents":
-                yield read_pevents_file(
-                    stream, path=display, source=raw.source, node=raw.node, rank=raw.rank
-                )
-            else:
-                yield read_horovod_timeline(stream, path=display)
