@@ -43,7 +43,6 @@ import fcntl
 import hashlib
 import logging
 import os
-import re
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -53,12 +52,12 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from stepscope.errors import CorruptFileError, StoreError
 from stepscope.store.filesystem import FileInfo, SourceFiles
 from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
+from stepscope.store.segment_file import OpenSegment, SegmentStats, partition_of, safe_name
 
 __all__ = ["KINDS", "ColumnarCache", "cache_dir_for"]
 
@@ -68,19 +67,6 @@ logger = logging.getLogger(__name__)
 KINDS: dict[str, pa.Schema] = {"system": SYSTEM_SCHEMA, "events": EVENT_SCHEMA}
 
 _MANIFEST_VERSION = 1
-#: Rows per Parquet row group of a merged segment: small enough that a query for a few minutes
-#: of an hour-long stream skips most of it by the row groups' statistics.
-_ROW_GROUP_ROWS = 65_536
-#: Columns whose values are nearly all distinct: dictionary-encoding them only costs
-#: write time (and makes the segment larger), so they are written plain.
-_PLAIN_COLUMNS = frozenset(
-    ("args", "start_us", "dur_us", "correlation", "external_id", "timestamp_us")
-)
-#: Bytes per Parquet data page. A writer holds a page of every column in memory at once:
-#: with pyarrow's default (1 MiB) writing a row group of events takes about 23 MB more, with
-#: this about 9 MB, for segments 10-20 % larger and no slower to read.
-_PAGE_BYTES = 64 * 1024
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _DUCKDB_TYPES = {
     pa.int64(): "BIGINT",
     pa.int32(): "INTEGER",
@@ -148,7 +134,7 @@ class ColumnarCache:
         self._manifest_path = self.root / "manifest.json"
         self.files: dict[str, dict[str, Any]] = {}
         self._shrunk: set[str] = set()  # shared segments that lost members since the last save
-        self._merging: dict[str, _OpenSegment] | None = None  # partition -> open merged segment
+        self._merging: dict[str, OpenSegment] | None = None  # partition -> open merged segment
         self.load()
 
     # ------------------------------------------------------------------ manifest
@@ -284,8 +270,8 @@ class ColumnarCache:
             ``offset`` when merged).
         :raises CorruptFileError: when pyarrow rejects the data as the batches are written.
         """
-        stats = _SegmentStats(kind)
-        target: _OpenSegment | None = None
+        stats = SegmentStats(kind)
+        target: OpenSegment | None = None
         held: list[pa.RecordBatch] = []
         try:
             for batch in batches:
@@ -296,8 +282,8 @@ class ColumnarCache:
                     held.append(batch)
                     continue
                 if target is None:
-                    partition = _partition(kind, batch)
-                    target = _OpenSegment(self._unused_path(partition, raw_path), KINDS[kind])
+                    partition = partition_of(kind, batch)
+                    target = OpenSegment(self._unused_path(partition, raw_path), KINDS[kind])
                 target.append(pa.Table.from_batches([batch]))
             if held:
                 segment, offset = self._append_merged(kind, raw_path, held)
@@ -342,14 +328,14 @@ class ColumnarCache:
     ) -> tuple[str, int]:
         if self._merging is None:
             raise RuntimeError("write_segment(merge=True) needs an open merged_writes() scope")
-        partition = _partition(kind, held[0])
+        partition = partition_of(kind, held[0])
         target = self._merging.get(partition)
         if target is not None and target.rows >= self.segment_target_rows:
             self._complete(target)
             target = None
         if target is None:
             path = self._unused_path(partition, raw_path, prefix="merged-")
-            target = self._merging[partition] = _OpenSegment(path, KINDS[kind])
+            target = self._merging[partition] = OpenSegment(path, KINDS[kind])
         offset = target.rows
         try:
             target.append(pa.Table.from_batches(held))
@@ -359,14 +345,14 @@ class ColumnarCache:
             raise
         return target.final.relative_to(self.root).as_posix(), offset
 
-    def _complete(self, target: _OpenSegment) -> None:
+    def _complete(self, target: OpenSegment) -> None:
         try:
             target.finish()
         except (pa.ArrowException, OSError) as exc:
             logger.warning("Cannot write the cache segment %s: %s", target.final, exc)
             self._forget_segment(target)
 
-    def _forget_segment(self, target: _OpenSegment) -> None:
+    def _forget_segment(self, target: OpenSegment) -> None:
         """Abandon a merged segment being written and forget the raw files recorded in it."""
         target.abandon()
         segment = target.final.relative_to(self.root).as_posix()
@@ -376,7 +362,7 @@ class ColumnarCache:
     def _unused_path(self, partition: str, raw_path: str, *, prefix: str = "") -> Path:
         """A segment name in ``partition``, after the raw file, that no file has: a segment
         still read by another process is never overwritten."""
-        stem = _UNSAFE.sub("_", raw_path.rsplit("/", 1)[-1])[:80]
+        stem = safe_name(raw_path.rsplit("/", 1)[-1])[:80]
         digest = hashlib.sha1(raw_path.encode()).hexdigest()[:10]
         generation = 0
         while (self.root / partition / f"{prefix}{stem}-{digest}-{generation}.parquet").exists():
@@ -454,8 +440,8 @@ class ColumnarCache:
         # members still to copy from each source: a source is released after its last one
         remaining = Counter(self.files[raw]["segment"] for raw in members)
         placed: dict[str, tuple[str, int]] = {}
-        written: list[_OpenSegment] = []
-        target: _OpenSegment | None = None
+        written: list[OpenSegment] = []
+        target: OpenSegment | None = None
         try:
             for raw in members:
                 entry = self.files[raw]
@@ -464,7 +450,7 @@ class ColumnarCache:
                     tables[source] = pq.read_table(self.root / source, schema=schema)
                 if target is None:
                     path = self._unused_path(partition, raw, prefix="merged-")
-                    target = _OpenSegment(path, schema)
+                    target = OpenSegment(path, schema)
                 placed[raw] = (target.final.relative_to(self.root).as_posix(), target.rows)
                 target.append(
                     tables[source].slice(int(entry.get("offset") or 0), int(entry["rows"]))
@@ -564,108 +550,3 @@ class ColumnarCache:
                 del self.files[raw_path]
                 forgotten.append(raw_path)
         return forgotten
-
-
-def _time_range(kind: str, batch: pa.RecordBatch) -> tuple[float, float]:
-    if kind == "system":
-        bounds = pc.min_max(batch.column("timestamp_us"))
-        return float(bounds["min"].as_py()), float(bounds["max"].as_py())
-    start = batch.column("start_us")
-    end = pc.add(start, batch.column("dur_us"))
-    return float(pc.min(start).as_py()), float(pc.max(end).as_py())
-
-
-def _partition(kind: str, batch: pa.RecordBatch) -> str:
-    """The folder of a stream's segments: ``system/<node>`` or ``events/<source>/<node>_r<rank>``."""
-    node = _UNSAFE.sub("_", str(batch.column("node")[0].as_py()) or "unknown")
-    if kind == "events":
-        source = _UNSAFE.sub("_", str(batch.column("source")[0].as_py()))
-        return f"{kind}/{source}/{node}_r{batch.column('rank')[0].as_py()}"
-    return f"{kind}/{node}"
-
-
-class _SegmentStats:
-    """What the manifest keeps about one raw file's rows, gathered batch by batch."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.rows = 0
-        self.first_us: float | None = None
-        self.last_us: float | None = None
-        self.nodes: set[str] = set()
-        self.ranks: set[int] = set()
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        self.rows += batch.num_rows
-        lo, hi = _time_range(self.kind, batch)
-        self.first_us = lo if self.first_us is None else min(self.first_us, lo)
-        self.last_us = hi if self.last_us is None else max(self.last_us, hi)
-        self.nodes.update(pc.unique(batch.column("node")).to_pylist())
-        if self.kind == "events":
-            self.ranks.update(pc.unique(batch.column("rank")).to_pylist())
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "rows": self.rows,
-            "first_us": self.first_us,
-            "last_us": self.last_us,
-            "nodes": sorted(self.nodes),
-            "ranks": sorted(self.ranks),
-        }
-
-
-class _OpenSegment:
-    """A segment being written: a temporary file, renamed to ``final`` once complete.
-
-    Rows are gathered into row groups of about ``_ROW_GROUP_ROWS``, whatever the size of the
-    pieces appended.
-    """
-
-    def __init__(self, final: Path, schema: pa.Schema) -> None:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        self.final = final
-        self.rows = 0
-        self._tmp = final.with_name(final.name + f".{os.getpid()}.tmp")
-        self._writer = pq.ParquetWriter(
-            self._tmp,
-            schema,
-            compression="zstd",
-            compression_level=1,
-            use_dictionary=[name for name in schema.names if name not in _PLAIN_COLUMNS],
-            data_page_size=_PAGE_BYTES,
-        )
-        self._pending: list[pa.Table] = []
-        self._pending_rows = 0
-
-    def append(self, table: pa.Table) -> None:
-        self._pending.append(table)
-        self._pending_rows += table.num_rows
-        self.rows += table.num_rows
-        if self._pending_rows >= _ROW_GROUP_ROWS:
-            self._flush(whole_groups_only=True)
-
-    def _flush(self, *, whole_groups_only: bool = False) -> None:
-        """Write the pending rows; with ``whole_groups_only``, keep the rows short of a whole
-        row group pending, so that only the last row group of a segment is smaller."""
-        if self._pending:
-            table = pa.concat_tables(self._pending)
-            kept = table.num_rows % _ROW_GROUP_ROWS if whole_groups_only else 0
-            written = table.slice(0, table.num_rows - kept)
-            self._writer.write_table(written, row_group_size=_ROW_GROUP_ROWS)
-            self._pending = [table.slice(written.num_rows)] if kept else []
-            self._pending_rows = kept
-
-    def finish(self) -> None:
-        """Write what is pending, close the file and rename it into place."""
-        self._flush()
-        self._writer.close()
-        os.replace(self._tmp, self.final)
-
-    def abandon(self) -> None:
-        """Close and delete the temporary file."""
-        try:
-            self._writer.close()
-        except (pa.ArrowException, OSError):
-            logger.debug("closing the abandoned segment %s failed", self._tmp, exc_info=True)
-        self._tmp.unlink(missing_ok=True)
