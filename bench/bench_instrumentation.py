@@ -112,9 +112,6 @@ class _NullWriter:
     def __init__(self, *args: object, **kwargs: object) -> None:
         pass
 
-    def write_event(self, *args: object, **kwargs: object) -> bool:
-        return True
-
     def write_events(self, events: list[object]) -> int:
         return len(events)
 
