@@ -4,20 +4,20 @@ Step times on a shared machine swing by ±20 % between processes, more than the 
 Instruction counts do not depend on the load: each variant runs the training loop of
 ``cnn_training.py`` (the small CNN the step-time benchmarks use, one torch thread,
 ``PYTHONHASHSEED=0``) in a fresh process under ``valgrind --tool=callgrind``, twice: ``--warmup``
-steps, then the variant's set-up and ``--steps`` steps (its first 5 untimed steps included; default
-2 and 8 after 8), then its tear-down. The difference of the two runs' totals over the difference of
-their steps is the cost of one step: start-up, imports, warm-up, the steps both runs share (in
-``stepscope run``: the default windows, steps 5-12), set-up and tear-down cancel out. Every thread
+steps, then the variant's set-up and ``--steps`` steps (default 6 and 12 after 2; at least 6, as
+``run_block`` does not time its first 5), then its tear-down. The difference of the two runs' totals over the difference of
+their steps is the cost of one step: start-up, imports, warm-up, the steps both runs share (``run``
+gets at least 8 warm-up steps, so that its default windows, steps 5-12, lie in those), set-up and tear-down cancel out. Every thread
 of the training process counts (the timeline writer's serialisation included). Few steps, because
-under callgrind one step of this CNN takes about 8 s (torch's vectorised kernels run emulated):
-one callgrind run takes 3-5 minutes (torch's import alone about 45 s).
+under callgrind one step of this CNN takes 8-15 s (torch's vectorised kernels run emulated):
+one callgrind run takes 3-6 minutes (torch's import alone about 45 s).
 
 * ``bare``: the loop, no profiling;
 * ``default``, ``submodules``, ``torch_profiler``, ``detailed``: the in-process variants of
   ``bench_instrumentation.py`` (its ``run_block``: the default config's hooks with every window
   out of range; the same with sub-module events; plain ``torch.profiler`` with a ``ProfilerStep#``
   range per step; stepscope's detailed window without sub-module events). The detailed window
-  covers the first 100 steps of its session, so the counted steps must stay below 95. The detailed
+  covers the first 100 steps of its session, so ``--steps`` must stay at most 100. The detailed
   variant's count includes writing its trace at the session's end (its size grows with the
   steps), the plain profiler's does not export one: that side of the comparison is conservative;
 * ``run``: ``stepscope run`` at the defaults with valgrind inside it (``stepscope run --
@@ -32,10 +32,10 @@ repeat. Caveat: under callgrind a step runs about 1000x slower, so what is drive
 writer's flush every second, closing timeline files) happens about 1000x more often per step
 than in a real run; the counts overstate those costs (conservative). The default set (six
 variants, twice each, plus a repeat: 14 callgrind runs, ``--jobs 2`` at a time, at ``nice 10``)
-takes about 30 minutes on two idle cores.
+takes about 40 minutes on two busy cores.
 
-    python bench/bench_instructions.py [--variants bare,default,...] [--steps 2,8]
-        [--warmup 8] [--repeat bare] [--jobs 2]
+    python bench/bench_instructions.py [--variants bare,default,...] [--steps 6,12]
+        [--warmup 2] [--repeat bare] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -50,11 +50,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench_instrumentation import BLOCK_WARMUP_STEPS
+
 VARIANTS = ("bare", "default", "submodules", "torch_profiler", "detailed", "run")
 #: what each variant is compared with
 BASELINE = {"detailed": "torch_profiler"}
 #: the targets, as changes against the baseline in %
 TARGET_PCT = {"default": 1.0, "submodules": 3.0, "detailed": 0.0, "run": 1.0}
+
+#: the least warm-up of ``run``: its default windows (steps 5-12) must end in the shared steps
+RUN_WARMUP_STEPS = 8
 
 _COLLECTED = re.compile(r"==\d+== Collected : (\d+)")
 
@@ -82,6 +87,8 @@ def _count(variant: str, warmup: int, steps: int, tmp: Path) -> int:
         "--callgrind-out-file=/dev/null",
     ]
     inner = "bare" if variant == "run" else variant
+    if variant == "run":
+        warmup = max(warmup, RUN_WARMUP_STEPS)
     train = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -129,8 +136,8 @@ def _per_step(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated")
-    parser.add_argument("--steps", default="2,8", help="counted steps of the two runs")
-    parser.add_argument("--warmup", type=int, default=8, help="steps before the counted ones")
+    parser.add_argument("--steps", default="6,12", help="counted steps of the two runs")
+    parser.add_argument("--warmup", type=int, default=2, help="steps before the counted ones")
     parser.add_argument("--repeat", default="bare", help="a variant to run twice ('' for none)")
     parser.add_argument("--jobs", type=int, default=2, help="callgrind runs at a time")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
@@ -144,6 +151,10 @@ def main() -> None:
     if unknown:
         parser.error(f"--variants must name some of {', '.join(VARIANTS)}, got {unknown}")
     short, long = (int(n) for n in args.steps.split(","))
+    if not BLOCK_WARMUP_STEPS < short < long <= 100:
+        parser.error(
+            f"--steps must be two step counts, 5 < first < second <= 100, got {args.steps}"
+        )
     print(f"load average at the start: {os.getloadavg()[0]:.2f} (counts do not depend on it)")
     runs = variants + ([args.repeat] if args.repeat else [])
     with tempfile.TemporaryDirectory() as tmp:
