@@ -5,12 +5,13 @@ Instruction counts do not depend on the load: each variant runs the training loo
 ``cnn_training.py`` (the small CNN the step-time benchmarks use, one torch thread,
 ``PYTHONHASHSEED=0``) in a fresh process under ``valgrind --tool=callgrind``, twice: ``--warmup``
 steps, then the variant's set-up and ``--steps`` steps (default 6 and 12 after 2; at least 6, as
-``run_block`` does not time its first 5), then its tear-down. The difference of the two runs' totals over the difference of
-their steps is the cost of one step: start-up, imports, warm-up, the steps both runs share (``run``
-gets at least 8 warm-up steps, so that its default windows, steps 5-12, lie in those), set-up and tear-down cancel out. Every thread
-of the training process counts (the timeline writer's serialisation included). Few steps, because
-under callgrind one step of this CNN takes 8-15 s (torch's vectorised kernels run emulated):
-one callgrind run takes 3-6 minutes (torch's import alone about 45 s).
+``run_block`` does not time its first 5), then its tear-down. The difference of the two runs'
+totals over the difference of their steps is the cost of one step: start-up, imports, warm-up, the
+steps both runs share (``run`` gets at least 8 warm-up steps, so that its default windows, steps
+5-12, lie in those), set-up and tear-down cancel out. Every thread of the training process counts
+(the timeline writer's serialisation included). Few steps, because under callgrind one step of this
+CNN takes 8-15 s (torch's vectorised kernels run emulated): one callgrind run takes 3-6 minutes
+(torch's import alone about 45 s).
 
 * ``bare``: the loop, no profiling;
 * ``default``, ``submodules``, ``torch_profiler``, ``detailed``: the in-process variants of
@@ -26,13 +27,14 @@ one callgrind run takes 3-6 minutes (torch's import alone about 45 s).
   beside it (their own CPU: ``bench_monitor.py`` and the ``stepscope run`` section of
   ``docs/benchmarks.md``).
 
-Printed: each variant's instructions per step and its change against ``bare`` (``detailed``
-against ``torch_profiler``); ``--repeat`` runs one variant a second time to show the counts
-repeat. Caveat: under callgrind a step runs about 1000x slower, so what is driven by time (the
-writer's flush every second, closing timeline files) happens about 1000x more often per step
-than in a real run; the counts overstate those costs (conservative). The default set (six
-variants, twice each, plus a repeat: 14 callgrind runs, ``--jobs 2`` at a time, at ``nice 10``)
-takes about 40 minutes on two busy cores.
+Printed: each variant's instructions per step and its change against ``bare`` (``detailed`` against
+``torch_profiler``); ``--repeat`` runs one variant a second time to show the counts repeat (they do
+to about ±0.5 %, not exactly: most likely address-space randomisation moves where tensors land, and
+the kernels' and the allocator's paths depend on it). Caveat: under callgrind a step runs about
+1000x slower, so what is driven by time (the writer's flush every second, closing timeline files)
+happens about 1000x more often per step than in a real run; the counts overstate those costs
+(conservative). Four variants and a repeat (10 callgrind runs, ``--jobs 2`` at a time, at ``nice
+10``) took 43 minutes on two busy cores; the default set (14 runs) takes about an hour.
 
     python bench/bench_instructions.py [--variants bare,default,...] [--steps 6,12]
         [--warmup 2] [--repeat bare] [--jobs 2]
