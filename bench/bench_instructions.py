@@ -14,13 +14,14 @@ CNN takes 8-15 s (torch's vectorised kernels run emulated): one callgrind run ta
 (torch's import alone about 45 s).
 
 * ``bare``: the loop, no profiling;
-* ``default``, ``submodules``, ``torch_profiler``, ``detailed``: the in-process variants of
-  ``bench_instrumentation.py`` (its ``run_block``: the default config's hooks with every window
-  out of range; the same with sub-module events; plain ``torch.profiler`` with a ``ProfilerStep#``
-  range per step; stepscope's detailed window without sub-module events). The detailed window
-  covers the first 100 steps of its session, so ``--steps`` must stay at most 100. The detailed
-  variant's count includes writing its trace at the session's end (its size grows with the
-  steps), the plain profiler's does not export one: that side of the comparison is conservative;
+* ``default``, ``submodules``, ``torch_profiler``, ``torch_profiler_gz``, ``detailed``: the
+  in-process variants of ``bench_instrumentation.py`` (its ``run_block``: the default config's
+  hooks with every window out of range; the same with sub-module events; plain
+  ``torch.profiler`` with a ``ProfilerStep#`` range per step, its trace saved as plain JSON, or
+  gzipped by torch; stepscope's detailed window without sub-module events). The detailed window
+  covers the first 100 steps of its session, so ``--steps`` must stay at most 100. Every
+  profiler variant's count includes saving its trace when it stops (the trace grows with the
+  steps, so saving it is part of the cost per step);
 * ``run``: ``stepscope run`` at the defaults with valgrind inside it (``stepscope run --
   valgrind ... python ...``), so only the training process is counted, instrumented by the
   launcher's bootstrap as any job is; the system monitor and the live rule engine run natively
@@ -54,9 +55,17 @@ from pathlib import Path
 
 from bench_instrumentation import BLOCK_WARMUP_STEPS
 
-VARIANTS = ("bare", "default", "submodules", "torch_profiler", "detailed", "run")
+VARIANTS = (
+    "bare",
+    "default",
+    "submodules",
+    "torch_profiler",
+    "torch_profiler_gz",
+    "detailed",
+    "run",
+)
 #: what each variant is compared with
-BASELINE = {"detailed": "torch_profiler"}
+BASELINE = {"detailed": "torch_profiler", "torch_profiler_gz": "torch_profiler"}
 #: the targets, as changes against the baseline in %
 TARGET_PCT = {"default": 1.0, "submodules": 3.0, "detailed": 0.0, "run": 1.0}
 

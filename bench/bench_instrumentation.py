@@ -17,7 +17,9 @@ thread's serialisation and the trace export count there).
   than bare;
 * ``submodules``: the same plus every sub-module's forward and backward - target: at most 3 %;
 * ``torch_profiler``: a plain ``torch.profiler.profile(activities=[CPU])`` with a
-  ``ProfilerStep#`` range per step;
+  ``ProfilerStep#`` range per step, its trace saved as plain JSON when it stops (as
+  ``tensorboard_trace_handler`` saves it by default); ``torch_profiler_gz`` (instruction counts
+  only) saves it gzipped, by ``export_chrome_trace`` to a ``.json.gz`` name;
 * ``detailed``: stepscope's detailed window (the same activity and ranges, plus the step, forward
   and backward events; sub-module events off, ``submodules`` prices them) - target: no slower
   than ``torch_profiler``;
@@ -75,12 +77,17 @@ def run_block(variant: str, loop: Loop, steps: int, work_dir: Path) -> Times:
     """One block of ``variant``: set up, time ``steps`` steps, tear down."""
     if variant == "bare":
         return loop.block(steps, step_ranges=False, warmup_steps=BLOCK_WARMUP_STEPS)
-    if variant == "torch_profiler":
+    if variant.startswith("torch_profiler"):
         torch = loop.torch
         profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
         profiler.start()
         times = loop.block(steps, step_ranges=True, warmup_steps=BLOCK_WARMUP_STEPS)
         profiler.stop()
+        # saved as users save it (untimed here; counted by bench_instructions.py), like
+        # stepscope's window, which writes its trace when it closes
+        work_dir.mkdir(parents=True, exist_ok=True)
+        suffix = ".json.gz" if variant == "torch_profiler_gz" else ".json"
+        profiler.export_chrome_trace(str(work_dir / f"plain.pt.trace{suffix}"))
         return times
     from stepscope.collect.session import Session
     from stepscope.collect.torch import instrument

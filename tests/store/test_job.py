@@ -115,6 +115,23 @@ def test_python_stats_of_a_sagemaker_folder(shared_fixtures: Path, tmp_path: Pat
     assert {r.node_id for r in records} == {"151-algo-1"}
 
 
+def test_a_detailed_trace_still_being_written_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The profiler writes a trace under a hidden name and publishes it by a rename: a refresh
+    while it is written must neither read the half-written file nor warn about it."""
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    job = generate_job(tmp_path / "job", **TINY_JOB)
+    step_dir = job / "profiler-output/framework/pytorch/detailed_profiling/2023112222/000000005"
+    step_dir.mkdir(parents=True)
+    name = "0-algo-1_1700000100000000_1700000101000000.pt.trace.json.gz"
+    (step_dir / f".{name}.partial.json").write_text('{"traceEvents": [{"ph": "X", "name": "a"')
+    (step_dir / f".{name}.partial.json.gz").write_bytes(b"\x1f\x8b\x08")
+    data = open_job(job)
+    assert _count(data, "events", "source = 'kineto'") == 0
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
 def test_kineto_traces_as_file_folder_and_inside_a_job(
     shared_fixtures: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

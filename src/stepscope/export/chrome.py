@@ -9,10 +9,8 @@ absolute origin), which keeps sub-µs precision that absolute epoch floats would
 
 from __future__ import annotations
 
-import gzip
-import io
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import duckdb
 import numpy as np
@@ -20,6 +18,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from stepscope._gzip import gzip_writer
 from stepscope.export.model import (
     TrackSlices,
     iter_counters,
@@ -71,7 +70,7 @@ class _Ids:
 class _EventWriter:
     """Writes the ``traceEvents`` array one event per line."""
 
-    def __init__(self, stream: io.BufferedIOBase) -> None:
+    def __init__(self, stream: BinaryIO) -> None:
         self.stream = stream
         self.first = True
 
@@ -192,12 +191,13 @@ def write_chrome_trace(
     return summary
 
 
-def _open(output: Path) -> io.BufferedIOBase:
+def _open(output: Path) -> BinaryIO:
     """The output file, gzipped when its name ends in ``.gz``.
 
-    zlib level 1: compressing is most of a Chrome export's time at higher levels (level 9 took
-    three times as long as everything else), for files only about a third smaller.
+    At the fastest level (:mod:`stepscope._gzip`): compressing is most of a Chrome export's time
+    at higher levels (zlib's level 9 took three times as long as everything else), for files
+    only about a third smaller.
     """
     if output.name.endswith(".gz"):
-        return gzip.open(output, "wb", compresslevel=1)
+        return gzip_writer(output)
     return open(output, "wb")

@@ -103,8 +103,8 @@ def classify(
     for info in listing:
         rel = info.path[len(prefix) :]
         name = rel.rsplit("/", 1)[-1]
-        if name.endswith(".tmp"):
-            continue
+        if name.endswith(".tmp") or name.startswith("."):
+            continue  # being written: published by a rename when complete
         if rel.startswith("system/"):
             system = layout.parse_system_file_name(name)
             if system is not None:

@@ -112,6 +112,7 @@ def test_detailed_trace_covers_exactly_the_configured_steps(tmp_path: Path) -> N
     assert len(traces) == 1
     trace_path = traces[0]
     assert trace_path.parent.name == "000000002"
+    assert list(trace_path.parent.iterdir()) == [trace_path]  # no partial file left behind
     assert trace_path.name.startswith("0-algo-1_")
     trace = json.loads(gzip.decompress(trace_path.read_bytes()))
     names = {e.get("name") for e in trace["traceEvents"]}

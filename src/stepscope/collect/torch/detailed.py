@@ -7,7 +7,8 @@ is a ``ProfilerStep#<step>`` range, the name ``torch.profiler``'s own ``step()``
 Kineto analysis splits steps by; annotations made inside the window become ``record_function``
 ranges too.
 
-The trace is exported (by a writer thread, off the training thread) to
+The trace is exported (by a writer thread, off the training thread, gzipped at ISA-L's fastest
+level) to
 ``framework/pytorch/detailed_profiling/<YYYYMMDDHH>/<first step:09d>/<node_id>_<start_us>_<end_us>
 .pt.trace.json.gz``. Its metadata key ``stepscope`` ties it to the job: node id, rank, world size,
 first and last step, the window's start and end on the session clock (µs since the epoch), and
@@ -17,6 +18,7 @@ how the session clock relates to the wall clock Kineto's own timestamps count fr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -179,10 +181,23 @@ class DetailedProfiler:
 
 
 def _export(profiler: Any, path: Path) -> None:
+    """Write the trace as plain JSON, gzip it at ISA-L's fastest level, then publish it.
+
+    ``export_chrome_trace`` to a ``.gz`` name would compress line by line with zlib's level 9,
+    which costs about as much CPU as the profiled steps did; this costs about a tenth of that.
+    """
+    from stepscope._gzip import gzip_file
+
+    raw = path.with_name(f".{path.name}.partial.json")
+    partial = path.with_name(f".{path.name}.partial.json.gz")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.partial.json.gz")
-        profiler.export_chrome_trace(str(partial))
+        profiler.export_chrome_trace(str(raw))
+        gzip_file(raw, partial)
         partial.replace(path)
     except OSError as exc:
         logger.warning("stepscope: cannot write the detailed trace %s (%s)", path, exc)
+    finally:
+        for leftover in (raw, partial):
+            with contextlib.suppress(OSError):
+                leftover.unlink(missing_ok=True)
