@@ -22,7 +22,7 @@ _CHUNK_BYTES = 1 << 20
 
 def gzip_writer(path: Path) -> BinaryIO:
     """A binary file that writes ``path`` gzipped."""
-    return cast(BinaryIO, igzip.open(path, "wb", compresslevel=LEVEL))
+    return cast(BinaryIO, igzip.open(path, "wb", compresslevel=LEVEL))  # type: ignore[no-untyped-call]
 
 
 def gzip_file(source: Path, target: Path) -> None:

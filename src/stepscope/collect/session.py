@@ -16,6 +16,7 @@ child (a data-loader worker) forgets it, so a worker never writes through its pa
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
@@ -136,7 +137,7 @@ class Session:
         self._on_step_end: list[Callable[[Session, int], None]] = []
         self._closers: list[Callable[[], None]] = []
         self.events = EventQueue(
-            self, writer_factory=writer_factory, on_writer_opened=self._write_rank_file_once
+            self, writer_factory=writer_factory, on_writer_opened=self._writer_opened
         )
         #: :meth:`EventQueue.write_later`, :meth:`EventQueue.write_batch_later` and
         #: :meth:`EventQueue.flush` of :attr:`events`, and its raw annotations (what every hook
@@ -169,12 +170,14 @@ class Session:
             self._watcher = _config_watcher(self._config_path)
         for listener in list(self._listeners):
             self.guard.wrap(f"{type(listener).__name__}.on_start", listener.on_start)(self)
+        atexit.register(self._stop_at_exit)
         return self
 
     def stop(self) -> None:
         """Close the open step and every window, flush the writers, forget the session."""
         global _active
         if not self.enabled:
+            atexit.unregister(self._stop_at_exit)
             if _active is self:
                 _active = None
             return
@@ -189,6 +192,7 @@ class Session:
         if self.events.writers:
             self.write_rank_file()
         self.events.close()
+        atexit.unregister(self._stop_at_exit)  # after the flush, which may open a writer
         if _active is self:
             _active = None
         if self.guard.failures:
@@ -197,6 +201,13 @@ class Session:
                 len(self.guard.failures),
                 ", ".join(sorted(self.guard.failures)),
             )
+
+    def _stop_at_exit(self) -> None:
+        """Stop a session still running when the interpreter exits (never stopped, or left
+        behind by an exception in the training code) while imports still work; a forked child
+        that inherited the registration leaves its parent's session alone."""
+        if os.getpid() == self.pid:
+            self.guard.wrap("session.stop", self.stop)()
 
     def add_listener(self, listener: StepListener) -> None:
         """Register a window owner; it is told about the start, every step boundary and the stop."""
@@ -233,9 +244,14 @@ class Session:
         if write_rank_file(self.rank_file(), info):
             self._rank_file_written = True
 
-    def _write_rank_file_once(self) -> None:
+    def _writer_opened(self) -> None:
         if not self._rank_file_written:
             self.write_rank_file()
+        if self.enabled:
+            # atexit runs the newest handler first, and a writer closes itself at exit: the
+            # session's own handler must come before it, to hand the queued events over
+            atexit.unregister(self._stop_at_exit)
+            atexit.register(self._stop_at_exit)
 
     def adopt_rank(self, rank: int, world_size: int) -> None:
         """Take the rank the process group gave (scripts launched without torchrun's ``RANK``).

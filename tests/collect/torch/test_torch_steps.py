@@ -117,6 +117,27 @@ def test_a_script_that_never_imports_torch_writes_nothing(tmp_path: Path) -> Non
     assert not (job_dir / "profiler-output" / "framework").exists()
 
 
+def test_a_session_never_stopped_is_stopped_cleanly_at_exit(tmp_path: Path) -> None:
+    # A profile() entered and never left (or left behind by an exception in a framework that
+    # has no hook for it) is stopped before the interpreter tears its modules down: its events
+    # are written (they were lost) and nothing is printed at exit.
+    script = f"""
+        import torch, stepscope
+        from stepscope.config import ProfilerConfig
+        config = ProfilerConfig.from_dict({QUIET.to_dict()!r})
+        profiling = stepscope.profile(config, job_dir="job")
+        profiling.__enter__()
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            model(torch.ones(4, 2)).sum().backward()
+            optimizer.step()
+    """
+    job_dir, result = run_script(tmp_path, script, None)
+    assert result.stderr == ""
+    assert [e["args"]["step_num"] for e in steps(read_events(job_dir), "TRAIN")] == ["0", "1", "2"]
+
+
 def test_a_forward_that_raises_does_not_derail_step_detection(tmp_path: Path) -> None:
     import torch
 

@@ -22,7 +22,7 @@ from stepscope.collect.integrations._steps import StepMarker
 __all__ = ["StepscopeCallback"]
 
 
-class StepscopeCallback(TrainerCallback):  # type: ignore[misc]
+class StepscopeCallback(TrainerCallback):  # type: ignore[misc, unused-ignore]  # untyped without transformers
     """Marks the Trainer's steps.
 
     :param profile_kwargs: passed to :func:`stepscope.profile` if the callback starts a session.

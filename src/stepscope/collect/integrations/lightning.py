@@ -16,14 +16,14 @@ from typing import Any
 try:
     from lightning.pytorch import Callback
 except ImportError:  # the older package name
-    from pytorch_lightning import Callback
+    from pytorch_lightning import Callback  # type: ignore[assignment, no-redef, unused-ignore]
 
 from stepscope.collect.integrations._steps import StepMarker
 
 __all__ = ["StepscopeCallback"]
 
 
-class StepscopeCallback(Callback):  # type: ignore[misc]
+class StepscopeCallback(Callback):  # type: ignore[misc, unused-ignore]  # untyped without lightning
     """Marks every Lightning batch as a step.
 
     :param profile_kwargs: passed to :func:`stepscope.profile` if the callback starts a session.
@@ -38,6 +38,9 @@ class StepscopeCallback(Callback):  # type: ignore[misc]
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self._steps.stop()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self._steps.stop()  # Lightning skips teardown when the run raises
 
     def on_train_batch_start(
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
