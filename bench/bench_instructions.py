@@ -35,7 +35,7 @@ the kernels' and the allocator's paths depend on it). Caveat: under callgrind a 
 1000x slower, so what is driven by time (the writer's flush every second, closing timeline files)
 happens about 1000x more often per step than in a real run; the counts overstate those costs
 (conservative). Four variants and a repeat (10 callgrind runs, ``--jobs 2`` at a time, at ``nice
-10``) took 43 minutes on two busy cores; the default set (14 runs) takes about an hour.
+10``) took 43 minutes on two busy cores; the default set (16 runs) takes over an hour.
 
     python bench/bench_instructions.py [--variants bare,default,...] [--steps 6,12]
         [--warmup 2] [--repeat bare] [--jobs 2]

@@ -48,3 +48,24 @@ def test_a_connection_of_its_own_keeps_its_settings_to_itself(tmp_path):
     assert own.execute("SELECT current_setting('threads')").fetchone() == (7,)
     assert job.connect().execute("SELECT current_setting('threads')").fetchone() != (7,)
     assert _ranks(job.connect(into=own)) == [0]
+
+
+def test_a_kept_connection_reads_a_segment_replaced_under_the_same_name(tmp_path):
+    # The live rule engine keeps one connection with DuckDB's Parquet metadata cache on for the
+    # whole job; a segment name can come back (generation 0 again once the old file is retired),
+    # so a cached footer must not outlive its file.
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "segment-0.parquet"
+    pq.write_table(pa.table({"value": [1, 2, 3]}), path)
+    con = duckdb.connect()
+    con.execute("SET parquet_metadata_cache = true")
+    read = f"SELECT count(*), sum(value) FROM read_parquet('{path}')"
+    assert con.execute(read).fetchone() == (3, 6)
+    path.unlink()
+    replacement = tmp_path / ".segment-0.parquet.tmp"
+    pq.write_table(pa.table({"value": [10, 20, 30, 40, 50]}), replacement, row_group_size=2)
+    replacement.rename(path)
+    assert con.execute(read).fetchone() == (5, 150)
