@@ -139,3 +139,58 @@ def test_a_batch_of_events_is_handed_over_once_the_queue_holds_its_bound(tmp_pat
         session.stop()
     names = [event[0] for batch in writer.batches for event in batch]
     assert names == ["Net", *(f"layer{i}" for i in range(LATER_MAX_EVENTS)), "Net"]
+
+
+def _active_per_step(session: Session, count: int, pause_s: float = 0.0) -> list[set[str]]:
+    seen = []
+    for _ in range(count):
+        with stepscope.step("TRAIN"):
+            seen.append({option for option, on in session.active.items() if on})
+        time.sleep(pause_s)
+    return seen
+
+
+def test_each_option_is_active_on_exactly_its_own_steps(tmp_path: Path) -> None:
+    from stepscope.config import (
+        DataloaderProfilingConfig,
+        DetailedProfilingConfig,
+        PythonProfilingConfig,
+    )
+
+    framework = FrameworkProfile(
+        detailed_profiling_config=DetailedProfilingConfig(start_step=2, num_steps=3),
+        dataloader_profiling_config=DataloaderProfilingConfig(start_step=4, num_steps=1),
+        python_profiling_config=PythonProfilingConfig(start_step=0, num_steps=2),
+    )
+    config = ProfilerConfig(framework_profile_params=framework)
+    session = Session(config, tmp_path / "out").start()
+    try:
+        seen = _active_per_step(session, 7)
+    finally:
+        session.stop()
+    assert seen == [
+        {"python"},
+        {"python"},
+        {"detailed"},
+        {"detailed"},
+        {"detailed", "dataloader"},
+        set(),
+        set(),
+    ]
+
+
+def test_a_time_range_ends_between_steps_whatever_the_step_ranges_say(tmp_path: Path) -> None:
+    from stepscope.config import DataloaderProfilingConfig, DetailedProfilingConfig
+
+    framework = FrameworkProfile(
+        detailed_profiling_config=DetailedProfilingConfig(start_step=100, num_steps=1),
+        dataloader_profiling_config=DataloaderProfilingConfig(
+            start_unix_time=time.time(), duration=2.0
+        ),
+    )
+    session = Session(ProfilerConfig(framework_profile_params=framework), tmp_path / "out").start()
+    try:
+        seen = _active_per_step(session, 2, pause_s=2.5)
+    finally:
+        session.stop()
+    assert seen == [{"dataloader"}, set()]

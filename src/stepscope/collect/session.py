@@ -20,9 +20,10 @@ import atexit
 import functools
 import logging
 import os
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -34,6 +35,7 @@ from stepscope.errors import SessionError
 
 if TYPE_CHECKING:
     from stepscope.config import ProfilerConfig
+    from stepscope.config.ranges import ProfileRange
 
 __all__ = ["MODES", "Session", "StepListener", "get_active_session"]
 
@@ -152,6 +154,9 @@ class Session:
         self._last_poll_s = 0.0
         self._rank_file_written = False
         self._ranges = {option: config.range_for(option) for option in OPTIONS}
+        #: :attr:`active` holds for the steps in [from, until): no range starts or ends there
+        self._active_from_step = 0
+        self._active_until_step = -1
 
     # -- life -----------------------------------------------------------------------------
 
@@ -334,11 +339,15 @@ class Session:
         return self.current_step_num
 
     def _update_active(self, step_number: int) -> None:
+        if self._active_from_step <= step_number < self._active_until_step:
+            return  # runs at every step boundary: most steps change nothing
         now_s = time.time()
         for option, profile_range in self._ranges.items():
             self.active[option] = bool(
                 profile_range is not None and profile_range.should_profile(step_number, now_s)
             )
+        self._active_from_step = step_number
+        self._active_until_step = _next_range_edge(self._ranges.values(), step_number)
 
     def range_for(self, option: str) -> Any:
         """The range of ``option`` in force (one instance per config: time ranges are stateful),
@@ -357,6 +366,24 @@ class Session:
             logger.info("stepscope: profiler configuration changed; applying it from the next step")
             self.config = new_config
             self._ranges = {option: new_config.range_for(option) for option in OPTIONS}
+            self._active_until_step = -1
+
+
+def _next_range_edge(ranges: Iterable[ProfileRange | None], step: int) -> int:
+    """The first step after ``step`` at which one of ``ranges`` may start or end; ``step``
+    itself when a time range is among them (time moves even between a step's end and the next
+    step's start, both of which ask about the same step)."""
+    edge = sys.maxsize
+    for profile_range in ranges:
+        if profile_range is None:
+            continue
+        if not profile_range.is_step_range:
+            return step
+        start = profile_range.start_step or 0
+        for boundary in (start, start + (profile_range.num_steps or 0)):
+            if step < boundary < edge:
+                edge = boundary
+    return edge
 
 
 def _config_watcher(path: Path) -> Any:

@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +48,9 @@ _GETNEXT_PHASE = "DataLoaderIter"
 _GETNEXT_NAME = "DataLoaderIter::GetNext"
 _WORKER_PHASE = "DataLoaderWorker"
 _MAX_PIPE_READ_BYTES = 65536
+#: Seconds between two reads of the worker pipe at step ends (workers report once, as they
+#: exit; the pipe holds hundreds of reports)
+_DRAIN_INTERVAL_S = 1.0
 
 
 class DataLoaderHooks:
@@ -70,6 +74,9 @@ class DataLoaderHooks:
         self._read_fd = -1
         self._write_fd = -1
         self._partial = b""
+        #: an iterator with worker processes was created: reports can arrive
+        self._workers_started = False
+        self._last_drain_s = 0.0
         # the hull of the times the option was active: a worker that lived through it is kept
         self._first_active_us: float | None = None
         self._last_active_us: float | None = None
@@ -135,7 +142,10 @@ class DataLoaderHooks:
         """Nothing to do at the start of a step."""
 
     def on_step_end(self, session: Session, step: int) -> None:
-        self.drain()
+        # a read of an empty pipe (a failed system call, an exception) costs more than the rest
+        # of a step's bookkeeping: read only once workers exist, about once a second
+        if self._workers_started and time.monotonic() - self._last_drain_s >= _DRAIN_INTERVAL_S:
+            self.drain()
 
     def on_stop(self, session: Session) -> None:
         self.drain()
@@ -164,6 +174,8 @@ class DataLoaderHooks:
             return
         if self._on_new_iterator is not None:
             self._on_new_iterator()
+        if getattr(iterator, "_num_workers", 0):
+            self._workers_started = True
         session.mark_boundary(start_us)
         if not session.active["dataloader"]:
             return
@@ -216,6 +228,7 @@ class DataLoaderHooks:
 
     def _drain(self) -> None:
         """Read the worker reports that arrived and write the ones inside the active range."""
+        self._last_drain_s = time.monotonic()
         if self._read_fd < 0:
             return
         chunks = [self._partial]
