@@ -17,10 +17,12 @@ def _config() -> ProfilerConfig:
 
 
 # Lightning 2.6 still builds torch's deprecated LeafSpec, which warns under torch 2.13
-@pytest.mark.filterwarnings(
-    "ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated:FutureWarning"
-)
-def test_lightning_batches_are_steps(tmp_path: Path) -> None:
+_LIGHTNING_WARNING = "ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated:FutureWarning"
+
+
+def _fit_with_lightning(tmp_path: Path, *, fail_at_batch: int = -1) -> None:
+    """Fit one epoch of three batches (validating after it) with the stepscope callback; the
+    training step raises at ``fail_at_batch``."""
     pl = pytest.importorskip("lightning.pytorch")
     from stepscope.collect.integrations.lightning import StepscopeCallback
 
@@ -30,6 +32,8 @@ def test_lightning_batches_are_steps(tmp_path: Path) -> None:
             self.layer = torch.nn.Linear(4, 1)
 
         def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+            if batch_idx == fail_at_batch:
+                raise RuntimeError("the training step failed")
             x, y = batch
             return torch.nn.functional.mse_loss(self.layer(x), y)
 
@@ -50,42 +54,21 @@ def test_lightning_batches_are_steps(tmp_path: Path) -> None:
         num_sanity_val_steps=0,
     )
     trainer.fit(Module(), loader, loader)
+
+
+@pytest.mark.filterwarnings(_LIGHTNING_WARNING)
+def test_lightning_batches_are_steps(tmp_path: Path) -> None:
+    _fit_with_lightning(tmp_path)
     assert get_active_session() is None
     events = read_events(tmp_path / "job")
     assert [e["args"]["step_num"] for e in steps(events, "TRAIN")] == ["0", "1", "2"]
     assert [e["args"]["step_num"] for e in steps(events, "EVAL")] == ["0", "1", "2"]
 
 
-@pytest.mark.filterwarnings(
-    "ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated:FutureWarning"
-)
+@pytest.mark.filterwarnings(_LIGHTNING_WARNING)
 def test_lightning_stops_its_session_when_training_raises(tmp_path: Path) -> None:
-    pl = pytest.importorskip("lightning.pytorch")
-    from stepscope.collect.integrations.lightning import StepscopeCallback
-
-    class Failing(pl.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(4, 1)
-
-        def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
-            if batch_idx == 1:
-                raise RuntimeError("the training step failed")
-            return torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1])
-
-        def configure_optimizers(self) -> torch.optim.Optimizer:
-            return torch.optim.SGD(self.parameters(), lr=0.1)
-
-    data = torch.utils.data.TensorDataset(torch.randn(12, 4), torch.randn(12, 1))
-    trainer = pl.Trainer(
-        max_epochs=1,
-        callbacks=[StepscopeCallback(config=_config(), job_dir=tmp_path / "job")],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-    )
     with pytest.raises(RuntimeError, match="the training step failed"):
-        trainer.fit(Failing(), torch.utils.data.DataLoader(data, batch_size=4))
+        _fit_with_lightning(tmp_path, fail_at_batch=1)
     assert get_active_session() is None  # the user's exception came through; the session ended
     # the step that raised is kept, up to the failure
     train_steps = steps(read_events(tmp_path / "job"), "TRAIN")
