@@ -70,3 +70,12 @@ def test_equality_and_repr_use_the_configured_fields() -> None:
 def test_incomplete_or_mixed_ranges_are_refused(kwargs) -> None:
     with pytest.raises(ConfigError, match="ProfileRange"):
         ProfileRange(**kwargs)
+
+
+def test_next_edge_is_where_the_answer_may_change() -> None:
+    steps = ProfileRange(start_step=5, num_steps=3)
+    assert [steps.next_edge(step) for step in (0, 4, 5, 7, 8, 100)] == [5, 5, 8, 8, None, None]
+    # between the edges the answer stays the same
+    assert {steps.should_profile(step, 0.0) for step in range(5, 8)} == {True}
+    timed = ProfileRange(start_unix_time=1000.0, duration=5.0)
+    assert timed.next_edge(12) == 12  # the clock can move it at any boundary

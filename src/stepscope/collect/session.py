@@ -23,7 +23,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -35,7 +35,6 @@ from stepscope.errors import SessionError
 
 if TYPE_CHECKING:
     from stepscope.config import ProfilerConfig
-    from stepscope.config.ranges import ProfileRange
 
 __all__ = ["MODES", "Session", "StepListener", "get_active_session"]
 
@@ -154,8 +153,8 @@ class Session:
         self._last_poll_s = 0.0
         self._rank_file_written = False
         self._ranges = {option: config.range_for(option) for option in OPTIONS}
-        #: :attr:`active` holds for the steps in [from, until): no range starts or ends there
-        self._active_from_step = 0
+        #: :attr:`active` holds for the steps before this one (steps only grow): no range
+        #: starts or ends in between
         self._active_until_step = -1
 
     # -- life -----------------------------------------------------------------------------
@@ -339,15 +338,18 @@ class Session:
         return self.current_step_num
 
     def _update_active(self, step_number: int) -> None:
-        if self._active_from_step <= step_number < self._active_until_step:
+        if step_number < self._active_until_step:
             return  # runs at every step boundary: most steps change nothing
         now_s = time.time()
+        edges = [sys.maxsize]
         for option, profile_range in self._ranges.items():
             self.active[option] = bool(
                 profile_range is not None and profile_range.should_profile(step_number, now_s)
             )
-        self._active_from_step = step_number
-        self._active_until_step = _next_range_edge(self._ranges.values(), step_number)
+            edge = None if profile_range is None else profile_range.next_edge(step_number)
+            if edge is not None:
+                edges.append(edge)
+        self._active_until_step = min(edges)
 
     def range_for(self, option: str) -> Any:
         """The range of ``option`` in force (one instance per config: time ranges are stateful),
@@ -367,23 +369,6 @@ class Session:
             self.config = new_config
             self._ranges = {option: new_config.range_for(option) for option in OPTIONS}
             self._active_until_step = -1
-
-
-def _next_range_edge(ranges: Iterable[ProfileRange | None], step: int) -> int:
-    """The first step after ``step`` at which one of ``ranges`` may start or end; ``step``
-    itself when a time range is among them (time moves even between a step's end and the next
-    step's start, both of which ask about the same step)."""
-    edge = sys.maxsize
-    for profile_range in ranges:
-        if profile_range is None:
-            continue
-        if not profile_range.is_step_range:
-            return step
-        start = profile_range.start_step or 0
-        for boundary in (start, start + (profile_range.num_steps or 0)):
-            if step < boundary < edge:
-                edge = boundary
-    return edge
 
 
 def _config_watcher(path: Path) -> Any:

@@ -91,6 +91,17 @@ class ProfileRange:
             return now_s >= start_s + self.duration
         return self._single_step is not None and step > self._single_step
 
+    def next_edge(self, step: int) -> int | None:
+        """The first step after ``step`` at which :meth:`should_profile` may answer otherwise
+        (``None``: never again); ``step`` itself for a time range, whose answer moves with the
+        clock even between two questions about the same step."""
+        if self.start_step is None or self.num_steps is None:
+            return step
+        for edge in (self.start_step, self.start_step + self.num_steps):
+            if edge > step:
+                return edge
+        return None
+
     def _key(self) -> tuple[int | None, int | None, float | None, float | None]:
         return (self.start_step, self.num_steps, self.start_unix_time, self.duration)
 
