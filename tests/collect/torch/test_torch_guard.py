@@ -54,6 +54,17 @@ def _train(steps: int = 6) -> list[float]:
     return result
 
 
+def _train_profiled(session: Session, caplog: pytest.LogCaptureFixture) -> list[float]:
+    """:func:`_train` with every hook of ``session`` on, sub-modules' included."""
+    session.start()
+    try:
+        instrument(session, submodules=True)
+        with caplog.at_level(logging.WARNING, logger="stepscope"):
+            return _train()
+    finally:
+        session.stop()
+
+
 def _everything_on() -> ProfilerConfig:
     return ProfilerConfig(framework_profile_params=FrameworkProfile(start_step=0, num_steps=1000))
 
@@ -63,13 +74,7 @@ def test_a_failing_hook_is_logged_once_disabled_and_training_goes_on(
 ) -> None:
     expected = _train()
     session = Session(_everything_on(), tmp_path / "out", writer_factory=_BrokenWriter)
-    session.start()
-    try:
-        instrument(session, submodules=True)
-        with caplog.at_level(logging.WARNING, logger="stepscope"):
-            observed = _train()
-    finally:
-        session.stop()
+    observed = _train_profiled(session, caplog)
     assert observed == expected
     assert session.guard.failures, "the broken writer should have made hooks fail"
     assert set(session.guard.failures.values()) == {1}, "a failed hook must not run again"
@@ -80,6 +85,34 @@ def test_a_failing_hook_is_logged_once_disabled_and_training_goes_on(
     assert "session.writer" in session.guard.failures
     assert "torch.optimizer_step" not in session.guard.failures
     assert session.step == 6  # six training steps and one eval forward: global steps 0-6
+
+
+@pytest.mark.parametrize("broken", ["_sub_forward_ended", "_begin_pass"])
+def test_a_failing_submodule_hook_is_logged_once_and_runs_no_more(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, broken: str
+) -> None:
+    # the sub-module hooks guard themselves (no wrapper per call): a bug in the forward
+    # post-hook's bookkeeping, or in the backward hook's, must still stop at them
+    from stepscope.collect.torch.steps import ModuleHooks
+
+    expected = _train()
+    calls = 0
+
+    def bug(*args: Any) -> None:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("bug in a sub-module hook")
+
+    monkeypatch.setattr(ModuleHooks, broken, bug)
+    session = Session(_everything_on(), tmp_path / "out")
+    observed = _train_profiled(session, caplog)
+    assert observed == expected
+    # the backward pass also reaches ``_begin_pass`` from the model's own gradient hook
+    assert "torch.module_hooks" in session.guard.failures
+    assert set(session.guard.failures.values()) == {1}
+    assert calls == len(session.guard.failures), "a failed hook must not run again"
+    failure_logs = [r for r in caplog.records if "is now disabled" in r.getMessage()]
+    assert len(failure_logs) == calls and "bug in a sub-module hook" in caplog.text
 
 
 def test_the_guard_returns_none_and_remembers_the_failure(caplog: pytest.LogCaptureFixture) -> None:

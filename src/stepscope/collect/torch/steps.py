@@ -62,6 +62,9 @@ _Entry = tuple[torch.nn.Module, float, int]
 
 _perf_counter = time.perf_counter
 
+#: the guard's name for the forward hooks of models and sub-modules
+_MODULE_HOOKS = "torch.module_hooks"
+
 
 def _first_grad_tensor(value: Any, depth: int = 0) -> torch.Tensor | None:
     """The first tensor in an output/input structure that autograd will differentiate."""
@@ -142,18 +145,20 @@ class ModuleHooks:
         #: autograd node -> its slot, for the model forward running now (nodes are not held
         #: longer: they hold the graph)
         self._node_slots: dict[Any, int] = {}
+        #: a sub-module hook failed: its gradient hooks still on the graph do nothing
+        self._sub_hooks_failed_once = False
         #: model forwards running now, on any thread
         self._running_model_forwards = 0
         #: epoch µs minus ``perf_counter`` µs (the session's, as :func:`now_us` uses it)
         self._offset_us = session.epoch_offset_us
         guard = session.guard
         # The pre- and post-hooks keep one stack between them: they fail and stop together.
-        self._model_pre_hook = guard.wrap("torch.module_hooks", self._model_pre)
-        self._sub_pre_hook = guard.wrap("torch.module_hooks", self._sub_pre)
-        self._post_hook = guard.wrap("torch.module_hooks", self._forward_post)
+        # The sub-module hooks run on every sub-module call, so they guard themselves rather
+        # than pay for the guard's wrapper (:meth:`_sub_hooks_failed`).
+        self._model_pre_hook = guard.wrap(_MODULE_HOOKS, self._model_pre)
+        self._post_hook = guard.wrap(_MODULE_HOOKS, self._forward_post)
         self._backward_begins = guard.wrap("torch.backward", self._on_backward_begins)
         self._backward_ends = guard.wrap("torch.backward", self._on_backward_ends)
-        self._reached_hook = guard.wrap("torch.submodule_backward", self._on_reached)
         self.finder = ModelFinder(
             session, adopt=self._adopt, model_running=self._model_forward_running
         )
@@ -223,6 +228,8 @@ class ModuleHooks:
         self._model_pre_hook(module, args)
 
     def _submodules_on(self) -> bool:
+        if self.session.guard.is_disabled(_MODULE_HOOKS):
+            return False
         if self.submodules is None:
             return self.session.active["detailed"]
         return self.submodules
@@ -239,20 +246,30 @@ class ModuleHooks:
             self._unhook_submodules()
 
     def _hook_submodules_of(self, model: torch.nn.Module, handles: list[Any]) -> None:
-        pre_hook, post_hook = self._sub_pre_hook, self._post_hook
+        pre_hook, post_hook = self._sub_pre, self._sub_post
         if self.finder.compiled or is_compiled(model):
             pre_hook, post_hook = untraced(pre_hook), untraced(post_hook)
         for sub in model.modules():
             if sub is not model and sub not in self._models:
-                # the post-hook gets the name now: no look-up per call
-                named_post_hook = functools.partial(post_hook, name=self._name_of(sub))
                 handles.append(sub.register_forward_pre_hook(pre_hook))
-                handles.append(sub.register_forward_hook(named_post_hook, always_call=True))
+                # The post-hook gets the name now: no look-up per call. Not ``always_call``:
+                # the entry of a forward that raised is dropped by the next post-hook that
+                # runs (:meth:`_resync`), and the model's post-hook always runs.
+                handles.append(
+                    sub.register_forward_hook(functools.partial(post_hook, self._name_of(sub)))
+                )
 
     def _unhook_submodules(self) -> None:
         handles, self._sub_handles = self._sub_handles, None
         for handle in handles or ():
             handle.remove()
+
+    def _sub_hooks_failed(self) -> None:
+        """A sub-module hook raised (called from its ``except``): log it, switch the module
+        hooks off as the guard would, and take the sub-module hooks off."""
+        self._sub_hooks_failed_once = True  # the backward hooks of this step are still on
+        self.session.guard.fail(_MODULE_HOOKS)
+        self._unhook_submodules()
 
     # -- forward --------------------------------------------------------------------------
 
@@ -279,14 +296,15 @@ class ModuleHooks:
 
     def _sub_pre(self, module: torch.nn.Module, args: Any) -> None:
         # Only while sub-module events are on, before every call of a model's sub-module.
-        if not self.session.enabled:
-            return
         try:
             stack: list[_Entry] = self._local.stack
         except AttributeError:
             return  # no model forward ever ran on this thread
-        if stack:  # inside a model's forward on this thread
-            stack.append((module, _perf_counter(), _SUB))
+        try:
+            if stack and self.session.enabled:  # inside a model's forward on this thread
+                stack.append((module, _perf_counter(), _SUB))
+        except Exception:  # noqa: BLE001 - the guard's catch-all, inlined (see __init__)
+            self._sub_hooks_failed()
 
     def _model_forward_begins(self, module: torch.nn.Module) -> bool:
         """Open a step if this forward starts one; True when it opened an EVAL/PREDICT step."""
@@ -308,9 +326,8 @@ class ModuleHooks:
         session.begin_step(mode)
         return mode != "TRAIN"
 
-    def _forward_post(
-        self, module: torch.nn.Module, args: Any, output: Any, name: str | None = None
-    ) -> None:
+    def _forward_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        """The post-hook of a model (guarded)."""
         if not self.session.enabled:
             return
         try:
@@ -319,27 +336,15 @@ class ModuleHooks:
             return
         if not stack:
             return
-        entry: _Entry | None = stack[-1]
-        if entry is not None and entry[0] is module:
-            stack.pop()
-        else:
-            entry = self._resync(stack, module)
-            if entry is None:
-                return
-        kind = entry[2]
-        session = self.session
-        if kind == _SUB:
-            # every sub-module call runs this: note times only, events are built later
-            start = entry[1]
-            if not start:
-                return  # not timed at its start (sub-module events were off)
-            if name is None:  # a model called inside another model's forward
-                name = self._name_of(module)
-            step_num = session.current_step_num
-            self._sub_forwards.append((name, start, _perf_counter(), step_num))
-            if _grad_enabled():
-                self._watch_submodule_backward(name, step_num, args, output)
+        entry = stack.pop() if stack[-1][0] is module else self._resync(stack, module)
+        if entry is None:
             return
+        kind = entry[2]
+        if kind == _SUB:  # a model called inside another model's forward
+            if entry[1]:
+                self._sub_forward_ended(self._name_of(module), entry[1], args, output)
+            return
+        session = self.session
         self._running_model_forwards = max(self._running_model_forwards - 1, 0)
         now = now_us()
         name = self._name_of(module)
@@ -355,10 +360,70 @@ class ModuleHooks:
             if tensor is not None:
                 _on_gradient(tensor, functools.partial(self._backward_begins, name, step_num))
 
+    def _sub_post(self, name: str, module: torch.nn.Module, args: Any, output: Any) -> None:
+        # Only while sub-module events are on, after every call of a model's sub-module.
+        try:
+            stack: list[_Entry] = self._local.stack
+        except AttributeError:
+            return
+        try:
+            if not stack or not self.session.enabled:
+                return
+            entry = stack.pop() if stack[-1][0] is module else self._resync(stack, module)
+            if entry is None:
+                return
+            if entry[2] == _SUB:
+                if entry[1]:  # timed at its start (sub-module events were on)
+                    self._sub_forward_ended(name, entry[1], args, output)
+            else:  # this sub-module is also a model, called on its own: its own hook's work
+                stack.append(entry)
+                self._forward_post(module, args, output)
+        except Exception:  # noqa: BLE001 - the guard's catch-all, inlined (see __init__)
+            self._sub_hooks_failed()
+
+    def _sub_forward_ended(self, name: str, start_s: float, args: Any, output: Any) -> None:
+        """Note a sub-module forward's times, and where its backward will begin and end.
+
+        Runs for every sub-module call: times only, the events are built later. Its backward
+        begins when the gradient reaches the autograd node of its output and ends when it reaches
+        the node of its input; each node gets one hook (:meth:`_new_slot`), whichever sub-module
+        meets it first. Plain tensors take the short way, anything else (subclasses,
+        structures) the general one.
+        """
+        step_num = self.session.current_step_num
+        self._sub_forwards.append((name, start_s, _perf_counter(), step_num))
+        if not _grad_enabled():
+            return
+        if type(output) is _Tensor:
+            out_tensor = output if output.requires_grad else None
+        else:
+            out_tensor = _first_grad_tensor(output)
+        if out_tensor is None:
+            return
+        first = args[0] if args else None
+        if type(first) is _Tensor and first.requires_grad:
+            in_tensor: torch.Tensor | None = first
+        else:
+            in_tensor = _first_grad_tensor(args)
+        slots = self._node_slots
+        node = out_tensor.grad_fn
+        out_slot = (
+            slots[node] if node in slots else self._new_slot(out_tensor, node, name, step_num)
+        )
+        in_slot = -1
+        if in_tensor is not None and in_tensor is not out_tensor:
+            node = in_tensor.grad_fn
+            if node in slots:
+                in_slot = slots[node]
+            else:
+                in_slot = self._new_slot(in_tensor, node, name, step_num)
+        self._sub_backwards.append((name, step_num, out_slot, in_slot))
+
     @staticmethod
     def _resync(stack: list[_Entry], module: torch.nn.Module) -> _Entry | None:
-        """Entries out of order (hooks added mid-forward): drop those above ``module``; a module
-        with no entry (called outside a model while its hooks are on) leaves the stack alone."""
+        """Entries out of order (hooks added mid-forward, or a sub-module whose forward raised
+        and whose post-hook did not run): drop those above ``module``; a module with no entry
+        (called outside a model while its hooks are on) leaves the stack alone."""
         for index in range(len(stack) - 1, -1, -1):
             if stack[index][0] is module:
                 entry = stack[index]
@@ -408,41 +473,13 @@ class ModuleHooks:
             self._sub_forward_events(events)
         session.write_batch_later(events)
 
-    def _watch_submodule_backward(self, name: str, step_num: str, args: Any, output: Any) -> None:
-        # runs for every sub-module call: plain tensors take the short way, anything else
-        # (subclasses, structures) the general one
-        if type(output) is _Tensor:
-            out_tensor = output if output.requires_grad else None
-        else:
-            out_tensor = _first_grad_tensor(output)
-        if out_tensor is None:
-            return
-        first = args[0] if args else None
-        if type(first) is _Tensor and first.requires_grad:
-            in_tensor: torch.Tensor | None = first
-        else:
-            in_tensor = _first_grad_tensor(args)
-        slots = self._node_slots
-        node = out_tensor.grad_fn
-        out_slot = (
-            slots[node] if node in slots else self._new_slot(out_tensor, node, name, step_num)
-        )
-        in_slot = -1
-        if in_tensor is not None and in_tensor is not out_tensor:
-            node = in_tensor.grad_fn
-            if node in slots:
-                in_slot = slots[node]
-            else:
-                in_slot = self._new_slot(in_tensor, node, name, step_num)
-        self._sub_backwards.append((name, step_num, out_slot, in_slot))
-
     def _new_slot(self, tensor: torch.Tensor, node: Any, name: str, step_num: str) -> int:
         """A slot for the time the gradient of ``tensor`` arrives, with one hook on ``node``,
         the autograd node that made it (:func:`_on_gradient`, inlined: this runs per layer)."""
         reached = self._reached
         slot = len(reached)
         reached.append(0.0)
-        hook = functools.partial(self._reached_hook, reached, slot, name, step_num)
+        hook = functools.partial(self._on_reached, reached, slot, name, step_num)
         if node is not None:
             self._node_slots[node] = slot
             node.register_prehook(hook)
@@ -454,10 +491,17 @@ class ModuleHooks:
         self, reached: list[float], slot: int, name: str, step_num: str, grad: Any
     ) -> None:
         """A gradient reached a node: note when, and open the pass if no hook did yet."""
-        now_s = reached[slot] = _perf_counter()
-        if self._pass_start_us is None and self.session.enabled:
-            with self._backward_lock:
-                self._begin_pass(name, step_num, now_s * 1e6 + self._offset_us)
+        try:
+            now_s = reached[slot] = _perf_counter()
+            if (
+                self._pass_start_us is None
+                and self.session.enabled
+                and not self._sub_hooks_failed_once
+            ):
+                with self._backward_lock:
+                    self._begin_pass(name, step_num, now_s * 1e6 + self._offset_us)
+        except Exception:  # noqa: BLE001 - the guard's catch-all, inlined (see __init__)
+            self._sub_hooks_failed()
 
     def _name_of(self, module: torch.nn.Module) -> str:
         return self._names.get(module) or type(module).__name__
