@@ -25,8 +25,9 @@ from stepscope.store import write_job_end_marker
 
 
 def system_records(output_dir: Path) -> list[dict[str, Any]]:
+    """The complete records of the system files; the monitor may be writing the last line."""
     files = sorted((output_dir / "system" / "incremental").glob("*/*.algo-1.json"))
-    return [json.loads(line) for path in files for line in path.read_text().splitlines()]
+    return [json.loads(line) for path in files for line in path.read_text().split("\n")[:-1]]
 
 
 def wait_for(condition: Any, timeout_s: float = 30.0) -> bool:
