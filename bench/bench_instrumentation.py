@@ -12,6 +12,8 @@ step (each block's ``time.process_time`` over its timed steps, median over the b
 thread's serialisation and the trace export count there).
 
 * ``bare``: the training loop, no profiling;
+* ``bare_again``: the same loop, timed as a variant of its own: the A/A comparison, how far
+  apart two identical variants come out in this run (the resolution of the others' figures);
 * ``default``: every option of ``FrameworkProfile`` configured but outside its range (the steady
   state of a job: SageMaker's default windows are a few early steps) - target: at most 1 % slower
   than bare;
@@ -56,7 +58,15 @@ from typing import Any
 
 from cnn_training import Loop, Times
 
-VARIANTS = ("bare", "default", "submodules", "torch_profiler", "detailed", "detailed_submodules")
+VARIANTS = (
+    "bare",
+    "bare_again",
+    "default",
+    "submodules",
+    "torch_profiler",
+    "detailed",
+    "detailed_submodules",
+)
 #: untimed steps at the start of every block (allocator and cache warm-up after a switch)
 BLOCK_WARMUP_STEPS = 5
 
@@ -75,7 +85,7 @@ def _config(variant: str) -> Any:
 
 def run_block(variant: str, loop: Loop, steps: int, work_dir: Path) -> Times:
     """One block of ``variant``: set up, time ``steps`` steps, tear down."""
-    if variant == "bare":
+    if variant in ("bare", "bare_again"):
         return loop.block(steps, step_ranges=False, warmup_steps=BLOCK_WARMUP_STEPS)
     if variant.startswith("torch_profiler"):
         torch = loop.torch
@@ -362,6 +372,7 @@ def main() -> None:
             + ", ".join(f"{v} {step[v][metric]:.3f} ms" for v in VARIANTS)
         )
     comparisons: list[tuple[str, str, str]] = [
+        ("bare_again", "bare", "none: identical loops, the resolution of this run"),
         ("default", "bare", "<= +1 %"),
         ("submodules", "bare", "<= +3 %"),
         ("detailed", "torch_profiler", "<= +0 %"),
