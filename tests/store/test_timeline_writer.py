@@ -440,6 +440,24 @@ def test_recovery_cuts_a_torn_record_and_leaves_live_files_alone(tmp_path: Path)
     assert live.exists() and not dead.exists() and not empty.exists()
 
 
+def test_recovery_of_a_file_published_before_its_writer_died_keeps_one_copy(
+    tmp_path: Path,
+) -> None:
+    # a close publishes the file as a hard link in pevents/, then removes the .tmp name: a
+    # kill -9 between the two leaves both names on one closed file
+    writer = TimelineWriter(tmp_path, NODE)
+    for i in range(5):
+        writer.write_event(f"e{i}", "Forward", T0_US + i, 1.0)
+    writer.close()
+    [published] = closed_files(tmp_path)
+    left_over = tmp_path / "framework" / f"{NODE}_pythontimeline.json.{_dead_pid()}.tmp"
+    os.link(published, left_over)
+
+    assert recover_timeline_files(tmp_path) == []
+    assert closed_files(tmp_path) == [published] and not left_over.exists()
+    assert [e["name"] for e in all_events(tmp_path)] == [f"e{i}" for i in range(5)]
+
+
 _EXITING_WRITER = textwrap.dedent(
     """
     import sys

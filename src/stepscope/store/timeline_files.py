@@ -30,7 +30,8 @@ def recover_timeline_files(profiler_output_dir: str | Path) -> list[Path]:
 
     Each ``framework/<node_id>_<suffix>.<pid>.tmp`` whose process no longer runs keeps its complete
     records (a torn last record is cut), gets its JSON array finished and is moved into
-    ``pevents/`` exactly like a normal close; one without a complete event is removed. Files of
+    ``pevents/`` exactly like a normal close; one without a complete event is removed, and so is
+    one already published (its writer died between the two steps of a close). Files of
     running processes and SageMaker's pid-less ``.tmp`` names are left alone. Call it once the
     training processes have exited; it never raises for one bad file (logs it and goes on).
 
@@ -42,6 +43,11 @@ def recover_timeline_files(profiler_output_dir: str | Path) -> list[Path]:
         if match is None or match["pid"] is None or _pid_running(int(match["pid"])):
             continue
         try:
+            if tmp_path.stat().st_nlink > 1:
+                # its writer died between publishing it (a hard link in pevents/) and removing
+                # this name: the file is closed and in pevents/ already
+                tmp_path.unlink()
+                continue
             end_us = _finish_orphan(tmp_path)
             if end_us is None:  # not one complete event: nothing to keep
                 tmp_path.unlink()
