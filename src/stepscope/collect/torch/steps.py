@@ -145,8 +145,6 @@ class ModuleHooks:
         #: autograd node -> its slot, for the model forward running now (nodes are not held
         #: longer: they hold the graph)
         self._node_slots: dict[Any, int] = {}
-        #: a sub-module hook failed: its gradient hooks still on the graph do nothing
-        self._sub_hooks_failed_once = False
         #: model forwards running now, on any thread
         self._running_model_forwards = 0
         #: epoch µs minus ``perf_counter`` µs (the session's, as :func:`now_us` uses it)
@@ -267,7 +265,6 @@ class ModuleHooks:
     def _sub_hooks_failed(self) -> None:
         """A sub-module hook raised (called from its ``except``): log it, switch the module
         hooks off as the guard would, and take the sub-module hooks off."""
-        self._sub_hooks_failed_once = True  # the backward hooks of this step are still on
         self.session.guard.fail(_MODULE_HOOKS)
         self._unhook_submodules()
 
@@ -339,11 +336,16 @@ class ModuleHooks:
         entry = stack.pop() if stack[-1][0] is module else self._resync(stack, module)
         if entry is None:
             return
-        kind = entry[2]
-        if kind == _SUB:  # a model called inside another model's forward
+        if entry[2] == _SUB:  # a model called inside another model's forward
             if entry[1]:
                 self._sub_forward_ended(self._name_of(module), entry[1], args, output)
-            return
+        else:
+            self._model_forward_ended(module, entry, output)
+
+    def _model_forward_ended(self, module: torch.nn.Module, entry: _Entry, output: Any) -> None:
+        """Write a model's outermost forward; end its EVAL/PREDICT step, or watch for its
+        backward pass."""
+        kind = entry[2]
         session = self.session
         self._running_model_forwards = max(self._running_model_forwards - 1, 0)
         now = now_us()
@@ -375,9 +377,8 @@ class ModuleHooks:
             if entry[2] == _SUB:
                 if entry[1]:  # timed at its start (sub-module events were on)
                     self._sub_forward_ended(name, entry[1], args, output)
-            else:  # this sub-module is also a model, called on its own: its own hook's work
-                stack.append(entry)
-                self._forward_post(module, args, output)
+            else:  # this sub-module is also a model, called on its own
+                self._model_forward_ended(module, entry, output)
         except Exception:  # noqa: BLE001 - the guard's catch-all, inlined (see __init__)
             self._sub_hooks_failed()
 
@@ -493,10 +494,11 @@ class ModuleHooks:
         """A gradient reached a node: note when, and open the pass if no hook did yet."""
         try:
             now_s = reached[slot] = _perf_counter()
+            # once per pass; after a failure, the hooks still on this step's graph do nothing
             if (
                 self._pass_start_us is None
                 and self.session.enabled
-                and not self._sub_hooks_failed_once
+                and not self.session.guard.is_disabled(_MODULE_HOOKS)
             ):
                 with self._backward_lock:
                     self._begin_pass(name, step_num, now_s * 1e6 + self._offset_us)
