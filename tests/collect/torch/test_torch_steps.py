@@ -228,7 +228,13 @@ def test_models_are_hooked_alone_and_a_model_first_used_later_is_found(tmp_path:
 
 
 @pytest.mark.filterwarnings("ignore:Using `torch.compile:UserWarning")  # torch's, while finding
-def test_a_compiled_model_gets_its_steps_forward_and_backward(tmp_path: Path) -> None:
+# torch's, which dynamo hides from users but not from pytest's warnings-as-errors: resuming a
+# compiled function after the model's hooks (a graph break) looks at its output's .grad
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+@pytest.mark.parametrize("compiled_part", ["model", "training step"])
+def test_a_compiled_model_gets_its_steps_forward_and_backward(
+    tmp_path: Path, compiled_part: str
+) -> None:
     import torch
 
     import stepscope
@@ -237,9 +243,19 @@ def test_a_compiled_model_gets_its_steps_forward_and_backward(tmp_path: Path) ->
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with stepscope.profile(QUIET, job_dir=tmp_path / "job") as session:
-        compiled = torch.compile(model, backend="eager")
+        if compiled_part == "model":
+            compiled = torch.compile(model, backend="eager")
+
+            def train_step(x: torch.Tensor) -> None:
+                compiled(x).sum().backward()
+        else:  # the backward call is inside the compiled function
+
+            @torch.compile(backend="eager")
+            def train_step(x: torch.Tensor) -> None:
+                model(x).sum().backward()
+
         for _ in range(4):
-            compiled(torch.randn(2, 4)).sum().backward()
+            train_step(torch.randn(2, 4))
             optimizer.step()
             optimizer.zero_grad()
     assert not session.guard.failures
@@ -247,3 +263,57 @@ def test_a_compiled_model_gets_its_steps_forward_and_backward(tmp_path: Path) ->
     assert [e["args"]["step_num"] for e in steps(events)] == ["0", "1", "2", "3"]
     assert [e["name"] for e in events if e["phase"] == "Forward"] == ["Sequential"] * 4
     assert len([e for e in events if e["phase"] == "Backward(post-forward)"]) == 4
+
+
+def test_backward_passes_are_the_calls_of_the_script(tmp_path: Path) -> None:
+    # A backward pass is timed around torch.autograd.backward / grad: re-entrant activation
+    # checkpointing (a backward inside the pass) stays one pass, a gradient penalty through the
+    # model is a pass of its own, a backward through no model is none, and torch's functions
+    # are torch's own again once profiling stops.
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    import stepscope
+
+    backward, grad = torch.autograd.backward, torch.autograd.grad
+
+    class Checkpointed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh())
+            self.head = torch.nn.Linear(8, 1)
+            self.checkpointed = True
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if not self.checkpointed:  # re-entrant checkpointing does not allow grad()
+                return self.head(self.inner(x))
+            return self.head(checkpoint(self.inner, x, use_reentrant=True))
+
+    torch.manual_seed(0)
+    model = Checkpointed()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    unrelated = torch.zeros(3, requires_grad=True)
+    with stepscope.profile(QUIET, job_dir=tmp_path / "job"):
+        for step in range(3):
+            (unrelated * 2).sum().backward()  # no model forward yet in this step
+            x = torch.randn(5, 4, requires_grad=True)
+            model.checkpointed = step != 1
+            out = model(x)
+            loss = out.sum()
+            if step == 1:  # a gradient penalty: a pass of its own, through the model
+                (penalty,) = torch.autograd.grad(loss, x, create_graph=True)
+                loss = loss + penalty.pow(2).sum()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    assert torch.autograd.backward is backward and torch.autograd.grad is grad
+    assert model.inner[0].weight.grad is None  # zero_grad ran: the real backward did its work
+    events = read_events(tmp_path / "job")
+    backwards = [e for e in events if e["phase"] == "Backward(post-forward)"]
+    assert [e["args"]["step_num"] for e in backwards] == ["0", "1", "1", "2"]
+    assert {e["name"] for e in backwards} == {"Checkpointed"}
+    forwards = {e["args"]["step_num"]: e for e in events if e["phase"] == "Forward"}
+    for event in backwards:
+        assert forwards[event["args"]["step_num"]]["end_us"] <= event["start_us"]
+    # the two passes of step 1 follow each other
+    assert backwards[1]["end_us"] <= backwards[2]["start_us"]

@@ -25,11 +25,12 @@ middle of a loop that creates no data-loader iterator (it is found at the next e
 ``DataParallel`` re-registers its replicas' sub-modules every step, so it keeps the finder armed.
 
 ``torch.compile``: a compiled model is found as its ``OptimizedModule`` (whose hooks run outside
-the compiled code). Once a compiled module is seen (built, or called), hooks that can run inside
-compiled code (the finder's, a sub-module's, those of a model compiled in place) are registered
-through :func:`untraced`, so the compiler runs them as Python instead of tracing them (that
-wrapper costs about ten Python calls per hook call, so it is not used before). While the finder
-is armed, torch warns once that a compiled module meets a global hook.
+the compiled code). Hooks that can run inside compiled code go through :func:`untraced`, so the
+compiler runs them as Python instead of tracing them. That wrapper costs about ten Python calls
+per hook call: the model's own hooks and the backward timer, a few calls per step, always have
+it (a model may be called inside a compiled training step); the finder's and a sub-module's,
+which run at every module call, only once a compiled module is seen (built, or called). While the
+finder is armed, torch warns once that a compiled module meets a global hook.
 """
 
 from __future__ import annotations

@@ -17,12 +17,15 @@ Step boundaries (SageMaker's global step counts every mode; ``step_num`` counts 
   step per forward of the model; an eval-mode forward inside an open TRAIN step belongs to it.
 
 Times are true ones: ``Forward`` spans the model's forward pre- and post-hook;
-``Backward(post-forward)`` starts when the gradient reaches the model's output (a pre-hook on the
-autograd node that made it: what a tensor hook would see, at a third of its cost) and ends when
-autograd finishes that backward pass (an engine callback). With sub-module events on,
-``Forward-SubModuleInternal`` spans each sub-module's own hooks, and ``Backward-SubModuleInternal``
-runs from the gradient reaching the sub-module's output to the gradient of its input (or the end of
-the pass, for the first layer). Nothing here changes a module's mode, the RNG or the gradients.
+``Backward(post-forward)`` spans the call of ``torch.autograd.backward`` (what ``loss.backward()``
+calls) or ``torch.autograd.grad`` that follows a training forward of the model in the same step:
+both are wrapped while the hooks are installed, because any Python hook on the autograd graph
+costs torch about 10 µs per step even when it does nothing. A backward or grad call inside an
+open pass (re-entrant activation checkpointing) or inside a model's forward is not a pass of its
+own. With sub-module events on, ``Forward-SubModuleInternal`` spans each sub-module's own hooks,
+and ``Backward-SubModuleInternal`` runs from the gradient reaching the sub-module's output to the
+gradient of its input (or the end of the pass, for the first layer). Nothing here changes a
+module's mode, the RNG or the gradients.
 
 Sub-module hooks run for every sub-module call, so they only take times: a forward post-hook
 notes (module, start, end, step) and, for the backward, which autograd nodes its output and input
@@ -85,18 +88,10 @@ def _first_grad_tensor(value: Any, depth: int = 0) -> torch.Tensor | None:
     return None
 
 
-def _on_gradient(tensor: torch.Tensor, hook: Any) -> None:
-    """Call ``hook(grad)`` when the gradient of ``tensor`` arrives in a backward pass.
-
-    A pre-hook on the autograd node that produced ``tensor`` runs at the moment a tensor hook
-    would, for a third of the cost (no Python-side handle bookkeeping); a leaf has no node and
-    gets a tensor hook.
-    """
-    grad_fn = tensor.grad_fn
-    if grad_fn is not None:
-        grad_fn.register_prehook(hook)
-    else:
-        tensor.register_hook(hook)  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+def _note_reached(reached: list[float], slot: int, grad: Any) -> None:
+    """A sub-module's gradient hook: note when the gradient reached its node (nothing here can
+    fail, so it needs no guard)."""
+    reached[slot] = _perf_counter()
 
 
 #: a sub-module forward waiting for its event: (name, start s, end s, step_num), in
@@ -132,6 +127,9 @@ class ModuleHooks:
         self._sub_handles: list[Any] | None = None
         self._handles: list[Any] = []
         self._backward_lock = threading.Lock()
+        #: the model and step_num whose backward pass a backward call now would be (set by a
+        #: training forward, cleared when its step ends)
+        self._backward_of: tuple[str, str] | None = None
         self._pass_start_us: float | None = None
         self._pass_name = ""
         self._pass_step_num = "0"
@@ -153,10 +151,14 @@ class ModuleHooks:
         # The pre- and post-hooks keep one stack between them: they fail and stop together.
         # The sub-module hooks run on every sub-module call, so they guard themselves rather
         # than pay for the guard's wrapper (:meth:`_sub_hooks_failed`).
-        self._model_pre_hook = guard.wrap(_MODULE_HOOKS, self._model_pre)
-        self._post_hook = guard.wrap(_MODULE_HOOKS, self._forward_post)
-        self._backward_begins = guard.wrap("torch.backward", self._on_backward_begins)
-        self._backward_ends = guard.wrap("torch.backward", self._on_backward_ends)
+        # Untraced: a model may be called inside a compiled function (or be compiled in place),
+        # and its hooks run a few times per step, where the 0.4 µs this costs does not count.
+        self._model_pre_hook = untraced(guard.wrap(_MODULE_HOOKS, self._model_pre))
+        self._post_hook = untraced(guard.wrap(_MODULE_HOOKS, self._forward_post))
+        self._open_pass = guard.wrap("torch.backward", self._on_backward_called)
+        self._write_pass = guard.wrap("torch.backward", self._on_pass_ended)
+        #: (torch.autograd, name, the original function) for every function wrapped
+        self._originals: list[tuple[Any, str, Any]] = []
         self.finder = ModelFinder(
             session, adopt=self._adopt, model_running=self._model_forward_running
         )
@@ -167,6 +169,10 @@ class ModuleHooks:
                 self.session.guard.wrap("torch.optimizer_step", self._optimizer_step)
             )
         ]
+        for name in ("backward", "grad"):
+            original = getattr(torch.autograd, name)
+            self._originals.append((torch.autograd, name, original))
+            setattr(torch.autograd, name, self._timed(original))
         self.finder.install()
 
     def remove(self) -> None:
@@ -179,6 +185,9 @@ class ModuleHooks:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        for owner, name, original in reversed(self._originals):
+            setattr(owner, name, original)
+        self._originals = []
 
     # -- step listener: sub-module hooks follow their range, the finder retires -----------
 
@@ -189,6 +198,7 @@ class ModuleHooks:
         """Nothing to do: the hooks change between steps."""
 
     def on_step_end(self, session: Session, step: int) -> None:
+        self._backward_of = None
         self._write_sub_forwards()
         self._forget_sub_backwards()
         self.finder.step_ended()
@@ -202,7 +212,9 @@ class ModuleHooks:
     # -- models -------------------------------------------------------------------------
 
     def _model_forward_running(self) -> bool:
-        return self._running_model_forwards > 0
+        """Whether a model's forward or backward pass runs now: a module called then is part
+        of it (in a backward pass: re-entrant activation checkpointing recomputing a block)."""
+        return self._running_model_forwards > 0 or self._pass_start_us is not None
 
     def _adopt(self, module: torch.nn.Module, args: Any) -> None:
         """Hook a model the finder found, from inside its first call's global pre-hook."""
@@ -211,13 +223,10 @@ class ModuleHooks:
         for name, sub in module.named_modules():
             if sub is not module and sub not in self._names:
                 self._names[sub] = name
-        pre_hook, post_hook = self._model_pre_hook, self._post_hook
-        if getattr(module, "_compiled_call_impl", None) is not None:  # compiled in place
-            pre_hook, post_hook = untraced(pre_hook), untraced(post_hook)
         self._models[module] = [
-            module.register_forward_pre_hook(pre_hook),
+            module.register_forward_pre_hook(self._model_pre_hook),
             # always_call: the post-hook also runs when a forward raises, keeping the stack true
-            module.register_forward_hook(post_hook, always_call=True),
+            module.register_forward_hook(self._post_hook, always_call=True),
         ]
         if self._sub_handles is not None:
             self._hook_submodules_of(module, self._sub_handles)
@@ -281,9 +290,9 @@ class ModuleHooks:
         if not self.session.enabled:
             return
         stack = self._stack()
-        if self._running_model_forwards:
-            # a model inside another's forward, or a replica on another thread (DataParallel):
-            # part of that forward
+        if self._model_forward_running():
+            # a model inside another's forward or backward pass, or a replica on another thread
+            # (DataParallel): part of that pass
             stack.append((module, _perf_counter() if self._sub_handles is not None else 0.0, _SUB))
             return
         now = now_us()
@@ -343,8 +352,8 @@ class ModuleHooks:
             self._model_forward_ended(module, entry, output)
 
     def _model_forward_ended(self, module: torch.nn.Module, entry: _Entry, output: Any) -> None:
-        """Write a model's outermost forward; end its EVAL/PREDICT step, or watch for its
-        backward pass."""
+        """Write a model's outermost forward; end its EVAL/PREDICT step, or expect its backward
+        pass."""
         kind = entry[2]
         session = self.session
         self._running_model_forwards = max(self._running_model_forwards - 1, 0)
@@ -357,10 +366,8 @@ class ModuleHooks:
         self._node_slots = {}  # the nodes of this forward are hooked already
         if kind == _TOP_STEP and session.in_step:
             session.end_step(now)
-        elif torch.is_grad_enabled():
-            tensor = _first_grad_tensor(output)
-            if tensor is not None:
-                _on_gradient(tensor, functools.partial(self._backward_begins, name, step_num))
+        elif torch.is_grad_enabled() and _first_grad_tensor(output) is not None:
+            self._backward_of = (name, step_num)
 
     def _sub_post(self, name: str, module: torch.nn.Module, args: Any, output: Any) -> None:
         # Only while sub-module events are on, after every call of a model's sub-module.
@@ -408,16 +415,14 @@ class ModuleHooks:
             in_tensor = _first_grad_tensor(args)
         slots = self._node_slots
         node = out_tensor.grad_fn
-        out_slot = (
-            slots[node] if node in slots else self._new_slot(out_tensor, node, name, step_num)
-        )
+        out_slot = slots[node] if node in slots else self._new_slot(out_tensor, node)
         in_slot = -1
         if in_tensor is not None and in_tensor is not out_tensor:
             node = in_tensor.grad_fn
             if node in slots:
                 in_slot = slots[node]
             else:
-                in_slot = self._new_slot(in_tensor, node, name, step_num)
+                in_slot = self._new_slot(in_tensor, node)
         self._sub_backwards.append((name, step_num, out_slot, in_slot))
 
     @staticmethod
@@ -434,32 +439,49 @@ class ModuleHooks:
 
     # -- backward -------------------------------------------------------------------------
 
-    def _begin_pass(self, name: str, step_num: str, start_us: float | None = None) -> None:
-        """Called from a gradient hook, inside the backward pass: note it once (at ``start_us``,
-        the hook's own time, or now), and ask autograd to tell us when the whole pass is over."""
-        if self._pass_start_us is not None:
-            return
-        self._pass_start_us = now_us() if start_us is None else start_us
-        self._pass_name = name
-        self._pass_step_num = step_num
-        self._backward_seen = True
-        torch.autograd.Variable._execution_engine.queue_callback(self._backward_ends)
+    def _timed(self, original: Any) -> Any:
+        """``original`` (``torch.autograd.backward`` or ``grad``), timed as a backward pass of
+        the model whose training forward it follows; run as Python by ``torch.compile``."""
+        open_pass, end_pass, write_pass = self._open_pass, self._end_pass, self._write_pass
 
-    def _on_backward_begins(self, name: str, step_num: str, grad: Any) -> None:
-        if self.session.enabled:
-            with self._backward_lock:
-                self._begin_pass(name, step_num)
-                # a sub-module sharing the model's output tensor may have opened the pass first
-                self._pass_name, self._pass_step_num = name, step_num
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if not open_pass():
+                return original(*args, **kwargs)
+            try:
+                result = original(*args, **kwargs)
+            finally:  # a pass that raised ends too, without an event
+                start_us, end_us = end_pass()
+            write_pass(start_us, end_us)
+            return result
 
-    def _on_backward_ends(self) -> None:
+        functools.update_wrapper(timed, original)
+        return untraced(timed)
+
+    def _on_backward_called(self) -> bool:
+        """Open a pass if this call is one (guarded: a failure is a call not timed)."""
+        of = self._backward_of
+        if of is None or self._running_model_forwards or not self.session.enabled:
+            return False
         with self._backward_lock:
-            start = self._pass_start_us
-            self._pass_start_us = None
+            if self._pass_start_us is not None:
+                return False  # called inside the pass: part of it
+            self._pass_start_us = now_us()
+        self._pass_name, self._pass_step_num = of
+        self._backward_seen = True
+        return True
+
+    def _end_pass(self) -> tuple[float | None, float]:
+        """Close the open pass (nothing here can fail: it needs no guard); its start and end."""
+        end = now_us()
+        with self._backward_lock:
+            start, self._pass_start_us = self._pass_start_us, None
+        return start, end
+
+    def _on_pass_ended(self, start: float | None, end: float) -> None:
+        """Write the pass's event, and its sub-modules' (guarded)."""
         if start is None or not self.session.enabled:
             return
         session = self.session
-        end = now_us()
         args = {"step_num": self._pass_step_num, "pid": session.pid}
         if not (self._sub_backwards or self._sub_forwards):
             session.write_later("Backward(post-forward)", self._pass_name, start, end - start, args)
@@ -474,36 +496,20 @@ class ModuleHooks:
             self._sub_forward_events(events)
         session.write_batch_later(events)
 
-    def _new_slot(self, tensor: torch.Tensor, node: Any, name: str, step_num: str) -> int:
+    def _new_slot(self, tensor: torch.Tensor, node: Any) -> int:
         """A slot for the time the gradient of ``tensor`` arrives, with one hook on ``node``,
-        the autograd node that made it (:func:`_on_gradient`, inlined: this runs per layer)."""
+        the autograd node that made it (a pre-hook on the node runs when a tensor hook would,
+        for a third of the cost); a leaf has no node and gets a tensor hook."""
         reached = self._reached
         slot = len(reached)
         reached.append(0.0)
-        hook = functools.partial(self._on_reached, reached, slot, name, step_num)
+        hook = functools.partial(_note_reached, reached, slot)
         if node is not None:
             self._node_slots[node] = slot
             node.register_prehook(hook)
         else:
-            tensor.register_hook(hook)  # type: ignore[no-untyped-call]  # a leaf: no node
+            tensor.register_hook(hook)  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         return slot
-
-    def _on_reached(
-        self, reached: list[float], slot: int, name: str, step_num: str, grad: Any
-    ) -> None:
-        """A gradient reached a node: note when, and open the pass if no hook did yet."""
-        try:
-            now_s = reached[slot] = _perf_counter()
-            # once per pass; after a failure, the hooks still on this step's graph do nothing
-            if (
-                self._pass_start_us is None
-                and self.session.enabled
-                and not self.session.guard.is_disabled(_MODULE_HOOKS)
-            ):
-                with self._backward_lock:
-                    self._begin_pass(name, step_num, now_s * 1e6 + self._offset_us)
-        except Exception:  # noqa: BLE001 - the guard's catch-all, inlined (see __init__)
-            self._sub_hooks_failed()
 
     def _name_of(self, module: torch.nn.Module) -> str:
         return self._names.get(module) or type(module).__name__
