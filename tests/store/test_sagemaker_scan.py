@@ -172,3 +172,27 @@ def test_a_refresh_keeps_every_good_file_and_warns_about_the_damaged_one(
     assert rows == expected  # every complete event kept
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert victim.name in warning and "line 7 (byte " in warning
+
+
+def test_a_backlog_scanned_in_many_batches_gives_the_rows_of_one_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A job read for the first time scans its next batch while one is written: the rows, their
+    # order and the files they came from must be those of a single scan.
+    from stepscope.store import raw_files
+
+    job = generate_job(tmp_path / "job", **TINY_JOB)
+    whole = open_job(job, cache_dir=tmp_path / "one-scan")
+    scans: list[int] = []
+    scan_batch = raw_files.RawReading._scan_batch
+
+    def counted(self: raw_files.RawReading, batch: list[raw_files.RawFile]) -> object:
+        scans.append(len(batch))
+        return scan_batch(self, batch)
+
+    monkeypatch.setattr(raw_files, "SCAN_BATCH_BYTES", 1)  # a batch per file
+    monkeypatch.setattr(raw_files.RawReading, "_scan_batch", counted)
+    batched = open_job(job, cache_dir=tmp_path / "many-scans")
+    for view in ("system", "events"):
+        assert batched.table(view).equals(whole.table(view)), view
+    assert len(scans) > 10 and set(scans) == {1}

@@ -7,7 +7,8 @@ refresh converts, in order:
 
 * the local SageMaker system and framework event files many at a time, in DuckDB scans
   (:mod:`stepscope.store.sagemaker_scan`), :data:`SCAN_BATCH_BYTES` of raw JSON at a time so
-  that memory stays bounded;
+  that memory stays bounded, the next batch scanned in a worker thread while one is written
+  (DuckDB's parse runs outside the GIL);
 * the Kineto traces in worker threads, ahead of their turn (:mod:`stepscope.store.read_ahead`);
 * the other files, and those a scan leaves out, by their per-file readers.
 """
@@ -46,8 +47,13 @@ __all__ = ["KINETO_SUFFIXES", "SCAN_BATCH_BYTES", "RawFile", "RawReading", "clas
 
 #: File name endings of PyTorch profiler traces.
 KINETO_SUFFIXES = (".json", ".json.gz")
-#: Raw JSON converted per DuckDB scan: the rows of one scan are held until they are written.
-SCAN_BATCH_BYTES = 16 * 1024 * 1024
+#: Raw JSON converted per DuckDB scan: the rows of a scan are held until they are written, and
+#: the next scan runs meanwhile (two at most). Smaller batches hold less and cost more scans: at
+#: 8 MB a backlog converts in about 60 % of the wall time of one 16 MB scan at a time, with
+#: about 10 % more CPU and 15 % more peak memory (docs/benchmarks.md).
+SCAN_BATCH_BYTES = 8 * 1024 * 1024
+#: the readers whose local files are converted by DuckDB scans, and their scan
+_SCANNED = {"system": scan_system_files, "pevents": scan_pevents_files}
 _TF_TRACE_SUFFIX = ".trace.json.gz"
 _RAW_HOROVOD_NAME = re.compile(r"horovod_timeline.*\.json$")
 
@@ -177,15 +183,24 @@ class RawReading:
         if not isinstance(self._files, LocalFiles):
             yield from ((raw, None) for raw in self._pending)
             return
-        batch: list[RawFile] = []
-        size_bytes = 0
+        batches: list[list[RawFile]] = []
+        size_bytes = SCAN_BATCH_BYTES  # the first file starts a batch
         for raw in self._pending:
-            batch.append(raw)
-            size_bytes += raw.info.size_bytes
             if size_bytes >= SCAN_BATCH_BYTES:
-                yield from self._scan_batch(batch)
-                batch, size_bytes = [], 0
-        yield from self._scan_batch(batch)
+                batches.append([])
+                size_bytes = 0
+            batches[-1].append(raw)
+            size_bytes += raw.info.size_bytes
+        if any(raw.reader in _SCANNED for raw in self._pending):
+            self._connection()  # made here: the scans below may run in a worker thread
+        # a backlog (a job read for the first time) scans its next batch while this one is
+        # written; a refresh of a job being written has one batch, scanned here
+        ahead = ReadAhead(range(len(batches)), lambda i: self._scan_batch(batches[i]), 2)
+        with ahead:
+            for index, batch in enumerate(batches):
+                scanned = ahead.take(index)
+                for i, raw in enumerate(batch):
+                    yield raw, scanned.get(i)
 
     @contextmanager
     def batches(
@@ -221,32 +236,39 @@ class RawReading:
             else:
                 yield read_horovod_timeline(stream, path=display)
 
-    def _scan_batch(self, batch: list[RawFile]) -> Iterator[tuple[RawFile, pa.Table | None]]:
+    def _scan_batch(self, batch: list[RawFile]) -> dict[int, pa.Table | None]:
+        """The rows of the batch's files a scan converted, by position in ``batch``; runs in a
+        worker thread, on a connection of its own to the refresh's database."""
         assert isinstance(self._files, LocalFiles)
         root = self._files.root
         scanned: dict[int, pa.Table | None] = {}
-        for reader, scan in (("system", scan_system_files), ("pevents", scan_pevents_files)):
-            members = [i for i, raw in enumerate(batch) if raw.reader == reader]
-            if members:
-                files = [
-                    ScanFile(
-                        str(root / batch[i].info.path),
-                        batch[i].node,
-                        batch[i].source,
-                        batch[i].rank,
-                    )
-                    for i in members
-                ]
-                scanned.update(zip(members, scan(self._connection(), files), strict=True))
-        for i, raw in enumerate(batch):
-            yield raw, scanned.get(i)
+        if not any(raw.reader in _SCANNED for raw in batch):
+            return scanned
+        con = self._connection().cursor()
+        try:
+            for reader, scan in _SCANNED.items():
+                members = [i for i, raw in enumerate(batch) if raw.reader == reader]
+                if members:
+                    files = [
+                        ScanFile(
+                            str(root / batch[i].info.path),
+                            batch[i].node,
+                            batch[i].source,
+                            batch[i].rank,
+                        )
+                        for i in members
+                    ]
+                    scanned.update(zip(members, scan(con, files), strict=True))
+        finally:
+            con.close()
+        return scanned
 
     def _connection(self) -> Any:
         if self._duckdb is None:
             import duckdb
 
             self._duckdb = duckdb.connect()
-            # one thread: on a busy machine more only add CPU time (see sagemaker_scan)
+            # one thread per scan: on a busy machine more only add CPU time (see sagemaker_scan)
             self._duckdb.execute("SET threads = 1")
         return self._duckdb
 
