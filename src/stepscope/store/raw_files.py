@@ -194,8 +194,9 @@ class RawReading:
         if any(raw.reader in _SCANNED for raw in self._pending):
             self._connection()  # made here: the scans below may run in a worker thread
         # a backlog (a job read for the first time) scans its next batch while this one is
-        # written; a refresh of a job being written has one batch, scanned here
-        ahead = ReadAhead(range(len(batches)), lambda i: self._scan_batch(batches[i]), 2)
+        # written, given a second core; a refresh of a job being written has one batch
+        depth = min(2, default_depth())
+        ahead = ReadAhead(range(len(batches)), lambda i: self._scan_batch(batches[i]), depth)
         with ahead:
             for index, batch in enumerate(batches):
                 scanned = ahead.take(index)
