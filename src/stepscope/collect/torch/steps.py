@@ -253,7 +253,7 @@ class ModuleHooks:
             self._unhook_submodules()
 
     def _hook_submodules_of(self, model: torch.nn.Module, handles: list[Any]) -> None:
-        pre_hook, post_hook = self._sub_pre, self._sub_post
+        pre_hook, post_hook = self._sub_pre, self._post
         if self.finder.compiled or is_compiled(model):
             pre_hook, post_hook = untraced(pre_hook), untraced(post_hook)
         for sub in model.modules():
@@ -333,23 +333,8 @@ class ModuleHooks:
         return mode != "TRAIN"
 
     def _forward_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        """The post-hook of a model (guarded)."""
-        if not self.session.enabled:
-            return
-        try:
-            stack: list[_Entry] = self._local.stack
-        except AttributeError:
-            return
-        if not stack:
-            return
-        entry = stack.pop() if stack[-1][0] is module else self._resync(stack, module)
-        if entry is None:
-            return
-        if entry[2] == _SUB:  # a model called inside another model's forward
-            if entry[1]:
-                self._sub_forward_ended(self._name_of(module), entry[1], args, output)
-        else:
-            self._model_forward_ended(module, entry, output)
+        """The post-hook of a model (guarded): a sub-module's, with the name looked up here."""
+        self._post(self._name_of(module), module, args, output)
 
     def _model_forward_ended(self, module: torch.nn.Module, entry: _Entry, output: Any) -> None:
         """Write a model's outermost forward; end its EVAL/PREDICT step, or expect its backward
@@ -369,8 +354,9 @@ class ModuleHooks:
         elif torch.is_grad_enabled() and _first_grad_tensor(output) is not None:
             self._backward_of = (name, step_num)
 
-    def _sub_post(self, name: str, module: torch.nn.Module, args: Any, output: Any) -> None:
-        # Only while sub-module events are on, after every call of a model's sub-module.
+    def _post(self, name: str, module: torch.nn.Module, args: Any, output: Any) -> None:
+        # After every call of a model, and of a model's sub-module while sub-module events are
+        # on (with its name bound when hooked): ends the entry its pre-hook pushed.
         try:
             stack: list[_Entry] = self._local.stack
         except AttributeError:
@@ -384,7 +370,7 @@ class ModuleHooks:
             if entry[2] == _SUB:
                 if entry[1]:  # timed at its start (sub-module events were on)
                     self._sub_forward_ended(name, entry[1], args, output)
-            else:  # this sub-module is also a model, called on its own
+            else:  # a model's outermost forward (a sub-module may be a model called alone)
                 self._model_forward_ended(module, entry, output)
         except Exception:  # noqa: BLE001 - the guard's catch-all, inlined (see __init__)
             self._sub_hooks_failed()
