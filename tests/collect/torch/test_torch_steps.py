@@ -317,3 +317,51 @@ def test_backward_passes_are_the_calls_of_the_script(tmp_path: Path) -> None:
         assert forwards[event["args"]["step_num"]]["end_us"] <= event["start_us"]
     # the two passes of step 1 follow each other
     assert backwards[1]["end_us"] <= backwards[2]["start_us"]
+
+
+def test_a_module_that_returns_its_parameter_keeps_no_hook_after_the_step(tmp_path: Path) -> None:
+    # A positional embedding or a learned query returns its own parameter: a leaf tensor, which
+    # outlives the step. Its sub-module backward is timed by a hook on it, which must come off,
+    # or every step would add one more hook to every backward pass from then on.
+    import torch
+
+    import stepscope
+
+    class Position(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.nn.Parameter(torch.zeros(1, 4))
+
+        def forward(self) -> torch.Tensor:
+            return self.table
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.position = Position()
+            self.head = torch.nn.Linear(4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(x + self.position())
+
+    torch.manual_seed(0)
+    model = Model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    config = ProfilerConfig(  # sub-module events are on in a detailed range
+        framework_profile_params=FrameworkProfile(
+            detailed_profiling_config=DetailedProfilingConfig(start_step=0, num_steps=4)
+        )
+    )
+    hooks_after_step = []
+    with stepscope.profile(config, job_dir=tmp_path / "job"):
+        for _ in range(4):
+            model(torch.randn(2, 4)).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            hooks_after_step.append(len(model.position.table._backward_hooks or {}))
+    assert hooks_after_step == [0, 0, 0, 0]
+    events = read_events(tmp_path / "job")
+    position_backwards = [
+        e for e in events if e["phase"] == "Backward-SubModuleInternal" and e["name"] == "position"
+    ]
+    assert [e["args"]["step_num"] for e in position_backwards] == ["0", "1", "2", "3"]

@@ -143,6 +143,8 @@ class ModuleHooks:
         #: autograd node -> its slot, for the model forward running now (nodes are not held
         #: longer: they hold the graph)
         self._node_slots: dict[Any, int] = {}
+        #: the handles of this step's hooks on leaf tensors, removed when the step ends
+        self._leaf_hooks: list[Any] = []
         #: model forwards running now, on any thread
         self._running_model_forwards = 0
         #: epoch µs minus ``perf_counter`` µs (the session's, as :func:`now_us` uses it)
@@ -485,7 +487,8 @@ class ModuleHooks:
     def _new_slot(self, tensor: torch.Tensor, node: Any) -> int:
         """A slot for the time the gradient of ``tensor`` arrives, with one hook on ``node``,
         the autograd node that made it (a pre-hook on the node runs when a tensor hook would,
-        for a third of the cost); a leaf has no node and gets a tensor hook."""
+        for a third of the cost); a leaf has no node and gets a tensor hook, taken off when the
+        step ends (a leaf, such as a parameter a module returns, outlives the step)."""
         reached = self._reached
         slot = len(reached)
         reached.append(0.0)
@@ -494,7 +497,7 @@ class ModuleHooks:
             self._node_slots[node] = slot
             node.register_prehook(hook)
         else:
-            tensor.register_hook(hook)  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+            self._leaf_hooks.append(tensor.register_hook(hook))  # type: ignore[no-untyped-call]
         return slot
 
     def _name_of(self, module: torch.nn.Module) -> str:
@@ -562,6 +565,9 @@ class ModuleHooks:
         self._sub_backwards = []
         self._reached = []
         self._node_slots = {}
+        for handle in self._leaf_hooks:
+            handle.remove()
+        self._leaf_hooks = []
 
     # -- optimizer ------------------------------------------------------------------------
 
