@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import logging
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +193,64 @@ def test_a_writer_that_cannot_be_built_never_reaches_annotated_code(
     assert done == 3000
     assert session.guard.failures == {"session.writer": 1}
     assert sum("is now disabled" in r.getMessage() for r in caplog.records) == 1
+
+
+#: loads a whole saved model where stepscope cannot be imported, and prints its output for ones
+_LOAD_WITHOUT_STEPSCOPE = """
+import sys
+sys.modules["stepscope"] = None  # any reference to stepscope in the file fails to load
+import torch
+model = torch.load(sys.argv[1], weights_only=False)
+print(model(torch.ones(1, 8)).item())
+"""
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("submodules", [False, True], ids=["default", "sub-module events"])
+def test_a_profiled_model_can_be_copied_saved_and_scripted(
+    tmp_path: Path, submodules: bool
+) -> None:
+    """Training scripts copy their model (an EMA, the best model so far), save it whole and
+    script it while they train: each works on a profiled model as on a bare one, the saved
+    model loads where stepscope is not installed, and the profiling goes on."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    probe = torch.ones(1, 8)
+
+    def train_step() -> None:
+        loss = torch.nn.functional.mse_loss(model(torch.randn(4, 8)), torch.randn(4, 1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    script = torch.jit.script
+    session = Session(_everything_on(), tmp_path / "job" / "profiler-output").start()
+    try:
+        instrument(session, submodules=submodules)
+        train_step()
+        with torch.no_grad():
+            expected = model(probe).item()
+        copied = copy.deepcopy(model)
+        torch.save(model, tmp_path / "model.pt")
+        with torch.no_grad():
+            scripted = torch.jit.script(model)(probe).item()
+        train_step()
+    finally:
+        session.stop()
+    assert session.guard.failures == {}
+    assert torch.jit.script is script  # torch's own again once profiling stops
+    with torch.no_grad():
+        assert copied(probe).item() == expected
+    assert scripted == expected
+    loaded = subprocess.run(
+        [sys.executable, "-c", _LOAD_WITHOUT_STEPSCOPE, str(tmp_path / "model.pt")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    assert float(loaded.stdout) == pytest.approx(expected, rel=1e-6)
+    # the model's hooks were back for the step after the scripting
+    forwards = [e for e in read_events(tmp_path / "job") if e["phase"] == "Forward"]
+    assert [e["args"]["step_num"] for e in forwards] == ["0", "0", "1"]

@@ -27,6 +27,10 @@ and ``Backward-SubModuleInternal`` runs from the gradient reaching the sub-modul
 gradient of its input (or the end of the pass, for the first layer). Nothing here changes a
 module's mode, the RNG or the gradients.
 
+Every hook on a module is a :class:`~stepscope.collect.torch.hook.ModuleHook`, which copies and
+pickles of the module leave behind; ``torch.jit.script``, which compiles every hook of a module,
+is wrapped too, to script the module without ours.
+
 Sub-module hooks run for every sub-module call, so they only take times: a forward post-hook
 notes (module, start, end, step) and, for the backward, which autograd nodes its output and input
 came from. Each node gets one pre-hook that notes when the gradient reaches it, shared by every
@@ -48,6 +52,7 @@ import torch.optim.optimizer as _optimizer
 
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
+from stepscope.collect.torch.hook import ModuleHook, detach_hooks, reattach_hooks
 from stepscope.collect.torch.models import ModelFinder, is_compiled, untraced
 
 if TYPE_CHECKING:
@@ -155,11 +160,11 @@ class ModuleHooks:
         # than pay for the guard's wrapper (:meth:`_sub_hooks_failed`).
         # Untraced: a model may be called inside a compiled function (or be compiled in place),
         # and its hooks run a few times per step, where the 0.4 µs this costs does not count.
-        self._model_pre_hook = untraced(guard.wrap(_MODULE_HOOKS, self._model_pre))
-        self._post_hook = untraced(guard.wrap(_MODULE_HOOKS, self._forward_post))
+        self._model_pre_hook = ModuleHook(untraced(guard.wrap(_MODULE_HOOKS, self._model_pre)))
+        self._post_hook = ModuleHook(untraced(guard.wrap(_MODULE_HOOKS, self._forward_post)))
         self._open_pass = guard.wrap("torch.backward", self._on_backward_called)
         self._write_pass = guard.wrap("torch.backward", self._on_pass_ended)
-        #: (torch.autograd, name, the original function) for every function wrapped
+        #: (the module of torch, name, the original function) for every function wrapped
         self._originals: list[tuple[Any, str, Any]] = []
         self.finder = ModelFinder(
             session, adopt=self._adopt, model_running=self._model_forward_running
@@ -175,6 +180,8 @@ class ModuleHooks:
             original = getattr(torch.autograd, name)
             self._originals.append((torch.autograd, name, original))
             setattr(torch.autograd, name, self._timed(original))
+        self._originals.append((torch.jit, "script", torch.jit.script))
+        torch.jit.script = self._scripted_without_hooks(torch.jit.script)
         self.finder.install()
 
     def remove(self) -> None:
@@ -260,13 +267,11 @@ class ModuleHooks:
             pre_hook, post_hook = untraced(pre_hook), untraced(post_hook)
         for sub in model.modules():
             if sub is not model and sub not in self._models:
-                handles.append(sub.register_forward_pre_hook(pre_hook))
+                handles.append(sub.register_forward_pre_hook(ModuleHook(pre_hook)))
                 # The post-hook gets the name now: no look-up per call. Not ``always_call``:
                 # the entry of a forward that raised is dropped by the next post-hook that
                 # runs (:meth:`_resync`), and the model's post-hook always runs.
-                handles.append(
-                    sub.register_forward_hook(functools.partial(post_hook, self._name_of(sub)))
-                )
+                handles.append(sub.register_forward_hook(ModuleHook(post_hook, self._name_of(sub))))
 
     def _unhook_submodules(self) -> None:
         handles, self._sub_handles = self._sub_handles, None
@@ -444,6 +449,26 @@ class ModuleHooks:
 
         functools.update_wrapper(timed, original)
         return untraced(timed)
+
+    def _scripted_without_hooks(self, original: Any) -> Any:
+        """``torch.jit.script`` (``original``), with our hooks off a module while it compiles it:
+        it compiles every hook a module has, and ours cannot be compiled."""
+        guard = self.session.guard
+        detach = guard.wrap("torch.jit_script", detach_hooks)
+        reattach = guard.wrap("torch.jit_script", reattach_hooks)
+
+        def script(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            if not isinstance(obj, torch.nn.Module):
+                return original(obj, *args, **kwargs)
+            detached = detach(obj)
+            try:
+                return original(obj, *args, **kwargs)
+            finally:
+                if detached:
+                    reattach(detached)
+
+        functools.update_wrapper(script, original)
+        return script
 
     def _on_backward_called(self) -> bool:
         """Open a pass if this call is one (guarded: a failure is a call not timed)."""
