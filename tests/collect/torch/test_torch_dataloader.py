@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from tests.collect.torch.torchjob import TRAIN_SCRIPT, loader_pids, read_events, run_script
+from tests.collect.torch.torchjob import (
+    TRAIN_SCRIPT,
+    loader_pids,
+    losses,
+    read_events,
+    run_script,
+)
 
 from stepscope.config import DataloaderProfilingConfig, FrameworkProfile, ProfilerConfig
 
@@ -89,3 +96,62 @@ def test_metrics_regex_keeps_only_matching_events(tmp_path: Path) -> None:
     events = read_events(job_dir, "model_timeline.json")
     assert {e["phase"] for e in events} == {"DataLoaderIter"}
     assert len(events) == 3
+
+
+#: Two epochs of a DataLoader whose workers are started by ``sys.argv[1]`` (a start method that
+#: pickles the worker's loop) and run a model of their own; prints the pids of the workers that
+#: loaded the data and the losses.
+SPAWN_SCRIPT = """
+import os, sys
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Data(Dataset):
+    def __init__(self):
+        self.augment = torch.nn.Linear(8, 8)  # a model that runs in the worker processes
+    def __len__(self):
+        return 16
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        with torch.no_grad():
+            x = self.augment(torch.randn(8, generator=g))
+        return x, torch.randn(1, generator=g), os.getpid()
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    loader = DataLoader(Data(), batch_size=4, num_workers=2, multiprocessing_context=sys.argv[1])
+    pids = set()
+    for epoch in range(2):
+        for x, y, pid in loader:
+            pids.update(pid.tolist())
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            print("loss", repr(loss.item()), flush=True)
+    print("pids", " ".join(str(p) for p in sorted(pids)), flush=True)
+"""
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_workers_started_by_spawn_or_forkserver_are_recorded(
+    tmp_path: Path, start_method: str
+) -> None:
+    # these start methods pickle the loop each worker runs: it must survive that, and report
+    plain_dir = tmp_path / "plain"
+    plain_dir.mkdir()
+    _, plain = run_script(plain_dir, SPAWN_SCRIPT, None, start_method)
+    job_dir, result = run_script(tmp_path, SPAWN_SCRIPT, _config(), start_method)
+    assert losses(result) == losses(plain)
+    events = read_events(job_dir, "model_timeline.json")
+    worker_events = [e for e in events if e["phase"] == "DataLoaderWorker"]
+    assert {e["args"]["pid"] for e in worker_events} == loader_pids(result)
+    assert sorted(e["args"]["worker_id"] for e in worker_events) == [0, 0, 1, 1]
+    # the training process alone profiles: the worker processes, which start a new interpreter,
+    # neither write events nor take its name
+    main_pid = next(e for e in events if e["phase"] == "DataLoaderIterInitialize")["args"]["pid"]
+    rank_file = job_dir / "profiler-output" / "framework" / "ranks" / "0-algo-1.json"
+    assert json.loads(rank_file.read_text())["pid"] == main_pid
+    assert {e["args"]["pid"] for e in read_events(job_dir) if "pid" in e["args"]} == {main_pid}

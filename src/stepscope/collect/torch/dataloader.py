@@ -10,11 +10,13 @@ Events go to the node's ``model_timeline`` file with the names and args SageMake
 * ``DataLoaderWorker`` / ``DataLoaderWorker``, args ``worker_id`` and the worker's own ``pid``,
   spanning the worker loop, measured inside the worker.
 
-A worker is a forked process whose exit skips ``atexit`` and which must not touch its parent's
-writer threads, so it reports its lifetime through a pipe: one line of at most a hundred bytes
-(atomic on a pipe), written without blocking when its loop ends (dropped if the pipe is full).
-The training process drains the pipe at step boundaries and when the session stops. Workers
-started with the ``spawn`` method do not inherit the pipe; their lifetime is not recorded.
+A worker is a process whose exit skips ``atexit`` and which must not touch its parent's writer
+threads, so it reports its lifetime in a report file of the session's: one line of at most a
+hundred bytes, appended in one write as its loop ends (a failed write drops it). The training
+process reads the new lines at step boundaries and when the session stops. The loop torch runs
+in each worker is a picklable object naming only that file, so workers started by any method
+(``fork``, ``spawn``, ``forkserver``: the ``multiprocessing_context`` of the data loader) report.
+A worker records nothing else, even when its dataset runs a model.
 
 Which events are kept: ``DataloaderProfilingConfig``'s step or time range (checked against the
 step about to run), and its ``metrics_regex``, matched (``re.search``) against the event name or
@@ -28,6 +30,7 @@ import json
 import logging
 import os
 import re
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -36,7 +39,7 @@ import torch.utils.data._utils.worker as _worker_module
 from torch.utils.data import dataloader as _dataloader
 
 from stepscope.collect.clock import now_us
-from stepscope.collect.session import Session
+from stepscope.collect.session import Session, get_active_session
 
 __all__ = ["DataLoaderHooks"]
 
@@ -47,9 +50,9 @@ _INIT_PHASE = "DataLoaderIterInitialize"
 _GETNEXT_PHASE = "DataLoaderIter"
 _GETNEXT_NAME = "DataLoaderIter::GetNext"
 _WORKER_PHASE = "DataLoaderWorker"
-_MAX_PIPE_READ_BYTES = 65536
-#: Seconds between two reads of the worker pipe at step ends (workers report once, as they
-#: exit; the pipe holds hundreds of reports)
+_MAX_REPORT_READ_BYTES = 65536
+#: Seconds between two reads of the worker report file at step ends (workers report once, as
+#: they exit)
 _DRAIN_INTERVAL_S = 1.0
 
 
@@ -71,8 +74,9 @@ class DataLoaderHooks:
         self._regex = re.compile(getattr(option, "metrics_regex", None) or ".*")
         self._wanted: dict[str, bool] = {}
         self._originals: list[tuple[Any, str, Any]] = []
+        #: the report file workers append to, and the training process's reading end of it
+        self._report_path = ""
         self._read_fd = -1
-        self._write_fd = -1
         self._partial = b""
         #: an iterator with worker processes was created: reports can arrive
         self._workers_started = False
@@ -99,12 +103,11 @@ class DataLoaderHooks:
 
     def install(self) -> None:
         try:
-            self._read_fd, self._write_fd = os.pipe()
-            os.set_blocking(self._read_fd, False)
-            os.set_blocking(self._write_fd, False)
+            self._read_fd, self._report_path = tempfile.mkstemp(
+                prefix="stepscope-workers-", suffix=".jsonl"
+            )
         except OSError as exc:
-            logger.warning("stepscope: no pipe for data-loader worker events (%s)", exc)
-            self._read_fd = self._write_fd = -1
+            logger.warning("stepscope: no file for data-loader worker events (%s)", exc)
         for cls in (
             _dataloader._SingleProcessDataLoaderIter,
             _dataloader._MultiProcessingDataLoaderIter,
@@ -112,22 +115,25 @@ class DataLoaderHooks:
             self._patch(cls, "__init__", self._wrap_init(cls.__init__))
         base = _dataloader._BaseDataLoaderIter
         self._patch(base, "__next__", self._wrap_next(base.__next__))
-        self._patch(
-            _worker_module, "_worker_loop", self._wrap_worker_loop(_worker_module._worker_loop)
-        )
+        if self._report_path:
+            self._patch(
+                _worker_module,
+                "_worker_loop",
+                ReportingWorkerLoop(self._report_path, _worker_module._worker_loop),
+            )
 
     def remove(self) -> None:
         self.drain()
         for owner, name, original in reversed(self._originals):
             setattr(owner, name, original)
         self._originals = []
-        for fd in (self._read_fd, self._write_fd):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    logger.debug("closing the worker pipe failed", exc_info=True)
-        self._read_fd = self._write_fd = -1
+        if self._read_fd >= 0:
+            try:
+                os.close(self._read_fd)
+                os.unlink(self._report_path)
+            except OSError:
+                logger.debug("removing the worker report file failed", exc_info=True)
+        self._read_fd = -1
 
     def _patch(self, owner: Any, name: str, replacement: Any) -> None:
         self._originals.append((owner, name, owner.__dict__[name]))
@@ -142,8 +148,8 @@ class DataLoaderHooks:
         """Nothing to do at the start of a step."""
 
     def on_step_end(self, session: Session, step: int) -> None:
-        # a read of an empty pipe (a failed system call, an exception) costs more than the rest
-        # of a step's bookkeeping: read only once workers exist, about once a second
+        # a read that finds nothing (a system call) costs more than the rest of a step's
+        # bookkeeping: read only once workers exist, about once a second
         if self._workers_started and time.monotonic() - self._last_drain_s >= _DRAIN_INTERVAL_S:
             self.drain()
 
@@ -232,13 +238,7 @@ class DataLoaderHooks:
         if self._read_fd < 0:
             return
         chunks = [self._partial]
-        while True:
-            try:
-                chunk = os.read(self._read_fd, _MAX_PIPE_READ_BYTES)
-            except BlockingIOError:
-                break
-            if not chunk:
-                break
+        while chunk := os.read(self._read_fd, _MAX_REPORT_READ_BYTES):
             chunks.append(chunk)
         data = b"".join(chunks)
         lines = data.split(b"\n")
@@ -268,38 +268,71 @@ class DataLoaderHooks:
             suffix=SUFFIX,
         )
 
-    # -- inside a worker -------------------------------------------------------------------
 
-    def _wrap_worker_loop(self, original: Any) -> Any:
-        signature = inspect.signature(original)
-        write_fd = self._write_fd
+class ReportingWorkerLoop:
+    """torch's data-loader worker loop, which reports the worker's lifetime as it ends.
 
-        def _worker_loop(*args: Any, **kwargs: Any) -> None:
-            start = now_us()
-            try:
-                original(*args, **kwargs)
-            finally:
-                _report_worker(write_fd, signature, args, kwargs, start)
+    Pickled (for a worker started by ``spawn`` or ``forkserver``), it names only the report
+    file: the worker wraps its own torch's loop.
 
-        _worker_loop.__wrapped__ = original  # type: ignore[attr-defined]
-        return _worker_loop
+    :param report_path: the file to append the report line to.
+    :param original: torch's loop; default the one of this process.
+    """
+
+    def __init__(self, report_path: str, original: Callable[..., None] | None = None) -> None:
+        self.report_path = report_path
+        self.original = original if original is not None else _torch_worker_loop()
+        self.signature = inspect.signature(self.original)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        _stop_profiling_in_worker()
+        start = now_us()
+        try:
+            self.original(*args, **kwargs)
+        finally:
+            _report_worker(self.report_path, self.signature, args, kwargs, start)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.report_path,))
+
+
+def _stop_profiling_in_worker() -> None:
+    """A worker is not a rank, even when it runs a model: stop the session that ``stepscope
+    run``'s start-up code began in a worker started by ``spawn`` (a new interpreter; a forked
+    worker forgets its parent's session at the fork)."""
+    try:
+        session = get_active_session()
+        if session is not None:
+            session.stop()
+    except Exception:  # the worker must run whatever happens here
+        logger.debug("stopping the session of a data-loader worker failed", exc_info=True)
+
+
+def _torch_worker_loop() -> Callable[..., None]:
+    """torch's own worker loop, under any of ours."""
+    loop = _worker_module._worker_loop
+    while isinstance(loop, ReportingWorkerLoop):
+        loop = loop.original
+    return loop
 
 
 def _report_worker(
-    write_fd: int, signature: inspect.Signature, args: Any, kwargs: Any, start_us: float
+    report_path: str, signature: inspect.Signature, args: Any, kwargs: Any, start_us: float
 ) -> None:
-    """Runs in the worker as its loop ends: one atomic, non-blocking line to the parent."""
-    if write_fd < 0:
-        return
+    """Runs in the worker as its loop ends: one line appended to the report file, in one write."""
     try:
         worker_id = signature.bind(*args, **kwargs).arguments.get("worker_id", -1)
         line = json.dumps(
             {"w": int(worker_id), "p": os.getpid(), "s": start_us, "e": now_us()},
             separators=(",", ":"),
         )
-        os.write(write_fd, line.encode() + b"\n")
+        fd = os.open(report_path, os.O_WRONLY | os.O_APPEND)  # gone once the session stopped
+        try:
+            os.write(fd, line.encode() + b"\n")
+        finally:
+            os.close(fd)
     except (OSError, TypeError, ValueError):
-        # a full pipe, a parent that went away, an unexpected signature: the worker must exit
+        # a full disk, a session that stopped, an unexpected signature: the worker must exit
         # cleanly whatever happens, and this is the only data it had to send
         logger.debug("data-loader worker report dropped", exc_info=True)
 
