@@ -70,6 +70,26 @@ def test_profile_instruments_torch_and_set_mode_predicts(tmp_path: Path) -> None
     assert [e["args"]["step_num"] for e in steps(events, "PREDICT")] == ["0", "1"]
 
 
+def test_a_script_that_changes_its_working_directory_keeps_one_job_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Hydra, for one, runs a script in a folder of its own: a relative job folder is the one
+    # named when profiling started
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    model = torch.nn.Linear(4, 2)
+    with stepscope.profile(_config(), job_dir="job"):
+        with torch.no_grad():
+            model(torch.randn(3, 4))
+            monkeypatch.chdir(tmp_path / "elsewhere")
+            model(torch.randn(3, 4))
+    assert [e["args"]["step_num"] for e in steps(read_events(tmp_path / "job"), "EVAL")] == [
+        "0",
+        "1",
+    ]
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
 def test_rank_and_node_come_from_torchrun_variables() -> None:
     found = rank_from_env({"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "GROUP_RANK": "1"})
     assert found == {"node": "algo-2", "rank": 3, "local_rank": 1, "world_size": 4}

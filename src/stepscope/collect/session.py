@@ -100,7 +100,8 @@ class Session:
         writer_factory: Callable[..., Any] | None = None,
     ) -> None:
         self.config = config
-        self.profiler_output_dir = Path(profiler_output_dir)
+        # absolute: a script may change its working directory (Hydra does) while it runs
+        self.profiler_output_dir = Path(profiler_output_dir).absolute()
         self.node = node
         self.rank = rank
         self.local_rank = local_rank
