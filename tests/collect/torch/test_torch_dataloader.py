@@ -27,8 +27,12 @@ def _config(start_step: int = 0, num_steps: int = 1000, regex: str = ".*") -> Pr
     )
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_iterator_getnext_and_worker_events(tmp_path: Path, workers: int) -> None:
+@pytest.mark.parametrize(
+    ("workers", "persistent"), [(0, False), (2, False), (2, True)], ids=["0", "2", "2 persistent"]
+)
+def test_iterator_getnext_and_worker_events(tmp_path: Path, workers: int, persistent: bool) -> None:
+    # persistent workers live to the end of the script, past the session: they are recorded as
+    # living until the session stopped
     job_dir, result = run_script(
         tmp_path,
         TRAIN_SCRIPT,
@@ -39,6 +43,7 @@ def test_iterator_getnext_and_worker_events(tmp_path: Path, workers: int) -> Non
         "2",
         "--workers",
         str(workers),
+        *(["--persistent-workers"] if persistent else []),
     )
     events = read_events(job_dir, "model_timeline.json")
     inits = [e for e in events if e["phase"] == "DataLoaderIterInitialize"]

@@ -104,7 +104,8 @@ def losses(result: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 #: A tiny real training job: ``--epochs`` x (``--steps`` training steps, ``--eval-steps`` eval
-#: batches), a DataLoader with ``--workers`` workers, SGD; prints every loss and the pids of the
+#: batches), a DataLoader with ``--workers`` workers (``--persistent-workers``: kept between
+#: epochs, to the end of the script), SGD; prints every loss and the pids of the
 #: processes that loaded the data. ``--annotate`` wraps each step in nested stepscope annotations.
 TRAIN_SCRIPT = """
 import argparse, os, sys, time
@@ -116,6 +117,7 @@ parser.add_argument("--epochs", type=int, default=1)
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--eval-steps", type=int, default=0)
 parser.add_argument("--workers", type=int, default=0)
+parser.add_argument("--persistent-workers", action="store_true")
 parser.add_argument("--annotate", action="store_true")
 parser.add_argument("--no-optimizer", action="store_true")
 parser.add_argument("--sleep-s", type=float, default=0.0, help="sleep in every training step")
@@ -133,8 +135,9 @@ class Data(Dataset):
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-train = DataLoader(Data(4 * args.steps, 0), batch_size=4, num_workers=args.workers)
-evaluate = DataLoader(Data(4 * args.eval_steps, 1), batch_size=4, num_workers=args.workers)
+loading = dict(num_workers=args.workers, persistent_workers=args.persistent_workers)
+train = DataLoader(Data(4 * args.steps, 0), batch_size=4, **loading)
+evaluate = DataLoader(Data(4 * args.eval_steps, 1), batch_size=4, **loading)
 if args.annotate:
     import stepscope
 pids = set()

@@ -12,8 +12,10 @@ Events go to the node's ``model_timeline`` file with the names and args SageMake
 
 A worker is a process whose exit skips ``atexit`` and which must not touch its parent's writer
 threads, so it reports its lifetime in a report file of the session's: one line of at most a
-hundred bytes, appended in one write as its loop ends (a failed write drops it). The training
-process reads the new lines at step boundaries and when the session stops. The loop torch runs
+hundred bytes as its loop starts and one as it ends, each appended in one write (a failed write
+drops it). The training process reads the new lines at step boundaries and when the session
+stops; a worker still running then (``persistent_workers``, a loader alive to the end of the
+script) is written as living until the stop. The loop torch runs
 in each worker is a picklable object naming only that file, so workers started by any method
 (``fork``, ``spawn``, ``forkserver``: the ``multiprocessing_context`` of the data loader) report.
 A worker records nothing else, even when its dataset runs a model.
@@ -78,6 +80,8 @@ class DataLoaderHooks:
         self._report_path = ""
         self._read_fd = -1
         self._partial = b""
+        #: pid -> (worker id, start µs) of the workers that reported their start but not their end
+        self._running_workers: dict[int, tuple[int, float]] = {}
         #: an iterator with worker processes was created: reports can arrive
         self._workers_started = False
         self._last_drain_s = 0.0
@@ -155,6 +159,11 @@ class DataLoaderHooks:
 
     def on_stop(self, session: Session) -> None:
         self.drain()
+        now = now_us()
+        for pid, (worker_id, start) in self._running_workers.items():
+            if _is_running(pid):  # else it was killed, at a time no one knows
+                self._write_worker_event(worker_id, pid, start, now)
+        self._running_workers = {}
 
     # -- the main process ------------------------------------------------------------------
 
@@ -249,11 +258,18 @@ class DataLoaderHooks:
     def _write_worker(self, line: bytes) -> None:
         try:
             report = json.loads(line)
-            start, end = float(report["s"]), float(report["e"])
-            worker_id, pid = int(report["w"]), int(report["p"])
+            worker_id, pid, start = int(report["w"]), int(report["p"]), float(report["s"])
+            end = float(report["e"]) if "e" in report else None
         except (ValueError, KeyError, TypeError):
             logger.debug("ignoring a malformed data-loader worker report %r", line)
             return
+        if end is None:
+            self._running_workers[pid] = (worker_id, start)
+            return
+        self._running_workers.pop(pid, None)
+        self._write_worker_event(worker_id, pid, start, end)
+
+    def _write_worker_event(self, worker_id: int, pid: int, start: float, end: float) -> None:
         first, last = self._first_active_us, self._last_active_us
         if first is None or last is None or start > last or end < first:
             return  # the worker did not live while data-loader profiling was on
@@ -267,6 +283,16 @@ class DataLoaderHooks:
             {"worker_id": worker_id, "pid": pid},
             suffix=SUFFIX,
         )
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: it exists
+        return True
+    return True
 
 
 class ReportingWorkerLoop:
@@ -287,10 +313,11 @@ class ReportingWorkerLoop:
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         _stop_profiling_in_worker()
         start = now_us()
+        _report_worker(self.report_path, self.signature, args, kwargs, start, None)
         try:
             self.original(*args, **kwargs)
         finally:
-            _report_worker(self.report_path, self.signature, args, kwargs, start)
+            _report_worker(self.report_path, self.signature, args, kwargs, start, now_us())
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.report_path,))
@@ -317,15 +344,21 @@ def _torch_worker_loop() -> Callable[..., None]:
 
 
 def _report_worker(
-    report_path: str, signature: inspect.Signature, args: Any, kwargs: Any, start_us: float
+    report_path: str,
+    signature: inspect.Signature,
+    args: Any,
+    kwargs: Any,
+    start_us: float,
+    end_us: float | None,
 ) -> None:
-    """Runs in the worker as its loop ends: one line appended to the report file, in one write."""
+    """Runs in the worker as its loop starts (``end_us`` None) and ends: one line appended to
+    the report file, in one write."""
     try:
         worker_id = signature.bind(*args, **kwargs).arguments.get("worker_id", -1)
-        line = json.dumps(
-            {"w": int(worker_id), "p": os.getpid(), "s": start_us, "e": now_us()},
-            separators=(",", ":"),
-        )
+        report = {"w": int(worker_id), "p": os.getpid(), "s": start_us}
+        if end_us is not None:
+            report["e"] = end_us
+        line = json.dumps(report, separators=(",", ":"))
         fd = os.open(report_path, os.O_WRONLY | os.O_APPEND)  # gone once the session stopped
         try:
             os.write(fd, line.encode() + b"\n")
