@@ -365,3 +365,28 @@ def test_a_module_that_returns_its_parameter_keeps_no_hook_after_the_step(tmp_pa
         e for e in events if e["phase"] == "Backward-SubModuleInternal" and e["name"] == "position"
     ]
     assert [e["args"]["step_num"] for e in position_backwards] == ["0", "1", "2", "3"]
+
+
+def test_a_step_that_mixed_precision_skips_is_still_a_step(tmp_path: Path) -> None:
+    # GradScaler.step skips the optimizer's step when the gradients hold infs (mixed precision
+    # does so while it finds its scale): the training step ends there all the same
+    import torch
+
+    import stepscope
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu")
+    scaler_step = torch.amp.GradScaler.step
+    with stepscope.profile(QUIET, job_dir=tmp_path / "job"):
+        for step in range(5):
+            x = torch.randn(2, 4) * (float("inf") if step in (1, 2) else 1.0)
+            optimizer.zero_grad()
+            scaler.scale(model(x).sum()).backward()
+            scaler.step(optimizer)
+            scaler.update()
+    assert torch.amp.GradScaler.step is scaler_step  # torch's own again
+    events = read_events(tmp_path / "job")
+    assert [e["args"]["step_num"] for e in steps(events)] == ["0", "1", "2", "3", "4"]
+    assert len([e for e in events if e["phase"] == "Backward(post-forward)"]) == 5

@@ -9,7 +9,8 @@ are on (the detailed-profiling range, or always when asked), and lose them when 
 Step boundaries (SageMaker's global step counts every mode; ``step_num`` counts per mode):
 
 * **TRAIN** (model in training mode, gradients on): the step begins at the first forward of the
-  model after the previous step ended, and ends when ``optimizer.step()`` returns. Its start is the
+  model after the previous step ended, and ends when ``optimizer.step()`` returns (or a mixed
+  precision ``GradScaler.step()`` that skipped it). Its start is the
   end of the previous step (or the start of the data-loader epoch), so data loading counts in the
   step it feeds, as in SageMaker's forward-to-forward steps. Scripts without an optimizer fall back
   to SageMaker's rule: the next training forward ends the step.
@@ -122,6 +123,9 @@ class ModuleHooks:
         self.session = session
         self.submodules = submodules
         self.optimizer_seen = False
+        #: how many optimizer steps ran (a ``GradScaler`` step that skipped its optimizer's
+        #: step ends the training step too)
+        self._optimizer_steps = 0
         self._local = threading.local()
         #: model -> the handles of its own hooks
         self._models: weakref.WeakKeyDictionary[torch.nn.Module, list[Any]] = (
@@ -171,11 +175,11 @@ class ModuleHooks:
         )
 
     def install(self) -> None:
-        self._handles = [
-            _optimizer.register_optimizer_step_post_hook(
-                self.session.guard.wrap("torch.optimizer_step", self._optimizer_step)
-            )
-        ]
+        optimizer_step = self.session.guard.wrap("torch.optimizer_step", self._optimizer_step)
+        self._handles = [_optimizer.register_optimizer_step_post_hook(optimizer_step)]
+        scaler: Any = getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
+        self._originals.append((scaler, "step", scaler.step))
+        scaler.step = self._step_even_when_skipped(scaler.step, optimizer_step)
         for name in ("backward", "grad"):
             original = getattr(torch.autograd, name)
             self._originals.append((torch.autograd, name, original))
@@ -470,6 +474,21 @@ class ModuleHooks:
         functools.update_wrapper(script, original)
         return script
 
+    def _step_even_when_skipped(self, original: Any, optimizer_step: Any) -> Any:
+        """``GradScaler.step`` (``original``), which ends the training step also when it skips
+        the optimizer's step (gradients with infs or NaNs, as mixed precision meets while it
+        finds its scale): without this, that step would run on into the next one."""
+
+        def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            steps_before = self._optimizer_steps
+            result = original(scaler, optimizer, *args, **kwargs)
+            if self._optimizer_steps == steps_before:
+                optimizer_step(optimizer, args, kwargs)
+            return result
+
+        functools.update_wrapper(step, original)
+        return step
+
     def _on_backward_called(self) -> bool:
         """Open a pass if this call is one (guarded: a failure is a call not timed)."""
         of = self._backward_of
@@ -597,6 +616,7 @@ class ModuleHooks:
     # -- optimizer ------------------------------------------------------------------------
 
     def _optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._optimizer_steps += 1
         session = self.session
         if not session.enabled:
             return
