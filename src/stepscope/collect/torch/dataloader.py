@@ -15,10 +15,10 @@ threads, so it reports its lifetime in a report file of the session's: one line 
 hundred bytes as its loop starts and one as it ends, each appended in one write (a failed write
 drops it). The training process reads the new lines at step boundaries and when the session
 stops; a worker still running then (``persistent_workers``, a loader alive to the end of the
-script) is written as living until the stop. The loop torch runs
-in each worker is a picklable object naming only that file, so workers started by any method
-(``fork``, ``spawn``, ``forkserver``: the ``multiprocessing_context`` of the data loader) report.
-A worker records nothing else, even when its dataset runs a model.
+script) is written as living until the stop. The loop torch runs in each worker is a picklable
+object naming only that file, so workers started by any method (``fork``, ``spawn``,
+``forkserver``: the data loader's ``multiprocessing_context``) report. A worker records nothing
+else, even when its dataset runs a model.
 
 Which events are kept: ``DataloaderProfilingConfig``'s step or time range (checked against the
 step about to run), and its ``metrics_regex``, matched (``re.search``) against the event name or
@@ -53,8 +53,8 @@ _GETNEXT_PHASE = "DataLoaderIter"
 _GETNEXT_NAME = "DataLoaderIter::GetNext"
 _WORKER_PHASE = "DataLoaderWorker"
 _MAX_REPORT_READ_BYTES = 65536
-#: Seconds between two reads of the worker report file at step ends (workers report once, as
-#: they exit)
+#: Seconds between two reads of the worker report file at step ends (a worker reports as it
+#: starts and as it ends)
 _DRAIN_INTERVAL_S = 1.0
 
 
@@ -296,12 +296,12 @@ def _is_running(pid: int) -> bool:
 
 
 class ReportingWorkerLoop:
-    """torch's data-loader worker loop, which reports the worker's lifetime as it ends.
+    """torch's data-loader worker loop, which reports the worker's start and end.
 
     Pickled (for a worker started by ``spawn`` or ``forkserver``), it names only the report
     file: the worker wraps its own torch's loop.
 
-    :param report_path: the file to append the report line to.
+    :param report_path: the file to append the report lines to.
     :param original: torch's loop; default the one of this process.
     """
 
