@@ -201,8 +201,23 @@ import sys
 sys.modules["stepscope"] = None  # any reference to stepscope in the file fails to load
 import torch
 model = torch.load(sys.argv[1], weights_only=False)
-print(model(torch.ones(1, 8)).item())
+hooks = sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
+print(model(torch.ones(1, 8)).item(), hooks)
 """
+
+
+def _hooks_of(model: torch.nn.Module) -> list[Any]:
+    """Every forward hook on ``model`` and its sub-modules."""
+    return [
+        hook
+        for module in model.modules()
+        for hooks in (module._forward_pre_hooks, module._forward_hooks)
+        for hook in hooks.values()
+    ]
+
+
+def _users_hook(module: torch.nn.Module, args: Any, output: Any) -> None:
+    """A hook of the training script's own: copies keep it."""
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
@@ -211,8 +226,9 @@ def test_a_profiled_model_can_be_copied_saved_and_scripted(
     tmp_path: Path, submodules: bool
 ) -> None:
     """Training scripts copy their model (an EMA, the best model so far), save it whole and
-    script it while they train: each works on a profiled model as on a bare one, the saved
-    model loads where stepscope is not installed, and the profiling goes on."""
+    script it while they train: each works on a profiled model as on a bare one, the copy and
+    the saved model carry none of our hooks (the saved model loads where stepscope is not
+    installed), and the profiling goes on."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -231,7 +247,9 @@ def test_a_profiled_model_can_be_copied_saved_and_scripted(
         train_step()
         with torch.no_grad():
             expected = model(probe).item()
+        users_hook = model.register_forward_hook(_users_hook)
         copied = copy.deepcopy(model)
+        users_hook.remove()  # it would not load without the tests, nor script
         torch.save(model, tmp_path / "model.pt")
         with torch.no_grad():
             scripted = torch.jit.script(model)(probe).item()
@@ -242,6 +260,7 @@ def test_a_profiled_model_can_be_copied_saved_and_scripted(
     assert torch.jit.script is script  # torch's own again once profiling stops
     with torch.no_grad():
         assert copied(probe).item() == expected
+    assert _hooks_of(copied) == [_users_hook]
     assert scripted == expected
     loaded = subprocess.run(
         [sys.executable, "-c", _LOAD_WITHOUT_STEPSCOPE, str(tmp_path / "model.pt")],
@@ -250,7 +269,9 @@ def test_a_profiled_model_can_be_copied_saved_and_scripted(
         timeout=120,
     )
     assert loaded.returncode == 0, loaded.stderr
-    assert float(loaded.stdout) == pytest.approx(expected, rel=1e-6)
+    output, hooks = loaded.stdout.split()
+    assert float(output) == pytest.approx(expected, rel=1e-6)
+    assert hooks == "0"
     # the model's hooks were back for the step after the scripting
     forwards = [e for e in read_events(tmp_path / "job") if e["phase"] == "Forward"]
     assert [e["args"]["step_num"] for e in forwards] == ["0", "0", "1"]

@@ -29,8 +29,9 @@ gradient of its input (or the end of the pass, for the first layer). Nothing her
 module's mode, the RNG or the gradients.
 
 Every hook on a module is a :class:`~stepscope.collect.torch.hook.ModuleHook`, which copies and
-pickles of the module leave behind; ``torch.jit.script``, which compiles every hook of a module,
-is wrapped too, to script the module without ours.
+pickles of the module leave out (``torch.nn.Module.__getstate__`` is wrapped while the hooks are
+installed); ``torch.jit.script``, which compiles every hook of a module, is wrapped too, to
+script the module without ours.
 
 Sub-module hooks run for every sub-module call, so they only take times: a forward post-hook
 notes (module, start, end, step) and, for the backward, which autograd nodes its output and input
@@ -53,7 +54,12 @@ import torch.optim.optimizer as _optimizer
 
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
-from stepscope.collect.torch.hook import ModuleHook, detach_hooks, reattach_hooks
+from stepscope.collect.torch.hook import (
+    ModuleHook,
+    detach_hooks,
+    reattach_hooks,
+    state_without_hooks,
+)
 from stepscope.collect.torch.models import ModelFinder, is_compiled, untraced
 
 if TYPE_CHECKING:
@@ -186,6 +192,9 @@ class ModuleHooks:
             setattr(torch.autograd, name, self._timed(original))
         self._originals.append((torch.jit, "script", torch.jit.script))
         torch.jit.script = self._scripted_without_hooks(torch.jit.script)
+        getstate: Any = torch.nn.Module.__getstate__
+        self._originals.append((torch.nn.Module, "__getstate__", getstate))
+        torch.nn.Module.__getstate__ = self._state_without_hooks(getstate)  # type: ignore[method-assign]
         self.finder.install()
 
     def remove(self) -> None:
@@ -488,6 +497,18 @@ class ModuleHooks:
 
         functools.update_wrapper(step, original)
         return step
+
+    def _state_without_hooks(self, original: Any) -> Any:
+        """``Module.__getstate__`` (``original``), leaving our hooks out of what a copy or a
+        pickle of a module gets."""
+        strip = self.session.guard.wrap("torch.module_state", state_without_hooks)
+
+        def __getstate__(module: torch.nn.Module) -> Any:
+            state = original(module)
+            return strip(state) or state
+
+        functools.update_wrapper(__getstate__, original)
+        return __getstate__
 
     def _on_backward_called(self) -> bool:
         """Open a pass if this call is one (guarded: a failure is a call not timed)."""
