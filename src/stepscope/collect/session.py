@@ -338,6 +338,10 @@ class Session:
         """The running step's ``step_num`` arg (per mode, as SageMaker writes it)."""
         return self.current_step_num
 
+    def next_step_num(self, mode: str) -> str:
+        """The ``step_num`` the next step in ``mode`` will have."""
+        return str(self.mode_steps.get(mode, -1) + 1)
+
     def _update_active(self, step_number: int) -> None:
         if step_number < self._active_until_step:
             return  # runs at every step boundary: most steps change nothing

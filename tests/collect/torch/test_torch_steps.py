@@ -390,3 +390,56 @@ def test_a_step_that_mixed_precision_skips_is_still_a_step(tmp_path: Path) -> No
     events = read_events(tmp_path / "job")
     assert [e["args"]["step_num"] for e in steps(events)] == ["0", "1", "2", "3", "4"]
     assert len([e for e in events if e["phase"] == "Backward(post-forward)"]) == 5
+
+
+@pytest.mark.parametrize("teacher_first", [True, False], ids=["teacher first", "student first"])
+def test_a_teachers_forwards_are_part_of_the_training_steps(
+    tmp_path: Path, teacher_first: bool
+) -> None:
+    # Distillation: a frozen teacher runs under no_grad beside the student in every training
+    # step. Its forwards belong to the training steps (not EVAL steps of their own, which would
+    # take its time out of them); an evaluation loop afterwards still makes EVAL steps, with
+    # the teacher too. A teacher's very first forward, before any training step, cannot be told
+    # from an evaluation: it stays an EVAL step.
+    import torch
+
+    import stepscope
+
+    torch.manual_seed(0)
+    teacher = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    teacher.eval()
+    student = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+    train = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(20, 4)), 4)
+    val = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4)), 4)
+
+    def teach(x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return teacher(x)
+
+    with stepscope.profile(QUIET, job_dir=tmp_path / "job"):
+        for (x,) in train:
+            if teacher_first:
+                target = teach(x)
+                out = student(x)
+            else:
+                out = student(x)
+                target = teach(x)
+            loss = torch.nn.functional.mse_loss(out, target)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        for (x,) in val:
+            teach(x)
+    events = read_events(tmp_path / "job")
+    train_steps = steps(events)
+    assert [e["args"]["step_num"] for e in train_steps] == ["0", "1", "2", "3", "4"]
+    eval_steps = steps(events, "EVAL")
+    first_is_eval = 1 if teacher_first else 0
+    assert len(eval_steps) == first_is_eval + 2
+    assert all(e["start_us"] >= train_steps[-1]["end_us"] for e in eval_steps[first_is_eval:])
+    teacher_forwards = [e for e in events if e["phase"] == "Forward" and e["name"] == "Sequential"]
+    pairs = zip(teacher_forwards[first_is_eval:5], train_steps[first_is_eval:], strict=True)
+    for forward, step in pairs:
+        assert step["start_us"] <= forward["start_us"] <= forward["end_us"] <= step["end_us"]
+        assert forward["args"]["step_num"] == step["args"]["step_num"]

@@ -47,7 +47,7 @@ class Instrumentation:
     def __init__(self, session: Session, *, submodules: bool | None = None) -> None:
         self.session = session
         self.modules = ModuleHooks(session, submodules=submodules)
-        self.dataloader = DataLoaderHooks(session, on_new_iterator=self.modules.finder.arm)
+        self.dataloader = DataLoaderHooks(session, on_new_iterator=self.modules.on_new_iterator)
         self.collectives = CollectiveHooks(session)
         self.python_profiler = PythonProfiler(session)
         self.detailed_profiler = DetailedProfiler(session)

@@ -15,7 +15,9 @@ Step boundaries (SageMaker's global step counts every mode; ``step_num`` counts 
   step it feeds, as in SageMaker's forward-to-forward steps. Scripts without an optimizer fall back
   to SageMaker's rule: the next training forward ends the step.
 * **EVAL** (model in eval mode or under ``no_grad``), **PREDICT** (``stepscope.set_mode``): one
-  step per forward of the model; an eval-mode forward inside an open TRAIN step belongs to it.
+  step per forward of the model; an eval-mode forward inside an open TRAIN step belongs to it,
+  and so does one of a model that is not trained (a distillation teacher, a frozen encoder)
+  called between two training steps of the same data-loader loop: it belongs to the next one.
 
 Times are true ones: ``Forward`` spans the model's forward pre- and post-hook;
 ``Backward(post-forward)`` spans the call of ``torch.autograd.backward`` (what ``loss.backward()``
@@ -70,6 +72,7 @@ __all__ = ["ModuleHooks"]
 # kinds of entries on the per-thread forward stack
 _TOP = 0  # the model's outermost forward
 _TOP_STEP = 1  # the model's outermost forward, which began an EVAL/PREDICT step
+_TOP_AHEAD = 3  # the outermost forward of a model not trained, between training steps
 _SUB = 2  # a sub-module of the model
 
 #: one open module call: (module, start µs or 0.0 when untimed, kind)
@@ -160,6 +163,10 @@ class ModuleHooks:
         self._node_slots: dict[Any, int] = {}
         #: the handles of this step's hooks on leaf tensors, removed when the step ends
         self._leaf_hooks: list[Any] = []
+        #: the models that had a training forward
+        self._trained: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
+        #: a data-loader iterator was made since the last training step began
+        self._new_loop = False
         #: model forwards running now, on any thread
         self._running_model_forwards = 0
         #: epoch µs minus ``perf_counter`` µs (the session's, as :func:`now_us` uses it)
@@ -316,9 +323,9 @@ class ModuleHooks:
             stack.append((module, _perf_counter() if self._sub_handles is not None else 0.0, _SUB))
             return
         now = now_us()
-        began = self._model_forward_begins(module)
+        kind = self._model_forward_begins(module)
         self._running_model_forwards += 1
-        stack.append((module, now, _TOP_STEP if began else _TOP))
+        stack.append((module, now, kind))
 
     def _sub_pre(self, module: torch.nn.Module, args: Any) -> None:
         # Only while sub-module events are on, before every call of a model's sub-module.
@@ -332,25 +339,46 @@ class ModuleHooks:
         except Exception:  # noqa: BLE001 - the guard's catch-all, inlined (see __init__)
             self._sub_hooks_failed()
 
-    def _model_forward_begins(self, module: torch.nn.Module) -> bool:
-        """Open a step if this forward starts one; True when it opened an EVAL/PREDICT step."""
+    def _model_forward_begins(self, module: torch.nn.Module) -> int:
+        """Open a step if this forward starts one; the kind of its entry (:data:`_TOP_STEP` when
+        it opened an EVAL/PREDICT step)."""
         session = self.session
         if session.explicit_steps:
-            return False
+            return _TOP
         training = module.training and torch.is_grad_enabled()
+        if training:
+            self._trained.add(module)
         mode = session.mode_override or ("TRAIN" if training else "EVAL")
         if session.in_step:
             if session.mode != "TRAIN":
                 session.end_step()
-            elif self.optimizer_seen:
-                return False  # part of the open training step (accumulation, a frozen tower)
-            elif mode == "TRAIN" and not self._backward_seen:
-                return False  # several forwards before the first backward of this step
+            elif self.optimizer_seen or not self._backward_seen:
+                # part of the open training step: accumulation, a frozen tower, several
+                # forwards or a teacher's before the backward
+                return _TOP
             else:
                 session.end_step()  # no optimizer: SageMaker's forward-to-forward steps
+        elif (
+            mode == "EVAL"
+            and session.mode == "TRAIN"
+            and not self._new_loop
+            and module not in self._trained
+        ):
+            # a model that is not trained, called between training steps of the same loop (a
+            # teacher, a frozen encoder): part of the next training step, which begins where
+            # the previous one ended
+            return _TOP_AHEAD
         self._backward_seen = False
         session.begin_step(mode)
-        return mode != "TRAIN"
+        if mode == "TRAIN":
+            self._new_loop = False
+        return _TOP if mode == "TRAIN" else _TOP_STEP
+
+    def on_new_iterator(self) -> None:
+        """A data-loader iterator was made (an epoch or an evaluation loop begins): a new model
+        may appear, and an evaluation may follow."""
+        self._new_loop = True
+        self.finder.arm()
 
     def _forward_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         """The post-hook of a model (guarded): a sub-module's, with the name looked up here."""
@@ -364,7 +392,7 @@ class ModuleHooks:
         self._running_model_forwards = max(self._running_model_forwards - 1, 0)
         now = now_us()
         name = self._name_of(module)
-        step_num = session.step_num()
+        step_num = session.next_step_num("TRAIN") if kind == _TOP_AHEAD else session.step_num()
         session.write_later(
             "Forward", name, entry[1], now - entry[1], {"step_num": step_num, "pid": session.pid}
         )
