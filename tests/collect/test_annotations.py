@@ -7,6 +7,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from tests.collect.torch.torchjob import read_events
 
 import stepscope
@@ -81,6 +82,17 @@ def test_outside_a_session_annotations_do_nothing() -> None:
     stepscope.annotation_end(handle)
     with stepscope.annotate("nothing"):
         pass
+
+
+def test_ending_something_that_is_not_a_handle_says_what_it_takes(tmp_path: Path) -> None:
+    session = _session(tmp_path).start()
+    try:
+        with pytest.raises(TypeError, match=r"the handle that annotation_begin\(\) returned.*int"):
+            stepscope.annotation_end(123)  # type: ignore[arg-type]
+    finally:
+        session.stop()
+    with pytest.raises(TypeError, match=r"annotation_begin\(\).*str"):
+        stepscope.annotation_end("step")  # type: ignore[arg-type]
 
 
 def test_annotating_does_not_import_torch() -> None:

@@ -79,10 +79,18 @@ def annotation_begin(name: str) -> AnnotationHandle | None:
 
 def annotation_end(handle: AnnotationHandle | None) -> None:
     """Close an annotation opened by :func:`annotation_begin` and write it to the timeline."""
-    if handle is None or handle.session is None:
+    if handle is None:
+        return
+    try:
+        session = handle.session
+    except AttributeError:
+        raise TypeError(
+            "annotation_end() takes the handle that annotation_begin() returned (or None), "
+            f"not {type(handle).__name__}"
+        ) from None
+    if session is None:
         return
     end_ns = _perf_counter_ns()
-    session = handle.session
     handle.session = None
     if handle.range is not None:
         _close_range(session, handle.range)
