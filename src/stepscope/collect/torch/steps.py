@@ -30,10 +30,9 @@ and ``Backward-SubModuleInternal`` runs from the gradient reaching the sub-modul
 gradient of its input (or the end of the pass, for the first layer). Nothing here changes a
 module's mode, the RNG or the gradients.
 
-Every hook on a module is a :class:`~stepscope.collect.torch.hook.ModuleHook`, which copies and
-pickles of the module leave out (``torch.nn.Module.__getstate__`` is wrapped while the hooks are
-installed); ``torch.jit.script``, which compiles every hook of a module, is wrapped too, to
-script the module without ours.
+Copies and pickles of a module leave our hooks out (``torch.nn.Module.__getstate__`` is wrapped
+while the hooks are installed); ``torch.jit.script``, which compiles every hook of a module, is
+wrapped too, to script the module without ours (:mod:`~stepscope.collect.torch.hook`).
 
 Sub-module hooks run for every sub-module call, so they only take times: a forward post-hook
 notes (module, start, end, step) and, for the backward, which autograd nodes its output and input
@@ -56,12 +55,7 @@ import torch.optim.optimizer as _optimizer
 
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
-from stepscope.collect.torch.hook import (
-    ModuleHook,
-    detach_hooks,
-    reattach_hooks,
-    state_without_hooks,
-)
+from stepscope.collect.torch.hook import detach_hooks, reattach_hooks, state_without_hooks
 from stepscope.collect.torch.models import ModelFinder, is_compiled, untraced
 
 if TYPE_CHECKING:
@@ -143,6 +137,8 @@ class ModuleHooks:
         self._names: weakref.WeakKeyDictionary[torch.nn.Module, str] = weakref.WeakKeyDictionary()
         #: the handles of the sub-modules' hooks while sub-module events are on, else None
         self._sub_handles: list[Any] | None = None
+        #: the ids of the handles of every hook of ours on a module
+        self._hook_ids: set[int] = set()
         self._handles: list[Any] = []
         self._backward_lock = threading.Lock()
         #: the model and step_num whose backward pass a backward call now would be (set by a
@@ -177,8 +173,8 @@ class ModuleHooks:
         # than pay for the guard's wrapper (:meth:`_sub_hooks_failed`).
         # Untraced: a model may be called inside a compiled function (or be compiled in place),
         # and its hooks run a few times per step, where the 0.4 µs this costs does not count.
-        self._model_pre_hook = ModuleHook(untraced(guard.wrap(_MODULE_HOOKS, self._model_pre)))
-        self._post_hook = ModuleHook(untraced(guard.wrap(_MODULE_HOOKS, self._forward_post)))
+        self._model_pre_hook = untraced(guard.wrap(_MODULE_HOOKS, self._model_pre))
+        self._post_hook = untraced(guard.wrap(_MODULE_HOOKS, self._forward_post))
         self._open_pass = guard.wrap("torch.backward", self._on_backward_called)
         self._write_pass = guard.wrap("torch.backward", self._on_pass_ended)
         #: (the module of torch, name, the original function) for every function wrapped
@@ -211,6 +207,7 @@ class ModuleHooks:
             for handle in handles:
                 handle.remove()
         self._models = weakref.WeakKeyDictionary()
+        self._hook_ids.clear()
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -253,9 +250,9 @@ class ModuleHooks:
             if sub is not module and sub not in self._names:
                 self._names[sub] = name
         self._models[module] = [
-            module.register_forward_pre_hook(self._model_pre_hook),
+            self._own(module.register_forward_pre_hook(self._model_pre_hook)),
             # always_call: the post-hook also runs when a forward raises, keeping the stack true
-            module.register_forward_hook(self._post_hook, always_call=True),
+            self._own(module.register_forward_hook(self._post_hook, always_call=True)),
         ]
         if self._sub_handles is not None:
             self._hook_submodules_of(module, self._sub_handles)
@@ -287,16 +284,24 @@ class ModuleHooks:
             pre_hook, post_hook = untraced(pre_hook), untraced(post_hook)
         for sub in model.modules():
             if sub is not model and sub not in self._models:
-                handles.append(sub.register_forward_pre_hook(ModuleHook(pre_hook)))
+                handles.append(self._own(sub.register_forward_pre_hook(pre_hook)))
                 # The post-hook gets the name now: no look-up per call. Not ``always_call``:
                 # the entry of a forward that raised is dropped by the next post-hook that
                 # runs (:meth:`_resync`), and the model's post-hook always runs.
-                handles.append(sub.register_forward_hook(ModuleHook(post_hook, self._name_of(sub))))
+                post = functools.partial(post_hook, self._name_of(sub))
+                handles.append(self._own(sub.register_forward_hook(post)))
+
+    def _own(self, handle: Any) -> Any:
+        """``handle``, of a hook of ours on a module: noted, so that copies, pickles and scripts
+        of the module leave the hook out (:mod:`~stepscope.collect.torch.hook`)."""
+        self._hook_ids.add(handle.id)
+        return handle
 
     def _unhook_submodules(self) -> None:
         handles, self._sub_handles = self._sub_handles, None
         for handle in handles or ():
             handle.remove()
+            self._hook_ids.discard(handle.id)
 
     def _sub_hooks_failed(self) -> None:
         """A sub-module hook raised (called from its ``except``): log it, switch the module
@@ -495,7 +500,9 @@ class ModuleHooks:
         """``torch.jit.script`` (``original``), with our hooks off a module while it compiles it:
         it compiles every hook a module has, and ours cannot be compiled."""
         guard = self.session.guard
-        detach = guard.wrap("torch.jit_script", detach_hooks)
+        detach = guard.wrap(
+            "torch.jit_script", functools.partial(detach_hooks, ours=self._hook_ids)
+        )
         reattach = guard.wrap("torch.jit_script", reattach_hooks)
 
         def script(obj: Any, *args: Any, **kwargs: Any) -> Any:
@@ -529,7 +536,9 @@ class ModuleHooks:
     def _state_without_hooks(self, original: Any) -> Any:
         """``Module.__getstate__`` (``original``), leaving our hooks out of what a copy or a
         pickle of a module gets."""
-        strip = self.session.guard.wrap("torch.module_state", state_without_hooks)
+        strip = self.session.guard.wrap(
+            "torch.module_state", functools.partial(state_without_hooks, ours=self._hook_ids)
+        )
 
         def __getstate__(module: torch.nn.Module) -> Any:
             state = original(module)
