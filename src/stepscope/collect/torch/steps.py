@@ -10,9 +10,9 @@ Step boundaries (SageMaker's global step counts every mode; ``step_num`` counts 
 
 * **TRAIN** (model in training mode, gradients on): the step begins at the first forward of the
   model after the previous step ended, and ends when ``optimizer.step()`` returns (or a mixed
-  precision ``GradScaler.step()`` that skipped it). Its start is the
-  end of the previous step (or the start of the data-loader epoch), so data loading counts in the
-  step it feeds, as in SageMaker's forward-to-forward steps. Scripts without an optimizer fall back
+  precision ``GradScaler.step()`` that skipped it). Its start is the end of the previous step (or
+  the start of the data-loader epoch), so data loading counts in the step it feeds, as in
+  SageMaker's forward-to-forward steps. Scripts without an optimizer fall back
   to SageMaker's rule: the next training forward ends the step.
 * **EVAL** (model in eval mode or under ``no_grad``), **PREDICT** (``stepscope.set_mode``): one
   step per forward of the model; an eval-mode forward inside an open TRAIN step belongs to it,
@@ -48,6 +48,7 @@ import functools
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -66,8 +67,8 @@ __all__ = ["ModuleHooks"]
 # kinds of entries on the per-thread forward stack
 _TOP = 0  # the model's outermost forward
 _TOP_STEP = 1  # the model's outermost forward, which began an EVAL/PREDICT step
-_TOP_AHEAD = 3  # the outermost forward of a model not trained, between training steps
 _SUB = 2  # a sub-module of the model
+_TOP_AHEAD = 3  # the outermost forward of a model not trained, between training steps
 
 #: one open module call: (module, start µs or 0.0 when untimed, kind)
 _Entry = tuple[torch.nn.Module, float, int]
@@ -186,19 +187,21 @@ class ModuleHooks:
     def install(self) -> None:
         optimizer_step = self.session.guard.wrap("torch.optimizer_step", self._optimizer_step)
         self._handles = [_optimizer.register_optimizer_step_post_hook(optimizer_step)]
-        scaler: Any = getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
-        self._originals.append((scaler, "step", scaler.step))
-        scaler.step = self._step_even_when_skipped(scaler.step, optimizer_step)
-        for name in ("backward", "grad"):
-            original = getattr(torch.autograd, name)
-            self._originals.append((torch.autograd, name, original))
-            setattr(torch.autograd, name, self._timed(original))
-        self._originals.append((torch.jit, "script", torch.jit.script))
-        torch.jit.script = self._scripted_without_hooks(torch.jit.script)
-        getstate: Any = torch.nn.Module.__getstate__
-        self._originals.append((torch.nn.Module, "__getstate__", getstate))
-        torch.nn.Module.__getstate__ = self._state_without_hooks(getstate)  # type: ignore[method-assign]
+        scaler = getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
+        self._replace(
+            scaler, "step", lambda step: self._step_even_when_skipped(step, optimizer_step)
+        )
+        self._replace(torch.autograd, "backward", self._timed)
+        self._replace(torch.autograd, "grad", self._timed)
+        self._replace(torch.jit, "script", self._scripted_without_hooks)
+        self._replace(torch.nn.Module, "__getstate__", self._state_without_hooks)
         self.finder.install()
+
+    def _replace(self, owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
+        """Replace torch's ``owner.name`` with ``wrap(original)`` until :meth:`remove`."""
+        original = getattr(owner, name)
+        self._originals.append((owner, name, original))
+        setattr(owner, name, wrap(original))
 
     def remove(self) -> None:
         self.finder.remove()
