@@ -36,7 +36,7 @@ from stepscope.errors import SessionError
 if TYPE_CHECKING:
     from stepscope.config import ProfilerConfig
 
-__all__ = ["MODES", "Session", "StepListener", "get_active_session"]
+__all__ = ["MODES", "Session", "StepListener", "forget_session", "get_active_session"]
 
 logger = logging.getLogger(__name__)
 
@@ -382,7 +382,9 @@ def _config_watcher(path: Path) -> Any:
     return ConfigWatcher(path)
 
 
-def _forget_in_child() -> None:
+def forget_session() -> None:
+    """Drop this process's session without writing anything: in a forked child (at the fork),
+    or in a worker process that must not profile (a data-loader worker started by ``spawn``)."""
     global _active
     if _active is not None:
         for listener in _active._listeners:
@@ -397,4 +399,4 @@ def _forget_in_child() -> None:
 @functools.cache
 def _forget_session_in_forked_children() -> None:
     """Register (once per process) the fork handler that keeps workers off our writers."""
-    os.register_at_fork(after_in_child=_forget_in_child)
+    os.register_at_fork(after_in_child=forget_session)

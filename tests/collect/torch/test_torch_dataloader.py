@@ -14,7 +14,12 @@ from tests.collect.torch.torchjob import (
     run_script,
 )
 
-from stepscope.config import DataloaderProfilingConfig, FrameworkProfile, ProfilerConfig
+from stepscope.config import (
+    DataloaderProfilingConfig,
+    FrameworkProfile,
+    ProfilerConfig,
+    PythonProfilingConfig,
+)
 
 
 def _config(start_step: int = 0, num_steps: int = 1000, regex: str = ".*") -> ProfilerConfig:
@@ -148,7 +153,13 @@ def test_workers_started_by_spawn_or_forkserver_are_recorded(
     plain_dir = tmp_path / "plain"
     plain_dir.mkdir()
     _, plain = run_script(plain_dir, SPAWN_SCRIPT, None, start_method)
-    job_dir, result = run_script(tmp_path, SPAWN_SCRIPT, _config(), start_method)
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            dataloader_profiling_config=DataloaderProfilingConfig(start_step=0, num_steps=1000),
+            python_profiling_config=PythonProfilingConfig(start_step=1, num_steps=1),
+        )
+    )
+    job_dir, result = run_script(tmp_path, SPAWN_SCRIPT, config, start_method)
     assert losses(result) == losses(plain)
     events = read_events(job_dir, "model_timeline.json")
     worker_events = [e for e in events if e["phase"] == "DataLoaderWorker"]
@@ -160,3 +171,7 @@ def test_workers_started_by_spawn_or_forkserver_are_recorded(
     rank_file = job_dir / "profiler-output" / "framework" / "ranks" / "0-algo-1.json"
     assert json.loads(rank_file.read_text())["pid"] == main_pid
     assert {e["args"]["pid"] for e in read_events(job_dir) if "pid" in e["args"]} == {main_pid}
+    # nor Python profiles: the training process's own windows only
+    profiles = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
+    windows = sorted(path.name.split("-", 1)[0] for path in profiles.iterdir())
+    assert windows == ["posthookclose", "prestepzero", "train"]

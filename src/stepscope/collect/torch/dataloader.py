@@ -41,7 +41,7 @@ import torch.utils.data._utils.worker as _worker_module
 from torch.utils.data import dataloader as _dataloader
 
 from stepscope.collect.clock import now_us
-from stepscope.collect.session import Session, get_active_session
+from stepscope.collect.session import Session, forget_session
 
 __all__ = ["DataLoaderHooks"]
 
@@ -76,8 +76,10 @@ class DataLoaderHooks:
         self._regex = re.compile(getattr(option, "metrics_regex", None) or ".*")
         self._wanted: dict[str, bool] = {}
         self._originals: list[tuple[Any, str, Any]] = []
-        #: the report file workers append to, and the training process's reading end of it
-        self._report_path = ""
+        #: the loop torch runs in each worker; it gets the report file workers append to when
+        #: the first iterator with workers is made (so a process that makes none has no file)
+        self._worker_loop = ReportingWorkerLoop("")
+        self._report_file_failed = False
         self._read_fd = -1
         self._partial = b""
         #: pid -> (worker id, start µs) of the workers that reported their start but not their end
@@ -89,6 +91,7 @@ class DataLoaderHooks:
         self._first_active_us: float | None = None
         self._last_active_us: float | None = None
         guard = session.guard
+        self._open_report_file = guard.wrap("torch.dataloader_workers", self._make_report_file)
         self._record_init = guard.wrap("torch.dataloader_init", self._on_init)
         self._record_next = guard.wrap("torch.dataloader_getnext", self._on_next)
         self._peek_worker = guard.wrap("torch.dataloader_worker_id", _next_worker_id)
@@ -106,12 +109,6 @@ class DataLoaderHooks:
     # -- install --------------------------------------------------------------------------
 
     def install(self) -> None:
-        try:
-            self._read_fd, self._report_path = tempfile.mkstemp(
-                prefix="stepscope-workers-", suffix=".jsonl"
-            )
-        except OSError as exc:
-            logger.warning("stepscope: no file for data-loader worker events (%s)", exc)
         for cls in (
             _dataloader._SingleProcessDataLoaderIter,
             _dataloader._MultiProcessingDataLoaderIter,
@@ -119,12 +116,7 @@ class DataLoaderHooks:
             self._patch(cls, "__init__", self._wrap_init(cls.__init__))
         base = _dataloader._BaseDataLoaderIter
         self._patch(base, "__next__", self._wrap_next(base.__next__))
-        if self._report_path:
-            self._patch(
-                _worker_module,
-                "_worker_loop",
-                ReportingWorkerLoop(self._report_path, _worker_module._worker_loop),
-            )
+        self._patch(_worker_module, "_worker_loop", self._worker_loop)
 
     def remove(self) -> None:
         self.drain()
@@ -134,7 +126,7 @@ class DataLoaderHooks:
         if self._read_fd >= 0:
             try:
                 os.close(self._read_fd)
-                os.unlink(self._report_path)
+                os.unlink(self._worker_loop.report_path)
             except OSError:
                 logger.debug("removing the worker report file failed", exc_info=True)
         self._read_fd = -1
@@ -177,11 +169,26 @@ class DataLoaderHooks:
 
         def __init__(iterator: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
             start = now_us()
+            hooks._open_report_file(loader)  # before the workers start
             original(iterator, loader, *args, **kwargs)
             hooks._record_init(iterator, start, now_us())
 
         __init__.__wrapped__ = original  # type: ignore[attr-defined]
         return __init__
+
+    def _make_report_file(self, loader: Any) -> None:
+        """Make the report file for a loader's workers, if it has workers and there is none."""
+        if self._worker_loop.report_path or self._report_file_failed:
+            return
+        if not getattr(loader, "num_workers", 0) or not self.session.enabled:
+            return
+        try:
+            self._read_fd, self._worker_loop.report_path = tempfile.mkstemp(
+                prefix="stepscope-workers-", suffix=".jsonl"
+            )
+        except OSError as exc:
+            logger.warning("stepscope: no file for data-loader worker events (%s)", exc)
+            self._report_file_failed = True
 
     def _on_init(self, iterator: Any, start_us: float, end_us: float) -> None:
         session = self.session
@@ -324,15 +331,13 @@ class ReportingWorkerLoop:
 
 
 def _stop_profiling_in_worker() -> None:
-    """A worker is not a rank, even when it runs a model: stop the session that ``stepscope
-    run``'s start-up code began in a worker started by ``spawn`` (a new interpreter; a forked
-    worker forgets its parent's session at the fork)."""
+    """A worker is not a rank, even when it runs a model: drop, without writing anything, the
+    session that ``stepscope run``'s start-up code began in a worker started by ``spawn`` (a new
+    interpreter; a forked worker forgets its parent's session at the fork)."""
     try:
-        session = get_active_session()
-        if session is not None:
-            session.stop()
+        forget_session()
     except Exception:  # the worker must run whatever happens here
-        logger.debug("stopping the session of a data-loader worker failed", exc_info=True)
+        logger.debug("dropping the session of a data-loader worker failed", exc_info=True)
 
 
 def _torch_worker_loop() -> Callable[..., None]:
@@ -353,6 +358,8 @@ def _report_worker(
 ) -> None:
     """Runs in the worker as its loop starts (``end_us`` None) and ends: one line appended to
     the report file, in one write."""
+    if not report_path:
+        return
     try:
         worker_id = signature.bind(*args, **kwargs).arguments.get("worker_id", -1)
         report = {"w": int(worker_id), "p": os.getpid(), "s": start_us}
