@@ -196,6 +196,7 @@ def test_a_writer_that_cannot_be_built_never_reaches_annotated_code(
 
 
 #: loads a whole saved model where stepscope cannot be imported, and prints its output for ones
+#: and how many forward hooks it carries
 _LOAD_WITHOUT_STEPSCOPE = """
 import sys
 sys.modules["stepscope"] = None  # any reference to stepscope in the file fails to load
