@@ -7,7 +7,8 @@
 2. start one system monitor for the node and the live rule engine, each in its own process;
 3. run the command with the instrumentation bootstrap on ``PYTHONPATH`` (``torch.distributed.run``
    when more than one process per node is asked for);
-4. whatever happens to the command (exit, crash, Ctrl-C), mark the end (``training_job_end.ts``),
+4. whatever happens to the command (exit, crash, Ctrl-C, a SIGTERM or SIGHUP to this process,
+   passed on to the command), mark the end (``training_job_end.ts``),
    stop the monitor, let the rules make their final pass, write the report and complete
    ``job.json`` with the end time, status, exit code and every rank's description.
 """
@@ -24,7 +25,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -330,26 +332,58 @@ def _child_env(job: Job, config_path: Path) -> dict[str, str]:
 
 
 def _run_child(command: list[str], env: dict[str, str], watcher: _StatusPrinter) -> tuple[int, str]:
-    """Run the command to its end; Ctrl-C stops it gracefully and counts as Stopped."""
+    """Run the command to its end; Ctrl-C stops it gracefully, and SIGTERM or SIGHUP sent to
+    this process go on to the command, which ends as it chooses (a preempted job saving its
+    checkpoint); either counts as Stopped."""
     try:
         child = subprocess.Popen(command, env=env)
     except OSError as exc:
         logger.error("could not start %s: %s", command[0], exc)
         return 127, JobStatus.FAILED
-    stopped = False
-    while True:
-        try:
-            code = child.wait(timeout=1.0)
-            break
-        except subprocess.TimeoutExpired:
-            watcher.poll()
-        except KeyboardInterrupt:
-            stopped = True
-            code = _stop_child(child)
-            break
-    if stopped:
+    forwarded: list[int] = []
+    with _forwarding_signals(child, forwarded):
+        stopped = False
+        while True:
+            try:
+                code = child.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                watcher.poll()
+            except KeyboardInterrupt:
+                stopped = True
+                code = _stop_child(child)
+                break
+    if stopped or forwarded:
         return code, JobStatus.STOPPED
     return code, JobStatus.COMPLETED if code == 0 else JobStatus.FAILED
+
+
+#: Signals that ask this process to end and are passed on to the command.
+_FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def _forwarding_signals(child: subprocess.Popen[bytes], forwarded: list[int]) -> Iterator[None]:
+    """While the command runs, pass SIGTERM and SIGHUP on to it (noting them in ``forwarded``)
+    instead of dying at once and leaving it running without its report. Only the main thread
+    can handle signals: from another, nothing changes."""
+
+    def forward(signum: int, frame: object) -> None:
+        forwarded.append(signum)
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    previous: dict[int, Any] = {}
+    try:
+        for signum in _FORWARDED_SIGNALS:
+            previous[signum] = signal.signal(signum, forward)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield
+    finally:
+        for restored, handler in previous.items():
+            signal.signal(restored, handler)
 
 
 def _stop_child(child: subprocess.Popen[bytes]) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -132,6 +133,66 @@ def test_ctrl_c_stops_the_job_and_leaves_it_readable(tmp_path: Path, train_scrip
     assert job["status"] == "Stopped"
     assert job["end_time_us"] is not None
     assert (job_dir / "profiler-output" / "training_job_end.ts").exists()
+
+
+#: trains until SIGTERM, then saves a "checkpoint" (argv[1]) and exits 0, as a preempted job does
+PREEMPTIBLE = textwrap.dedent(
+    """
+    import pathlib, signal, sys, time
+    import torch
+
+    checkpoint = pathlib.Path(sys.argv[1])
+
+    def save_and_exit(signum, frame):
+        checkpoint.write_text("saved")
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, save_and_exit)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    while True:
+        model(torch.randn(2, 4)).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        checkpoint.with_suffix(".training").touch()
+        time.sleep(0.01)
+    """
+)
+
+
+def test_sigterm_goes_on_to_the_command_and_the_job_ends_stopped(tmp_path: Path) -> None:
+    # a scheduler preempting the job signals the launcher: the training script gets the
+    # signal, saves its checkpoint and exits, and the job ends Stopped with its report
+    script = tmp_path / "preemptible.py"
+    script.write_text(PREEMPTIBLE)
+    checkpoint = tmp_path / "checkpoint"
+    job_dir = tmp_path / "job"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "stepscope", "run", "--job-dir", str(job_dir), "--"]
+        + [sys.executable, str(script), str(checkpoint)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not checkpoint.with_suffix(".training").exists():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the script never started training"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)  # to the launcher alone
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # whatever is left of the job
+            os.killpg(process.pid, signal.SIGKILL)
+    assert checkpoint.read_text() == "saved", stderr
+    job = _job(job_dir)
+    assert job["status"] == "Stopped"
+    assert job["exit_code"] == 0
+    assert process.returncode == 0
+    assert (job_dir / "profiler-output" / "training_job_end.ts").exists()
+    assert (job_dir / "rule-output" / "profiler-report.html").exists()
 
 
 def test_run_rejects_an_existing_job_folder(tmp_path: Path, train_script: Path) -> None:
