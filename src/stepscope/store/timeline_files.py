@@ -17,7 +17,7 @@ import orjson
 
 from stepscope.store.layout import FRAMEWORK_TMP_RE, framework_dir, pevents_file_path
 
-__all__ = ["publish_closed_file", "recover_timeline_files"]
+__all__ = ["pid_running", "publish_closed_file", "recover_timeline_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def recover_timeline_files(profiler_output_dir: str | Path) -> list[Path]:
     recovered = []
     for tmp_path in sorted(framework_dir(profiler_output_dir).glob("*.tmp")):
         match = FRAMEWORK_TMP_RE.match(tmp_path.name)
-        if match is None or match["pid"] is None or _pid_running(int(match["pid"])):
+        if match is None or match["pid"] is None or pid_running(int(match["pid"])):
             continue
         try:
             if tmp_path.stat().st_nlink > 1:
@@ -104,7 +104,8 @@ def _finish_orphan(tmp_path: Path) -> int | None:
     return int(end_us)
 
 
-def _pid_running(pid: int) -> bool:
+def pid_running(pid: int) -> bool:
+    """Whether a process ``pid`` exists (someone else's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

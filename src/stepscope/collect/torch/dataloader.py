@@ -42,6 +42,7 @@ from torch.utils.data import dataloader as _dataloader
 
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session, forget_session
+from stepscope.store.timeline_files import pid_running
 
 __all__ = ["DataLoaderHooks"]
 
@@ -153,7 +154,7 @@ class DataLoaderHooks:
         self.drain()
         now = now_us()
         for pid, (worker_id, start) in self._running_workers.items():
-            if _is_running(pid):  # else it was killed, at a time no one knows
+            if pid_running(pid):  # else it was killed, at a time no one knows
                 self._write_worker_event(worker_id, pid, start, now)
         self._running_workers = {}
 
@@ -290,16 +291,6 @@ class DataLoaderHooks:
             {"worker_id": worker_id, "pid": pid},
             suffix=SUFFIX,
         )
-
-
-def _is_running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: it exists
-        return True
-    return True
 
 
 class ReportingWorkerLoop:
