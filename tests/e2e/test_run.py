@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -108,27 +109,44 @@ def test_a_crashing_script_leaves_a_complete_failed_job(tmp_path: Path, train_sc
     assert (job_dir / "profiler-output" / "training_job_end.ts").exists()
 
 
-def test_ctrl_c_stops_the_job_and_leaves_it_readable(tmp_path: Path, train_script: Path) -> None:
-    job_dir = tmp_path / "job"
+@contextlib.contextmanager
+def _running(job_dir: Path, command: list[str]) -> Iterator[subprocess.Popen[str]]:
+    """``stepscope run -- command`` in a session of its own; at the end, whatever is left of
+    the job is killed."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "stepscope", "run", "--job-dir", str(job_dir), "--"]
-        + [sys.executable, str(train_script), "--steps", "100000", "--sleep-s", "0.01"],
+        [sys.executable, "-m", "stepscope", "run", "--job-dir", str(job_dir), "--", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        while not list((job_dir / "profiler-output").rglob("*.algo-1.json")):
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "the job never started writing"
-            time.sleep(0.2)
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _wait_until(process: subprocess.Popen[str], ready: Callable[[], bool], failure: str) -> None:
+    """Wait (up to two minutes) until ``ready()``, while the job runs."""
+    deadline = time.monotonic() + 120
+    while not ready():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.2)
+
+
+def test_ctrl_c_stops_the_job_and_leaves_it_readable(tmp_path: Path, train_script: Path) -> None:
+    job_dir = tmp_path / "job"
+    command = [sys.executable, str(train_script), "--steps", "100000", "--sleep-s", "0.01"]
+
+    def writing() -> bool:
+        return any((job_dir / "profiler-output").rglob("*.algo-1.json"))
+
+    with _running(job_dir, command) as process:
+        _wait_until(process, writing, "the job never started writing")
         os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
     job = _job(job_dir)
     assert job["status"] == "Stopped"
     assert job["end_time_us"] is not None
@@ -167,25 +185,11 @@ def test_sigterm_goes_on_to_the_command_and_the_job_ends_stopped(tmp_path: Path)
     script.write_text(PREEMPTIBLE)
     checkpoint = tmp_path / "checkpoint"
     job_dir = tmp_path / "job"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "stepscope", "run", "--job-dir", str(job_dir), "--"]
-        + [sys.executable, str(script), str(checkpoint)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not checkpoint.with_suffix(".training").exists():
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "the script never started training"
-            time.sleep(0.2)
+    training = checkpoint.with_suffix(".training")
+    with _running(job_dir, [sys.executable, str(script), str(checkpoint)]) as process:
+        _wait_until(process, training.exists, "the script never started training")
         process.send_signal(signal.SIGTERM)  # to the launcher alone
         _, stderr = process.communicate(timeout=120)
-    finally:
-        with contextlib.suppress(ProcessLookupError):  # whatever is left of the job
-            os.killpg(process.pid, signal.SIGKILL)
     assert checkpoint.read_text() == "saved", stderr
     job = _job(job_dir)
     assert job["status"] == "Stopped"
