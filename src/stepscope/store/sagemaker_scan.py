@@ -12,9 +12,10 @@ record and name what was skipped.
 
 A scan runs on one DuckDB thread: on a busy machine a second one only adds CPU time. A refresh
 with a backlog runs the next scan beside the writing of the previous one's rows
-(:class:`~stepscope.store.raw_files.RawReading`), so it holds at most two scans' rows. Two things the per-file readers do with Python's types
-are decided by DuckDB's here, for files no writer we know produces: an event ``name`` that is
-not a JSON string is taken as its JSON text, and a ``pid`` written as text as the number.
+(:class:`~stepscope.store.raw_files.RawReading`), so it holds at most two scans' rows. Two
+things the per-file readers do with Python's types are decided by DuckDB's here, for files no
+writer we know produces: an event ``name`` that is not a JSON string is taken as its JSON text,
+and a ``pid`` written as text as the number.
 """
 
 from __future__ import annotations
