@@ -7,6 +7,7 @@ import json
 import pstats
 from pathlib import Path
 
+import pytest
 from tests.collect.torch.torchjob import TRAIN_SCRIPT, read_events, run_script, steps
 
 from stepscope.config import (
@@ -99,6 +100,37 @@ def test_pyinstrument_writes_json_and_html(tmp_path: Path) -> None:
     data = json.loads((step_folders[0] / "python_stats.json").read_text())
     assert "root_frame" in data
     assert "<html" in (step_folders[0] / "python_stats.html").read_text().lower()
+
+
+@pytest.mark.parametrize("tool", ["cprofile", "pyinstrument"])
+def test_workers_forked_inside_a_python_profile_window_print_nothing(
+    tmp_path: Path, tool: str
+) -> None:
+    # the training loader forks its workers inside the window before step 0, the evaluation
+    # loader inside a step's window; a worker takes no profile of its own, and says nothing
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            python_profiling_config=PythonProfilingConfig(
+                start_step=0, num_steps=10, python_profiler=tool
+            )
+        )
+    )
+    job_dir, result = run_script(
+        tmp_path, TRAIN_SCRIPT, config, "--steps", "3", "--eval-steps", "2", "--workers", "2"
+    )
+    assert "Exception ignored" not in result.stderr
+    assert "Traceback" not in result.stderr
+    root = job_dir / "profiler-output" / "framework" / "pytorch" / tool
+    assert [folder.name for folder in root.iterdir()] == ["0-algo-1"]
+    modes = sorted(
+        bounds[0].mode
+        for bounds in map(
+            parse_python_stats_folder, (f.name for f in (root / "0-algo-1").iterdir())
+        )
+        if bounds is not None
+    )
+    assert modes.count("prestepzero") == 1
+    assert modes.count("train") == 3
 
 
 def test_detailed_trace_covers_exactly_the_configured_steps(tmp_path: Path) -> None:

@@ -152,10 +152,19 @@ class PythonProfiler:
             self.join()
 
     def after_fork_in_child(self) -> None:
-        """A forked child (a data-loader worker) must not go on profiling our window."""
-        if self._window is not None:
-            self._window = None
-            sys.setprofile(None)
+        """A forked child (a data-loader worker) must not go on profiling our window.
+
+        The profiler is turned off while the window still holds it: a cProfile profiler freed
+        while on turns itself off from its destructor, inside ``sys.setprofile``, which Python
+        refuses with an "Exception ignored" traceback on the child's stderr.
+        """
+        window, self._window = self._window, None
+        if window is None:
+            return
+        if window.tool == "cprofile":
+            window.profiler.disable()
+        else:
+            sys.setprofile(None)  # pyinstrument's sampler
 
     def _at_exit(self) -> None:
         global _open_post_close
