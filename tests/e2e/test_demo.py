@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,10 @@ def test_the_demo_finds_its_slow_data_loader_and_its_slow_step(tmp_path: Path) -
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "stepscope ui" in result.stderr  # how to open the UI
+    # a real training run: the model learns (ten classes, so chance is 0.1)
+    accuracy = re.search(r"eval accuracy ([0-9.]+)", result.stderr)
+    assert accuracy is not None, result.stderr[-3000:]
+    assert float(accuracy.group(1)) > 0.25
     statuses = {
         rule: json.loads((job_dir / "rule-output" / rule / "status.json").read_text())
         for rule in ("Dataloader", "StepOutlier", "ProfilerReport")

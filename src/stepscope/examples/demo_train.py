@@ -27,8 +27,15 @@ __all__ = ["SmallCNN", "SyntheticImages", "main", "parse_args", "train"]
 logger = logging.getLogger(__name__)
 
 
+#: the seed of the class patterns, shared by every split so that what is learnt carries over
+_PATTERN_SEED = 20_211_001
+
+
 class SyntheticImages(Dataset[tuple[torch.Tensor, torch.Tensor]]):
-    """Deterministic random 3x32x32 images in 10 classes; each item sleeps to mimic slow I/O.
+    """Deterministic 3x32x32 images in 10 classes; each item sleeps to mimic slow I/O.
+
+    Each image is its class's fixed pattern under noise four times as strong, so the model has
+    something to learn: the loss falls and the accuracy rises within the demo's minute.
 
     :param size: number of samples.
     :param load_delay_s: time each ``__getitem__`` sleeps (a slow disk, a heavy decode).
@@ -38,6 +45,8 @@ class SyntheticImages(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         self.size = size
         self.load_delay_s = load_delay_s
         self.seed = seed
+        patterns = torch.Generator().manual_seed(_PATTERN_SEED)
+        self.patterns = torch.randn(10, 3, 32, 32, generator=patterns)
 
     def __len__(self) -> int:
         return self.size
@@ -46,8 +55,8 @@ class SyntheticImages(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         if self.load_delay_s > 0:
             time.sleep(self.load_delay_s)
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
-        image = torch.randn(3, 32, 32, generator=generator)
         label = torch.randint(0, 10, (), generator=generator)
+        image = self.patterns[label] + 4.0 * torch.randn(3, 32, 32, generator=generator)
         return image, label
 
 
@@ -83,7 +92,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--load-delay-ms", type=float, default=4.0, help="sleep per sample")
     parser.add_argument("--slow-step", type=int, default=50, help="this training step is slow")
     parser.add_argument("--slow-step-s", type=float, default=1.5)
-    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
 
