@@ -6,6 +6,7 @@
     ├─ ConfigError (ValueError)              .parameter .value .allowed
     ├─ MissingDependencyError (ImportError)  .package .extra .feature
     ├─ SessionError (RuntimeError)           profiler already running / not running
+    ├─ ServeError (OSError)                  .host .port: the UI cannot listen there
     ├─ StoreError
     │  ├─ JobNotFoundError (FileNotFoundError)
     │  ├─ UnsupportedFormatError             no reader recognises the path
@@ -26,6 +27,7 @@ __all__ = [
     "JobNotFoundError",
     "MissingDependencyError",
     "RuleError",
+    "ServeError",
     "SessionError",
     "StepscopeError",
     "StoreError",
@@ -72,6 +74,19 @@ class MissingDependencyError(StepscopeError, ImportError):
 
 class SessionError(StepscopeError, RuntimeError):
     """A profiling session was started twice, or used while not running."""
+
+
+class ServeError(StepscopeError, OSError):
+    """The Profiler UI cannot listen on the address it was given (a port in use, a bad host)."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        self.host = host
+        self.port = port
+        self.reason = reason
+        super().__init__(
+            f"Cannot serve the Profiler UI on {host} port {port}: {reason}. "
+            "Choose another port (stepscope ui --port N) or host."
+        )
 
 
 class StoreError(StepscopeError):

@@ -118,3 +118,37 @@ def test_a_bad_port_is_a_configuration_error(tmp_path: Path, jobs_root: Path):
     )
     assert result.returncode == 2
     assert "serve.port must be an integer from 1 to 65535, got 0." in result.stderr
+
+
+def _run_ui(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "stepscope", "ui", "--no-browser", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_root_that_is_missing_or_not_a_trace_is_an_error(tmp_path: Path) -> None:
+    missing = _run_ui(str(tmp_path / "no-such-folder"))
+    assert missing.returncode == 1
+    assert f"No profiling job or trace found at '{tmp_path / 'no-such-folder'}'" in missing.stderr
+    not_a_trace = tmp_path / "notes.txt"
+    not_a_trace.write_text("not a trace")
+    wrong = _run_ui(str(not_a_trace))
+    assert wrong.returncode == 1
+    assert f"'{not_a_trace}' is not a format stepscope reads" in wrong.stderr
+    assert "Profiler UI at" not in missing.stderr + wrong.stderr
+
+
+def test_a_port_in_use_is_an_error_and_nothing_is_announced(
+    tmp_path: Path, jobs_root: Path
+) -> None:
+    # another server holds the port: no URL is printed (nor a browser sent there)
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = _run_ui(str(jobs_root), "--port", str(port))
+    assert result.returncode == 1
+    assert f"Cannot serve the Profiler UI on 127.0.0.1 port {port}" in result.stderr
+    assert "--port" in result.stderr
+    assert "Profiler UI at" not in result.stderr

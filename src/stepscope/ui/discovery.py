@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal  # Any: the JSON values of an answer
 
+from stepscope.errors import JobNotFoundError, UnsupportedFormatError
 from stepscope.store import is_kineto_trace
 
-__all__ = ["MAX_DEPTH", "JobEntry", "JobKind", "JobStatus", "discover_jobs", "job_id"]
+__all__ = ["MAX_DEPTH", "JobEntry", "JobKind", "JobStatus", "check_root", "discover_jobs", "job_id"]
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +99,22 @@ def job_id(root: Path, path: Path) -> str:
     """The opaque id of ``path`` under ``root``: stable across restarts, reveals no path."""
     relative = path.relative_to(root).as_posix()
     return hashlib.sha256(f"{root}\0{relative}".encode()).hexdigest()[:20]
+
+
+def check_root(root: str | os.PathLike[str]) -> Path:
+    """A root a user named, checked: it must exist, and a file must be a trace.
+
+    :raises JobNotFoundError: nothing exists at ``root``.
+    :raises UnsupportedFormatError: ``root`` is a file that is not a PyTorch profiler trace.
+    """
+    path = Path(root).expanduser()
+    if not path.exists():
+        raise JobNotFoundError(str(root), "Give a folder of jobs or a PyTorch profiler trace.")
+    if path.is_file() and not _is_trace(path):
+        raise UnsupportedFormatError(
+            str(root), "a folder of jobs or a PyTorch profiler trace (.json or .json.gz)"
+        )
+    return path
 
 
 def discover_jobs(roots: Iterable[str | os.PathLike[str]]) -> list[JobEntry]:

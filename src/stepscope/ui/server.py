@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import webbrowser
 from collections.abc import Sequence
 
-from stepscope.errors import ConfigError
+from stepscope.errors import ConfigError, ServeError
 from stepscope.ui.app import create_app
 from stepscope.ui.security import is_loopback, new_token
 
@@ -64,6 +65,7 @@ def serve(
         idle_threshold_s=idle_threshold_s,
         on_idle=stop_serving,
     )
+    listening = _listen(host, port)
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
@@ -72,4 +74,14 @@ def serve(
     logger.info("Profiler UI at %s (Ctrl+C to stop)", url)
     if open_browser:
         threading.Timer(1.0, webbrowser.open, args=(url,)).start()
-    server.run()
+    server.run(sockets=[listening])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything is printed or opened: a port in use must
+    not send the browser to whatever else listens there."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise ServeError(host, port, exc.strerror or str(exc)) from exc
