@@ -133,6 +133,60 @@ def test_workers_forked_inside_a_python_profile_window_print_nothing(
     assert modes.count("train") == 3
 
 
+#: Trains 8 steps, calling ``marker`` once per step; with ``--profile-self`` the script takes
+#: its own cProfile profile of the loop and prints how many calls of ``marker`` it saw.
+SELF_PROFILED_SCRIPT = """
+import cProfile, pstats, sys
+import torch
+
+def marker():
+    return sum(range(10))
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+own = cProfile.Profile() if "--profile-self" in sys.argv else None
+if own is not None:
+    own.enable()
+for _ in range(8):
+    loss = model(torch.randn(2, 4)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    marker()
+if own is not None:
+    own.disable()
+    seen = [v[1] for k, v in pstats.Stats(own).stats.items() if k[2] == "marker"]
+    print("marker calls seen:", sum(seen))
+"""
+
+
+@pytest.mark.parametrize("how", ["in the script", "python -m cProfile"])
+def test_the_users_own_python_profiler_is_left_alone(tmp_path: Path, how: str) -> None:
+    # Python has one profiler slot per thread: our windows must not take it from the user's
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            python_profiling_config=PythonProfilingConfig(start_step=2, num_steps=3)
+        )
+    )
+    user_stats = tmp_path / "user.prof"
+    if how == "in the script":
+        _, result = run_script(tmp_path, SELF_PROFILED_SCRIPT, config, "--profile-self")
+        assert "marker calls seen: 8" in result.stdout
+    else:
+        launcher = ("-m", "cProfile", "-o", str(user_stats))
+        _, result = run_script(tmp_path, SELF_PROFILED_SCRIPT, config, launcher=launcher)
+        stats = pstats.Stats(str(user_stats)).stats
+        assert sum(v[1] for k, v in stats.items() if k[2] == "marker") == 8
+    assert "another Python profiler runs on this thread" in result.stderr
+    root = tmp_path / "job" / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
+    modes = [
+        bounds[0].mode
+        for bounds in map(parse_python_stats_folder, (f.name for f in root.iterdir()))
+        if bounds is not None
+    ]
+    assert "train" not in modes  # every step window fell while the user's profiler ran
+
+
 def test_detailed_trace_covers_exactly_the_configured_steps(tmp_path: Path) -> None:
     config = ProfilerConfig(
         framework_profile_params=FrameworkProfile(

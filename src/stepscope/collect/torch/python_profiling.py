@@ -20,6 +20,11 @@ next session in the same process, whatever that one profiles (left open, it woul
 the new session's steps, slowing them and mixing them into the old session's window), or to a
 call of :func:`end_post_hook_close_window`.
 
+Python has one profiler slot per thread. While another profiler holds it (the script's own
+cProfile, ``python -m cProfile``, pyinstrument, an IDE's), no window opens; a window whose
+profiler another one replaced is dropped and its profiler kept, never turned off: turning a
+cProfile profiler off (or freeing it while on) empties the slot, whoever holds it.
+
 The stats are snapshotted on the training thread (a dictionary copy) and written by a short-lived
 writer thread per window, so no file is written on the training thread.
 """
@@ -62,7 +67,7 @@ _TIMERS: dict[str, Callable[[], float] | None] = {
 
 
 class _Window:
-    __slots__ = ("kind", "profiler", "start", "step", "tool")
+    __slots__ = ("installed", "kind", "profiler", "start", "step", "tool")
 
     def __init__(self, tool: str, profiler: Any, kind: str, step: int | None, start: Any) -> None:
         self.tool = tool
@@ -70,6 +75,18 @@ class _Window:
         self.kind = kind  # "step" | "prestepzero" | "posthookclose"
         self.step = step
         self.start = start
+        #: what holds the thread's profiler slot once this window's profiler started
+        self.installed = sys.getprofile()
+
+    def replaced(self) -> bool:
+        """Whether another profiler took the slot from this window's (and still holds it)."""
+        current = sys.getprofile()
+        return current is not None and current is not self.installed
+
+
+#: profilers of windows another profiler replaced: kept for the life of the process, since
+#: freeing one that is still on would empty the other's slot
+_displaced: list[Any] = []
 
 
 #: the profiler whose post-hook-close window is open (one per process: it profiles this thread)
@@ -100,6 +117,7 @@ class PythonProfiler:
         self._window: _Window | None = None
         self._writers: list[threading.Thread] = []
         self._atexit_registered = False
+        self._told_of_other_profiler = False
 
     def _config(self) -> Any:
         framework = self.session.config.framework_profile_params
@@ -192,6 +210,9 @@ class PythonProfiler:
     def _open(self, kind: str, step: int | None, config: Any, *, timer: str | None) -> None:
         if self._window is not None:
             return
+        if sys.getprofile() is not None:
+            self._leave_to_other_profiler()
+            return
         tool = str(config.python_profiler.value).lower()
         if tool == "pyinstrument":
             from stepscope._optional import require
@@ -207,9 +228,21 @@ class PythonProfiler:
         start_mode = kind if kind != "step" else "global"
         self._window = _Window(tool, profiler, kind, step, (start_mode, now_us()))
 
+    def _leave_to_other_profiler(self) -> None:
+        if not self._told_of_other_profiler:
+            self._told_of_other_profiler = True
+            logger.warning(
+                "stepscope: another Python profiler runs on this thread; stepscope's Python "
+                "profiling windows are left out while it does, so as not to replace it"
+            )
+
     def _close(self, end: StatsBoundary) -> None:
         window, self._window = self._window, None
         if window is None:
+            return
+        if window.replaced():
+            _displaced.append(window.profiler)
+            self._leave_to_other_profiler()
             return
         if window.tool == "cprofile":
             window.profiler.disable()
