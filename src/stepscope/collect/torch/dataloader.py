@@ -42,6 +42,7 @@ from torch.utils.data import dataloader as _dataloader
 
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session, forget_session
+from stepscope.collect.torch.patches import Patches
 from stepscope.store.timeline_files import pid_running
 
 __all__ = ["DataLoaderHooks"]
@@ -76,7 +77,7 @@ class DataLoaderHooks:
         option = getattr(framework, "dataloader_profiling_config", None)
         self._regex = re.compile(getattr(option, "metrics_regex", None) or ".*")
         self._wanted: dict[str, bool] = {}
-        self._originals: list[tuple[Any, str, Any]] = []
+        self._patches = Patches()
         #: the loop torch runs in each worker; it gets the report file workers append to when
         #: the first iterator with workers is made (so a process that makes none has no file)
         self._worker_loop = ReportingWorkerLoop("")
@@ -114,16 +115,13 @@ class DataLoaderHooks:
             _dataloader._SingleProcessDataLoaderIter,
             _dataloader._MultiProcessingDataLoaderIter,
         ):
-            self._patch(cls, "__init__", self._wrap_init(cls.__init__))
-        base = _dataloader._BaseDataLoaderIter
-        self._patch(base, "__next__", self._wrap_next(base.__next__))
-        self._patch(_worker_module, "_worker_loop", self._worker_loop)
+            self._patches.wrap(cls, "__init__", self._wrap_init)
+        self._patches.wrap(_dataloader._BaseDataLoaderIter, "__next__", self._wrap_next)
+        self._patches.replace(_worker_module, "_worker_loop", self._worker_loop)
 
     def remove(self) -> None:
         self.drain()
-        for owner, name, original in reversed(self._originals):
-            setattr(owner, name, original)
-        self._originals = []
+        self._patches.restore()
         if self._read_fd >= 0:
             try:
                 os.close(self._read_fd)
@@ -131,10 +129,6 @@ class DataLoaderHooks:
             except OSError:
                 logger.debug("removing the worker report file failed", exc_info=True)
         self._read_fd = -1
-
-    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
-        self._originals.append((owner, name, owner.__dict__[name]))
-        setattr(owner, name, replacement)
 
     # -- step listener: worker reports are written at step boundaries ---------------------
 

@@ -31,6 +31,7 @@ import torch.distributed.distributed_c10d as c10d
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
 from stepscope.collect.torch.clock_offsets import measure_clock_offset_us
+from stepscope.collect.torch.patches import Patches
 
 __all__ = ["COLLECTIVES", "CollectiveHooks"]
 
@@ -95,7 +96,7 @@ class CollectiveHooks:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self._originals: list[tuple[Any, str, Any]] = []
+        self._patches = Patches()
         guard = session.guard
         self._describe = guard.wrap("torch.collective_describe", self._on_call)
         self._write = guard.wrap("torch.collective", self._on_done)
@@ -114,21 +115,15 @@ class CollectiveHooks:
         self._patch("init_process_group", self._wrap_init(c10d.init_process_group))
 
     def remove(self) -> None:
-        for owner, name, original in reversed(self._originals):
-            setattr(owner, name, original)
-        self._originals = []
+        self._patches.restore()
 
     def _patch(self, name: str, replacement: Any) -> None:
         for owner in (c10d, dist):
             if getattr(owner, name, None) is not None:
-                self._originals.append((owner, name, getattr(owner, name)))
-                setattr(owner, name, replacement)
+                self._patches.replace(owner, name, replacement)
 
     def _original(self, name: str) -> Any:
-        for owner, patched_name, original in self._originals:
-            if owner is c10d and patched_name == name:
-                return original
-        return getattr(c10d, name)
+        return self._patches.original(c10d, name)
 
     # -- collectives ----------------------------------------------------------------------
 

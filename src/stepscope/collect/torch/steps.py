@@ -48,7 +48,6 @@ import functools
 import threading
 import time
 import weakref
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -58,6 +57,7 @@ from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
 from stepscope.collect.torch.hook import detach_hooks, reattach_hooks, state_without_hooks
 from stepscope.collect.torch.models import ModelFinder, is_compiled, untraced
+from stepscope.collect.torch.patches import Patches
 
 if TYPE_CHECKING:
     from stepscope.store.timeline_writer import TimelineEvent
@@ -178,8 +178,7 @@ class ModuleHooks:
         self._post_hook = untraced(guard.wrap(_MODULE_HOOKS, self._forward_post))
         self._open_pass = guard.wrap("torch.backward", self._on_backward_called)
         self._write_pass = guard.wrap("torch.backward", self._on_pass_ended)
-        #: (the module of torch, name, the original function) for every function wrapped
-        self._originals: list[tuple[Any, str, Any]] = []
+        self._patches = Patches()
         self.finder = ModelFinder(
             session, adopt=self._adopt, model_running=self._model_forward_running
         )
@@ -188,20 +187,14 @@ class ModuleHooks:
         optimizer_step = self.session.guard.wrap("torch.optimizer_step", self._optimizer_step)
         self._handles = [_optimizer.register_optimizer_step_post_hook(optimizer_step)]
         scaler = getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
-        self._replace(
+        self._patches.wrap(
             scaler, "step", lambda step: self._step_even_when_skipped(step, optimizer_step)
         )
-        self._replace(torch.autograd, "backward", self._timed)
-        self._replace(torch.autograd, "grad", self._timed)
-        self._replace(torch.jit, "script", self._scripted_without_hooks)
-        self._replace(torch.nn.Module, "__getstate__", self._state_without_hooks)
+        self._patches.wrap(torch.autograd, "backward", self._timed)
+        self._patches.wrap(torch.autograd, "grad", self._timed)
+        self._patches.wrap(torch.jit, "script", self._scripted_without_hooks)
+        self._patches.wrap(torch.nn.Module, "__getstate__", self._state_without_hooks)
         self.finder.install()
-
-    def _replace(self, owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
-        """Replace torch's ``owner.name`` with ``wrap(original)`` until :meth:`remove`."""
-        original = getattr(owner, name)
-        self._originals.append((owner, name, original))
-        setattr(owner, name, wrap(original))
 
     def remove(self) -> None:
         self.finder.remove()
@@ -214,9 +207,7 @@ class ModuleHooks:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        for owner, name, original in reversed(self._originals):
-            setattr(owner, name, original)
-        self._originals = []
+        self._patches.restore()
 
     # -- step listener: sub-module hooks follow their range, the finder retires -----------
 
