@@ -219,6 +219,81 @@ def test_detailed_trace_covers_exactly_the_configured_steps(tmp_path: Path) -> N
     assert (int(start_us), int(end_us)) == (int(metadata["start_us"]), int(metadata["end_us"]))
 
 
+#: Trains 10 steps, each in a ``record_function`` named ``user_step_<i>``, under a
+#: ``torch.profiler`` of its own: across the whole loop, or (``--from-step 3``) started at step 3
+#: with a schedule (one step waiting, one warming up, two recording, once); prints which steps the
+#: script's own trace holds.
+SCRIPT_WITH_ITS_OWN_PROFILER = """
+import argparse, json
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--from-step", type=int, default=-1)
+args = parser.parse_args()
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+own = None
+if args.from_step < 0:
+    own = profile(activities=[ProfilerActivity.CPU])
+    own.start()
+for i in range(10):
+    if i == args.from_step:
+        own = profile(
+            activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=2, repeat=1)
+        )
+        own.start()
+    with record_function(f"user_step_{i}"):
+        loss = model(torch.randn(2, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    if own is not None and args.from_step >= 0:
+        own.step()
+own.stop()
+own.export_chrome_trace("own_trace.json")
+events = json.load(open("own_trace.json"))["traceEvents"]
+print("own trace:", sorted({e["name"] for e in events if e.get("name", "").startswith("user_step_")}))
+"""
+
+
+def test_the_scripts_own_torch_profiler_comes_first(tmp_path: Path) -> None:
+    # Kineto runs one profiler at a time (two at once crashed the script): a window does not
+    # open while the script's profiler runs
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            detailed_profiling_config=DetailedProfilingConfig(start_step=2, num_steps=2)
+        )
+    )
+    job_dir, result = run_script(tmp_path, SCRIPT_WITH_ITS_OWN_PROFILER, config)
+    expected = sorted(f"user_step_{i}" for i in range(10))
+    assert f"own trace: {expected}" in result.stdout
+    assert "runs a torch.profiler of its own" in result.stderr
+    assert not list((job_dir / "profiler-output").rglob("*.pt.trace.json.gz"))
+
+
+def test_a_window_gives_way_to_a_torch_profiler_the_script_starts(tmp_path: Path) -> None:
+    # the window is open from step 1 when the script's profiler starts warming up at step 4:
+    # the window ends there, with its trace, and the script's profiler records steps 5 and 6
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            detailed_profiling_config=DetailedProfilingConfig(start_step=1, num_steps=6)
+        )
+    )
+    job_dir, result = run_script(tmp_path, SCRIPT_WITH_ITS_OWN_PROFILER, config, "--from-step", "3")
+    assert "own trace: ['user_step_5', 'user_step_6']" in result.stdout
+    assert "runs a torch.profiler of its own" in result.stderr
+    traces = list((job_dir / "profiler-output").rglob("*.pt.trace.json.gz"))
+    assert len(traces) == 1
+    trace = json.loads(gzip.decompress(traces[0].read_bytes()))
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert {n for n in names if n and n.startswith("user_step_")} == {
+        "user_step_1",
+        "user_step_2",
+        "user_step_3",
+    }
+
+
 def test_a_new_session_ends_the_previous_sessions_post_hook_close_window(tmp_path: Path) -> None:
     import sys
 

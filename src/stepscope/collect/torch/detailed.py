@@ -7,6 +7,12 @@ is a ``ProfilerStep#<step>`` range, the name ``torch.profiler``'s own ``step()``
 Kineto analysis splits steps by; annotations made inside the window become ``record_function``
 ranges too.
 
+Kineto runs one profiler per process, and two at once crash it. The script's own profilers (a
+``torch.profiler.profile``, ``torch.autograd.profiler.profile``) come first: a window does not
+open while one of them is prepared or recording (from ``_prepare_trace`` to ``__exit__``, which
+this module watches while instrumented), and a window open when one starts ends there, with its
+trace, before the script's profiler begins.
+
 The trace is exported (by a writer thread, off the training thread, gzipped at ISA-L's fastest
 level) to
 ``framework/pytorch/detailed_profiling/<YYYYMMDDHH>/<first step:09d>/<node_id>_<start_us>_<end_us>
@@ -24,14 +30,17 @@ import logging
 import math
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.autograd.profiler
 import torch.profiler
 
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
+from stepscope.collect.torch.patches import Patches
 from stepscope.store.layout import detailed_profiling_trace_path
 
 __all__ = ["DetailedProfiler"]
@@ -57,6 +66,65 @@ class DetailedProfiler:
         #: an explicit window (SageMaker Profiler's start_profiling): ranges do not close it
         self._manual = False
         self._manual_deadline_s = math.inf
+        #: the script's own profilers, from their ``_prepare_trace`` to their ``__exit__``
+        self._scripts_profilers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._opening = False
+        self._told_of_scripts_profiler = False
+        self._patches = Patches()
+        guard = session.guard
+        self._on_scripts_profiler_start = guard.wrap("detailed_profiler.yield", self._make_way)
+        self._on_scripts_profiler_end = guard.wrap(
+            "detailed_profiler.yield", self._scripts_profilers.discard
+        )
+
+    def install(self) -> None:
+        profile = torch.autograd.profiler.profile
+        self._patches.wrap(profile, "_prepare_trace", self._watch_start)
+        self._patches.wrap(profile, "__exit__", self._watch_end)
+
+    def remove(self) -> None:
+        self._patches.restore()
+
+    # -- the script's own profilers come first ------------------------------------------
+
+    def _watch_start(self, original: Any) -> Any:
+        on_start = self._on_scripts_profiler_start
+
+        def _prepare_trace(profiler: Any) -> Any:
+            on_start(profiler)
+            return original(profiler)
+
+        return _prepare_trace
+
+    def _watch_end(self, original: Any) -> Any:
+        on_end = self._on_scripts_profiler_end
+
+        def __exit__(profiler: Any, *exc_info: Any) -> Any:
+            try:
+                return original(profiler, *exc_info)
+            finally:
+                on_end(profiler)
+
+        return __exit__
+
+    def _make_way(self, profiler: Any) -> None:
+        """A profiler is about to start: unless it is ours, close our window for it."""
+        if self._opening:
+            return
+        self._scripts_profilers.add(profiler)
+        if self._profiler is not None:
+            self._tell_of_scripts_profiler()
+            self._manual = False
+            self._end_step_range()
+            self._close(max(self.session.step, self._first_step))
+
+    def _tell_of_scripts_profiler(self) -> None:
+        if not self._told_of_scripts_profiler:
+            self._told_of_scripts_profiler = True
+            logger.warning(
+                "stepscope: the script runs a torch.profiler of its own; stepscope's detailed "
+                "profiling windows give way to it (only one can run at a time)"
+            )
 
     # -- step listener --------------------------------------------------------------------
 
@@ -99,9 +167,11 @@ class DetailedProfiler:
     def start_manual(self, *, cuda: bool = True, max_duration_s: float = math.inf) -> None:
         """Open a window now, until :meth:`stop_manual` or ``max_duration_s`` seconds (checked
         at step ends), whatever the configured range says; a range window already open is
-        taken over."""
+        taken over. Nothing opens while the script's own profiler runs."""
         if self._profiler is None:
             self._open(max(self.session.step + (0 if self.session.in_step else 1), 0), cuda=cuda)
+        if self._profiler is None:
+            return  # the script's own profiler runs
         self._manual = True
         self._manual_deadline_s = time.monotonic() + max_duration_s
 
@@ -117,11 +187,18 @@ class DetailedProfiler:
     # -- windows --------------------------------------------------------------------------
 
     def _open(self, step: int, *, cuda: bool = True) -> None:
+        if len(self._scripts_profilers):
+            self._tell_of_scripts_profiler()
+            return
         activities = [torch.profiler.ProfilerActivity.CPU]
         if cuda and torch.cuda.is_available():
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         profiler = torch.profiler.profile(activities=activities)
-        profiler.start()
+        self._opening = True
+        try:
+            profiler.start()
+        finally:
+            self._opening = False
         self._profiler = profiler
         self._first_step = step
         self._start_us = now_us()

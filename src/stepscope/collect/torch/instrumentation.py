@@ -4,7 +4,8 @@
   while new models may appear (:mod:`~stepscope.collect.torch.models`), and the global optimizer
   step hook (:mod:`~stepscope.collect.torch.steps`): steps, forward and backward;
 * the data-loader iterators and worker loop (:mod:`~stepscope.collect.torch.dataloader`);
-* the Python profiler and the detailed (``torch.profiler``) windows, as step listeners;
+* the Python profiler and the detailed (``torch.profiler``) windows, as step listeners, and the
+  start and end of the script's own ``torch.profiler`` (:mod:`~stepscope.collect.torch.detailed`);
 * the ``torch.distributed`` collectives and ``init_process_group``
   (:mod:`~stepscope.collect.torch.distributed`), which also measures the clock offsets.
 
@@ -56,6 +57,7 @@ class Instrumentation:
         self.modules.install()
         self.dataloader.install()
         self.collectives.install()
+        self.detailed_profiler.install()
         self.session.add_listener(self.modules)
         self.session.add_listener(self.dataloader)
         self.session.add_listener(self.python_profiler)
@@ -66,6 +68,7 @@ class Instrumentation:
         self.modules.remove()
         self.dataloader.remove()
         self.collectives.remove()
+        self.detailed_profiler.remove()
 
 
 def instrument(session: Session, *, submodules: bool | None = None) -> Instrumentation:
