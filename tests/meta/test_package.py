@@ -90,6 +90,7 @@ def test_every_error_class_is_raised_with_a_message_that_names_the_problem() -> 
         errors.UnsupportedFormatError("x.txt", "a job folder or a Kineto trace"),
         errors.CorruptFileError("a.json", "line 3", "unterminated string"),
         errors.RuleError("StepOutlier", "no steps"),
+        errors.ServeError("127.0.0.1", 8765, "Address already in use"),
     ]
     assert {type(e) for e in cases} == {
         getattr(errors, name) for name in errors.__all__ if name != "StepscopeError"
@@ -100,6 +101,7 @@ def test_every_error_class_is_raised_with_a_message_that_names_the_problem() -> 
     assert str(cases[0]) == "FrameworkProfile.num_steps must be an integer >= 1, got 0."
     assert "pip install 'stepscope[torch]'" in str(cases[1])
     assert isinstance(cases[0], ValueError) and isinstance(cases[4], FileNotFoundError)
+    assert isinstance(cases[8], OSError) and "port 8765" in str(cases[8])
 
 
 def test_require_names_the_extra_for_a_missing_package() -> None:
