@@ -408,18 +408,14 @@ def _stop_child(child: subprocess.Popen[bytes]) -> int:
 def _start_monitor(job: Job, config: ProfilerConfig) -> Any:
     if config.disable_profiler:
         return None
-    from stepscope.collect import start_monitor
+    from stepscope.collect.monitor import start_monitor_or_warn
 
-    try:
-        return start_monitor(
-            job.profiler_output,
-            node="algo-1",
-            interval_ms=config.system_monitor_interval_millis,
-            parent_pid=os.getpid(),
-        )
-    except (OSError, StepscopeError) as exc:
-        logger.warning("the system monitor did not start (%s): no system metrics", exc)
-        return None
+    return start_monitor_or_warn(
+        job.profiler_output,
+        node="algo-1",
+        interval_ms=config.system_monitor_interval_millis,
+        parent_pid=os.getpid(),
+    )
 
 
 def _start_rule_engine(job: Job, rules: Sequence[Any] | None) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from stepscope.collect.session import Session, get_active_session
 from stepscope.collect.torch import is_instrumented
 from stepscope.config import FrameworkProfile, ProfilerConfig
 from stepscope.errors import ConfigError, SessionError
+from stepscope.store.timeline_files import pid_running
 
 
 def _config() -> ProfilerConfig:
@@ -88,6 +90,40 @@ def test_a_script_that_changes_its_working_directory_keeps_one_job_folder(
         "1",
     ]
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def _monitor_pids(profiler_output: Path) -> list[int]:
+    log = profiler_output / "monitor.log"
+    text = log.read_text() if log.exists() else ""
+    return [int(pid) for pid in re.findall(r"monitor of algo-1 started: pid (\d+)", text)]
+
+
+def test_profile_samples_the_system_metrics_of_the_node_until_the_block_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = ProfilerConfig(
+        system_monitor_interval_millis=100,
+        framework_profile_params=FrameworkProfile(start_step=10_000, num_steps=1),
+    )
+    output = tmp_path / "job" / "profiler-output"
+    with stepscope.profile(config, job_dir=tmp_path / "job"):
+        deadline = time.monotonic() + 60
+        while not list(output.glob("system/incremental/*/*.algo-1.json")):
+            assert time.monotonic() < deadline, "no system metrics were written"
+            time.sleep(0.2)
+    (pid,) = _monitor_pids(output)  # one monitor, and it stopped with the block
+    assert not pid_running(pid)
+    records = [
+        json.loads(line)
+        for path in output.glob("system/incremental/*/*.algo-1.json")
+        for line in path.read_text().splitlines()
+    ]
+    assert {"cpu", "memory"} <= {r["Type"] for r in records}
+    # a node's other ranks leave the monitor to its first local rank
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with stepscope.profile(config, job_dir=tmp_path / "second"):
+        pass
+    assert not (tmp_path / "second" / "profiler-output" / "monitor.log").exists()
 
 
 def test_rank_and_node_come_from_torchrun_variables() -> None:

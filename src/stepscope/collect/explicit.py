@@ -23,6 +23,7 @@ from stepscope.collect.session import MODES, Session, get_active_session
 from stepscope.errors import ConfigError
 
 if TYPE_CHECKING:
+    from stepscope.collect.monitor import MonitorHandle
     from stepscope.config import ProfilerConfig
 
 __all__ = ["profile", "set_mode", "step"]
@@ -86,8 +87,9 @@ def profile(
     """Profile the enclosed code: ``with stepscope.profile(): train()``.
 
     Under ``stepscope run`` the process is already profiled: the running session is reused and
-    left running. Otherwise a session starts, PyTorch is instrumented, and everything is written
-    to ``<job_dir>/profiler-output`` (a folder every stepscope reader opens).
+    left running. Otherwise a session starts, PyTorch is instrumented, the node's system monitor
+    starts (in a process of its own, by the first local rank) and everything is written to
+    ``<job_dir>/profiler-output`` (a folder every stepscope reader opens).
 
     :param config: what to collect; default ``ProfilerConfig(framework_profile_params=
         FrameworkProfile())``, SageMaker's defaults for every option.
@@ -119,8 +121,25 @@ def profile(
     from stepscope.collect.torch import instrument
 
     session.start()
+    monitor = _start_node_monitor(session)
     try:
         instrument(session)
         yield session
     finally:
         session.stop()
+        if monitor is not None:
+            monitor.stop()
+
+
+def _start_node_monitor(session: Session) -> MonitorHandle | None:
+    """The node's system monitor, for the first local rank only: one monitor per node."""
+    if session.local_rank != 0:
+        return None
+    from stepscope.collect.monitor import start_monitor_or_warn
+
+    return start_monitor_or_warn(
+        session.profiler_output_dir,
+        node=session.node,
+        interval_ms=session.config.system_monitor_interval_millis,
+        parent_pid=os.getpid(),
+    )

@@ -15,7 +15,7 @@ from stepscope.collect.monitor.gpu import (
     gpu_backend_from_spec,
 )
 from stepscope.collect.monitor.hardware import describe_hardware
-from stepscope.collect.monitor.process import MonitorHandle, start_monitor
+from stepscope.collect.monitor.process import MonitorHandle, start_monitor, start_monitor_or_warn
 from stepscope.collect.monitor.sampler import SystemSampler
 
 __all__ = [
@@ -29,4 +29,5 @@ __all__ = [
     "describe_hardware",
     "gpu_backend_from_spec",
     "start_monitor",
+    "start_monitor_or_warn",
 ]

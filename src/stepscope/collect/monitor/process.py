@@ -9,6 +9,7 @@ starts leaves a trace there.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -16,10 +17,12 @@ import sys
 from pathlib import Path
 
 from stepscope.collect.monitor.gpu import GpuBackend, gpu_backend_from_spec
-from stepscope.errors import ConfigError
+from stepscope.errors import ConfigError, StepscopeError
 from stepscope.store.layout import NODE_NAME_RE, monitor_log_path
 
-__all__ = ["MonitorHandle", "start_monitor"]
+__all__ = ["MonitorHandle", "start_monitor", "start_monitor_or_warn"]
+
+logger = logging.getLogger(__name__)
 
 #: Environment variables that would instrument the monitor like a training process.
 _INSTRUMENTATION_ENV = ("STEPSCOPE_JOB_DIR", "STEPSCOPE_CONFIG")
@@ -121,3 +124,17 @@ def start_monitor(
             start_new_session=True,  # a Ctrl-C in the terminal reaches the launcher, not the monitor
         )
     return MonitorHandle(process)
+
+
+def start_monitor_or_warn(
+    profiler_output_dir: str | Path, *, node: str, interval_ms: int, parent_pid: int
+) -> MonitorHandle | None:
+    """:func:`start_monitor` for a job that goes on without system metrics when the monitor
+    cannot start: ``None`` and one warning instead of an error."""
+    try:
+        return start_monitor(
+            profiler_output_dir, node=node, interval_ms=interval_ms, parent_pid=parent_pid
+        )
+    except (OSError, StepscopeError) as exc:
+        logger.warning("stepscope's system monitor did not start (%s): no system metrics", exc)
+        return None
