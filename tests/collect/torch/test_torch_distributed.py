@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from tests.collect.torch.torchjob import read_events, run_script, steps
+from tests.servers import free_port
 
 from stepscope.config import (
     DataloaderProfilingConfig,
@@ -94,3 +96,56 @@ def test_two_ranks_write_their_steps_collectives_and_clock_offsets(tmp_path: Pat
     for node_id in ranks:
         windows = sorted(p.name.split("-", 1)[0] for p in (cprofile / node_id).iterdir())
         assert windows == ["posthookclose", "prestepzero", "train"]
+
+
+#: PyTorch's DDP tutorial pattern: the script spawns its ranks with ``torch.multiprocessing``,
+#: which start without torchrun's ``RANK``; each prints its pid as ``rank <r> pid <pid>``
+SPAWN_DDP_SCRIPT = """
+import os, sys
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+def main(rank, world_size, rendezvous):
+    dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=world_size)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(3):
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    dist.barrier()
+    dist.destroy_process_group()
+    os.write(1, f"rank {rank} pid {os.getpid()}\\n".encode())  # one write: the ranks share stdout
+
+if __name__ == "__main__":
+    mp.spawn(main, args=(2, f"tcp://127.0.0.1:{sys.argv[1]}"), nprocs=2)
+"""
+
+
+@pytest.mark.slow
+def test_ranks_spawned_by_the_script_take_the_rank_their_process_group_gives(
+    tmp_path: Path,
+) -> None:
+    config = ProfilerConfig(framework_profile_params=FrameworkProfile())
+    job_dir, result = run_script(tmp_path, SPAWN_DDP_SCRIPT, config, str(free_port()))
+    pids = {
+        f"{rank}-algo-1": int(pid)
+        for rank, pid in re.findall(r"rank (\d) pid (\d+)", result.stdout)
+    }
+    ranks_dir = job_dir / "profiler-output" / "framework" / "ranks"
+    ranks = {p.stem: json.loads(p.read_text()) for p in ranks_dir.glob("*.json")}
+    assert sorted(ranks) == ["0-algo-1", "1-algo-1"]
+    assert {node_id: info["pid"] for node_id, info in ranks.items()} == pids
+    assert {info["world_size"] for info in ranks.values()} == {2}
+    events = read_events(job_dir)
+    for node_id in ranks:
+        mine = [e for e in events if e["node_id"] == node_id]
+        assert [e["args"]["step_num"] for e in steps(mine)] == ["0", "1", "2"]
+    # the script's own process only waits for its ranks: like torchrun's launcher, it profiles
+    # nothing (before, it wrote a second pre-step-zero profile under rank 0's name)
+    cprofile = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile"
+    for node_id in ranks:
+        windows = sorted(p.name.split("-", 1)[0] for p in (cprofile / node_id).iterdir())
+        assert windows == ["posthookclose", "prestepzero"]

@@ -14,22 +14,31 @@ Collectives are recorded inside the distributed range: ``SMDataParallelProfiling
 communication timelines. Collectives that DDP issues from C++ are not Python calls and are not
 seen here; the detailed (Kineto) trace has them.
 
-``init_process_group`` is wrapped too: once the group is up, this rank's clock offset to rank 0
-is measured (:mod:`~stepscope.collect.torch.clock_offsets`) and its rank file written.
+``init_process_group`` is wrapped too: once the group is up, this process takes the rank the
+group gave it (ranks started without torchrun's ``RANK``), this rank's clock offset to rank 0 is
+measured (:mod:`~stepscope.collect.torch.clock_offsets`) and its rank file written.
+
+A script that starts its ranks itself (``torch.multiprocessing.spawn``, PyTorch's DDP tutorial
+pattern) is, under ``stepscope run``, a launcher like torchrun's: each rank profiles itself, and
+the script's own process, which has not stepped and only waits for them, drops its session
+(:func:`~stepscope.collect.session.forget_session`) rather than write under rank 0's name.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
+import os
 from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
+import torch.multiprocessing
 
 from stepscope.collect.clock import now_us
-from stepscope.collect.session import Session
+from stepscope.collect.session import Session, forget_session, get_active_session
 from stepscope.collect.torch.clock_offsets import measure_clock_offset_us
 from stepscope.collect.torch.patches import Patches
 
@@ -101,6 +110,7 @@ class CollectiveHooks:
         self._describe = guard.wrap("torch.collective_describe", self._on_call)
         self._write = guard.wrap("torch.collective", self._on_done)
         self._after_init = guard.wrap("torch.clock_offsets", self._on_process_group)
+        self._before_launch = guard.wrap("torch.spawn", self._on_launching_ranks)
 
     def recording(self) -> bool:
         session = self.session
@@ -113,6 +123,10 @@ class CollectiveHooks:
                 continue
             self._patch(op, self._wrap(op, original, data_parameter))
         self._patch("init_process_group", self._wrap_init(c10d.init_process_group))
+        # ``torch.multiprocessing.spawn`` is also a function, which hides the module of that name
+        spawn_module = importlib.import_module("torch.multiprocessing.spawn")
+        for owner in (spawn_module, torch.multiprocessing):
+            self._patches.wrap(owner, "start_processes", self._wrap_launch)
 
     def remove(self) -> None:
         self._patches.restore()
@@ -184,6 +198,24 @@ class CollectiveHooks:
         init_process_group.__doc__ = original.__doc__
         init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
         return init_process_group
+
+    def _wrap_launch(self, original: Any) -> Any:
+        before_launch = self._before_launch
+
+        def start_processes(*args: Any, **kwargs: Any) -> Any:
+            before_launch()
+            return original(*args, **kwargs)
+
+        start_processes.__doc__ = original.__doc__
+        start_processes.__wrapped__ = original  # type: ignore[attr-defined]
+        return start_processes
+
+    def _on_launching_ranks(self) -> None:
+        session = self.session
+        launched_by_stepscope_run = bool(os.environ.get("STEPSCOPE_JOB_DIR"))
+        if launched_by_stepscope_run and session.step < 0 and get_active_session() is session:
+            logger.info("stepscope: this process starts the ranks, which profile themselves")
+            forget_session()
 
     def _on_process_group(self) -> None:
         session = self.session
