@@ -384,7 +384,8 @@ def _config_watcher(path: Path) -> Any:
 
 def forget_session() -> None:
     """Drop this process's session without writing anything: in a forked child (at the fork),
-    or in a worker process that must not profile (a data-loader worker started by ``spawn``)."""
+    in a worker process that must not profile (a data-loader worker started by ``spawn``), or in
+    a script's process that starts the ranks, which profile themselves."""
     global _active
     if _active is not None:
         for listener in _active._listeners:
