@@ -185,6 +185,9 @@ def test_the_users_own_python_profiler_is_left_alone(tmp_path: Path, how: str) -
         if bounds is not None
     ]
     assert "train" not in modes  # every step window fell while the user's profiler ran
+    if how == "in the script":
+        # the window open when the script enabled its profiler ended there, with its stats
+        assert "prestepzero" in modes
 
 
 def test_detailed_trace_covers_exactly_the_configured_steps(tmp_path: Path) -> None:

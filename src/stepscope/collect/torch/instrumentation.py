@@ -5,7 +5,8 @@
   step hook (:mod:`~stepscope.collect.torch.steps`): steps, forward and backward;
 * the data-loader iterators and worker loop (:mod:`~stepscope.collect.torch.dataloader`);
 * the Python profiler and the detailed (``torch.profiler``) windows, as step listeners, and the
-  start and end of the script's own ``torch.profiler`` (:mod:`~stepscope.collect.torch.detailed`);
+  start of the script's own cProfile (:mod:`~stepscope.collect.torch.python_profiling`) and
+  ``torch.profiler`` (:mod:`~stepscope.collect.torch.detailed`), which come first;
 * the ``torch.distributed`` collectives and ``init_process_group``
   (:mod:`~stepscope.collect.torch.distributed`), which also measures the clock offsets.
 
@@ -57,6 +58,7 @@ class Instrumentation:
         self.modules.install()
         self.dataloader.install()
         self.collectives.install()
+        self.python_profiler.install()
         self.detailed_profiler.install()
         self.session.add_listener(self.modules)
         self.session.add_listener(self.dataloader)
@@ -68,6 +70,7 @@ class Instrumentation:
         self.modules.remove()
         self.dataloader.remove()
         self.collectives.remove()
+        self.python_profiler.remove()
         self.detailed_profiler.remove()
 
 

@@ -20,10 +20,14 @@ next session in the same process, whatever that one profiles (left open, it woul
 the new session's steps, slowing them and mixing them into the old session's window), or to a
 call of :func:`end_post_hook_close_window`.
 
-Python has one profiler slot per thread. While another profiler holds it (the script's own
-cProfile, ``python -m cProfile``, pyinstrument, an IDE's), no window opens; a window whose
-profiler another one replaced is dropped and its profiler kept, never turned off: turning a
-cProfile profiler off (or freeing it while on) empties the slot, whoever holds it.
+Python has one profiler slot per thread (from 3.12, cProfile takes ``sys.monitoring``'s profiler
+tool instead, just as single). The script's own profiler comes first. While another profiler
+holds the slot (the script's cProfile, ``python -m cProfile``, pyinstrument, an IDE's), no window
+opens. When the script enables a cProfile profiler during a window (``cProfile.Profile.enable``
+is watched while instrumented), the window ends there, with its stats; from 3.12 the script's
+``enable`` would fail otherwise. A window whose profiler another tool replaced is dropped and its
+profiler kept, never turned off: turning a cProfile profiler off (or freeing it while on)
+empties the slot, whoever holds it.
 
 The stats are snapshotted on the training thread (a dictionary copy) and written by a short-lived
 writer thread per window, so no file is written on the training thread.
@@ -44,6 +48,7 @@ from typing import Any
 
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
+from stepscope.collect.torch.patches import Patches
 from stepscope.store.layout import StatsBoundary, python_stats_dir
 
 __all__ = ["PythonProfiler", "end_post_hook_close_window"]
@@ -84,6 +89,13 @@ class _Window:
         return current is not None and current is not self.installed
 
 
+def _other_profiler_running() -> bool:
+    """Whether a profiler holds this thread's slot, or (Python 3.12+) the profiler tool."""
+    monitoring = getattr(sys, "monitoring", None)
+    in_use = monitoring is not None and monitoring.get_tool(monitoring.PROFILER_ID) is not None
+    return in_use or sys.getprofile() is not None
+
+
 #: profilers of windows another profiler replaced: kept for the life of the process, since
 #: freeing one that is still on would empty the other's slot
 _displaced: list[Any] = []
@@ -118,6 +130,32 @@ class PythonProfiler:
         self._writers: list[threading.Thread] = []
         self._atexit_registered = False
         self._told_of_other_profiler = False
+        self._patches = Patches()
+        self._before_scripts_cprofile = session.guard.wrap(
+            "python_profiler.give_way", self._give_way
+        )
+
+    def install(self) -> None:
+        self._patches.wrap(cProfile.Profile, "enable", self._watch_enable)
+
+    def remove(self) -> None:
+        self._patches.restore()
+
+    def _watch_enable(self, original: Any) -> Any:
+        before_enable = self._before_scripts_cprofile
+
+        def enable(profiler: Any, *args: Any, **kwargs: Any) -> Any:
+            before_enable(profiler)
+            return original(profiler, *args, **kwargs)
+
+        return enable
+
+    def _give_way(self, profiler: Any) -> None:
+        """A cProfile profiler is about to start: unless it is ours, our window ends here."""
+        window = self._window
+        if window is not None and profiler is not window.profiler:
+            self._leave_to_other_profiler()
+            self._close(self._end_boundary(window))
 
     def _config(self) -> Any:
         framework = self.session.config.framework_profile_params
@@ -154,10 +192,7 @@ class PythonProfiler:
     def on_stop(self, session: Session) -> None:
         window = self._window
         if window is not None:
-            mode = (session.mode or "global").lower()
-            step = window.step if window.kind == "step" else None
-            end_mode = mode if step is not None else window.kind
-            self._close(StatsBoundary(end_mode, step, "end", now_us()))
+            self._close(self._end_boundary(window))
         config = self._config()
         if config is not None:
             self._open("posthookclose", None, config, timer="total_time")
@@ -168,6 +203,12 @@ class PythonProfiler:
                 atexit.register(self.session.guard.wrap("python_profiler.atexit", self._at_exit))
         else:
             self.join()
+
+    def _end_boundary(self, window: _Window) -> StatsBoundary:
+        """Where ``window`` ends when it ends now, between step boundaries."""
+        step = window.step if window.kind == "step" else None
+        mode = (self.session.mode or "global").lower() if step is not None else window.kind
+        return StatsBoundary(mode, step, "end", now_us())
 
     def after_fork_in_child(self) -> None:
         """A forked child (a data-loader worker) must not go on profiling our window.
@@ -210,7 +251,7 @@ class PythonProfiler:
     def _open(self, kind: str, step: int | None, config: Any, *, timer: str | None) -> None:
         if self._window is not None:
             return
-        if sys.getprofile() is not None:
+        if _other_profiler_running():
             self._leave_to_other_profiler()
             return
         tool = str(config.python_profiler.value).lower()
