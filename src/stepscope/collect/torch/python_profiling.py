@@ -20,8 +20,8 @@ next session in the same process, whatever that one profiles (left open, it woul
 the new session's steps, slowing them and mixing them into the old session's window), or to a
 call of :func:`end_post_hook_close_window`.
 
-Python has one profiler slot per thread (from 3.12, cProfile takes ``sys.monitoring``'s profiler
-tool instead, just as single). The script's own profiler comes first. While another profiler
+Python has one profiler slot per thread (from 3.12, cProfile takes ``sys.monitoring``'s one
+profiler tool instead). The script's own profiler comes first. While another profiler
 holds the slot (the script's cProfile, ``python -m cProfile``, pyinstrument, an IDE's), no window
 opens. When the script enables a cProfile profiler during a window (``cProfile.Profile.enable``
 is watched while instrumented), the window ends there, with its stats; from 3.12 the script's
