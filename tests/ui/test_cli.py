@@ -138,7 +138,10 @@ def test_a_root_that_is_missing_or_not_a_trace_is_an_error(tmp_path: Path) -> No
     wrong = _run_ui(str(not_a_trace))
     assert wrong.returncode == 1
     assert f"'{not_a_trace}' is not a format stepscope reads" in wrong.stderr
-    assert "Profiler UI at" not in missing.stderr + wrong.stderr
+    remote = _run_ui("s3://bucket/profiler-output")
+    assert remote.returncode == 1
+    assert "the Profiler UI lists local jobs" in remote.stderr
+    assert "Profiler UI at" not in missing.stderr + wrong.stderr + remote.stderr
 
 
 def test_a_port_in_use_is_an_error_and_nothing_is_announced(

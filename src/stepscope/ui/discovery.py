@@ -107,6 +107,12 @@ def check_root(root: str | os.PathLike[str]) -> Path:
     :raises JobNotFoundError: nothing exists at ``root``.
     :raises UnsupportedFormatError: ``root`` is a file that is not a PyTorch profiler trace.
     """
+    if str(root).startswith("s3://"):
+        raise UnsupportedFormatError(
+            str(root),
+            "a local folder of jobs or a trace file: the Profiler UI lists local jobs "
+            "(stepscope report and stepscope rules read s3:// paths)",
+        )
     path = Path(root).expanduser()
     if not path.exists():
         raise JobNotFoundError(str(root), "Give a folder of jobs or a PyTorch profiler trace.")
