@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.collect.torch.torchjob import TRAIN_SCRIPT, profiled_env, read_events, steps
+from tests.collect.torch.torchjob import TRAIN_SCRIPT, profiled_env, read_events, run_script, steps
 
 from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
 
@@ -70,3 +70,49 @@ def test_a_disabled_profiler_records_nothing(tmp_path: Path) -> None:
     result = _run(tmp_path, env, "--steps", "2")
     assert result.returncode == 0, result.stderr
     assert not (tmp_path / "job" / "profiler-output").exists()
+
+
+#: Trains two steps, and between them has a pool of workers started by ``spawn`` (a
+#: ``multiprocessing`` pool and a ``concurrent.futures`` one) run a model's training forward and
+#: backward; the pools end gracefully, so a worker's files would be written
+POOL_SCRIPT = """
+import concurrent.futures, multiprocessing
+import torch
+
+def work(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(4, 1)
+    model(torch.randn(2, 4)).sum().backward()
+    return seed
+
+def train_step(model, optimizer):
+    loss = model(torch.randn(2, 4)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+if __name__ == "__main__":
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    train_step(model, optimizer)
+    spawn = multiprocessing.get_context("spawn")
+    with spawn.Pool(1) as pool:
+        assert pool.map(work, range(3)) == [0, 1, 2]
+        pool.close()
+        pool.join()
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as executor:
+        assert list(executor.map(work, range(3))) == [0, 1, 2]
+    train_step(model, optimizer)
+"""
+
+
+def test_pool_workers_the_script_spawns_profile_nothing(tmp_path: Path) -> None:
+    # they are helpers of the script, not ranks: before, each wrote a pre-step-zero profile and
+    # its training steps under the script's own name
+    job_dir, _ = run_script(
+        tmp_path, POOL_SCRIPT, ProfilerConfig(framework_profile_params=FrameworkProfile())
+    )
+    assert [e["args"]["step_num"] for e in steps(read_events(job_dir))] == ["0", "1"]
+    cprofile = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
+    windows = sorted(p.name.split("-", 1)[0] for p in cprofile.iterdir())
+    assert windows == ["posthookclose", "prestepzero"]

@@ -13,6 +13,12 @@ calls :func:`install` when ``STEPSCOPE_JOB_DIR`` is set (and then chains to the
 4. stops the session when the main script is done (before ``atexit`` handlers, so the
    post-hook-close Python profile covers the interpreter's finalisation).
 
+A pool worker that ``multiprocessing`` starts by ``spawn`` (a ``multiprocessing.Pool`` or a
+``concurrent.futures.ProcessPoolExecutor`` of the script) runs this too, but it is a helper of the
+script, not a rank: the pool's worker function is wrapped in such a process, before the worker is
+unpickled, to drop the session when it starts. (Forked workers drop it at the fork; ranks that
+the script spawns itself run a function of their own and profile themselves.)
+
 A process that cannot be profiled (bad config, unwritable folder) logs one warning and runs
 unprofiled; nothing here raises into the script.
 """
@@ -20,6 +26,8 @@ unprofiled; nothing here raises into the script.
 from __future__ import annotations
 
 import atexit
+import functools
+import importlib
 import importlib.abc
 import importlib.util
 import logging
@@ -31,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.collect.rank_file import rank_from_env
-from stepscope.collect.session import Session, get_active_session
+from stepscope.collect.session import Session, forget_session, get_active_session
 from stepscope.errors import StepscopeError
 
 __all__ = ["BOOTSTRAP_DIR", "install"]
@@ -72,6 +80,7 @@ def install(environ: Mapping[str, str] | None = None) -> Session | None:
         **rank_from_env(dict(env)),
     )
     session.start()
+    _leave_pool_workers_unprofiled()
     _when_torch_is_imported(session.guard.wrap("bootstrap.instrument", _instrument_torch))
     _at_end_of_main(session.guard.wrap("bootstrap.stop", session.stop))
     return session
@@ -87,6 +96,31 @@ def _is_torch_launcher() -> bool:
     if argv and Path(argv[0]).name == "torchrun":
         return True
     return any(a == "-m" and b in _LAUNCHER_MODULES for a, b in zip(argv, argv[1:], strict=False))
+
+
+#: (module, function) that ``multiprocessing`` pools run in each worker process
+_POOL_WORKERS = (
+    ("multiprocessing.pool", "worker"),
+    ("concurrent.futures.process", "_process_worker"),
+)
+
+
+def _leave_pool_workers_unprofiled() -> None:
+    """In a process that ``multiprocessing`` spawned, a pool worker drops the session."""
+    if "--multiprocessing-fork" not in getattr(sys, "orig_argv", ()):
+        return
+    for module_name, name in _POOL_WORKERS:
+        module = importlib.import_module(module_name)
+        setattr(module, name, _without_session(getattr(module, name)))
+
+
+def _without_session(worker: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(worker)
+    def unprofiled_worker(*args: Any, **kwargs: Any) -> Any:
+        forget_session()
+        return worker(*args, **kwargs)
+
+    return unprofiled_worker
 
 
 def _instrument_torch() -> None:
