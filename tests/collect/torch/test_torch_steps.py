@@ -232,8 +232,10 @@ def test_models_are_hooked_alone_and_a_model_first_used_later_is_found(tmp_path:
 # compiled function after the model's hooks (a graph break) looks at its output's .grad
 @pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
 @pytest.mark.parametrize("compiled_part", ["model", "training step"])
+# aot_eager traces the backward graph while compiling, with fake tensors: not a backward pass
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_a_compiled_model_gets_its_steps_forward_and_backward(
-    tmp_path: Path, compiled_part: str
+    tmp_path: Path, compiled_part: str, backend: str
 ) -> None:
     import torch
 
@@ -244,13 +246,13 @@ def test_a_compiled_model_gets_its_steps_forward_and_backward(
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with stepscope.profile(QUIET, job_dir=tmp_path / "job") as session:
         if compiled_part == "model":
-            compiled = torch.compile(model, backend="eager")
+            compiled = torch.compile(model, backend=backend)
 
             def train_step(x: torch.Tensor) -> None:
                 compiled(x).sum().backward()
         else:  # the backward call is inside the compiled function
 
-            @torch.compile(backend="eager")
+            @torch.compile(backend=backend)
             def train_step(x: torch.Tensor) -> None:
                 model(x).sum().backward()
 
