@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -265,6 +266,42 @@ def test_a_compiled_model_gets_its_steps_forward_and_backward(
     assert [e["args"]["step_num"] for e in steps(events)] == ["0", "1", "2", "3"]
     assert [e["name"] for e in events if e["phase"] == "Forward"] == ["Sequential"] * 4
     assert len([e for e in events if e["phase"] == "Backward(post-forward)"]) == 4
+
+
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+def test_sub_module_events_in_a_compiled_training_step_cause_no_recompilation(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # torch.compile traced into the sub-module hooks and compiled their code into frames of its
+    # own, recompiled for every sub-module until it hit its recompile limit, with warnings
+    import torch
+
+    from stepscope.collect.session import Session
+    from stepscope.collect.torch import instrument
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    @torch.compile(backend="eager")
+    def forward_backward(x: torch.Tensor) -> None:
+        model(x).sum().backward()
+
+    session = Session(QUIET, tmp_path / "job" / "profiler-output").start()
+    try:
+        instrument(session, submodules=True)
+        with caplog.at_level(logging.WARNING, logger="torch._dynamo"):
+            for _ in range(4):
+                forward_backward(torch.randn(2, 4))
+                optimizer.step()
+                optimizer.zero_grad()
+    finally:
+        session.stop()
+    assert not [r for r in caplog.records if "recompile" in r.getMessage()]
+    events = read_events(tmp_path / "job")
+    subs = [e["name"] for e in events if e["phase"] == "Forward-SubModuleInternal"]
+    assert sorted(subs) == sorted(["0", "1", "2"] * 4)
 
 
 def test_backward_passes_are_the_calls_of_the_script(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ finder is armed, torch warns once that a compiled module meets a global hook.
 
 from __future__ import annotations
 
+import functools
 import logging
 import weakref
 from collections.abc import Callable
@@ -45,7 +46,7 @@ from torch.nn.modules import module as _module
 
 from stepscope.collect.session import Session
 
-__all__ = ["ModelFinder", "is_compiled", "untraced"]
+__all__ = ["ModelFinder", "is_compiled", "keep_out_of_compiled_code", "untraced"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,21 @@ def untraced(hook: _F) -> _F:
     """``hook``, run as Python by ``torch.compile`` (a graph break) rather than traced into the
     compiled code."""
     return torch.compiler.disable(hook)  # type: ignore[no-untyped-call, no-any-return]
+
+
+@functools.cache
+def keep_out_of_compiled_code() -> None:
+    """Have ``torch.compile`` treat stepscope's code as a library it does not trace (once per
+    process): a hook met inside a compiled function then runs as Python, a graph break, with no
+    wrapper to pay at every call. Traced, the sub-module hooks' code was compiled into frames of
+    its own, recompiled for every sub-module name until ``torch.compile`` gave up, with warnings.
+    """
+    try:
+        from torch._dynamo import trace_rules
+
+        trace_rules.add("stepscope")
+    except (ImportError, AttributeError, RuntimeError):
+        logger.debug("torch.compile may trace into stepscope's hooks", exc_info=True)
 
 
 def is_compiled(module: torch.nn.Module) -> bool:

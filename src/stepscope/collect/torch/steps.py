@@ -57,7 +57,12 @@ import torch.optim.optimizer as _optimizer
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
 from stepscope.collect.torch.hook import detach_hooks, reattach_hooks, state_without_hooks
-from stepscope.collect.torch.models import ModelFinder, is_compiled, untraced
+from stepscope.collect.torch.models import (
+    ModelFinder,
+    is_compiled,
+    keep_out_of_compiled_code,
+    untraced,
+)
 from stepscope.collect.torch.patches import Patches
 
 if TYPE_CHECKING:
@@ -192,6 +197,7 @@ class ModuleHooks:
         )
 
     def install(self) -> None:
+        keep_out_of_compiled_code()
         optimizer_step = self.session.guard.wrap("torch.optimizer_step", self._optimizer_step)
         self._handles = [_optimizer.register_optimizer_step_post_hook(optimizer_step)]
         scaler = getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
