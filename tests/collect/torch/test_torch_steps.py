@@ -268,12 +268,16 @@ def test_a_compiled_model_gets_its_steps_forward_and_backward(
     assert len([e for e in events if e["phase"] == "Backward(post-forward)"]) == 4
 
 
+@pytest.mark.filterwarnings("ignore:Using `torch.compile:UserWarning")  # torch's, while finding
 @pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
-def test_sub_module_events_in_a_compiled_training_step_cause_no_recompilation(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("compiled_part", ["model", "forward and backward"])
+def test_sub_module_events_of_compiled_code_are_named_and_cause_no_recompilation(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, compiled_part: str
 ) -> None:
     # torch.compile traced into the sub-module hooks and compiled their code into frames of its
-    # own, recompiled for every sub-module until it hit its recompile limit, with warnings
+    # own, recompiled for every sub-module until it hit its recompile limit, with warnings; and
+    # a compiled model's sub-modules were named after its wrapper ("_orig_mod.0"), the model
+    # itself being one of them
     import torch
 
     from stepscope.collect.session import Session
@@ -284,9 +288,16 @@ def test_sub_module_events_in_a_compiled_training_step_cause_no_recompilation(
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 
-    @torch.compile(backend="eager")
-    def forward_backward(x: torch.Tensor) -> None:
-        model(x).sum().backward()
+    if compiled_part == "model":
+        compiled = torch.compile(model, backend="eager")
+
+        def forward_backward(x: torch.Tensor) -> None:
+            compiled(x).sum().backward()
+    else:
+
+        @torch.compile(backend="eager")
+        def forward_backward(x: torch.Tensor) -> None:
+            model(x).sum().backward()
 
     session = Session(QUIET, tmp_path / "job" / "profiler-output").start()
     try:

@@ -104,6 +104,12 @@ def _first_grad_tensor(value: Any, depth: int = 0) -> torch.Tensor | None:
     return None
 
 
+def _compiled_module(model: torch.nn.Module) -> torch.nn.Module:
+    """The module ``torch.compile`` wrapped in ``model`` (an ``OptimizedModule``), else ``model``."""
+    inner = getattr(model, "_orig_mod", model)
+    return inner if isinstance(inner, torch.nn.Module) else model
+
+
 def _note_reached(reached: list[float], slot: int, grad: Any) -> None:
     """A sub-module's gradient hook: note when the gradient reached its node (nothing here can
     fail, so it needs no guard)."""
@@ -252,10 +258,12 @@ class ModuleHooks:
 
     def _adopt(self, module: torch.nn.Module, args: Any) -> None:
         """Hook a model the finder found, from inside its first call's global pre-hook."""
-        # a compiled model (``OptimizedModule``) is named after the module it compiles
-        self._names[module] = type(getattr(module, "_orig_mod", module)).__name__
-        for name, sub in module.named_modules():
-            if sub is not module and sub not in self._names:
+        # a compiled model (``OptimizedModule``) is named after the module it compiles, and its
+        # sub-modules as that module names them
+        inner = _compiled_module(module)
+        self._names[module] = type(inner).__name__
+        for name, sub in inner.named_modules():
+            if sub is not inner and sub not in self._names:
                 self._names[sub] = name
         self._models[module] = [
             self._own(module.register_forward_pre_hook(self._model_pre_hook)),
@@ -290,8 +298,9 @@ class ModuleHooks:
         pre_hook, post_hook = self._sub_pre, self._post
         if self.finder.compiled or is_compiled(model):
             pre_hook, post_hook = untraced(pre_hook), untraced(post_hook)
+        inner = _compiled_module(model)  # the model itself, in a compiled model
         for sub in model.modules():
-            if sub is not model and sub not in self._models:
+            if sub is not model and sub is not inner and sub not in self._models:
                 handles.append(self._own(sub.register_forward_pre_hook(pre_hook)))
                 # The post-hook gets the name now: no look-up per call. Not ``always_call``:
                 # the entry of a forward that raised is dropped by the next post-hook that
