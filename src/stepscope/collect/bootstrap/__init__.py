@@ -80,7 +80,7 @@ def install(environ: Mapping[str, str] | None = None) -> Session | None:
         **rank_from_env(dict(env)),
     )
     session.start()
-    _leave_pool_workers_unprofiled()
+    session.guard.wrap("bootstrap.pool_workers", _leave_pool_workers_unprofiled)()
     _when_torch_is_imported(session.guard.wrap("bootstrap.instrument", _instrument_torch))
     _at_end_of_main(session.guard.wrap("bootstrap.stop", session.stop))
     return session
