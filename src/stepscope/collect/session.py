@@ -385,16 +385,21 @@ def _config_watcher(path: Path) -> Any:
 def forget_session() -> None:
     """Drop this process's session without writing anything: in a forked child (at the fork),
     in a worker process that must not profile (a data-loader worker started by ``spawn``), or in
-    a script's process that starts the ranks, which profile themselves."""
+    a script's process that starts the ranks, which profile themselves. Never raises: each
+    caller is code that must run on whatever happens here."""
     global _active
-    if _active is not None:
-        for listener in _active._listeners:
+    session, _active = _active, None
+    if session is None:
+        return
+    session.enabled = False
+    try:
+        for listener in session._listeners:
             after_fork = getattr(listener, "after_fork_in_child", None)
             if after_fork is not None:
-                _active.guard.wrap("session.after_fork", after_fork)()
-        _active.enabled = False
-        _active.events.forget_writers()
-        _active = None
+                session.guard.wrap("session.after_fork", after_fork)()
+        session.events.forget_writers()
+    except Exception:  # the session is dropped: nothing of it may reach the caller
+        logger.debug("dropping the session left something behind", exc_info=True)
 
 
 @functools.cache

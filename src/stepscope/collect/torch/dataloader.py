@@ -303,7 +303,9 @@ class ReportingWorkerLoop:
         self.signature = inspect.signature(self.original)
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
-        _stop_profiling_in_worker()
+        # a worker is not a rank, even when it runs a model: one started by spawn began a session
+        # at start-up (a forked one forgot its parent's at the fork)
+        forget_session()
         start = now_us()
         _report_worker(self.report_path, self.signature, args, kwargs, start, None)
         try:
@@ -313,16 +315,6 @@ class ReportingWorkerLoop:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.report_path,))
-
-
-def _stop_profiling_in_worker() -> None:
-    """A worker is not a rank, even when it runs a model: drop, without writing anything, the
-    session that ``stepscope run``'s start-up code began in a worker started by ``spawn`` (a new
-    interpreter; a forked worker forgets its parent's session at the fork)."""
-    try:
-        forget_session()
-    except Exception:  # the worker must run whatever happens here
-        logger.debug("dropping the session of a data-loader worker failed", exc_info=True)
 
 
 def _torch_worker_loop() -> Callable[..., None]:
