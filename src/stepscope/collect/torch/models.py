@@ -26,11 +26,13 @@ middle of a loop that creates no data-loader iterator (it is found at the next e
 
 ``torch.compile``: a compiled model is found as its ``OptimizedModule`` (whose hooks run outside
 the compiled code). Hooks that can run inside compiled code go through :func:`untraced`, so the
-compiler runs them as Python instead of tracing them. That wrapper costs about ten Python calls
-per hook call: the model's own hooks and the backward timer, a few calls per step, always have
-it (a model may be called inside a compiled training step); the finder's and a sub-module's,
-which run at every module call, only once a compiled module is seen (built, or called). While the
-finder is armed, torch warns once that a compiled module meets a global hook.
+compiler runs them as Python instead of tracing them: stepscope's package is on its list of
+libraries not to trace, which costs nothing per call. Where that list cannot be extended (a torch
+without it), ``untraced`` wraps the hook in ``torch.compiler.disable``, about ten Python calls per
+hook call: the model's own hooks and the backward timer, a few calls per step, always have it (a
+model may be called inside a compiled training step); the finder's and a sub-module's, which run
+at every module call, only once a compiled module is seen (built, or called). While the finder is
+armed, torch warns once that a compiled module meets a global hook.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from torch.nn.modules import module as _module
 
 from stepscope.collect.session import Session
 
-__all__ = ["ModelFinder", "is_compiled", "keep_out_of_compiled_code", "untraced"]
+__all__ = ["ModelFinder", "is_compiled", "untraced"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,23 +57,28 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 def untraced(hook: _F) -> _F:
     """``hook``, run as Python by ``torch.compile`` (a graph break) rather than traced into the
-    compiled code."""
+    compiled code: as it is, once stepscope's code is on the compiler's list of libraries it does
+    not trace (:func:`_keep_out_of_compiled_code`), else through ``torch.compiler.disable``."""
+    if _keep_out_of_compiled_code():
+        return hook
     return torch.compiler.disable(hook)  # type: ignore[no-untyped-call, no-any-return]
 
 
 @functools.cache
-def keep_out_of_compiled_code() -> None:
-    """Have ``torch.compile`` treat stepscope's code as a library it does not trace (once per
-    process): a hook met inside a compiled function then runs as Python, a graph break, with no
-    wrapper to pay at every call. Traced, the sub-module hooks' code was compiled into frames of
-    its own, recompiled for every sub-module name until ``torch.compile`` gave up, with warnings.
-    """
+def _keep_out_of_compiled_code() -> bool:
+    """Put stepscope's code on ``torch.compile``'s list of libraries it does not trace (once per
+    process); whether it is there. A hook met inside a compiled function then runs as Python, a
+    graph break, with no wrapper to pay at every call. Traced, the sub-module hooks' code was
+    compiled into frames of its own, recompiled for every sub-module name until
+    ``torch.compile`` gave up, with warnings."""
     try:
         from torch._dynamo import trace_rules
 
         trace_rules.add("stepscope")
     except (ImportError, AttributeError, RuntimeError):
         logger.debug("torch.compile may trace into stepscope's hooks", exc_info=True)
+        return False
+    return True
 
 
 def is_compiled(module: torch.nn.Module) -> bool:

@@ -57,12 +57,7 @@ import torch.optim.optimizer as _optimizer
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
 from stepscope.collect.torch.hook import detach_hooks, reattach_hooks, state_without_hooks
-from stepscope.collect.torch.models import (
-    ModelFinder,
-    is_compiled,
-    keep_out_of_compiled_code,
-    untraced,
-)
+from stepscope.collect.torch.models import ModelFinder, is_compiled, untraced
 from stepscope.collect.torch.patches import Patches
 
 if TYPE_CHECKING:
@@ -191,8 +186,7 @@ class ModuleHooks:
         # The pre- and post-hooks keep one stack between them: they fail and stop together.
         # The sub-module hooks run on every sub-module call, so they guard themselves rather
         # than pay for the guard's wrapper (:meth:`_sub_hooks_failed`).
-        # Untraced: a model may be called inside a compiled function (or be compiled in place),
-        # and its hooks run a few times per step, where the 0.4 µs this costs does not count.
+        # Untraced: a model may be called inside a compiled function (or be compiled in place).
         self._model_pre_hook = untraced(guard.wrap(_MODULE_HOOKS, self._model_pre))
         self._post_hook = untraced(guard.wrap(_MODULE_HOOKS, self._forward_post))
         self._open_pass = guard.wrap("torch.backward", self._on_backward_called)
@@ -203,7 +197,6 @@ class ModuleHooks:
         )
 
     def install(self) -> None:
-        keep_out_of_compiled_code()
         optimizer_step = self.session.guard.wrap("torch.optimizer_step", self._optimizer_step)
         self._handles = [_optimizer.register_optimizer_step_post_hook(optimizer_step)]
         scaler = getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
