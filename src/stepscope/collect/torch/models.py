@@ -48,7 +48,7 @@ from torch.nn.modules import module as _module
 
 from stepscope.collect.session import Session
 
-__all__ = ["ModelFinder", "is_compiled", "untraced"]
+__all__ = ["ModelFinder", "compiled_module", "is_compiled", "untraced"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +79,12 @@ def _keep_out_of_compiled_code() -> bool:
         logger.debug("torch.compile may trace into stepscope's hooks", exc_info=True)
         return False
     return True
+
+
+def compiled_module(model: torch.nn.Module) -> torch.nn.Module:
+    """The module ``torch.compile`` wrapped in ``model`` (an ``OptimizedModule``), else ``model``."""
+    inner = getattr(model, "_orig_mod", model)
+    return inner if isinstance(inner, torch.nn.Module) else model
 
 
 def is_compiled(module: torch.nn.Module) -> bool:

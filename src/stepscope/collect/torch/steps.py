@@ -57,7 +57,7 @@ import torch.optim.optimizer as _optimizer
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
 from stepscope.collect.torch.hook import detach_hooks, reattach_hooks, state_without_hooks
-from stepscope.collect.torch.models import ModelFinder, is_compiled, untraced
+from stepscope.collect.torch.models import ModelFinder, compiled_module, is_compiled, untraced
 from stepscope.collect.torch.patches import Patches
 
 if TYPE_CHECKING:
@@ -97,12 +97,6 @@ def _first_grad_tensor(value: Any, depth: int = 0) -> torch.Tensor | None:
         if found is not None:
             return found
     return None
-
-
-def _compiled_module(model: torch.nn.Module) -> torch.nn.Module:
-    """The module ``torch.compile`` wrapped in ``model`` (an ``OptimizedModule``), else ``model``."""
-    inner = getattr(model, "_orig_mod", model)
-    return inner if isinstance(inner, torch.nn.Module) else model
 
 
 def _note_reached(reached: list[float], slot: int, grad: Any) -> None:
@@ -253,7 +247,7 @@ class ModuleHooks:
         """Hook a model the finder found, from inside its first call's global pre-hook."""
         # a compiled model (``OptimizedModule``) is named after the module it compiles, and its
         # sub-modules as that module names them
-        inner = _compiled_module(module)
+        inner = compiled_module(module)
         self._names[module] = type(inner).__name__
         for name, sub in inner.named_modules():
             if sub is not inner and sub not in self._names:
@@ -291,7 +285,7 @@ class ModuleHooks:
         pre_hook, post_hook = self._sub_pre, self._post
         if self.finder.compiled or is_compiled(model):
             pre_hook, post_hook = untraced(pre_hook), untraced(post_hook)
-        inner = _compiled_module(model)  # the model itself, in a compiled model
+        inner = compiled_module(model)  # the model itself, in a compiled model
         for sub in model.modules():
             if sub is not model and sub is not inner and sub not in self._models:
                 handles.append(self._own(sub.register_forward_pre_hook(pre_hook)))
