@@ -103,6 +103,7 @@ def launch(
     job_dir: str | os.PathLike[str] | None = None,
     nproc_per_node: int = 1,
     hyperparameters: dict[str, Any] | None = None,
+    on_start: Callable[[Job], None] | None = None,
     on_status: Callable[[str, dict[str, Any]], None] | None = None,
     report: bool = True,
 ) -> Job:
@@ -119,6 +120,8 @@ def launch(
         ``torch.distributed.run`` (each rank instruments itself).
     :param hyperparameters: recorded in ``job.json``; default parsed from ``--name value``
         options of the command.
+    :param on_start: called with the :class:`Job` once its folder exists, as the command
+        starts (where to look at it while it trains).
     :param on_status: called with (rule name, status dict) whenever a rule's status changes.
     :param report: write the HTML report at the end.
     """
@@ -147,6 +150,8 @@ def launch(
     try:
         monitor = _start_monitor(job, config)
         engine = _start_rule_engine(job, rules)
+        if on_start is not None:
+            on_start(job)
         job.exit_code, job.status = _run_child(child_command, _child_env(job, config_path), watcher)
     except KeyboardInterrupt:
         # Ctrl-C before the command started: the job ends here, stopped, and stays readable

@@ -22,7 +22,13 @@ def test_the_demo_finds_its_slow_data_loader_and_its_slow_step(tmp_path: Path) -
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "stepscope ui" in result.stderr  # how to open the UI
+    # where the job goes and how to watch it, before the training prints anything
+    output = result.stderr
+    assert output.index(f"Profiling into {job_dir}") < output.index("epoch 0:")
+    assert f"stepscope ui {job_dir.parent}" in output
+    # what the rules found, each as a line of its own; a rule still waiting says nothing
+    assert re.search(r"^StepOutlier +IssuesFound +1 outlier", output, re.MULTILINE), output
+    assert "InProgress" not in output
     # a real training run: the model learns (ten classes, so chance is 0.1)
     accuracy = re.search(r"eval accuracy ([0-9.]+)", result.stderr)
     assert accuracy is not None, result.stderr[-3000:]

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stepscope.cli.output import print_job_summary, print_rule_status
+from stepscope.cli.output import print_job_start, print_job_summary, print_rule_finding
 
 if TYPE_CHECKING:
     from stepscope.config import ProfilerConfig
@@ -86,7 +86,8 @@ def main(args: argparse.Namespace) -> int:
         profiler_config=demo_config(),
         rules=demo_rules(),
         job_dir=args.job_dir,
-        on_status=print_rule_status,
+        on_start=print_job_start,
+        on_status=print_rule_finding,
     )
     print_job_summary(job)
     return job.exit_code if job.exit_code is not None else 1

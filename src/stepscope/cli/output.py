@@ -1,16 +1,18 @@
-"""What the commands print: rule statuses as they change, and the summary at the end of a job."""
+"""What the commands print: where a job goes, what its rules find as it trains, and the summary
+at the end."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
     from stepscope.launch import Job
 
-__all__ = ["print_job_summary", "print_rule_status"]
+__all__ = ["print_job_start", "print_job_summary", "print_rule_finding", "print_rule_status"]
 
 _console = Console(stderr=True, highlight=False)
 
@@ -23,11 +25,33 @@ _STYLE = {
 }
 
 
+#: Statuses worth a line while the job runs: a rule found something, or failed. A rule waiting
+#: for data, or done without findings, is left to the summary table at the end.
+_NEWS = frozenset(("IssuesFound", "Error"))
+
+
+def _say(text: str, *, markup: bool = True) -> None:
+    """One line, never wrapped by us: a path in it stays whole to copy (the terminal wraps it)."""
+    _console.print(text, markup=markup, soft_wrap=True)
+
+
+def print_job_start(job: Job) -> None:
+    """Where the job's data goes, and how to watch it while it trains."""
+    _say(f"Profiling into {job.path}", markup=False)
+    _say(f"Watch it live:  stepscope ui {job.path.parent}", markup=False)
+
+
 def print_rule_status(rule: str, status: dict[str, Any]) -> None:
-    """One line per change: ``rule  state  message``."""
+    """One line: ``rule  state  message``."""
     state = str(status.get("status", "?"))
-    message = status.get("message") or ""
-    _console.print(f"[{_STYLE.get(state, '')}]{rule:<26} {state:<14}[/] {message}")
+    message = str(status.get("message") or "")
+    _say(f"[{_STYLE.get(state, '')}]{escape(f'{rule:<26} {state:<14}')}[/] {escape(message)}")
+
+
+def print_rule_finding(rule: str, status: dict[str, Any]) -> None:
+    """:func:`print_rule_status` when the status is IssuesFound or Error (the job runs)."""
+    if str(status.get("status")) in _NEWS:
+        print_rule_status(rule, status)
 
 
 def print_job_summary(job: Job) -> None:
@@ -44,13 +68,13 @@ def print_job_summary(job: Job) -> None:
         ):
             state = str(status.get("status", "?"))
             table.add_row(
-                rule,
-                f"[{_STYLE.get(state, '')}]{state}[/]",
-                str(status.get("violations", "")),
-                str(status.get("message") or ""),
+                escape(rule),
+                f"[{_STYLE.get(state, '')}]{escape(state)}[/]",
+                escape(str(status.get("violations", ""))),
+                escape(str(status.get("message") or "")),
             )
         _console.print(table)
-    _console.print(f"Job [bold]{job.status}[/] (exit code {job.exit_code}); data in {job.path}")
+    _say(f"Job [bold]{job.status}[/] (exit code {job.exit_code}); data in {escape(str(job.path))}")
     if job.report_path.exists():
-        _console.print(f"Report:  {job.report_path}")
-    _console.print(f"Open the Profiler UI:  stepscope ui {job.path.parent}")
+        _say(f"Report:  {job.report_path}", markup=False)
+    _say(f"Open the Profiler UI:  stepscope ui {job.path.parent}", markup=False)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from stepscope.cli.output import print_job_summary, print_rule_status
+from stepscope.cli.output import print_job_start, print_job_summary, print_rule_finding
 
 __all__ = ["add_arguments", "main"]
 
@@ -50,7 +50,8 @@ def main(args: argparse.Namespace) -> int:
         rules=_rules(args.rules),
         job_dir=args.job_dir,
         nproc_per_node=args.nproc_per_node,
-        on_status=print_rule_status,
+        on_start=print_job_start,
+        on_status=print_rule_finding,
         report=not args.no_report,
     )
     print_job_summary(job)
