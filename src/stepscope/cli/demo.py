@@ -1,9 +1,9 @@
 """``stepscope demo``: a real profiled training run that shows every part of stepscope working.
 
-It trains a small CNN on synthetic data on the CPU (80 steps, under a minute), with a deliberately slow
-data loader and one injected slow step, collects everything (system metrics, steps, forward and
-backward, data loader, a Python profile and a detailed torch.profiler window), runs the rules live,
-writes the report and prints how to open the UI.
+It trains a small CNN on synthetic data on the CPU (80 steps, under a minute), with a deliberately
+slow data loader and one injected slow step, collects everything (system metrics, steps, forward
+and backward, data loader, a Python profile and a detailed torch.profiler window), runs the rules
+live, writes the report and prints how to open the UI.
 """
 
 from __future__ import annotations
