@@ -222,6 +222,18 @@ def test_detailed_trace_covers_exactly_the_configured_steps(tmp_path: Path) -> N
     assert (int(start_us), int(end_us)) == (int(metadata["start_us"]), int(metadata["end_us"]))
 
 
+def test_a_job_that_ends_before_the_window_saves_no_trace(tmp_path: Path) -> None:
+    # the window of steps 2-3 opens as step 1 ends; the job ends there, before step 2 began
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            detailed_profiling_config=DetailedProfilingConfig(start_step=2, num_steps=2)
+        )
+    )
+    job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, config, "--steps", "2")
+    assert [e["args"]["step_num"] for e in steps(read_events(job_dir))] == ["0", "1"]
+    assert not list((job_dir / "profiler-output").rglob("*.pt.trace.json*"))
+
+
 #: Trains 10 steps, each in a ``record_function`` named ``user_step_<i>``, under a
 #: ``torch.profiler`` of its own: across the whole loop, or (``--from-step 3``) started at step 3
 #: with a schedule (one step waiting, one warming up, two recording, once); prints which steps the

@@ -2,7 +2,8 @@
 
 Per ``DetailedProfilingConfig`` (step or time range), a ``torch.profiler.profile`` with the CPU
 activity (and CUDA when ``torch.cuda.is_available()``) starts when the step before the range ends
-(at the session start for step 0) and stops when the last step of the range ends. Each step inside
+(at the session start for step 0) and stops when the last step of the range ends; a window in which
+no step began (the job stopped first) is dropped without a trace. Each step inside
 is a ``ProfilerStep#<step>`` range, the name ``torch.profiler``'s own ``step()`` uses and every
 Kineto analysis splits steps by; annotations made inside the window become ``record_function``
 ranges too.
@@ -62,6 +63,8 @@ class DetailedProfiler:
         self._first_step = 0
         self._start_us = 0.0
         self._step_range: Any = None
+        #: a step began while the window is open (one that opens at a step's end waits for it)
+        self._stepped = False
         self._exports: list[threading.Thread] = []
         #: an explicit window (SageMaker Profiler's start_profiling): ranges do not close it
         self._manual = False
@@ -114,9 +117,7 @@ class DetailedProfiler:
         self._scripts_profilers.add(profiler)
         if self._profiler is not None:
             self._tell_of_scripts_profiler()
-            self._manual = False
-            self._end_step_range()
-            self._close(max(self.session.step, self._first_step))
+            self._end(manual=self._manual)
 
     def _tell_of_scripts_profiler(self) -> None:
         if not self._told_of_scripts_profiler:
@@ -135,6 +136,8 @@ class DetailedProfiler:
     def on_step_begin(self, session: Session, step: int) -> None:
         if self._profiler is None and session.active["detailed"]:
             self._open(step)
+        if self._profiler is not None:
+            self._stepped = True
 
     def on_step_end(self, session: Session, step: int) -> None:
         if self._manual:
@@ -154,10 +157,8 @@ class DetailedProfiler:
             self._open(step + 1)
 
     def on_stop(self, session: Session) -> None:
-        self._manual = False
         if self._profiler is not None:
-            self._end_step_range()
-            self._close(max(session.step, self._first_step))
+            self._end(manual=self._manual)
         for thread in self._exports:
             thread.join(_JOIN_TIMEOUT_S)
         self._exports = []
@@ -177,12 +178,9 @@ class DetailedProfiler:
 
     def stop_manual(self) -> None:
         """Close the explicit window (a no-op without one)."""
-        if not self._manual:
-            return
+        if self._manual and self._profiler is not None:
+            self._end(manual=True)
         self._manual = False
-        if self._profiler is not None:
-            self._end_step_range()
-            self._close(max(self.session.step, self._first_step))
 
     # -- windows --------------------------------------------------------------------------
 
@@ -201,6 +199,7 @@ class DetailedProfiler:
             self._opening = False
         self._profiler = profiler
         self._first_step = step
+        self._stepped = False
         self._start_us = now_us()
         self.session.record_function = torch.profiler.record_function
         self._begin_step_range(step)
@@ -214,6 +213,19 @@ class DetailedProfiler:
         step_range, self._step_range = self._step_range, None
         if step_range is not None:
             step_range.__exit__(None, None, None)
+
+    def _end(self, *, manual: bool) -> None:
+        """End the open window: its trace is saved, unless no step began in it (the job
+        stopped, or the script's profiler started, just after a step's end opened it) and the
+        script did not open it explicitly: no trace of a step that never ran."""
+        self._manual = False
+        self._end_step_range()
+        if self._stepped or manual:
+            self._close(max(self.session.step, self._first_step))
+            return
+        profiler, self._profiler = self._profiler, None
+        self.session.record_function = None
+        profiler.stop()
 
     def _close(self, last_step: int) -> None:
         profiler, self._profiler = self._profiler, None
