@@ -222,16 +222,22 @@ def test_detailed_trace_covers_exactly_the_configured_steps(tmp_path: Path) -> N
     assert (int(start_us), int(end_us)) == (int(metadata["start_us"]), int(metadata["end_us"]))
 
 
-def test_a_job_that_ends_before_the_window_saves_no_trace(tmp_path: Path) -> None:
-    # the window of steps 2-3 opens as step 1 ends; the job ends there, before step 2 began
+def test_a_job_that_ends_before_its_windows_has_no_profile_of_their_steps(
+    tmp_path: Path,
+) -> None:
+    # the windows of step 2 open as step 1 ends; the job ends there, before step 2 began
     config = ProfilerConfig(
         framework_profile_params=FrameworkProfile(
-            detailed_profiling_config=DetailedProfilingConfig(start_step=2, num_steps=2)
+            detailed_profiling_config=DetailedProfilingConfig(start_step=2, num_steps=2),
+            python_profiling_config=PythonProfilingConfig(start_step=2, num_steps=1),
         )
     )
     job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, config, "--steps", "2")
     assert [e["args"]["step_num"] for e in steps(read_events(job_dir))] == ["0", "1"]
-    assert not list((job_dir / "profiler-output").rglob("*.pt.trace.json*"))
+    output = job_dir / "profiler-output"
+    assert not list(output.rglob("*.pt.trace.json*"))
+    windows = [parse_python_stats_folder(f.parent.name) for f in output.rglob("python_stats")]
+    assert sorted(start.mode for start, _ in windows) == ["posthookclose", "prestepzero"]
 
 
 #: Trains 10 steps, each in a ``record_function`` named ``user_step_<i>``, under a

@@ -4,7 +4,8 @@ Per ``PythonProfilingConfig`` each profiled step gets its own window and folder,
 layout ``framework/pytorch/<cprofile|pyinstrument>/<node_id>/<start>_<end>/``: cProfile writes a
 ``pstats`` dump ``python_stats``; pyinstrument writes ``python_stats.json`` and
 ``python_stats.html``. A step's window opens when the previous step ends (so data loading for the
-step is in it) and closes when the step ends.
+step is in it) and closes when the step ends; when the job stops before the step begins, the window
+is dropped, with no profile of a step that never ran.
 
 cProfile timers (``cProfileTimer``): ``total_time`` is wall-clock time, ``cpu_time`` CPU time,
 ``off_cpu_time`` their difference (time spent waiting: I/O, locks, sleeping); ``default`` cycles
@@ -72,7 +73,7 @@ _TIMERS: dict[str, Callable[[], float] | None] = {
 
 
 class _Window:
-    __slots__ = ("installed", "kind", "profiler", "start", "step", "tool")
+    __slots__ = ("began", "installed", "kind", "profiler", "start", "step", "tool")
 
     def __init__(self, tool: str, profiler: Any, kind: str, step: int | None, start: Any) -> None:
         self.tool = tool
@@ -80,6 +81,8 @@ class _Window:
         self.kind = kind  # "step" | "prestepzero" | "posthookclose"
         self.step = step
         self.start = start
+        #: its step began (a step's window opens as the previous step ends)
+        self.began = False
         #: what holds the thread's profiler slot once this window's profiler started
         self.installed = sys.getprofile()
 
@@ -180,6 +183,8 @@ class PythonProfiler:
             window = None
         if window is None and session.active["python"]:
             self._open_step(step)  # a step found without a boundary before it (the first one)
+        if self._window is not None and self._window.kind == "step":
+            self._window.began = True
 
     def on_step_end(self, session: Session, step: int) -> None:
         window = self._window
@@ -285,12 +290,9 @@ class PythonProfiler:
             _displaced.append(window.profiler)
             self._leave_to_other_profiler()
             return
-        if window.tool == "cprofile":
-            window.profiler.disable()
-            window.profiler.create_stats()
-            payload: Any = dict(window.profiler.stats)
-        else:
-            payload = window.profiler.stop()
+        payload = _stop_profiler(window)
+        if window.kind == "step" and not window.began:
+            return  # the job stopped before the step: no profile of a step that never ran
         start_mode, start_us = window.start
         if window.kind == "step":
             start = StatsBoundary(end.mode, window.step, "stepstart", start_us)
@@ -308,6 +310,15 @@ class PythonProfiler:
         )
         thread.start()
         self._writers.append(thread)
+
+
+def _stop_profiler(window: _Window) -> Any:
+    """Stop the window's profiler; what it recorded, as :func:`_write_stats` takes it."""
+    if window.tool == "cprofile":
+        window.profiler.disable()
+        window.profiler.create_stats()
+        return dict(window.profiler.stats)
+    return window.profiler.stop()
 
 
 def _write_stats(tool: str, payload: Any, folder: Path) -> None:
