@@ -133,6 +133,52 @@ def test_workers_forked_inside_a_python_profile_window_print_nothing(
     assert modes.count("train") == 3
 
 
+#: Trains 4 steps on a thread of its own (as Ray Train runs a worker's loop) under
+#: ``stepscope.profile()`` with Python profiling of step 2, then prints what holds the main
+#: thread's profiler slot once the post-hook-close window is ended.
+TRAINING_THREAD_SCRIPT = """
+import sys, threading
+import torch
+import stepscope
+from stepscope.collect.torch.python_profiling import end_post_hook_close_window
+from stepscope.config import FrameworkProfile, ProfilerConfig, PythonProfilingConfig
+
+def train():
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(4):
+        loss = model(torch.randn(2, 4)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+python = PythonProfilingConfig(start_step=2, num_steps=1)
+config = ProfilerConfig(framework_profile_params=FrameworkProfile(python_profiling_config=python))
+with stepscope.profile(config, job_dir="job"):
+    thread = threading.Thread(target=train)
+    thread.start()
+    thread.join()
+end_post_hook_close_window()
+print("main thread profiler:", sys.getprofile())
+"""
+
+
+def test_steps_on_another_thread_leave_no_profiler_on_the_main_thread(tmp_path: Path) -> None:
+    job_dir, result = run_script(tmp_path, TRAINING_THREAD_SCRIPT, None)
+    # the pre-step-zero window profiled the main thread; it is off once the session stopped
+    assert "main thread profiler: None" in result.stdout, result.stderr
+    assert "another Python profiler" not in result.stderr
+    root = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
+    windows = {}
+    for folder in root.iterdir():
+        bounds = parse_python_stats_folder(folder.name)
+        assert bounds is not None, folder.name
+        windows[bounds[0].mode] = pstats.Stats(str(folder / "python_stats"))
+    assert sorted(windows) == ["posthookclose", "prestepzero", "train"]
+    # the step's window profiled the training thread: the optimizer step ran in it
+    assert any(f[2] == "step" and "optim" in f[0] for f in windows["train"].stats)
+
+
 #: Trains 8 steps, calling ``marker`` once per step; with ``--profile-self`` the script takes
 #: its own cProfile profile of the loop and prints how many calls of ``marker`` it saw.
 SELF_PROFILED_SCRIPT = """

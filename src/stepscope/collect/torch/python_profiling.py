@@ -21,6 +21,11 @@ next session in the same process, whatever that one profiles (left open, it woul
 the new session's steps, slowing them and mixing them into the old session's window), or to a
 call of :func:`end_post_hook_close_window`.
 
+cProfile (before 3.12) and pyinstrument profile the thread that starts them, and only that thread
+can stop them: a window that ends on another thread (the steps run on a training thread, the
+session started on the main one) is finished by its own thread when that thread next calls in, with
+the boundary it ended at.
+
 Python has one profiler slot per thread (from 3.12, cProfile takes ``sys.monitoring``'s one
 profiler tool instead). The script's own profiler comes first. While another profiler
 holds the slot (the script's cProfile, ``python -m cProfile``, pyinstrument, an IDE's), no window
@@ -72,8 +77,14 @@ _TIMERS: dict[str, Callable[[], float] | None] = {
 }
 
 
+#: cProfile profiles the thread that enables it (from Python 3.12, every thread, through
+#: ``sys.monitoring``); pyinstrument, the thread that starts it. Such a profiler is turned off
+#: only by its own thread: ``disable()`` on another clears that other thread's slot.
+_CPROFILE_PER_THREAD = sys.version_info < (3, 12)
+
+
 class _Window:
-    __slots__ = ("began", "installed", "kind", "profiler", "start", "step", "tool")
+    __slots__ = ("began", "installed", "kind", "profiler", "start", "step", "thread", "tool")
 
     def __init__(self, tool: str, profiler: Any, kind: str, step: int | None, start: Any) -> None:
         self.tool = tool
@@ -85,6 +96,12 @@ class _Window:
         self.began = False
         #: what holds the thread's profiler slot once this window's profiler started
         self.installed = sys.getprofile()
+        self.thread = threading.get_ident()
+
+    def owned_here(self) -> bool:
+        """Whether this thread can stop the window's profiler (see _CPROFILE_PER_THREAD)."""
+        per_thread = self.tool == "pyinstrument" or _CPROFILE_PER_THREAD
+        return not per_thread or self.thread == threading.get_ident()
 
     def replaced(self) -> bool:
         """Whether another profiler took the slot from this window's (and still holds it)."""
@@ -130,6 +147,9 @@ class PythonProfiler:
     def __init__(self, session: Session) -> None:
         self.session = session
         self._window: _Window | None = None
+        #: windows that ended on a thread other than their own, with where they ended: their
+        #: own thread finishes them when it next calls in (a step, the stop, the exit)
+        self._ended_elsewhere: list[tuple[_Window, StatsBoundary]] = []
         self._writers: list[threading.Thread] = []
         self._atexit_registered = False
         self._told_of_other_profiler = False
@@ -154,9 +174,11 @@ class PythonProfiler:
         return enable
 
     def _give_way(self, profiler: Any) -> None:
-        """A cProfile profiler is about to start: unless it is ours, our window ends here."""
+        """A cProfile profiler is about to start: unless it is ours, or it runs on another
+        thread than our window's (before 3.12), our window ends here."""
+        self._finish_ended_here()
         window = self._window
-        if window is not None and profiler is not window.profiler:
+        if window is not None and profiler is not window.profiler and window.owned_here():
             self._leave_to_other_profiler()
             self._close(self._end_boundary(window))
 
@@ -176,6 +198,8 @@ class PythonProfiler:
             self._open("prestepzero", None, config, timer="total_time")
 
     def on_step_begin(self, session: Session, step: int) -> None:
+        if self._ended_elsewhere:
+            self._finish_ended_here()
         window = self._window
         if window is not None and window.kind == "prestepzero":
             mode = (session.mode or "global").lower()
@@ -187,6 +211,8 @@ class PythonProfiler:
             self._window.began = True
 
     def on_step_end(self, session: Session, step: int) -> None:
+        if self._ended_elsewhere:
+            self._finish_ended_here()
         window = self._window
         mode = (session.mode or "global").lower()
         if window is not None and window.kind == "step":
@@ -198,6 +224,7 @@ class PythonProfiler:
         window = self._window
         if window is not None:
             self._close(self._end_boundary(window))
+        self._finish_ended_here()
         config = self._config()
         if config is not None:
             self._open("posthookclose", None, config, timer="total_time")
@@ -223,6 +250,7 @@ class PythonProfiler:
         refuses with an "Exception ignored" traceback on the child's stderr.
         """
         window, self._window = self._window, None
+        self._ended_elsewhere = []  # their threads are not in this process
         if window is None:
             return
         if window.tool == "cprofile":
@@ -236,6 +264,7 @@ class PythonProfiler:
             _open_post_close = None
         if self._window is not None:
             self._close(StatsBoundary("posthookclose", None, "end", now_us()))
+        self._finish_ended_here()
         self.join()
 
     def join(self) -> None:
@@ -286,6 +315,25 @@ class PythonProfiler:
         window, self._window = self._window, None
         if window is None:
             return
+        if not window.owned_here():
+            # the steps run on another thread than the session's start: the window's own
+            # thread stops its profiler, when it next calls in
+            self._ended_elsewhere.append((window, end))
+            return
+        self._finish(window, end)
+
+    def _finish_ended_here(self) -> None:
+        """Finish the windows that ended elsewhere whose profiler this thread can stop."""
+        waiting = []
+        for window, end in self._ended_elsewhere:
+            if window.owned_here():
+                self._finish(window, end)
+            else:
+                waiting.append((window, end))
+        self._ended_elsewhere = waiting
+
+    def _finish(self, window: _Window, end: StatsBoundary) -> None:
+        """Stop ``window``'s profiler (on its own thread) and write its stats."""
         if window.replaced():
             _displaced.append(window.profiler)
             self._leave_to_other_profiler()
