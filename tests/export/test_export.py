@@ -162,3 +162,23 @@ def test_lanes_restart_after_every_gap() -> None:
     lanes, clamped = assign_lanes(starts, ends)
     assert lanes.tolist() == [0, 1, 0, 0, 1, 0, 0, 0]
     assert clamped.tolist() == [10, 15, 30, 50, 55, 70, 70, 81]  # 70.5 overshot by < 1 µs
+
+
+def test_the_output_name_chooses_the_format_unless_one_is_given(tmp_path: Path) -> None:
+    import gzip
+
+    from stepscope.export import export_trace
+    from stepscope.testing import generate_job
+
+    job = generate_job(tmp_path / "job", gpus=1, cpus=2, minutes=1)
+    plain = export_trace(job, tmp_path / "out.json")
+    assert plain.format == "chrome"
+    assert json.loads((tmp_path / "out.json").read_text())["traceEvents"]
+    zipped = export_trace(job, tmp_path / "out.JSON.GZ")
+    assert zipped.format == "chrome"
+    assert json.loads(gzip.decompress((tmp_path / "out.JSON.GZ").read_bytes()))["traceEvents"]
+    assert export_trace(job, tmp_path / "out.pftrace").format == "perfetto"
+    # an explicit format wins over the name
+    assert export_trace(job, tmp_path / "x.json", format="perfetto").format == "perfetto"
+    with pytest.raises(UnicodeDecodeError):
+        json.loads((tmp_path / "x.json").read_text())

@@ -15,8 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format",
         choices=sorted(EXPORT_FORMATS),
-        default="perfetto",
-        help="perfetto: protobuf TrackEvent (default); chrome: trace-event JSON",
+        help="perfetto: protobuf TrackEvent; chrome: trace-event JSON (default: chrome for an "
+        "output named *.json or *.json.gz, else perfetto)",
     )
     parser.add_argument("-o", "--output", type=Path, help="the file to write")
     which = parser.add_mutually_exclusive_group()

@@ -17,7 +17,7 @@ from stepscope.export.perfetto import write_perfetto_trace
 from stepscope.export.summary import ExportSummary
 from stepscope.export.window import parse_range, resolve_window
 
-__all__ = ["EXPORT_FORMATS", "ExportSummary", "export_trace", "parse_range"]
+__all__ = ["EXPORT_FORMATS", "ExportSummary", "export_trace", "format_for", "parse_range"]
 
 ExportFormat = Literal["perfetto", "chrome"]
 
@@ -28,11 +28,18 @@ EXPORT_FORMATS = {
 }
 
 
+def format_for(output: str | os.PathLike[str] | None) -> ExportFormat:
+    """The format a file of this name holds: ``chrome`` for ``*.json`` and ``*.json.gz`` (what
+    chrome://tracing and Perfetto UI open as JSON), else ``perfetto``."""
+    name = Path(output).name.lower() if output is not None else ""
+    return "chrome" if name.endswith((".json", ".json.gz")) else "perfetto"
+
+
 def export_trace(
     source: str | os.PathLike[str],
     output: str | os.PathLike[str] | None = None,
     *,
-    format: ExportFormat = "perfetto",
+    format: ExportFormat | None = None,
     steps: tuple[float | None, float | None] | None = None,
     time_s: tuple[float | None, float | None] | None = None,
 ) -> ExportSummary:
@@ -40,12 +47,15 @@ def export_trace(
 
     :param source: anything :func:`stepscope.store.open_job` reads.
     :param output: the file to write; default ``<job name><suffix>`` in the current folder.
-    :param format: ``perfetto`` (protobuf TrackEvent) or ``chrome`` (trace-event JSON).
+    :param format: ``perfetto`` (protobuf TrackEvent) or ``chrome`` (trace-event JSON); default
+        :func:`format_for` the output's name.
     :param steps: only steps ``A <= step < B`` (either bound may be ``None``).
     :param time_s: only seconds ``[A, B)`` from the job's first record; not with ``steps``.
     """
     from stepscope.store import open_job
 
+    if format is None:
+        format = format_for(output)
     if format not in EXPORT_FORMATS:
         raise ConfigError("format", format, f"one of {', '.join(EXPORT_FORMATS)}")
     writer, suffix = EXPORT_FORMATS[format]

@@ -198,6 +198,6 @@ def _open(output: Path) -> BinaryIO:
     at higher levels (zlib's level 9 took three times as long as everything else), for files
     only about a third smaller.
     """
-    if output.name.endswith(".gz"):
+    if output.name.lower().endswith(".gz"):
         return gzip_writer(output)
     return open(output, "wb")
