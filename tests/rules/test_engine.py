@@ -106,6 +106,16 @@ def test_kineto_trace_file_needs_an_output_dir(shared_fixtures, tmp_path):
     results = run_rules(trace, ["StepOutlier", "OverallFrameworkMetrics"], output_dir=tmp_path)
     assert results["StepOutlier"].datapoints == 5  # ProfilerStep#101-105
     assert results["OverallFrameworkMetrics"].details["ratio"]["GPU"] > 0
+    # five steps of a few tens of ms each: said in ms, not rounded to "0.4 s"
+    steps_ms = (
+        sum(
+            v
+            for k, v in results["OverallFrameworkMetrics"].details["phase"].items()
+            if k != "others"
+        )
+        * 1e3
+    )
+    assert f"{steps_ms:.1f} ms in steps" in results["OverallFrameworkMetrics"].message
 
 
 def test_smdebug_fixture_runs_every_rule(shared_fixtures, tmp_path):

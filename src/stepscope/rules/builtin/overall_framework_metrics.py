@@ -134,7 +134,9 @@ class OverallFrameworkMetrics(Rule):
         total_steps = sum(v for k, v in phase.items() if k != "others")
         message = f"{self.events} framework events"
         if phase:
-            message += f"; {total_steps:.1f} s in steps, {phase['others']:.1f} s between steps"
+            message += (
+                f"; {_duration(total_steps)} in steps, {_duration(phase['others'])} between steps"
+            )
         return Verdict(datapoints=self.events, details=details, message=message + ".")
 
     def _top(self, grp: str, limit: int = 15) -> list[dict[str, Any]]:
@@ -164,3 +166,8 @@ class OverallFrameworkMetrics(Rule):
                 }
             )
         return top
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as a reader takes them in: a profiler trace's few steps last milliseconds."""
+    return f"{seconds:.1f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
