@@ -243,20 +243,22 @@ class PythonProfiler:
         return StatsBoundary(mode, step, "end", now_us())
 
     def after_fork_in_child(self) -> None:
-        """A forked child (a data-loader worker) must not go on profiling our window.
+        """A forked child (a data-loader worker) must not go on profiling our windows.
 
-        The profiler is turned off while the window still holds it: a cProfile profiler freed
-        while on turns itself off from its destructor, inside ``sys.setprofile``, which Python
-        refuses with an "Exception ignored" traceback on the child's stderr.
+        Each profiler is turned off while its window still holds it (the open window's, and
+        those of windows waiting for their own thread, which may be the forking one): a cProfile
+        profiler freed while on turns itself off from its destructor, inside ``sys.setprofile``,
+        which Python refuses with an "Exception ignored" traceback on the child's stderr.
         """
-        window, self._window = self._window, None
-        self._ended_elsewhere = []  # their threads are not in this process
-        if window is None:
-            return
-        if window.tool == "cprofile":
-            window.profiler.disable()
-        else:
-            sys.setprofile(None)  # pyinstrument's sampler
+        windows = [window for window, _ in self._ended_elsewhere]
+        if self._window is not None:
+            windows.append(self._window)
+        self._window, self._ended_elsewhere = None, []
+        for window in windows:
+            if window.tool == "cprofile":
+                window.profiler.disable()
+            else:
+                sys.setprofile(None)  # pyinstrument's sampler
 
     def _at_exit(self) -> None:
         global _open_post_close
