@@ -9,7 +9,8 @@ steps, then the variant's set-up and ``--steps`` steps (default 6 and 12 after 2
 totals over the difference of their steps is the cost of one step: start-up, imports, warm-up, the
 steps both runs share (``run`` gets at least 8 warm-up steps, so that its default windows, steps
 5-12, lie in those), set-up and tear-down cancel out. Every thread of the training process counts
-(the timeline writer's serialisation included). Few steps, because under callgrind one step of this
+(the timeline writer's serialisation included), and its main thread, the one that trains, is also
+counted alone (callgrind's ``--separate-threads``). Few steps, because under callgrind one step of this
 CNN takes 8-15 s (torch's vectorised kernels run emulated): one callgrind run takes 3-6 minutes
 (torch's import alone about 45 s).
 
@@ -45,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -72,8 +72,6 @@ TARGET_PCT = {"default": 1.0, "submodules": 3.0, "detailed": 0.0, "run": 1.0}
 #: the least warm-up of ``run``: its default windows (steps 5-12) must end in the shared steps
 RUN_WARMUP_STEPS = 8
 
-_COLLECTED = re.compile(r"==\d+== Collected : (\d+)")
-
 
 def _child(variant: str, warmup: int, steps: int, work_dir: Path) -> None:
     """In the counted process: the warm-up steps, then ``steps`` steps of ``variant``."""
@@ -86,16 +84,23 @@ def _child(variant: str, warmup: int, steps: int, work_dir: Path) -> None:
     run_block(variant, loop, steps, work_dir)
 
 
-def _count(variant: str, warmup: int, steps: int, tmp: Path) -> int:
-    """Instructions of one callgrind run of ``variant`` (every thread of the training process)."""
+#: (every thread of the training process, its main thread: the training loop's)
+Count = tuple[int, int]
+
+
+def _count(variant: str, warmup: int, steps: int, tmp: Path) -> Count:
+    """Instructions of one callgrind run of ``variant``: every thread of the training process,
+    and its main thread alone (callgrind's profile of each thread, ``<out>-01`` the first)."""
     work_dir = Path(tempfile.mkdtemp(dir=tmp))
+    out = work_dir / "callgrind.out"
     valgrind = [
         "nice",
         "-n",
         "10",
         "valgrind",
         "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
+        "--separate-threads=yes",
+        f"--callgrind-out-file={out}",
     ]
     inner = "bare" if variant == "run" else variant
     if variant == "run":
@@ -115,18 +120,35 @@ def _count(variant: str, warmup: int, steps: int, tmp: Path) -> int:
         command = [*launcher, "--", *command]
     env = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
     done = subprocess.run(command, env=env, capture_output=True, text=True)
-    found = _COLLECTED.findall(done.stderr)
-    if done.returncode != 0 or len(found) != 1:
+    threads = {
+        int(path.name.rsplit("-", 1)[1]): _summary(path) for path in work_dir.glob(f"{out.name}-*")
+    }
+    if done.returncode != 0 or 1 not in threads:
         raise SystemExit(f"{variant} ({steps} steps) failed:\n{done.stderr[-3000:]}")
-    print(f"  {variant}, {steps} steps: {int(found[0]):,} instructions", flush=True)
-    return int(found[0])
+    count = (sum(threads.values()), threads[1])
+    print(
+        f"  {variant}, {steps} steps: {count[0]:,} instructions, {count[1]:,} on the main "
+        f"thread ({len(threads)} threads)",
+        flush=True,
+    )
+    return count
+
+
+def _summary(profile: Path) -> int:
+    """The instruction count of one thread's callgrind profile (its ``summary:`` line)."""
+    with open(profile) as lines:
+        for line in lines:
+            if line.startswith("summary:"):
+                return int(line.split()[1])
+    raise SystemExit(f"{profile} has no summary line")
 
 
 def _per_step(
     variants: list[str], warmup: int, steps: tuple[int, int], tmp: Path, jobs: int
-) -> list[float]:
-    """Instructions per step of each of ``variants`` (in that order): the difference of two
-    runs over their steps. ``jobs`` callgrind runs at a time (the counts do not depend on it)."""
+) -> list[tuple[float, float]]:
+    """Instructions per step of each of ``variants`` (in that order), every thread's and the
+    main thread's: the difference of two runs over their steps. ``jobs`` callgrind runs at a
+    time (the counts do not depend on it)."""
     t0 = time.monotonic()
     runs = [(variant, n) for variant in variants for n in steps]
     with ThreadPoolExecutor(jobs) as pool:
@@ -134,10 +156,11 @@ def _per_step(
     result = []
     for i, variant in enumerate(variants):
         short, long = counts[2 * i], counts[2 * i + 1]
-        result.append((long - short) / (steps[1] - steps[0]))
+        every, main = ((long[k] - short[k]) / (steps[1] - steps[0]) for k in (0, 1))
+        result.append((every, main))
         print(
-            f"{variant}: {short:,} instructions ({steps[0]} steps), {long:,} ({steps[1]} "
-            f"steps): {result[-1]:,.0f} per step",
+            f"{variant}: {short[0]:,} instructions ({steps[0]} steps), {long[0]:,} ({steps[1]} "
+            f"steps): {every:,.0f} per step, {main:,.0f} on the main thread",
             flush=True,
         )
     print(f"({len(runs)} callgrind runs in {time.monotonic() - t0:.0f} s)", flush=True)
@@ -173,22 +196,24 @@ def main() -> None:
     per_step = dict(zip(variants, counts, strict=False))
     if args.repeat in per_step:
         again = counts[-1]
-        print(
-            f"repeat of {args.repeat}: {again:,.0f} per step, "
-            f"{100 * (again / per_step[args.repeat] - 1):+.3f} % from the first"
-        )
+        print(f"repeat of {args.repeat}: {_changes(again, per_step[args.repeat])} from the first")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     for variant, count in per_step.items():
         base = BASELINE.get(variant, "bare")
         if variant == base or base not in per_step:
-            print(f"{variant}: {count:,.0f} instructions per step")
+            print(f"{variant}: {count[0]:,.0f} instructions per step ({count[1]:,.0f} main thread)")
             continue
-        change = 100 * (count / per_step[base] - 1)
         target = f" (target <= {TARGET_PCT[variant]:+.0f} %)" if variant in TARGET_PCT else ""
-        print(
-            f"{variant}: {count:,.0f} instructions per step, {change:+.2f} % vs {base}"
-            f" ({count - per_step[base]:+,.0f}){target}"
-        )
+        print(f"{variant} vs {base}: {_changes(count, per_step[base])}{target}")
+
+
+def _changes(count: tuple[float, float], base: tuple[float, float]) -> str:
+    """Per-step counts and their change from ``base``: every thread's, then the main thread's."""
+    return "; ".join(
+        f"{label} {count[k]:,.0f} per step, {100 * (count[k] / base[k] - 1):+.2f} % "
+        f"({count[k] - base[k]:+,.0f})"
+        for k, label in ((0, "every thread"), (1, "main thread"))
+    )
 
 
 if __name__ == "__main__":
