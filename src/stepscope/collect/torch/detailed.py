@@ -2,9 +2,7 @@
 
 Per ``DetailedProfilingConfig`` (step or time range), a ``torch.profiler.profile`` with the CPU
 activity (and CUDA when ``torch.cuda.is_available()``) starts when the step before the range ends
-(at the session start for step 0) and ends with the last step of the range; its profiler stops as
-the next step begins, outside the ranges open at a step's end (torch's around the optimizer step, the
-script's annotation of the step), which a profiler stopped inside would leave open. A window in which
+(at the session start for step 0) and stops when the last step of the range ends; a window in which
 no step began (the job stopped first) is dropped without a trace. Each step inside
 is a ``ProfilerStep#<step>`` range, the name ``torch.profiler``'s own ``step()`` uses and every
 Kineto analysis splits steps by; annotations made inside the window become ``record_function``
@@ -67,9 +65,6 @@ class DetailedProfiler:
         self._step_range: Any = None
         #: a step began while the window is open (one that opens at a step's end waits for it)
         self._stepped = False
-        #: (last step, its end) of a window whose range has ended; its profiler stops as the next
-        #: step begins (see on_step_end)
-        self._ended: tuple[int, float] | None = None
         self._exports: list[threading.Thread] = []
         #: an explicit window (SageMaker Profiler's start_profiling): ranges do not close it
         self._manual = False
@@ -120,7 +115,6 @@ class DetailedProfiler:
         if self._opening:
             return
         self._scripts_profilers.add(profiler)
-        self._stop_ended()
         if self._profiler is not None:
             self._tell_of_scripts_profiler()
             self._end(manual=self._manual)
@@ -140,8 +134,6 @@ class DetailedProfiler:
             self._open(0)
 
     def on_step_begin(self, session: Session, step: int) -> None:
-        if self._ended is not None:
-            self._stop_ended()
         if self._profiler is None and session.active["detailed"]:
             self._open(step)
         if self._profiler is not None:
@@ -155,23 +147,16 @@ class DetailedProfiler:
             else:
                 self._begin_step_range(step + 1)
             return
-        if self._ended is not None:
-            self._stop_ended()
         if self._profiler is not None:
             self._end_step_range()
             if session.active["detailed"]:
                 self._begin_step_range(step + 1)
             else:
-                # A step ends inside torch's range around the optimizer step (and often inside
-                # the script's annotation of the step); a profiler stopped there leaves those
-                # ranges open, and torch warns of them. It stops as the next step begins.
-                self.session.record_function = None
-                self._ended = (step, now_us())
+                self._close(step)
         elif session.active["detailed"]:
             self._open(step + 1)
 
     def on_stop(self, session: Session) -> None:
-        self._stop_ended()
         if self._profiler is not None:
             self._end(manual=self._manual)
         for thread in self._exports:
@@ -184,7 +169,6 @@ class DetailedProfiler:
         """Open a window now, until :meth:`stop_manual` or ``max_duration_s`` seconds (checked
         at step ends), whatever the configured range says; a range window already open is
         taken over. Nothing opens while the script's own profiler runs."""
-        self._stop_ended()
         if self._profiler is None:
             self._open(max(self.session.step + (0 if self.session.in_step else 1), 0), cuda=cuda)
         if self._profiler is None:
@@ -230,13 +214,6 @@ class DetailedProfiler:
         if step_range is not None:
             step_range.__exit__(None, None, None)
 
-    def _stop_ended(self) -> None:
-        """Stop the profiler of a window whose range has ended (see on_step_end)."""
-        if self._ended is not None:
-            last_step, end_us = self._ended
-            self._ended = None
-            self._close(last_step, end_us)
-
     def _end(self, *, manual: bool) -> None:
         """End the open window: its trace is saved, unless no step began in it (the job
         stopped, or the script's profiler started, just after a step's end opened it) and the
@@ -250,12 +227,10 @@ class DetailedProfiler:
         self.session.record_function = None
         profiler.stop()
 
-    def _close(self, last_step: int, end_us: float | None = None) -> None:
-        """Stop the profiler and save its trace, which ends at ``end_us`` (default: now)."""
+    def _close(self, last_step: int) -> None:
         profiler, self._profiler = self._profiler, None
         self.session.record_function = None
-        if end_us is None:
-            end_us = now_us()
+        end_us = now_us()
         session = self.session
         profiler.add_metadata_json(
             "stepscope",
