@@ -141,15 +141,15 @@ class DetailedProfiler:
 
     def on_step_end(self, session: Session, step: int) -> None:
         if self._manual:
-            self._end_step_range()
             if time.monotonic() >= self._manual_deadline_s:
                 self.stop_manual()
             else:
+                self._end_step_range()
                 self._begin_step_range(step + 1)
             return
         if self._profiler is not None:
-            self._end_step_range()
             if session.active["detailed"]:
+                self._end_step_range()
                 self._begin_step_range(step + 1)
             else:
                 self._close(step)
@@ -219,13 +219,13 @@ class DetailedProfiler:
         stopped, or the script's profiler started, just after a step's end opened it) and the
         script did not open it explicitly: no trace of a step that never ran."""
         self._manual = False
-        self._end_step_range()
         if self._stepped or manual:
             self._close(max(self.session.step, self._first_step))
             return
         profiler, self._profiler = self._profiler, None
         self.session.record_function = None
         profiler.stop()
+        self._end_step_range()
 
     def _close(self, last_step: int) -> None:
         profiler, self._profiler = self._profiler, None
@@ -251,6 +251,11 @@ class DetailedProfiler:
             ),
         )
         profiler.stop()
+        # The step's range ends after the stop, which ends it with the ranges still open: a step
+        # ends inside torch's range around the optimizer step (and often inside the script's
+        # annotation of the step), and a profiler stopped after their parent range ended but
+        # before they did makes torch warn of them.
+        self._end_step_range()
         path = detailed_profiling_trace_path(
             session.profiler_output_dir,
             self._first_step,
