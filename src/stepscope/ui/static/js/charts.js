@@ -110,11 +110,15 @@ function histogram(payload) {
   // axis; a log axis keeps them in sight, which is what this chart is for.
   const counts = payload.series.flatMap((s) => s.counts).filter((c) => c > 0);
   const logScale = counts.length > 0 && Math.max(...counts) / Math.min(...counts) > 50;
+  // The legend sits above the plot, one line per series (each names its count and median), in
+  // a top margin made for it: laid over the plot, it hid the tallest bars.
+  const legendHeight = 20 * payload.series.length;
   const layout = baseLayout({
-    height: 280,
+    height: 260 + legendHeight,
     barmode: "overlay",
     showlegend: true,
-    legend: { orientation: "h", y: 1.14, x: 0 },
+    legend: { orientation: "v", x: 0, y: 1, yanchor: "bottom" },
+    margin: { l: 56, r: 16, t: 12 + legendHeight, b: 44 },
     xaxis: axis(`duration (${unit})`),
     yaxis: logScale ? axis("count (log scale)", { type: "log", dtick: 1 }) : axis("count", { rangemode: "tozero" }),
   });
