@@ -182,6 +182,12 @@ def test_dashboard_of_a_generated_job(page, server):
         assert empty.nth(i).inner_text().strip()
     # utilization charts are drawn by plotly
     expect(page.locator("article[data-panel=cpu_utilization] .main-svg").first).to_be_visible()
+    # the step times' legend stays off the bars
+    step_time = page.locator("article[data-panel=step_time]")
+    legend = step_time.locator(".legend").bounding_box()
+    plot_area = step_time.locator(".nsewdrag").first.bounding_box()
+    assert legend is not None and plot_area is not None
+    assert legend["y"] + legend["height"] <= plot_area["y"] + 1
     rules = page.locator("#rules")
     expect(rules.locator("tr[data-rule=CPUBottleneck]")).to_contain_text("Issues found")
     expect(rules.locator("tr[data-rule=CPUBottleneck]")).to_contain_text("14 of 360")
