@@ -98,6 +98,14 @@ def test_events_without_a_node_sit_under_a_named_host() -> None:
     assert index.tracks[0].path[0] == "host"
 
 
+def test_profiler_spans_of_no_thread_get_a_track_named_after_them() -> None:
+    # Kineto's own "PyTorch Profiler" span of the whole trace has no thread
+    index = TimelineIndex(
+        connect(events_table([event("Trace", "PyTorch Profiler (0)", 0, 900, tid=-1)]))
+    )
+    assert [" / ".join(t.path) for t in index.tracks] == ["algo-1 / CPU / rank 0 · Trace"]
+
+
 def test_every_answer_is_bounded_whatever_the_number_of_dense_tracks() -> None:
     many = [event("cpu_op", f"op{i % 5}", i * 10.0, 5.0, tid=i % 12) for i in range(24_000)]
     index = TimelineIndex(connect(events_table(many)))

@@ -52,6 +52,7 @@ def tracked_events_sql(where: str = "TRUE") -> str:
             CASE
                 WHEN category = 'gpu_user_annotation' THEN 'stream ' || stream || ' annotations'
                 WHEN category IN ({_GPU_LIST}) THEN 'stream ' || stream
+                WHEN source = 'kineto' AND tid < 0 THEN coalesce(nullif(category, ''), 'no thread')
                 WHEN source = 'kineto' THEN 'thread ' || tid
                 WHEN category = 'DataLoaderWorker' THEN 'DataLoaderWorker pid ' || pid
                 WHEN tid >= 0 THEN category || ' thread ' || tid

@@ -50,6 +50,7 @@ function niceStep(span) {
 
 export function formatDuration(us) {
   const a = Math.abs(us);
+  if (a === 0) return "0 s";
   if (a >= 1e6) return `${(us / 1e6).toFixed(a >= 1e7 ? 1 : 3)} s`;
   if (a >= 1e3) return `${(us / 1e3).toFixed(a >= 1e4 ? 1 : 3)} ms`;
   return `${us.toFixed(a >= 10 ? 1 : 3)} µs`;
