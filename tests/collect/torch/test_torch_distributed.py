@@ -106,9 +106,15 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+#: The DDP models, kept to the rank's end: freed when main returns, DDP's reducer destroys the
+#: gloo process group it still holds, and that destructor hangs now and then (unprofiled too:
+#: pytorch/pytorch#75097). A spawned rank leaves through os._exit, which frees nothing.
+MODELS = []
+
 def main(rank, world_size, rendezvous):
     dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=world_size)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+    MODELS.append(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     for _ in range(3):
         loss = model(torch.randn(4, 8)).pow(2).mean()
