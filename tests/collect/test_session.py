@@ -72,6 +72,22 @@ def test_profile_instruments_torch_and_set_mode_predicts(tmp_path: Path) -> None
     assert [e["args"]["step_num"] for e in steps(events, "PREDICT")] == ["0", "1"]
 
 
+def test_a_second_run_into_the_same_job_folder_is_told_it_adds_to_the_first(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = torch.nn.Linear(4, 2)
+    with stepscope.profile(_config(), job_dir=tmp_path / "job"):
+        model(torch.randn(3, 4))
+    assert "already holds a run" not in caplog.text
+    with stepscope.profile(_config(), job_dir=tmp_path / "job"):  # the notebook cell, again
+        model(torch.randn(3, 4))
+    assert "already holds a run of 0-algo-1" in caplog.text
+    caplog.clear()
+    with stepscope.profile(_config(), job_dir=tmp_path / "other"):
+        model(torch.randn(3, 4))
+    assert "already holds a run" not in caplog.text
+
+
 def test_a_script_that_changes_its_working_directory_keeps_one_job_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -118,6 +118,7 @@ def profile(
     else:
         output = _default_job_dir() / "profiler-output"
     session = Session(config, output, **rank_from_env())
+    _warn_if_it_holds_a_run(session)
     from stepscope.collect.torch import instrument
 
     session.start()
@@ -129,6 +130,24 @@ def profile(
         session.stop()
         if monitor is not None:
             monitor.stop()
+
+
+def _warn_if_it_holds_a_run(session: Session) -> None:
+    """A folder that already holds this rank's events (a notebook cell run again) gets the new
+    run's too, its steps numbered from 0 again: say so, since analyses by step mix the two."""
+    from stepscope.store.layout import pevents_dir
+
+    try:
+        earlier = next(pevents_dir(session.profiler_output_dir).glob(f"*/*_{session.node_id}_*"))
+    except (StopIteration, OSError):
+        return
+    logger.warning(
+        "stepscope: %s already holds a run of %s (%s); this run's events are added to it, its "
+        "steps numbered from 0 again. Give profile() a new job_dir to keep runs apart.",
+        session.profiler_output_dir,
+        session.node_id,
+        earlier.name,
+    )
 
 
 def _start_node_monitor(session: Session) -> MonitorHandle | None:
