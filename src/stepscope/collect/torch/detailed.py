@@ -82,22 +82,13 @@ class DetailedProfiler:
 
     def install(self) -> None:
         profile = torch.autograd.profiler.profile
-        self._patches.wrap(profile, "_prepare_trace", self._watch_start)
+        self._patches.call_first(profile, "_prepare_trace", self._on_scripts_profiler_start)
         self._patches.wrap(profile, "__exit__", self._watch_end)
 
     def remove(self) -> None:
         self._patches.restore()
 
     # -- the script's own profilers come first ------------------------------------------
-
-    def _watch_start(self, original: Any) -> Any:
-        on_start = self._on_scripts_profiler_start
-
-        def _prepare_trace(profiler: Any) -> Any:
-            on_start(profiler)
-            return original(profiler)
-
-        return _prepare_trace
 
     def _watch_end(self, original: Any) -> Any:
         on_end = self._on_scripts_profiler_end

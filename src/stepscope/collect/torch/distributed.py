@@ -126,7 +126,7 @@ class CollectiveHooks:
         # ``torch.multiprocessing.spawn`` is also a function, which hides the module of that name
         spawn_module = importlib.import_module("torch.multiprocessing.spawn")
         for owner in (spawn_module, torch.multiprocessing):
-            self._patches.wrap(owner, "start_processes", self._wrap_launch)
+            self._patches.call_first(owner, "start_processes", self._before_launch)
 
     def remove(self) -> None:
         self._patches.restore()
@@ -199,18 +199,7 @@ class CollectiveHooks:
         init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
         return init_process_group
 
-    def _wrap_launch(self, original: Any) -> Any:
-        before_launch = self._before_launch
-
-        def start_processes(*args: Any, **kwargs: Any) -> Any:
-            before_launch()
-            return original(*args, **kwargs)
-
-        start_processes.__doc__ = original.__doc__
-        start_processes.__wrapped__ = original  # type: ignore[attr-defined]
-        return start_processes
-
-    def _on_launching_ranks(self) -> None:
+    def _on_launching_ranks(self, *_launch_args: Any, **_launch_kwargs: Any) -> None:
         session = self.session
         launched_by_stepscope_run = bool(os.environ.get("STEPSCOPE_JOB_DIR"))
         if launched_by_stepscope_run and session.step < 0 and get_active_session() is session:

@@ -7,6 +7,7 @@ two parts of the instrumentation) comes back to the first original.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,19 @@ class Patches:
     def wrap(self, owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
         """Set ``owner.name`` to ``wrap(original)``."""
         self.replace(owner, name, wrap(getattr(owner, name)))
+
+    def call_first(self, owner: Any, name: str, before: Callable[..., object]) -> None:
+        """Make ``owner.name`` call ``before`` with its arguments, then do what it did."""
+
+        def wrap(original: Any) -> Any:
+            @functools.wraps(original)
+            def call(*args: Any, **kwargs: Any) -> Any:
+                before(*args, **kwargs)
+                return original(*args, **kwargs)
+
+            return call
+
+        self.wrap(owner, name, wrap)
 
     def original(self, owner: Any, name: str) -> Any:
         """What ``owner`` itself held as ``name`` before the first replacement (``owner.name``

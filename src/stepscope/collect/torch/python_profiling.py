@@ -159,21 +159,12 @@ class PythonProfiler:
         )
 
     def install(self) -> None:
-        self._patches.wrap(cProfile.Profile, "enable", self._watch_enable)
+        self._patches.call_first(cProfile.Profile, "enable", self._before_scripts_cprofile)
 
     def remove(self) -> None:
         self._patches.restore()
 
-    def _watch_enable(self, original: Any) -> Any:
-        before_enable = self._before_scripts_cprofile
-
-        def enable(profiler: Any, *args: Any, **kwargs: Any) -> Any:
-            before_enable(profiler)
-            return original(profiler, *args, **kwargs)
-
-        return enable
-
-    def _give_way(self, profiler: Any) -> None:
+    def _give_way(self, profiler: Any, *_enable_args: Any, **_enable_kwargs: Any) -> None:
         """A cProfile profiler is about to start: unless it is ours, or it runs on another
         thread than our window's (before 3.12), our window ends here."""
         self._finish_ended_here()
