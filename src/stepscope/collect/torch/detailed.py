@@ -210,15 +210,10 @@ class DetailedProfiler:
         stopped, or the script's profiler started, just after a step's end opened it) and the
         script did not open it explicitly: no trace of a step that never ran."""
         self._manual = False
-        if self._stepped or manual:
-            self._close(max(self.session.step, self._first_step))
-            return
-        profiler, self._profiler = self._profiler, None
-        self.session.record_function = None
-        profiler.stop()
-        self._end_step_range()
+        self._close(max(self.session.step, self._first_step), save=self._stepped or manual)
 
-    def _close(self, last_step: int) -> None:
+    def _close(self, last_step: int, *, save: bool = True) -> None:
+        """Stop the window's profiler and, with ``save``, export its trace."""
         profiler, self._profiler = self._profiler, None
         self.session.record_function = None
         end_us = now_us()
@@ -247,6 +242,8 @@ class DetailedProfiler:
         # annotation of the step), and a profiler stopped after their parent range ended but
         # before they did makes torch warn of them.
         self._end_step_range()
+        if not save:
+            return
         path = detailed_profiling_trace_path(
             session.profiler_output_dir,
             self._first_step,
