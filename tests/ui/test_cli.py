@@ -109,17 +109,6 @@ def test_a_wider_bind_prints_a_token_and_requires_it(tmp_path: Path, jobs_root: 
         _stop(server)
 
 
-def test_a_bad_port_is_a_configuration_error(tmp_path: Path, jobs_root: Path):
-    result = subprocess.run(
-        [sys.executable, "-m", "stepscope", "ui", "--no-browser", "--port", "0", str(jobs_root)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 2
-    assert "serve.port must be an integer from 1 to 65535, got 0." in result.stderr
-
-
 def _run_ui(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "stepscope", "ui", "--no-browser", *args],
@@ -127,6 +116,12 @@ def _run_ui(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
     )
+
+
+def test_a_bad_port_is_a_configuration_error(tmp_path: Path, jobs_root: Path):
+    result = _run_ui("--port", "0", str(jobs_root))
+    assert result.returncode == 2
+    assert "serve.port must be an integer from 1 to 65535, got 0." in result.stderr
 
 
 def test_a_root_that_is_missing_or_not_a_trace_is_an_error(tmp_path: Path) -> None:
