@@ -40,7 +40,15 @@ so small a step makes the instrumentation's fixed cost per step (hooks, step boo
 and the writer thread) measurable, to compare with the step time of a real model. Target: an
 annotation well under 2 µs outside a detailed window.
 
+The step loop runs with glibc's heap thresholds fixed (``--malloc fixed``, the default: the script
+starts itself again with ``GLIBC_TUNABLES`` set). With glibc's own dynamic thresholds, a block's
+steps either reuse the heap or trim it and fault it in again at every step (hundreds of page
+faults, up to a fifth of the step), as the process's allocation history has it, whatever the
+variant. Each variant's page faults per step are printed, so a variant that made the heap work
+harder would still show; ``--malloc system`` keeps glibc's defaults.
+
     python bench/bench_instrumentation.py [--rounds 8] [--block 25] [--micro-only]
+        [--malloc fixed|system]
 """
 
 from __future__ import annotations
@@ -48,8 +56,10 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import platform
 import random
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -66,6 +76,12 @@ VARIANTS = (
     "torch_profiler",
     "detailed",
     "detailed_submodules",
+)
+#: glibc's heap kept once grown (trimmed above 1 GiB of free top) and large blocks taken from the
+#: heap up to 32 MiB: the thresholds glibc's dynamic ones reach, without their swings
+FIXED_MALLOC_TUNABLES = (
+    "glibc.malloc.trim_threshold=1073741824",
+    "glibc.malloc.mmap_threshold=33554432",
 )
 #: untimed steps at the start of every block (allocator and cache warm-up after a switch)
 BLOCK_WARMUP_STEPS = 5
@@ -327,6 +343,18 @@ def _paired(
     return statistics.median(r[variant][metric] / r[base][metric] for r in rounds)
 
 
+def _restart_with_fixed_malloc() -> None:
+    """Start this script again with :data:`FIXED_MALLOC_TUNABLES` (glibc only; once)."""
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    if platform.libc_ver()[0] != "glibc" or FIXED_MALLOC_TUNABLES[0] in tunables:
+        return
+    tunables = ":".join(filter(None, (tunables, *FIXED_MALLOC_TUNABLES)))
+    sys.stdout.flush()
+    os.execve(
+        sys.executable, [sys.executable, *sys.argv], {**os.environ, "GLIBC_TUNABLES": tunables}
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=8)
@@ -334,7 +362,16 @@ def main() -> None:
     parser.add_argument(
         "--micro-only", action="store_true", help="only the annotation and hook micro-benchmarks"
     )
+    parser.add_argument(
+        "--malloc",
+        choices=("fixed", "system"),
+        default="fixed",
+        help="glibc's heap thresholds: fixed (default) or the system's dynamic ones",
+    )
     args = parser.parse_args()
+    if args.malloc == "fixed":
+        _restart_with_fixed_malloc()
+    print(f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')}")
     # first, while no thread of the training loop runs: CPU time counts every thread
     with tempfile.TemporaryDirectory() as tmp:
         _micro(Path(tmp))
@@ -371,6 +408,10 @@ def main() -> None:
             f"median step, {metric}: "
             + ", ".join(f"{v} {step[v][metric]:.3f} ms" for v in VARIANTS)
         )
+    print(
+        "minor page faults per step, training thread: "
+        + ", ".join(f"{v} {times[v].mean_faults():.1f}" for v in VARIANTS)
+    )
     comparisons: list[tuple[str, str, str]] = [
         ("bare_again", "bare", "none: identical loops, the resolution of this run"),
         ("default", "bare", "<= +1 %"),

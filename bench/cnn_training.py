@@ -10,28 +10,49 @@ times as JSON (what ``bench_run_overhead.py`` runs bare and under ``stepscope ru
 The JSON holds the first step's start (``t0``, on the system-wide ``perf_counter`` clock) and,
 per step: its start (s after ``t0``), its wall time, its training-thread CPU time and the
 process CPU time (every thread) at its end, in s.
+
+Each step's minor page faults on the training thread are counted too: on glibc, whether the heap
+is trimmed and grown again at every step (hundreds of faults per step, a fifth of this loop's
+step time) depends on the process's allocation history, not on what runs beside the loop, so a
+comparison of step times must show them (``bench_instrumentation.py`` fixes the heap's
+thresholds for that reason).
 """
 
 from __future__ import annotations
 
 import json
+import resource
 import statistics
 import sys
 import time
 
+#: the training thread's own counters where the system has them (Linux), else the process's
+_RUSAGE_WHO = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+
+
+def _minor_faults() -> int:
+    return resource.getrusage(_RUSAGE_WHO).ru_minflt
+
 
 class Times:
-    """Per-step wall and training-thread CPU times, and per-block process CPU per step (s)."""
+    """Per-step wall and training-thread CPU times (s) and minor page faults, and per-block
+    process CPU per step (s)."""
 
     def __init__(self) -> None:
         self.wall_s: list[float] = []
         self.thread_cpu_s: list[float] = []
         self.process_cpu_s: list[float] = []
+        self.faults: list[int] = []
 
     def extend(self, other: Times) -> None:
         self.wall_s += other.wall_s
         self.thread_cpu_s += other.thread_cpu_s
         self.process_cpu_s += other.process_cpu_s
+        self.faults += other.faults
+
+    def mean_faults(self) -> float:
+        """Minor page faults per step, on average (a few steps may hold them all)."""
+        return statistics.mean(self.faults) if self.faults else 0.0
 
     def medians_ms(self) -> dict[str, float]:
         return {
@@ -68,12 +89,13 @@ class Loop:
 
     def steps(self, count: int, step_ranges: bool = False) -> list[tuple[float, ...]]:
         """Train ``count`` steps on a fresh data-loader iterator; per step, in s: its start
-        (``perf_counter``), its wall time, its training-thread CPU time and the process CPU time
-        (every thread) at its end."""
+        (``perf_counter``), its wall time, its training-thread CPU time, the process CPU time
+        (every thread) at its end and its minor page faults (counted outside the timing)."""
         torch = self.torch
         times = []
         iterator = iter(self.loader)
         for step in range(count):
+            faults = _minor_faults()
             t0 = time.perf_counter()
             c0 = time.thread_time()
             try:
@@ -92,7 +114,9 @@ class Loop:
             if step_range is not None:
                 step_range.__exit__(None, None, None)
             c1 = time.thread_time()
-            times.append((t0, time.perf_counter() - t0, c1 - c0, time.process_time()))
+            wall = time.perf_counter() - t0
+            process = time.process_time()
+            times.append((t0, wall, c1 - c0, process, _minor_faults() - faults))
         return times
 
     def block(self, steps: int, step_ranges: bool, warmup_steps: int) -> Times:
@@ -105,6 +129,7 @@ class Loop:
         times = Times()
         times.wall_s = [step[1] for step in timed]
         times.thread_cpu_s = [step[2] for step in timed]
+        times.faults = [step[4] for step in timed]
         times.process_cpu_s = [(timed[-1][3] - process_t0) / len(timed)] if timed else []
         return times
 
