@@ -47,7 +47,7 @@ faults, up to a fifth of the step), as the process's allocation history has it, 
 variant. Each variant's page faults per step are printed, so a variant that made the heap work
 harder would still show; ``--malloc system`` keeps glibc's defaults.
 
-    python bench/bench_instrumentation.py [--rounds 8] [--block 25] [--micro-only]
+    python bench/bench_instrumentation.py [--rounds 8] [--block 25] [--batch 32] [--micro-only]
         [--malloc fixed|system]
 """
 
@@ -360,6 +360,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--block", type=int, default=25, help="steps per block")
     parser.add_argument(
+        "--batch",
+        type=int,
+        default=32,
+        help="the step loop's batch size (a larger one makes a longer step; default 32)",
+    )
+    parser.add_argument(
         "--micro-only", action="store_true", help="only the annotation and hook micro-benchmarks"
     )
     parser.add_argument(
@@ -377,7 +383,7 @@ def main() -> None:
         _micro(Path(tmp))
     if args.micro_only:
         return
-    loop = Loop()
+    loop = Loop(batch_size=args.batch)
     times = {v: Times() for v in VARIANTS}
     #: per round: variant -> that round's medians (ms), for drift-free paired ratios
     rounds: list[dict[str, dict[str, float]]] = []

@@ -65,7 +65,8 @@ class Times:
 class Loop:
     """The model, its optimizer and its data loader (seeded: every process trains alike)."""
 
-    def __init__(self) -> None:
+    def __init__(self, batch_size: int = 32) -> None:
+        """:param batch_size: samples per step; an epoch is 16 steps whatever the size."""
         import torch
 
         torch.manual_seed(0)
@@ -83,9 +84,9 @@ class Loop:
         )
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01)
         data = torch.utils.data.TensorDataset(
-            torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,))
+            torch.randn(16 * batch_size, 3, 32, 32), torch.randint(0, 10, (16 * batch_size,))
         )
-        self.loader = torch.utils.data.DataLoader(data, batch_size=32, shuffle=True)
+        self.loader = torch.utils.data.DataLoader(data, batch_size=batch_size, shuffle=True)
 
     def steps(self, count: int, step_ranges: bool = False) -> list[tuple[float, ...]]:
         """Train ``count`` steps on a fresh data-loader iterator; per step, in s: its start
