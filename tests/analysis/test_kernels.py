@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 from tests.analysis import _kineto_synthetic as synthetic
 
-from stepscope.analysis import kernel_summary
+from stepscope.analysis import PandasFrame, job_statistics, kernel_summary, step_time_breakdown
 from stepscope.errors import ConfigError
 
 
@@ -63,6 +63,18 @@ def test_real_trace_totals_match_the_raw_json(shared_fixtures, tmp_path):
     assert table.iloc[0]["total_us"] == pytest.approx(sum(durations[top]))
     assert table["count"].sum() == sum(len(v) for v in durations.values())
     assert table["total_us"].sum() == pytest.approx(sum(sum(v) for v in durations.values()))
+
+
+def test_a_pandas_frame_is_accepted_as_the_job(shared_fixtures, tmp_path):
+    """docs/analysis.md: functions that take a job accept a path, a JobData or a PandasFrame."""
+    from stepscope.store import open_job
+
+    job = open_job(shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz", cache_dir=tmp_path)
+    frame = PandasFrame(job)
+    assert kernel_summary(frame).equals(kernel_summary(job))
+    assert step_time_breakdown(frame).equals(step_time_breakdown(job))
+    assert len(step_time_breakdown(frame)) == 3
+    assert job_statistics(frame)["job_duration"] == job_statistics(job)["job_duration"]
 
 
 def test_rank_filter(job):

@@ -5,10 +5,12 @@ from __future__ import annotations
 import duckdb
 import pytest
 
+from stepscope.analysis import PandasFrame
 from stepscope.analysis.utilization import system_active_time, system_utilization_timeline
 from stepscope.errors import ConfigError
+from stepscope.store import open_job
 from stepscope.store.schema import SYSTEM_SCHEMA
-from stepscope.testing import connect, system_table
+from stepscope.testing import TINY_JOB, connect, generate_job, system_table
 
 T0_US = 1_700_000_000_000_000
 
@@ -100,3 +102,14 @@ def test_bad_max_points_is_rejected(max_points):
 def test_bad_kind_is_rejected():
     with pytest.raises(ConfigError, match="one of cpu, gpu"):
         system_active_time(_system([]), kind="tpu")
+
+
+def test_a_path_and_a_pandas_frame_are_accepted_as_the_job(tmp_path):
+    """Like every analysis of a job, these read a job folder's path and a PandasFrame too."""
+    path = generate_job(tmp_path / "job", **TINY_JOB)
+    expected_active = system_active_time(open_job(path), kind="cpu")
+    expected_timeline = system_utilization_timeline(open_job(path), max_points=20)
+    assert len(expected_active) == 1 and len(expected_timeline) > 1
+    for job in (path, str(path), PandasFrame(path)):
+        assert system_active_time(job, kind="cpu").equals(expected_active)
+        assert system_utilization_timeline(job, max_points=20).equals(expected_timeline)

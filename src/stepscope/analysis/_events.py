@@ -1,9 +1,10 @@
 """How the kernel analyses reach an ``events`` view: a JobData, a DuckDB connection or a path.
 
 Every kernel analysis takes ``job``: a :class:`~stepscope.store.JobData` (asked to
-``connect()``), an open DuckDB connection that already has an ``events`` view in
-:data:`~stepscope.store.EVENT_SCHEMA`, or a path (a Kineto trace file, a folder of traces, a job
-folder) that :func:`stepscope.store.open_job` opens.
+``connect()``), a :class:`~stepscope.analysis.PandasFrame` (its ``connection()``), an open DuckDB
+connection that already has an ``events`` view in :data:`~stepscope.store.EVENT_SCHEMA`, or a path
+(a Kineto trace file, a folder of traces, a job folder) that :func:`stepscope.store.open_job`
+opens.
 """
 
 from __future__ import annotations
@@ -32,12 +33,16 @@ def sql_list(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
 
 
-def events_connection(job: Any) -> Any:  # Any: JobData | DuckDBPyConnection | path
+def events_connection(job: Any) -> Any:  # Any: JobData | PandasFrame | DuckDBPyConnection | path
     """The DuckDB connection with an ``events`` view behind ``job`` (see the module docstring)."""
     if isinstance(job, (str, Path)):
         from stepscope.store import open_job
 
         return open_job(job).connect()
+    from stepscope.analysis.pandas_frame import PandasFrame
+
+    if isinstance(job, PandasFrame):
+        return job.connection()
     connect = getattr(job, "connect", None)
     if callable(connect):
         return connect()

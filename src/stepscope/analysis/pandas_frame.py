@@ -61,13 +61,15 @@ def connect_source(source: Any) -> tuple[Any, duckdb.DuckDBPyConnection]:
     """Resolve what the analyses accept into ``(job or None, connection)``.
 
     :param source: a path (job folder, SageMaker profiler output, trace), a ``JobData`` from
-        :func:`stepscope.store.open_job`, or a DuckDB connection that has ``system`` and ``events``
-        views in the store's schemas.
+        :func:`stepscope.store.open_job`, a :class:`PandasFrame` (its job and connection), or a
+        DuckDB connection that has ``system`` and ``events`` views in the store's schemas.
     """
     import duckdb
 
     if isinstance(source, duckdb.DuckDBPyConnection):
         return None, source
+    if isinstance(source, PandasFrame):
+        return source._job, source.connection()
     job = source
     if isinstance(source, (str, os.PathLike)):
         from stepscope.store import open_job

@@ -9,14 +9,15 @@ length comes back as a few rows:
   averaged into at most ``max_points`` time bins, so a 60-hour job and a 60-second job both give
   a chart of bounded size.
 
-Both take a :class:`~stepscope.store.JobData` or an open DuckDB connection that has a ``system``
-view in :data:`~stepscope.store.SYSTEM_SCHEMA`.
+Both take a path, a :class:`~stepscope.store.JobData`, a :class:`~stepscope.analysis.PandasFrame`
+or an open DuckDB connection that has a ``system`` view in :data:`~stepscope.store.SYSTEM_SCHEMA`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
+from stepscope.analysis._events import events_connection
 from stepscope.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -34,12 +35,6 @@ _UTILIZATION_METRIC: dict[str, tuple[str, str]] = {
 }
 
 
-def _connection(job_or_con: Any) -> Any:  # Any: a JobData or a duckdb connection
-    """The DuckDB connection behind ``job_or_con`` (a JobData is asked to connect)."""
-    connect = getattr(job_or_con, "connect", None)
-    return connect() if callable(connect) else job_or_con
-
-
 def _metric(kind: str) -> tuple[str, str]:
     if kind not in _UTILIZATION_METRIC:
         raise ConfigError("utilization kind", kind, "one of " + ", ".join(_UTILIZATION_METRIC))
@@ -54,14 +49,15 @@ def system_active_time(job_or_con: Any, *, kind: DeviceKind = "gpu") -> pd.DataF
     device-seconds (the node's sampled span times its number of devices, split by the sample
     ratio), which is what a pie's hover text shows.
 
-    :param job_or_con: a JobData or a DuckDB connection with a ``system`` view.
+    :param job_or_con: a path, a JobData, a PandasFrame or a DuckDB connection with a
+        ``system`` view.
     :param kind: ``"gpu"`` (GPUUtilization of each GPU) or ``"cpu"`` (CPUUtilization per core).
     :returns: one row per node, sorted by node: ``node, devices, samples, active_samples,
         idle_samples, active_pct, span_s, active_device_s, idle_device_s``. Empty when the job
         has no such metric.
     """
     metric_type, dimension = _metric(kind)
-    con = _connection(job_or_con)
+    con = events_connection(job_or_con)
     # duckdb types .df() as Any; it is a pandas DataFrame.
     frame: pd.DataFrame = con.execute(
         """
@@ -97,7 +93,8 @@ def system_utilization_timeline(
     Each bin averages every sample of every device of the node inside it, so the line of a node
     is its mean CPU (or GPU) utilization, and nodes with unbalanced load show as separate lines.
 
-    :param job_or_con: a JobData or a DuckDB connection with a ``system`` view.
+    :param job_or_con: a path, a JobData, a PandasFrame or a DuckDB connection with a
+        ``system`` view.
     :param kind: ``"gpu"`` or ``"cpu"``, as in :func:`system_active_time`.
     :param max_points: upper bound on the number of bins per node (>= 1); the bin width is the
         job's sampled span divided by it, never less than 1 µs.
@@ -107,7 +104,7 @@ def system_utilization_timeline(
     if not isinstance(max_points, int) or isinstance(max_points, bool) or max_points < 1:
         raise ConfigError("system_utilization_timeline.max_points", max_points, "an integer >= 1")
     metric_type, dimension = _metric(kind)
-    con = _connection(job_or_con)
+    con = events_connection(job_or_con)
     # duckdb types .df() as Any; it is a pandas DataFrame.
     frame: pd.DataFrame = con.execute(
         """
