@@ -3,7 +3,8 @@
 Every subcommand module defines ``add_arguments(parser)`` and ``main(args) -> int``. The table
 below is the only list of commands; modules are imported lazily so ``stepscope --help`` stays fast.
 Only this package configures logging and maps stepscope errors to exit codes (2 for a bad
-configuration, 1 for any other stepscope error).
+configuration, 1 for any other stepscope error or for a file or folder that cannot be written or
+read, such as an output path in a missing folder).
 """
 
 from __future__ import annotations
@@ -69,6 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except StepscopeError as exc:
         print(f"stepscope: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        # The message names the path and what is wrong with it; a traceback would add nothing.
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"stepscope: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
 
 
