@@ -29,6 +29,13 @@ from stepscope.analysis.precision import precision_from_name
         ("sm80_xmma_gemm_i8i8_i8i32_f32_tn_n_tilesize128x128x64", "int8"),
         ("void at::native::index_kernel<long>", "integer"),
         ("triton_poi_fused_add_cos_sin_0", None),
+        # NCCL compiles its byte-moving kernels for int8_t only: the suffix is not the data's
+        (
+            "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+            None,
+        ),
+        ("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", None),
+        ("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", None),
     ],
 )
 def test_name_rules(name, precision):
@@ -63,6 +70,19 @@ def test_tf32_trace_is_mostly_fp32_and_tf32(shared_fixtures, tmp_path):
     assert shares["tf32"] > 10  # the A100 convolutions run sm80 tf32 kernels
     assert shares["fp32"] + shares["tf32"] > 95
     assert shares.get("unknown", 0) < 1
+
+
+def test_nccl_broadcast_takes_the_dtype_it_carries_not_its_int8_name(shared_fixtures, tmp_path):
+    # DDP broadcasts float parameters and long buffers; NCCL names both kernels ..._int8_t.
+    by_name = kernel_precision_by_name(
+        _open(shared_fixtures, tmp_path, "a100_rank0of2_nccl.json.gz")
+    )
+    broadcast = by_name[by_name["name"].str.startswith("ncclKernel_Broadcast")]
+    assert set(zip(broadcast["precision"], broadcast["source"], strict=True)) == {
+        ("fp32", "nccl_dtype"),
+        ("integer", "nccl_dtype"),
+    }
+    assert "int8" not in set(by_name["precision"])
 
 
 def test_fp16_trace_has_half_precision_kernels(shared_fixtures, tmp_path):

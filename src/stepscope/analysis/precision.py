@@ -8,6 +8,8 @@ these sources that answers decides (the ``source`` column of :func:`kernel_preci
    template arguments such as ``<float>``, ``<c10::Half>``; NCCL suffixes such as ``_Sum_bf16``).
    Checked in order, first match wins: narrower types come first because a mixed-precision kernel
    name lists its narrow input type beside its fp32 accumulator (``..._f16f16_f16f32_f32``).
+   Not for the NCCL kernels that only move bytes (:data:`NCCL_BYTE_KERNELS`): NCCL builds
+   send/recv, all-gather and broadcast for ``int8_t`` whatever the tensor's type.
 2. ``counters``: CUPTI instruction counters (``cuda_profiler_range`` events recorded with
    ``profiler_metrics``) for a kernel of the same name on the same rank: when executed half
    (``op_h*``), single (``op_f*``) or double (``op_d*``) precision instructions make at least
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DTYPE_RULES",
     "NAME_RULES",
+    "NCCL_BYTE_KERNELS",
     "PRECISIONS",
     "kernel_precision",
     "kernel_precision_by_name",
@@ -76,6 +79,11 @@ NAME_RULES: tuple[tuple[str, str], ...] = (
     ("integer", r"<long|<int|<bool|<unsigned char|int64|int32|int16|uint8"),
 )
 
+#: Regex of the NCCL kernels whose name's type is NCCL's byte type (``..._Sum_int8_t``), not
+#: the data's: send/recv, all-gather and broadcast copy bytes, so NCCL compiles them only for
+#: ``int8_t``. Their precision comes from the ``dtype`` arg or the launching op instead.
+NCCL_BYTE_KERNELS = r"^nccl\w*(SendRecv|AllGather|Broadcast)"
+
 #: Ordered (precision, case-insensitive regex) rules over type names: NCCL's ``dtype`` arg and
 #: a launching op's ``Input type`` list (``["c10::Half", "float", "Scalar"]``).
 DTYPE_RULES: tuple[tuple[str, str], ...] = (
@@ -96,7 +104,10 @@ _DOMINANT = 0.9
 
 
 def precision_from_name(name: str) -> str | None:
-    """The precision :data:`NAME_RULES` give a kernel name, or None when no rule matches."""
+    """The precision :data:`NAME_RULES` give a kernel name, or None when no rule matches or the
+    kernel is one of :data:`NCCL_BYTE_KERNELS`."""
+    if re.search(NCCL_BYTE_KERNELS, name):
+        return None
     for precision, pattern in NAME_RULES:
         if re.search(pattern, name, re.IGNORECASE):
             return precision
@@ -138,7 +149,9 @@ def _classified_sql(rank: int | None) -> str:
           AND rank NOT IN (SELECT DISTINCT rank FROM events WHERE category = 'kernel')
     ),
     named AS (
-        SELECT name, {_rules_sql(NAME_RULES, "name")} AS by_name
+        SELECT name,
+               CASE WHEN NOT regexp_matches(name, '{NCCL_BYTE_KERNELS}')
+                    THEN {_rules_sql(NAME_RULES, "name")} END AS by_name
         FROM (SELECT DISTINCT name FROM kernels)
     ),
     counters AS (
