@@ -18,6 +18,7 @@ from stepscope.analysis import (
     job_statistics,
     step_statistics,
 )
+from stepscope.errors import ConfigError
 from stepscope.store import open_job
 from stepscope.testing import TINY_JOB, generate_job
 
@@ -100,3 +101,33 @@ def test_dataloader_analysis_counts_what_was_written(pf: PandasFrame, raw: dict)
     assert batches.batches["BatchTime_in_seconds"].notna().sum() == (
         raw["phases"]["DataLoaderIter"] - 1
     )
+
+
+@pytest.mark.parametrize(
+    ("steps", "message"),
+    [
+        ((-1, 3), "start_step must be an integer >= 0, got -1"),
+        ((5, 2), "end_step must be an integer >= start_step \\(5\\), got 2"),
+        (("a", 2), "start_step must be an integer >= 0, got 'a'"),
+    ],
+)
+def test_a_step_window_that_is_not_one_says_what_is_allowed(
+    pf: PandasFrame, steps: tuple, message: str
+) -> None:
+    # step -1 is how events without a step are stored: a negative start selected all of them
+    with pytest.raises(ConfigError, match=message):
+        pf.get_profiler_data_by_step(*steps)
+    assert (pf.get_profiler_data_by_step(0, 3)[1]["step"] >= 0).all()
+
+
+def test_a_time_window_takes_text_timestamps_and_checks_its_order(pf: PandasFrame) -> None:
+    steps = pf.get_all_framework_metrics(["Step:ModeKeys.TRAIN"])
+    first = steps.iloc[0]
+    by_text = pf.get_profiler_data_by_time(first["start_time"], first["end_time"])
+    by_us = pf.get_profiler_data_by_time(first["start_time_epoch_us"], first["end_time_epoch_us"])
+    assert len(by_text[1]) == len(by_us[1]) > 0
+    assert by_text[0].equals(by_us[0])
+    with pytest.raises(ConfigError, match="end_time_us must be a time at or after start_time_us"):
+        pf.get_profiler_data_by_time(first["end_time_epoch_us"], first["start_time_epoch_us"])
+    with pytest.raises(ConfigError, match="start_time_us must be µs since the epoch, a datetime"):
+        pf.get_profiler_data_by_time("yesterday", first["end_time"])

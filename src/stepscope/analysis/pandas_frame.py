@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import numbers
 import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
+
+from stepscope.errors import ConfigError
 
 if TYPE_CHECKING:
     import duckdb
@@ -79,13 +82,23 @@ def connect_source(source: Any) -> tuple[Any, duckdb.DuckDBPyConnection]:
     return job, job.connect()
 
 
-def to_epoch_us(timestamp: Any) -> int:
+def to_epoch_us(timestamp: Any, parameter: str = "timestamp") -> int:
     """A SageMaker text timestamp (``%Y-%m-%dT%H:%M:%S:%f``, UTC), a datetime or a number of
-    µs since the epoch, as integer µs since the epoch."""
-    if isinstance(timestamp, (int, float)):
+    µs since the epoch, as integer µs since the epoch.
+
+    :param parameter: the caller's parameter, named in the error.
+    :raises ConfigError: ``timestamp`` is none of these.
+    """
+    allowed = "µs since the epoch, a datetime or text like '2023-11-14T22:14:05:000000' (UTC)"
+    if isinstance(timestamp, bool):
+        raise ConfigError(parameter, timestamp, allowed)
+    if isinstance(timestamp, (float, numbers.Integral)):  # Integral: numpy's too
         return int(timestamp)
     if isinstance(timestamp, str):
-        timestamp = _dt.datetime.strptime(timestamp, TIMESTAMP_FORMAT)
+        try:
+            timestamp = _dt.datetime.strptime(timestamp, TIMESTAMP_FORMAT)
+        except ValueError:
+            raise ConfigError(parameter, timestamp, allowed) from None
     if hasattr(timestamp, "to_pydatetime"):
         timestamp = timestamp.to_pydatetime()
     if isinstance(timestamp, _dt.datetime):
@@ -93,7 +106,7 @@ def to_epoch_us(timestamp: Any) -> int:
             timestamp = timestamp.replace(tzinfo=_dt.timezone.utc)
         delta: _dt.timedelta = timestamp - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
         return delta.days * 86_400_000_000 + delta.seconds * 1_000_000 + delta.microseconds
-    raise TypeError(f"Cannot read {timestamp!r} as a timestamp")
+    raise ConfigError(parameter, timestamp, allowed)
 
 
 def _regex(patterns: Sequence[str]) -> str:
@@ -227,12 +240,25 @@ class PandasFrame:
         get_system_metrics: bool = True,
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """System samples taken in, and framework events overlapping, ``[start_time_us,
-        end_time_us]`` (µs since the epoch). A table not asked for is empty.
+        end_time_us]`` (µs since the epoch, or text timestamps as in the frames' ``timestamp``
+        column). A table not asked for is empty.
 
         :param cache_metrics: accepted for compatibility, ignored.
+        :raises ConfigError: a bound is not a timestamp, or the end is before the start.
         """
         import pandas as pd
 
+        # floats stay floats: Kineto events start at fractions of a µs
+        start_time_us, end_time_us = (
+            t if isinstance(t, float) else to_epoch_us(t, f"get_profiler_data_by_time.{name}")
+            for name, t in (("start_time_us", start_time_us), ("end_time_us", end_time_us))
+        )
+        if end_time_us < start_time_us:
+            raise ConfigError(
+                "get_profiler_data_by_time.end_time_us",
+                end_time_us,
+                f"a time at or after start_time_us ({start_time_us})",
+            )
         system = pd.DataFrame()
         framework = pd.DataFrame()
         if get_system_metrics:
@@ -256,7 +282,18 @@ class PandasFrame:
         taken between the first of them starting and the last ending.
 
         :param cache_metrics: accepted for compatibility, ignored.
+        :raises ConfigError: a step is not an integer >= 0 (-1 is how events without a step are
+            stored, so a negative start would select all of those), or the end is before the start.
         """
+        for parameter, step in (("start_step", start_step), ("end_step", end_step)):
+            if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+                raise ConfigError(f"get_profiler_data_by_step.{parameter}", step, "an integer >= 0")
+        if end_step < start_step:
+            raise ConfigError(
+                "get_profiler_data_by_step.end_step",
+                end_step,
+                f"an integer >= start_step ({start_step})",
+            )
         framework = self._query(self._framework_sql("step BETWEEN ? AND ?"), [start_step, end_step])
         if framework.empty:
             return self._query(self._system_sql("FALSE")), framework
@@ -344,7 +381,7 @@ class PandasFrame:
 
         :param timestep_list: text timestamps, datetimes, or µs since the epoch.
         """
-        instants = sorted(to_epoch_us(t) for t in timestep_list)
+        instants = sorted(to_epoch_us(t, "timestep_list") for t in timestep_list)
         totals = self._sum_overlaps(
             [(t, t) for t in instants],
             selected_framework_metrics,
@@ -370,7 +407,7 @@ class PandasFrame:
         per event name, each normalised to its largest value (SageMaker's semantics: an event
         overlapping several intervals counts once per interval)."""
         intervals = [
-            (to_epoch_us(b), to_epoch_us(e))
+            (to_epoch_us(b, "begin_timestep_list"), to_epoch_us(e, "end_timestep_list"))
             for b, e in zip(begin_timestep_list, end_timestep_list, strict=True)
         ]
         totals = self._sum_overlaps(
