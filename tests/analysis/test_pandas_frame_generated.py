@@ -131,3 +131,23 @@ def test_a_time_window_takes_text_timestamps_and_checks_its_order(pf: PandasFram
         pf.get_profiler_data_by_time(first["end_time_epoch_us"], first["start_time_epoch_us"])
     with pytest.raises(ConfigError, match="start_time_us must be µs since the epoch, a datetime"):
         pf.get_profiler_data_by_time("yesterday", first["end_time"])
+
+
+def test_a_pattern_that_is_not_a_regex_is_named_in_the_error(pf: PandasFrame, tmp_path) -> None:
+    analysis = PT_dataloader_analysis(pf)
+    start = pf.start_time
+    calls = {
+        "get_all_dataloader_metrics.selected_framework_metrics": lambda: (
+            pf.get_all_dataloader_metrics(["GetNext", "[bad"])
+        ),
+        "analyze_batchtime.select_events": lambda: analysis.analyze_batchtime(select_events="[bad"),
+        "plot_the_window.select_dimensions": lambda: analysis.plot_the_window(
+            start, start + 10_000_000, select_dimensions=["[bad"], output=tmp_path / "w.html"
+        ),
+    }
+    for parameter, call in calls.items():
+        with pytest.raises(
+            ConfigError, match=rf"^{parameter} must be regular expressions .*'\[bad'"
+        ):
+            call()
+    assert not (tmp_path / "w.html").exists()

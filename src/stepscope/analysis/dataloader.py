@@ -21,7 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stepscope.analysis.pandas_frame import FRAMEWORK_METRIC_SQL, PandasFrame, to_epoch_us
+from stepscope.analysis.pandas_frame import (
+    FRAMEWORK_METRIC_SQL,
+    PandasFrame,
+    regex_any,
+    to_epoch_us,
+)
 from stepscope.analysis.window_plot import plot_the_window as _plot_the_window
 
 if TYPE_CHECKING:
@@ -167,11 +172,6 @@ def _summarise(events: pd.DataFrame, what: str, columns: Sequence[str]) -> Durat
     )
 
 
-def _patterns(value: Sequence[str] | str) -> str:
-    items = [value] if isinstance(value, str) else list(value)
-    return "|".join(f"(?:{p})" for p in items) or ".*"
-
-
 class PT_dataloader_analysis:
     """SageMaker's PyTorch data-loader analysis over a :class:`PandasFrame`.
 
@@ -245,9 +245,11 @@ class PT_dataloader_analysis:
         """
         calls = self.dataIter_metric
         if start_timestamp is not None:
-            calls = calls[calls["start_time_epoch_us"] >= to_epoch_us(start_timestamp)]
+            start_us = to_epoch_us(start_timestamp, "analyze_batchtime.start_timestamp")
+            calls = calls[calls["start_time_epoch_us"] >= start_us]
         if end_timestamp is not None:
-            calls = calls[calls["start_time_epoch_us"] <= to_epoch_us(end_timestamp)]
+            end_us = to_epoch_us(end_timestamp, "analyze_batchtime.end_timestamp")
+            calls = calls[calls["start_time_epoch_us"] <= end_us]
         if len(calls) < 2:
             result = BatchTimeAnalysis(batches=calls.assign(BatchTime_in_seconds=float("nan")))
             logger.info("%s", result.summary())
@@ -305,8 +307,9 @@ class PT_dataloader_analysis:
                 "hi": pa.array(top["start_time_epoch_us"].tolist(), pa.float64()),
             }
         )
-        dimensions, events = _patterns(select_dimensions), _patterns(select_events)
         con = self.pd_data_frame.connection()
+        dimensions = regex_any(con, select_dimensions, "analyze_batchtime.select_dimensions")
+        events = regex_any(con, select_events, "analyze_batchtime.select_events")
         con.register("_stepscope_batches", windows)
         try:
             system = con.sql(

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
-__all__ = ["FRAMEWORK_METRIC_SQL", "PandasFrame", "connect_source", "to_epoch_us"]
+__all__ = ["FRAMEWORK_METRIC_SQL", "PandasFrame", "connect_source", "regex_any", "to_epoch_us"]
 
 logger = logging.getLogger(__name__)
 
@@ -109,8 +109,26 @@ def to_epoch_us(timestamp: Any, parameter: str = "timestamp") -> int:
     raise ConfigError(parameter, timestamp, allowed)
 
 
-def _regex(patterns: Sequence[str]) -> str:
-    return "|".join(f"(?:{p})" for p in patterns)
+def regex_any(con: duckdb.DuckDBPyConnection, patterns: Sequence[str] | str, parameter: str) -> str:
+    """One DuckDB regular expression matching any of ``patterns`` (a string is one pattern; none
+    matches everything).
+
+    Each pattern is compiled by ``con``'s own engine (RE2), so a typo is reported here, naming
+    the parameter, rather than as a DuckDB error out of the query that uses it.
+
+    :raises ConfigError: a pattern is not a regular expression.
+    """
+    import duckdb
+
+    items = [patterns] if isinstance(patterns, str) else list(patterns)
+    for pattern in items:
+        try:
+            con.execute("SELECT regexp_matches('', ?)", [pattern]).fetchall()
+        except duckdb.Error as exc:
+            raise ConfigError(
+                parameter, pattern, "regular expressions in RE2 syntax", str(exc)
+            ) from None
+    return "|".join(f"(?:{p})" for p in items) or ".*"
 
 
 def _text_time(column: str) -> str:
@@ -315,7 +333,11 @@ class PandasFrame:
         """
         if selected_framework_metrics:
             where = "regexp_matches(name, ?) OR regexp_matches(category, ?)"
-            pattern = _regex(selected_framework_metrics)
+            pattern = regex_any(
+                self.connection(),
+                selected_framework_metrics,
+                "get_all_dataloader_metrics.selected_framework_metrics",
+            )
             params: list[Any] = [pattern, pattern]
         else:
             where, params = "TRUE", []

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope._optional import require
-from stepscope.analysis.pandas_frame import connect_source, to_epoch_us
+from stepscope.analysis.pandas_frame import connect_source, regex_any, to_epoch_us
 from stepscope.errors import ConfigError
 
 __all__ = ["MAX_EVENTS", "MAX_POINTS_PER_LINE", "plot_the_window"]
@@ -28,11 +28,6 @@ logger = logging.getLogger(__name__)
 MAX_POINTS_PER_LINE = 2000
 #: Framework events drawn; the longest are kept.
 MAX_EVENTS = 20_000
-
-
-def _patterns(value: Sequence[str] | str) -> str:
-    items = [value] if isinstance(value, str) else list(value)
-    return "|".join(f"(?:{p})" for p in items) or ".*"
 
 
 def _connection(source: Any) -> Any:
@@ -66,7 +61,8 @@ def plot_the_window(
     from plotly.subplots import make_subplots
 
     go = plotly.graph_objects
-    start_us, end_us = to_epoch_us(start_timestamp), to_epoch_us(end_timestamp)
+    start_us = to_epoch_us(start_timestamp, "plot_the_window.start_timestamp")
+    end_us = to_epoch_us(end_timestamp, "plot_the_window.end_timestamp")
     if end_us <= start_us:
         raise ConfigError(
             "plot_the_window.end_timestamp", end_timestamp, f"after the start ({start_timestamp!r})"
@@ -76,7 +72,8 @@ def plot_the_window(
     )
     con = _connection(source)
     bucket_us = max(1, (end_us - start_us) // MAX_POINTS_PER_LINE)
-    dimensions, events = _patterns(select_dimensions), _patterns(select_events)
+    dimensions = regex_any(con, select_dimensions, "plot_the_window.select_dimensions")
+    events = regex_any(con, select_events, "plot_the_window.select_events")
     system = con.sql(
         "SELECT node, dimension, name, "
         "(min(timestamp_us) - ?) / 1e6 AS t_s, avg(value) AS value FROM system "
