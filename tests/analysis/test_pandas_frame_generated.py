@@ -151,3 +151,18 @@ def test_a_pattern_that_is_not_a_regex_is_named_in_the_error(pf: PandasFrame, tm
         ):
             call()
     assert not (tmp_path / "w.html").exists()
+
+
+def test_one_name_given_as_a_string_selects_that_name(pf: PandasFrame) -> None:
+    # list("cpu0") would be four one-letter names that match nothing
+    system = pf.get_all_system_metrics("cpu0")
+    assert len(system) > 0 and set(system["system_metric"]) == {"cpu0"}
+    assert system.equals(pf.get_all_system_metrics(["cpu0"]))
+    steps = pf.get_all_framework_metrics("Step:ModeKeys.TRAIN")
+    assert len(steps) == len(pf.get_all_framework_metrics(["Step:ModeKeys.TRAIN"])) > 0
+    _, window = pf.get_profiler_data_by_time(
+        steps["start_time_epoch_us"].min(),
+        steps["end_time_epoch_us"].max(),
+        selected_framework_metrics="Step:ModeKeys.TRAIN",
+    )
+    assert len(window) == len(steps)

@@ -109,6 +109,11 @@ def to_epoch_us(timestamp: Any, parameter: str = "timestamp") -> int:
     raise ConfigError(parameter, timestamp, allowed)
 
 
+def _names(selected: Sequence[str] | str) -> list[str]:
+    """The names to keep; a string is one name (``list()`` would split it into characters)."""
+    return [selected] if isinstance(selected, str) else list(selected)
+
+
 def regex_any(con: duckdb.DuckDBPyConnection, patterns: Sequence[str] | str, parameter: str) -> str:
     """One DuckDB regular expression matching any of ``patterns`` (a string is one pattern; none
     matches everything).
@@ -190,21 +195,24 @@ class PandasFrame:
             "ORDER BY timestamp_epoch_us"
         )
 
-    def get_all_system_metrics(self, selected_system_metrics: Sequence[str] = ()) -> pd.DataFrame:
+    def get_all_system_metrics(
+        self, selected_system_metrics: Sequence[str] | str = ()
+    ) -> pd.DataFrame:
         """Every system sample: ``timestamp`` (text), ``timestamp_us`` (relative to
         :attr:`start_time`), ``value``, ``system_metric`` (e.g. ``cpu0``), ``dimension``,
         ``nodeID``, ``type``, ``timestamp_epoch_us``.
 
-        :param selected_system_metrics: metric names to keep (``system_metric``); empty keeps all.
+        :param selected_system_metrics: metric names to keep (``system_metric``), or one name;
+            empty keeps all.
         """
         where, params = self._names_filter("name", selected_system_metrics)
         return self._query(self._system_sql(where), params)
 
     @staticmethod
-    def _names_filter(column: str, names: Sequence[str]) -> tuple[str, list[Any]]:
+    def _names_filter(column: str, names: Sequence[str] | str) -> tuple[str, list[Any]]:
         if not names:
             return "TRUE", []
-        return f"list_contains(?, {column})", [list(names)]
+        return f"list_contains(?, {column})", [_names(names)]
 
     # -- framework -------------------------------------------------------------------------------
 
@@ -224,16 +232,16 @@ class PandasFrame:
         )
 
     @staticmethod
-    def _exact_filter(selected: Sequence[str]) -> tuple[str, list[Any]]:
+    def _exact_filter(selected: Sequence[str] | str) -> tuple[str, list[Any]]:
         if not selected:
             return "TRUE", []
         return "list_contains(?, name) OR list_contains(?, category)", [
-            list(selected),
-            list(selected),
+            _names(selected),
+            _names(selected),
         ]
 
     def get_all_framework_metrics(
-        self, selected_framework_metrics: Sequence[str] = ()
+        self, selected_framework_metrics: Sequence[str] | str = ()
     ) -> pd.DataFrame:
         """Every framework event: ``start_time``, ``end_time`` (text), ``start_time_us``,
         ``end_time_us`` (relative to :attr:`start_time`), ``tid``, ``pid``, ``framework_metric``,
@@ -241,8 +249,8 @@ class PandasFrame:
         e.g. ``Step:ModeKeys.TRAIN``), ``nodeID``, ``rank``, ``source``, ``start_time_epoch_us``,
         ``end_time_epoch_us``.
 
-        :param selected_framework_metrics: event names or phases to keep (exact match); empty keeps
-            all.
+        :param selected_framework_metrics: event names or phases to keep (exact match), or one;
+            empty keeps all.
         """
         where, params = self._exact_filter(selected_framework_metrics)
         return self._query(self._framework_sql(where), params)
@@ -252,8 +260,8 @@ class PandasFrame:
         start_time_us: float,
         end_time_us: float,
         cache_metrics: bool = False,
-        selected_framework_metrics: Sequence[str] = (),
-        selected_system_metrics: Sequence[str] = (),
+        selected_framework_metrics: Sequence[str] | str = (),
+        selected_system_metrics: Sequence[str] | str = (),
         get_framework_metrics: bool = True,
         get_system_metrics: bool = True,
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -321,7 +329,7 @@ class PandasFrame:
         return system, framework
 
     def get_all_dataloader_metrics(
-        self, selected_framework_metrics: Sequence[str] = ()
+        self, selected_framework_metrics: Sequence[str] | str = ()
     ) -> pd.DataFrame:
         """Data-loader events: ``start_time``, ``end_time``, ``start_time_us``, ``end_time_us``,
         ``duration_us``, ``pid``, ``framework_metric``, ``step``, ``worker_id``, ``num_workers``
@@ -366,7 +374,7 @@ class PandasFrame:
     def _sum_overlaps(
         self,
         intervals: Iterable[tuple[int, int]],
-        selected: Sequence[str],
+        selected: Sequence[str] | str,
         condition: str,
     ) -> pd.DataFrame:
         """Total event duration per (phase, name) over the given intervals (SQL join)."""
@@ -393,7 +401,9 @@ class PandasFrame:
             con.unregister("_stepscope_windows")
 
     def get_framework_metrics_by_timesteps(
-        self, timestep_list: Sequence[Any] = (), selected_framework_metrics: Sequence[str] = ()
+        self,
+        timestep_list: Sequence[Any] = (),
+        selected_framework_metrics: Sequence[str] | str = (),
     ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
         """Which framework events were running at the given instants (e.g. system timestamps).
 
@@ -423,7 +433,7 @@ class PandasFrame:
         self,
         begin_timestep_list: Sequence[Any],
         end_timestep_list: Sequence[Any],
-        selected_framework_metrics: Sequence[str] = (),
+        selected_framework_metrics: Sequence[str] | str = (),
     ) -> tuple[dict[str, float], dict[str, float]]:
         """Framework time (events not named ``Step*``) spent in the given intervals, per phase and
         per event name, each normalised to its largest value (SageMaker's semantics: an event
