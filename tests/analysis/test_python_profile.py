@@ -19,7 +19,7 @@ from stepscope.analysis.python_profile import (
     PyinstrumentStepStats,
     cProfileAnalysis,
 )
-from stepscope.errors import ConfigError
+from stepscope.errors import ConfigError, JobNotFoundError
 from stepscope.store import open_job
 from stepscope.store.python_stats import PythonProfileModes
 
@@ -175,6 +175,13 @@ def test_a_wrong_sort_key_is_a_config_error(cprofile_job: Path) -> None:
 def test_no_directory_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="local_profile_dir"):
         cProfileAnalysis()
+
+
+@pytest.mark.parametrize("analysis", [cProfileAnalysis, PyinstrumentAnalysis])
+def test_a_folder_that_does_not_exist_is_named_in_the_error(analysis, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-job"
+    with pytest.raises(JobNotFoundError, match=f"{analysis.__name__} reads a job folder"):
+        analysis(missing)
 
 
 # -- recorded cProfile dumps ---------------------------------------------------------------------

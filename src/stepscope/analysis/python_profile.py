@@ -29,7 +29,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stepscope.errors import ConfigError
+from stepscope.errors import ConfigError, JobNotFoundError
 from stepscope.store.filesystem import RemoteFiles
 from stepscope.store.python_stats import (
     PythonProfileModes,
@@ -264,6 +264,13 @@ class _PythonProfileAnalysis:
                 None,
                 "a job folder, a profiler-output folder or a python-stats folder",
                 "Pass local_profile_dir=... or s3_path='s3://...'.",
+            )
+        if s3_path is None and not os.path.exists(local_profile_dir):
+            # Otherwise a mistyped path reads as a job that has no profiles yet.
+            raise JobNotFoundError(
+                str(local_profile_dir),
+                f"{type(self).__name__} reads a job folder, a profiler-output folder or a "
+                "python-stats folder.",
             )
         self.local_profile_dir = local_profile_dir
         self.s3_path = s3_path
