@@ -62,6 +62,14 @@ def test_report_is_one_self_contained_file(report):
         assert title in text
 
 
+def test_report_and_rule_results_are_readable_by_others(report):
+    # written through mkstemp, they were owner-only (0600) whatever the umask
+    results = report.parent
+    for path in (report, results / "StepOutlier" / "status.json"):
+        assert path.stat().st_mode & 0o777 == 0o644, path
+    assert (results / "profiler-reports" / "StepOutlier.json").stat().st_mode & 0o044 == 0o044
+
+
 def test_rules_summary_is_sorted_by_triggers(report):
     text = report.read_text()
     summary = text[text.index('id="rules"') : text.index('id="training-loop"')]

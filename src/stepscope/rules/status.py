@@ -31,6 +31,8 @@ def write_json_atomic(path: Path, data: Any) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(orjson.dumps(data, option=_JSON_OPTIONS))
+        # mkstemp makes it private; the UI or a teammate may read the results as another user
+        os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
