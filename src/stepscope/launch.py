@@ -32,6 +32,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from stepscope._atomic import write_atomic
 from stepscope.config import ProfilerConfig, job_config_path
 from stepscope.errors import ConfigError, StepscopeError
 
@@ -297,10 +298,7 @@ def _versions() -> dict[str, str | None]:
 
 def _write_job_file(job: Job) -> None:
     """Atomic, so a UI or reader never sees half a job.json."""
-    target = job.path / JOB_FILE
-    tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(job.info, indent=2, default=str))
-    os.replace(tmp, target)
+    write_atomic(job.path / JOB_FILE, json.dumps(job.info, indent=2, default=str))
 
 
 # -- the child process ----------------------------------------------------------------------

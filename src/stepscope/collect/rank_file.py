@@ -14,6 +14,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from stepscope._atomic import write_atomic
+
 __all__ = ["rank_from_env", "write_rank_file"]
 
 logger = logging.getLogger(__name__)
@@ -49,10 +51,7 @@ def write_rank_file(target: Path, info: dict[str, Any]) -> bool:
     """
     info = {**info, "hostname": socket.gethostname()}
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{info.get('pid', os.getpid())}.tmp")
-        tmp.write_text(json.dumps(info))
-        os.replace(tmp, target)
+        write_atomic(target, json.dumps(info))
     except OSError as exc:
         logger.warning("stepscope: cannot write %s (%s)", target, exc)
         return False

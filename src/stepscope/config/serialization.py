@@ -7,13 +7,12 @@ PyYAML is imported only when a YAML file is read or written.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from stepscope._atomic import write_atomic
 from stepscope.errors import ConfigError
 
 __all__ = ["FORMATS", "file_format", "parse_config_bytes", "read_config_file", "write_config_file"]
@@ -89,17 +88,4 @@ def _dump(data: dict[str, Any], fmt: str) -> str:
 def write_config_file(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` atomically (temporary file + rename); creates the folder."""
     target = Path(path)
-    text = _dump(data, file_format(target))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; the training processes must read it
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(target, _dump(data, file_format(target)), durable=True)

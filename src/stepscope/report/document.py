@@ -10,7 +10,6 @@ from __future__ import annotations
 import html
 import logging
 import os
-import tempfile
 import time
 from importlib import resources
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from stepscope._atomic import write_atomic
 from stepscope._optional import require
 from stepscope.report.sections import SECTIONS, ReportContext
 from stepscope.rules import BUILTIN_RULES, read_results, run_rules
@@ -58,7 +58,7 @@ def write_report(job_or_path: Any, *, output: str | os.PathLike[str] | None = No
         job=job,
     )
     page = _page(context, plotly.get_plotlyjs())
-    _write_atomic(target, page)
+    write_atomic(target, page)
     return target
 
 
@@ -104,16 +104,3 @@ def _page(context: ReportContext, plotly_js: str) -> str:
         f'<script type="application/json" id="figures">{figures}</script>'
         f"<script>{plotly_js}</script><script>{script}</script></body></html>\n"
     )
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temporary, 0o644)  # mkstemp makes it private; a report is there to be shared
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise

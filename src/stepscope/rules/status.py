@@ -7,14 +7,13 @@ and the report never read a half-written file while the engine updates them.
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from stepscope._atomic import write_atomic
 from stepscope.rules.base import RuleResult
 
 __all__ = ["read_results", "write_json_atomic", "write_results"]
@@ -26,17 +25,7 @@ _JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NO
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write ``data`` as JSON to ``path`` through a temporary file and a rename (NaN -> null)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(orjson.dumps(data, option=_JSON_OPTIONS))
-        # mkstemp makes it private; the UI or a teammate may read the results as another user
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomic(path, orjson.dumps(data, option=_JSON_OPTIONS))
 
 
 def write_results(output_dir: Path, results: Mapping[str, RuleResult]) -> None:

@@ -54,6 +54,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from stepscope._atomic import write_atomic
 from stepscope.errors import CorruptFileError, StoreError
 from stepscope.store.filesystem import FileInfo, SourceFiles
 from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
@@ -183,15 +184,14 @@ class ColumnarCache:
             else:
                 kept.append((segment, retired_at))
         self.retired = kept
-        tmp = self._manifest_path.with_name(f"manifest.json.{os.getpid()}.tmp")
-        tmp.write_bytes(
+        write_atomic(
+            self._manifest_path,
             orjson.dumps(
                 {"version": _MANIFEST_VERSION, "files": self.files, "retired": self.retired},
                 option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
                 default=str,
-            )
+            ),
         )
-        os.replace(tmp, self._manifest_path)
 
     @contextmanager
     def locked(self) -> Iterator[None]:

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any  # Any: settings as JSON values, checked by UISettings
 
+from stepscope._atomic import write_atomic
 from stepscope.errors import ConfigError
 
 __all__ = ["IdleShutdown", "UISettings", "default_settings_path", "load_settings", "save_settings"]
@@ -96,10 +97,7 @@ def load_settings(path: Path) -> UISettings:
 
 def save_settings(path: Path, settings: UISettings) -> None:
     """Write ``settings`` atomically (a reader never sees half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(settings.to_dict(), indent=2) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(settings.to_dict(), indent=2) + "\n")
 
 
 class IdleShutdown:
