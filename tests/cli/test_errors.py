@@ -34,3 +34,16 @@ def test_an_output_that_cannot_be_written_is_named_without_a_traceback(
     assert err.startswith("stepscope: error: ")
     assert str(tmp_path) in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("option", "parameter"), [("--steps", "steps"), ("--time", "time_s")])
+def test_an_export_window_past_the_job_is_an_error_not_an_empty_trace(
+    job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, parameter: str
+) -> None:
+    output = tmp_path / "trace.json"
+    assert main(["export", str(job), "-o", str(output), f"{option}=1000:2000"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"stepscope: error: {parameter} must be a range that holds")
+    assert "(1000.0, 2000.0)" in err
+    assert "The job records " in err
+    assert not output.exists()

@@ -89,8 +89,16 @@ def test_bad_step_ranges_say_what_is_allowed(text: str) -> None:
 
 
 def test_a_step_range_without_steps_is_an_error(con) -> None:
-    with pytest.raises(ConfigError, match="at least one recorded step"):
+    with pytest.raises(
+        ConfigError, match="at least one recorded step.*The job records steps 3 to 4"
+    ):
         resolve_window(con, steps=(50, 60))
+
+
+@pytest.mark.parametrize("time_s", [(5.0, 6.0), (2.0, None)])
+def test_a_time_range_past_the_job_is_an_error_naming_its_span(con, time_s: tuple) -> None:
+    with pytest.raises(ConfigError, match=r"time_s must be .*The job records seconds 0 to 1\."):
+        resolve_window(con, time_s=time_s)
 
 
 def _perfetto_intervals(path: Path) -> set[tuple[str, int, int]]:

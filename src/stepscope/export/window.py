@@ -70,21 +70,32 @@ def resolve_window(
     if steps is not None and time_s is not None:
         raise ConfigError("steps", steps, "left out when a time range is given", "Pick one.")
     if time_s is not None:
-        origin = con.execute(
+        first, last = con.execute(
             "SELECT least((SELECT min(start_us) FROM events), "
-            "(SELECT min(timestamp_us) FROM system))"
-        ).fetchone()
-        first = origin[0] if origin else None
+            "(SELECT min(timestamp_us) FROM system)), "
+            "greatest((SELECT max(start_us + dur_us) FROM events), "
+            "(SELECT max(timestamp_us) FROM system))"
+        ).fetchone() or (None, None)
         if first is None:
             return Window()
         low, high = time_s
-        return Window(
+        window = Window(
             None if low is None else first + low * 1e6,
             None if high is None else first + high * 1e6,
         )
+        held = con.execute(
+            f"SELECT EXISTS (SELECT 1 FROM events WHERE {window.sql()}) "
+            f"OR EXISTS (SELECT 1 FROM system WHERE {window.sql('timestamp_us', '0')})"
+        ).fetchone()
+        if not (held and held[0]):
+            raise _selects_nothing(
+                "time_s", time_s, "record", f"seconds 0 to {(last - first) / 1e6:g}"
+            )
+        return window
     if steps is not None:
         low, high = steps
-        condition = ["(name LIKE 'Step:ModeKeys.%' OR name LIKE 'ProfilerStep#%')", "step >= 0"]
+        is_step = "(name LIKE 'Step:ModeKeys.%' OR name LIKE 'ProfilerStep#%') AND step >= 0"
+        condition = [is_step]
         if low is not None:
             condition.append(f"step >= {int(low)}")
         if high is not None:
@@ -93,6 +104,19 @@ def resolve_window(
             f"SELECT min(start_us), max(start_us + dur_us) FROM events WHERE {' AND '.join(condition)}"
         ).fetchone()
         if row is None or row[0] is None:
-            raise ConfigError("steps", steps, "a range that holds at least one recorded step")
+            seen = con.execute(
+                f"SELECT min(step), max(step) FROM events WHERE {is_step}"
+            ).fetchone()
+            span = "steps {} to {}".format(*seen) if seen and seen[0] is not None else "no steps"
+            raise _selects_nothing("steps", steps, "recorded step", span)
         return Window(row[0], row[1])
     return Window()
+
+
+def _selects_nothing(
+    parameter: str, asked: tuple[float | None, float | None], unit: str, span: str
+) -> ConfigError:
+    """The error for a window that holds nothing of the job: an export of it would be empty."""
+    return ConfigError(
+        parameter, asked, f"a range that holds at least one {unit}", f"The job records {span}."
+    )
