@@ -172,6 +172,38 @@ def test_a_wrong_sort_key_is_a_config_error(cprofile_job: Path) -> None:
         result.top_functions(by="speed")
 
 
+@pytest.mark.parametrize("n", [-1, 0, 2.5, "3", True])
+def test_a_top_count_that_is_not_a_positive_integer_is_a_config_error(
+    cprofile_job: Path, n: object
+) -> None:
+    result = cProfileAnalysis(cprofile_job).fetch_profile_stats_by_step(1)
+    with pytest.raises(ConfigError, match=r"top_functions\.n must be an integer >= 1"):
+        result.top_functions(n=n)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"top_functions\.n must be an integer >= 1"):
+        PyinstrumentStats([]).top_functions(n=n)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("query", "args", "kwargs", "message"),
+    [
+        ("fetch_profile_stats_by_step", (2,), {"mode": "bogus"}, r"\.mode must be one of .*TRAIN"),
+        ("fetch_profile_stats_by_step", (2,), {"end_phase": "x"}, r"\.end_phase must be one of"),
+        ("fetch_profile_stats_by_step", (-1,), {}, r"\.start_step must be an integer >= 0"),
+        ("fetch_profile_stats_by_step", (1.5,), {}, r"\.start_step must be an integer >= 0"),
+        ("fetch_profile_stats_by_step", (2, 1), {}, r"\.end_step must be an integer >= 2"),
+        ("fetch_profile_stats_by_time", (-1, 5), {}, r"\.start_time_since_epoch_in_secs must be"),
+        ("fetch_profile_stats_by_time", (5, 1), {}, r"\.end_time_since_epoch_in_secs must be"),
+        ("fetch_profile_stats_between_modes", ("bogus", "train"), {}, r"\.start_mode must be"),
+    ],
+)
+@pytest.mark.parametrize("analysis", [cProfileAnalysis, PyinstrumentAnalysis])
+def test_a_wrong_query_parameter_is_a_config_error_listing_what_is_allowed(
+    analysis, cprofile_job: Path, query: str, args: tuple, kwargs: dict, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=f"^{query}{message}"):
+        getattr(analysis(cprofile_job), query)(*args, **kwargs)
+
+
 def test_no_directory_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="local_profile_dir"):
         cProfileAnalysis()

@@ -29,6 +29,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stepscope.config.validation import check_enum, check_int, check_unix_time
 from stepscope.errors import ConfigError, JobNotFoundError
 from stepscope.store.filesystem import RemoteFiles
 from stepscope.store.python_stats import (
@@ -95,6 +96,8 @@ def _sort_column(by: Metrics | str) -> str:
 
 
 def _top(table: pd.DataFrame, n: int, by: Metrics | str) -> pd.DataFrame:
+    # pandas' head(-1) is every row but the last: a wrong n would pass unnoticed.
+    n = check_int("top_functions.n", n, minimum=1)
     column = _sort_column(by)
     ranked = table.sort_values(column, ascending=False, kind="stable", na_position="last")
     return ranked.head(n).reset_index(drop=True)
@@ -350,14 +353,19 @@ class _PythonProfileAnalysis:
 
         A profile starting at ``start_step`` must not start before ``start_phase`` when that is a
         phase inside the step, and one ending at ``end_step`` must not end after ``end_phase``.
+
+        :raises ConfigError: a step is not an integer >= 0, ``end_step`` is before ``start_step``,
+            or a mode or phase is not one of its enum's values.
         """
+        query = "fetch_profile_stats_by_step"
+        start_step = check_int(f"{query}.start_step", start_step, minimum=0)
+        if end_step is None:
+            end_step = start_step
+        end_step = check_int(f"{query}.end_step", end_step, minimum=start_step)
+        mode = check_enum(f"{query}.mode", mode, PythonProfileModes)
+        start_phase = check_enum(f"{query}.start_phase", start_phase, StepPhase)
+        end_phase = check_enum(f"{query}.end_phase", end_phase, StepPhase)
         self._refresh_python_profile_stats(refresh_stats)
-        end_step = start_step if end_step is None else end_step
-        mode, start_phase, end_phase = (
-            PythonProfileModes(mode),
-            StepPhase(start_phase),
-            StepPhase(end_phase),
-        )
         selected = [
             r
             for r in self._by_node(node_id)
@@ -377,9 +385,22 @@ class _PythonProfileAnalysis:
         """Profiles overlapping the interval (seconds since the epoch).
 
         SageMaker kept only profiles starting or ending inside it, missing one that spans it.
+
+        :raises ConfigError: a bound is not a Unix time in seconds, or the end is before the start.
         """
+        query = "fetch_profile_stats_by_time"
+        start = check_unix_time(
+            f"{query}.start_time_since_epoch_in_secs", start_time_since_epoch_in_secs
+        )
+        end = check_unix_time(f"{query}.end_time_since_epoch_in_secs", end_time_since_epoch_in_secs)
+        if end < start:
+            raise ConfigError(
+                f"{query}.end_time_since_epoch_in_secs",
+                end,
+                f"a time at or after start_time_since_epoch_in_secs ({start})",
+            )
         self._refresh_python_profile_stats(refresh_stats)
-        lo, hi = start_time_since_epoch_in_secs * 1e6, end_time_since_epoch_in_secs * 1e6
+        lo, hi = start * 1e6, end * 1e6
         selected = [
             r for r in self._by_node(node_id) if r.start_time_us <= hi and r.end_time_us >= lo
         ]
@@ -395,9 +416,14 @@ class _PythonProfileAnalysis:
         node_id: str = "any",
         refresh_stats: bool = True,
     ) -> Any:
-        """Profiles that started in ``start_mode`` and ended in ``end_mode``."""
+        """Profiles that started in ``start_mode`` and ended in ``end_mode``.
+
+        :raises ConfigError: a mode is not a :class:`PythonProfileModes` value.
+        """
+        query = "fetch_profile_stats_between_modes"
+        start_mode = check_enum(f"{query}.start_mode", start_mode, PythonProfileModes)
+        end_mode = check_enum(f"{query}.end_mode", end_mode, PythonProfileModes)
         self._refresh_python_profile_stats(refresh_stats)
-        start_mode, end_mode = PythonProfileModes(start_mode), PythonProfileModes(end_mode)
         selected = [
             r
             for r in self._by_node(node_id)

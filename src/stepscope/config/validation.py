@@ -25,6 +25,7 @@ __all__ = [
     "check_path",
     "check_range_fields",
     "check_regex",
+    "check_unix_time",
 ]
 
 E = TypeVar("E", bound=Enum)
@@ -49,6 +50,13 @@ def check_number(parameter: str, value: object) -> float:
     """``value`` as a number (``int`` or ``float``) greater than 0."""
     if not _is_number(value) or value <= 0:  # type: ignore[operator]
         raise ConfigError(parameter, value, "a number > 0")
+    return value  # type: ignore[return-value]
+
+
+def check_unix_time(parameter: str, value: object) -> float:
+    """``value`` as a Unix time in seconds (a number >= 0)."""
+    if not _is_number(value) or value < 0:  # type: ignore[operator]
+        raise ConfigError(parameter, value, "a Unix time in seconds (a number >= 0)")
     return value  # type: ignore[return-value]
 
 
@@ -115,10 +123,8 @@ def check_range_fields(
         check_int(f"{owner}.start_step", start_step, minimum=0)
     if num_steps is not None:
         check_int(f"{owner}.num_steps", num_steps, minimum=1)
-    if start_unix_time is not None and (not _is_number(start_unix_time) or start_unix_time < 0):  # type: ignore[operator]
-        raise ConfigError(
-            f"{owner}.start_unix_time", start_unix_time, "a Unix time in seconds (a number >= 0)"
-        )
+    if start_unix_time is not None:
+        check_unix_time(f"{owner}.start_unix_time", start_unix_time)
     if duration is not None:
         check_number(f"{owner}.duration", duration)
     has_steps = start_step is not None or num_steps is not None
