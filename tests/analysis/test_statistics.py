@@ -150,6 +150,19 @@ def test_wrong_arguments_are_config_errors(analysis: PandasFrameAnalysis) -> Non
         analysis.get_device_usage_stats(utilization_ranges=[(1, 2, 3)])  # type: ignore[list-item]
 
 
+@pytest.mark.parametrize(
+    "ranges", [[(10, 5)], [(0, 200)], [(-10, 10)], [("0", "10")], [(0, float("nan"))], []]
+)
+def test_utilization_ranges_outside_0_to_100_or_inverted_are_config_errors(
+    analysis: PandasFrameAnalysis, ranges: list
+) -> None:
+    allowed = r"utilization_ranges must be .* with 0 <= low <= high <= 100"
+    with pytest.raises(ConfigError, match=allowed):
+        analysis.get_device_usage_stats(utilization_ranges=ranges)
+    with pytest.raises(ConfigError, match=allowed):
+        device_usage_statistics(hb.connect(), utilization_ranges=ranges)
+
+
 def test_frames_without_the_needed_columns_are_a_config_error() -> None:
     pf = PandasFrame(hb.connect())
     with pytest.raises(ConfigError, match="framework_df.*start_time_us"):

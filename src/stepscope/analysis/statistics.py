@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import math
+import numbers
 from collections.abc import Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -371,12 +372,25 @@ def _range_label(bounds: tuple[float, float]) -> str:
 def _check_ranges(utilization_ranges: Any) -> list[tuple[float, float]]:
     if utilization_ranges is None:
         return list(_DEFAULT_RANGES)
-    allowed = "a non-empty list of (low, high) pairs, e.g. [(90, 100), (10, 90), (0, 10)]"
+    allowed = (
+        "a non-empty list of (low, high) percent pairs with 0 <= low <= high <= 100, "
+        "e.g. [(90, 100), (10, 90), (0, 10)]"
+    )
     if not isinstance(utilization_ranges, (list, tuple)) or not utilization_ranges:
         raise ConfigError("utilization_ranges", utilization_ranges, allowed)
-    if any(not isinstance(r, (list, tuple)) or len(r) != 2 for r in utilization_ranges):
+    if not all(_is_percent_range(r) for r in utilization_ranges):
         raise ConfigError("utilization_ranges", utilization_ranges, allowed)
     return [(r[0], r[1]) for r in utilization_ranges]
+
+
+def _is_percent_range(bounds: object) -> bool:
+    """Whether ``bounds`` is a (low, high) pair of percentages: an inverted pair would count no
+    sample without a word. Ranges are inclusive, so ``(50, 50)`` is exactly 50 %."""
+    if not isinstance(bounds, (list, tuple)) or len(bounds) != 2:
+        return False
+    if any(isinstance(b, bool) or not isinstance(b, numbers.Real) for b in bounds):
+        return False
+    return bool(0 <= bounds[0] <= bounds[1] <= 100)
 
 
 _SYSTEM_COLUMNS = ("timestamp_us", "value", "dimension", "nodeID", "type")
@@ -486,6 +500,7 @@ class PandasFrameAnalysis:
         :param device: ``Resource.CPU``, ``Resource.GPU`` or a list; None means both.
         :param utilization_ranges: (low, high) pairs, inclusive; a sample counts in the first
             range that holds it. Default ``[(90, 100), (10, 90), (0, 10)]``.
+        :raises ConfigError: a range is not two numbers with ``0 <= low <= high <= 100``.
         """
         return self._stats.device_usage(
             _resources(device, _DEVICES), _check_ranges(utilization_ranges)
