@@ -219,3 +219,16 @@ def test_recorded_merge_traces_step_statistics(shared_fixtures: Path, tmp_path: 
         assert stats.loc[phase, "duration_mean_us"] == pytest.approx(sum(values) / len(values))
         assert stats.loc[phase, "duration_max_us"] == max(values)
         assert stats.loc[phase, "duration_min_us"] == min(values)
+
+
+def test_recorded_kineto_job_start_reads_as_its_first_event(
+    shared_fixtures: Path, tmp_path: Path
+) -> None:
+    job = open_job(shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz", cache_dir=tmp_path)
+    pf = PandasFrame(job)
+    framework = pf.get_all_framework_metrics()
+    first = framework.loc[framework["start_time_epoch_us"].idxmin()]
+    assert first["start_time_epoch_us"] % 1  # a fractional µs, which must round the same way
+    analysis = PandasFrameAnalysis(pf.get_all_system_metrics(), framework)
+    assert analysis.get_job_statistics()["start_time"] == first["start_time"]
+    assert job_statistics(job)["start_time"] == first["start_time"]

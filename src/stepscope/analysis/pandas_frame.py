@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
-__all__ = ["FRAMEWORK_METRIC_SQL", "PandasFrame", "connect_source", "regex_any", "to_epoch_us"]
+__all__ = [
+    "FRAMEWORK_METRIC_SQL",
+    "PandasFrame",
+    "connect_source",
+    "regex_any",
+    "text_time_sql",
+    "to_epoch_us",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +143,9 @@ def regex_any(con: duckdb.DuckDBPyConnection, patterns: Sequence[str] | str, par
     return "|".join(f"(?:{p})" for p in items) or ".*"
 
 
-def _text_time(column: str) -> str:
+def text_time_sql(column: str) -> str:
+    """SQL for µs since the epoch as SageMaker text; every text timestamp is made by it, so a
+    fractional µs (Kineto's) rounds the same way everywhere (the cast rounds to nearest)."""
     return f"strftime(make_timestamp(CAST({column} AS BIGINT)), '{TIMESTAMP_FORMAT}')"
 
 
@@ -188,7 +197,7 @@ class PandasFrame:
 
     def _system_sql(self, where: str) -> str:
         return (
-            f"SELECT {_text_time('timestamp_us')} AS timestamp, "
+            f"SELECT {text_time_sql('timestamp_us')} AS timestamp, "
             f"timestamp_us - {self.start_time} AS timestamp_us, value, name AS system_metric, "
             "dimension, node AS nodeID, type, timestamp_us AS timestamp_epoch_us "
             f"FROM system WHERE {where} "
@@ -218,8 +227,8 @@ class PandasFrame:
 
     def _framework_sql(self, where: str) -> str:
         return (
-            f"SELECT {_text_time('start_us')} AS start_time, "
-            f"{_text_time('start_us + dur_us')} AS end_time, "
+            f"SELECT {text_time_sql('start_us')} AS start_time, "
+            f"{text_time_sql('start_us + dur_us')} AS end_time, "
             f"start_us - {self.start_time} AS start_time_us, "
             f"start_us + dur_us - {self.start_time} AS end_time_us, "
             f"tid, pid, {FRAMEWORK_METRIC_SQL} AS framework_metric, step, "
@@ -350,8 +359,8 @@ class PandasFrame:
         else:
             where, params = "TRUE", []
         sql = (
-            f"SELECT {_text_time('start_us')} AS start_time, "
-            f"{_text_time('start_us + dur_us')} AS end_time, "
+            f"SELECT {text_time_sql('start_us')} AS start_time, "
+            f"{text_time_sql('start_us + dur_us')} AS end_time, "
             f"start_us - {self.start_time} AS start_time_us, "
             f"start_us + dur_us - {self.start_time} AS end_time_us, "
             f"dur_us AS duration_us, pid, {FRAMEWORK_METRIC_SQL} AS framework_metric, step, "

@@ -28,7 +28,6 @@ Where we differ from SageMaker, on purpose:
 
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import math
 import numbers
@@ -38,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from stepscope.analysis.pandas_frame import (
     FRAMEWORK_METRIC_SQL,
-    TIMESTAMP_FORMAT,
     connect_source,
+    text_time_sql,
 )
 from stepscope.errors import ConfigError
 
@@ -100,13 +99,6 @@ class JobStats(dict):  # type: ignore[type-arg]
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
-
-
-def _text(us: float | None) -> str:
-    if us is None or math.isnan(us):
-        return ""
-    moment = _dt.datetime(1970, 1, 1) + _dt.timedelta(microseconds=int(us))
-    return moment.strftime(TIMESTAMP_FORMAT)
 
 
 def _pct(part: float, whole: float) -> float:
@@ -176,6 +168,15 @@ class _Statistics:
     def _row(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...]:
         return self.con.sql(self._with + sql, params=list(params) or None).fetchall()[0]
 
+    def _texts(self, *moments_us: float) -> list[str]:
+        """Each moment as text, ``""`` when missing (NaN), made by the SQL of the frames' text
+        columns so that the job's start reads the same as its first event's."""
+        row = self._row(
+            "SELECT " + ", ".join(text_time_sql("?") for _ in moments_us),
+            [None if math.isnan(us) else us for us in moments_us],
+        )
+        return [text or "" for text in row]
+
     # -- job ------------------------------------------------------------------------------------
 
     def job(self) -> JobStats:
@@ -200,12 +201,15 @@ class _Statistics:
         initialization = loop_start - start
         loop = loop_end - loop_start
         finalization = end - loop_end
+        start_text, end_text, loop_start_text, loop_end_text = self._texts(
+            start, end, loop_start, loop_end
+        )
         stats = JobStats(
-            start_time=_text(start),
-            end_time=_text(end),
+            start_time=start_text,
+            end_time=end_text,
             job_duration=duration,
-            training_loop_start=_text(loop_start),
-            training_loop_end=_text(loop_end),
+            training_loop_start=loop_start_text,
+            training_loop_end=loop_end_text,
             training_loop_duration=loop,
             initialization=initialization,
             finalization=finalization,
