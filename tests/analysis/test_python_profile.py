@@ -8,6 +8,7 @@ import math
 import pstats
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tests.servers import free_port
 
@@ -181,6 +182,18 @@ def test_a_top_count_that_is_not_a_positive_integer_is_a_config_error(
         result.top_functions(n=n)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"top_functions\.n must be an integer >= 1"):
         PyinstrumentStats([]).top_functions(n=n)  # type: ignore[arg-type]
+
+
+def test_numpy_numbers_read_off_a_data_frame_are_steps_times_and_counts(
+    cprofile_job: Path,
+) -> None:
+    analysis = cProfileAnalysis(cprofile_job)
+    result = analysis.fetch_profile_stats_by_step(np.int64(1), np.int64(2))
+    assert len(result.records) == len(analysis.fetch_profile_stats_by_step(1, 2).records) > 0
+    assert len(result.top_functions(n=np.int64(3))) == 3
+    first = min(record.start_time_us for record in result.records) / 1e6
+    by_time = analysis.fetch_profile_stats_by_time(np.float64(first), np.int64(int(first) + 1))
+    assert len(by_time.records) > 0
 
 
 @pytest.mark.parametrize(
