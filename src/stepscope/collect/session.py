@@ -303,7 +303,7 @@ class Session:
             self.in_step = True
             self.step_start_us = start_us
             self.boundary_us = None
-            self._update_active(self.step)
+            self._update_active(self.step, may_start=False)
             step_number = self.step
         for on_step_begin in self._on_step_begin:
             on_step_begin(self, step_number)
@@ -342,14 +342,20 @@ class Session:
         """The ``step_num`` the next step in ``mode`` will have."""
         return str(self.mode_steps.get(mode, -1) + 1)
 
-    def _update_active(self, step_number: int) -> None:
+    def _update_active(self, step_number: int, *, may_start: bool = True) -> None:
+        """Set :attr:`active` for ``step_number``. At the step's begin (``may_start=False``) an
+        option can only go off (a time range that ended): the step's data loading ran before,
+        with the option off, so turning it on there would profile half a step (a time range's
+        one step would lose its data-loader events); the next step is judged at this one's end."""
         if step_number < self._active_until_step:
             return  # runs at every step boundary: most steps change nothing
         now_s = time.time()
         edges = [sys.maxsize]
         for option, profile_range in self._ranges.items():
             self.active[option] = bool(
-                profile_range is not None and profile_range.should_profile(step_number, now_s)
+                profile_range is not None
+                and (may_start or self.active[option])
+                and profile_range.should_profile(step_number, now_s)
             )
             edge = None if profile_range is None else profile_range.next_edge(step_number)
             if edge is not None:

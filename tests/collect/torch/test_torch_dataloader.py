@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from tests.collect.torch.torchjob import (
     losses,
     read_events,
     run_script,
+    steps,
 )
 
 from stepscope.config import (
@@ -99,6 +101,27 @@ def test_only_the_configured_steps_are_recorded(tmp_path: Path) -> None:
     }
     assert inside == {"2", "3"}
     assert not [e for e in events if e["phase"] == "DataLoaderIterInitialize"]
+
+
+def test_a_time_range_that_starts_while_the_job_trains_records_the_step_it_chose(
+    tmp_path: Path,
+) -> None:
+    # The start falls in the job's steps, almost surely in a sleep after the optimizer step,
+    # where the data loading of the next step happens.
+    start_s = time.time() + 3.0
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            dataloader_profiling_config=DataloaderProfilingConfig(start_unix_time=start_s)
+        )
+    )
+    job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, config, "--steps", "24", "--sleep-s", "0.25")
+    events = read_events(job_dir, "model_timeline.json")
+    getnexts = [e for e in events if e["phase"] == "DataLoaderIter"]
+    starts = [s["start_us"] for s in steps(read_events(job_dir))]
+    assert len(getnexts) == 1
+    # it is the GetNext of the first step that starts at or after the range's start
+    first = next(i for i, start in enumerate(starts) if start >= start_s * 1e6)
+    assert starts[first] <= getnexts[0]["start_us"] < starts[first + 1]
 
 
 def test_metrics_regex_keeps_only_matching_events(tmp_path: Path) -> None:
