@@ -72,6 +72,20 @@ def test_profile_instruments_torch_and_set_mode_predicts(tmp_path: Path) -> None
     assert [e["args"]["step_num"] for e in steps(events, "PREDICT")] == ["0", "1"]
 
 
+def test_profile_with_a_disabled_profiler_collects_nothing(tmp_path: Path) -> None:
+    config = ProfilerConfig(framework_profile_params=FrameworkProfile(), disable_profiler=True)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with stepscope.profile(config, job_dir=tmp_path / "job") as session:
+        assert session is None and get_active_session() is None and not is_instrumented()
+        for _ in range(3):
+            with stepscope.step("TRAIN"), stepscope.annotate("forward"):
+                optimizer.zero_grad()
+                model(torch.randn(2, 4)).sum().backward()
+                optimizer.step()
+    assert not (tmp_path / "job").exists()
+
+
 def test_a_second_run_into_the_same_job_folder_is_told_it_adds_to_the_first(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

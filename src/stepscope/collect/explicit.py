@@ -83,7 +83,7 @@ def _default_job_dir() -> Path:
 @contextlib.contextmanager
 def profile(
     config: ProfilerConfig | None = None, job_dir: str | os.PathLike[str] | None = None
-) -> Iterator[Session]:
+) -> Iterator[Session | None]:
     """Profile the enclosed code: ``with stepscope.profile(): train()``.
 
     Under ``stepscope run`` the process is already profiled: the running session is reused and
@@ -92,7 +92,8 @@ def profile(
     ``<job_dir>/profiler-output`` (a folder every stepscope reader opens).
 
     :param config: what to collect; default ``ProfilerConfig(framework_profile_params=
-        FrameworkProfile())``, SageMaker's defaults for every option.
+        FrameworkProfile())``, SageMaker's defaults for every option. With ``disable_profiler``
+        nothing is collected (no session, no monitor, no folder) and the block gets ``None``.
     :param job_dir: the job folder; default ``FrameworkProfile.local_path`` if set (as the
         profiler output folder itself), else ``./stepscope-jobs/<script>-<time>``.
     """
@@ -107,6 +108,9 @@ def profile(
         config = ProfilerConfig(framework_profile_params=FrameworkProfile())
     if not isinstance(config, ProfilerConfig):
         raise ConfigError("profile.config", config, "a ProfilerConfig or None")
+    if config.disable_profiler:
+        yield None
+        return
     framework = config.framework_profile_params
     if framework is None:
         framework = FrameworkProfile()
