@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import subprocess
 import sys
 import threading
@@ -49,6 +51,24 @@ def test_nested_annotations_are_written_nested(tmp_path: Path) -> None:
         within("second", "outer") and events["decorated"]["end_us"] <= events["second"]["start_us"]
     )
     assert {e["args"]["tid"] for e in events.values()} == {threading.get_ident()}
+
+
+def test_a_decorated_coroutine_function_is_annotated_while_it_is_awaited(
+    tmp_path: Path,
+) -> None:
+    @stepscope.annotate("fetch")
+    async def fetch(n: int) -> int:
+        await asyncio.sleep(0.05)
+        return n + 1
+
+    assert inspect.iscoroutinefunction(fetch)
+    session = _session(tmp_path).start()
+    try:
+        assert asyncio.run(fetch(1)) == 2
+    finally:
+        session.stop()
+    (event,) = [e for e in read_events(tmp_path / "job") if e["phase"] == "Annotation"]
+    assert event["name"] == "fetch" and event["end_us"] - event["start_us"] >= 50_000
 
 
 def test_annotations_from_many_threads_are_all_kept(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ imports no torch, so ``import stepscope`` stays light for scripts that only anno
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 import time
 from collections.abc import Callable
@@ -189,6 +190,18 @@ class annotate:
 
     def __call__(self, function: _F) -> _F:
         name = self.name
+
+        if inspect.iscoroutinefunction(function):
+            # a call only creates the coroutine: the span is the awaiting of it
+            @functools.wraps(function)
+            async def annotated_coroutine(*args: Any, **kwargs: Any) -> Any:
+                handle = annotation_begin(name)
+                try:
+                    return await function(*args, **kwargs)
+                finally:
+                    annotation_end(handle)
+
+            return annotated_coroutine  # type: ignore[return-value]
 
         @functools.wraps(function)
         def annotated(*args: Any, **kwargs: Any) -> Any:
