@@ -150,7 +150,7 @@ def launch(
     watcher = _StatusPrinter(job.path, on_status)
     try:
         monitor = _start_monitor(job, config)
-        engine = _start_rule_engine(job, rules)
+        engine = _start_rule_engine(job, rules, report)
         if on_start is not None:
             on_start(job)
         job.exit_code, job.status = _run_child(child_command, _child_env(job, config_path), watcher)
@@ -421,11 +421,17 @@ def _start_monitor(job: Job, config: ProfilerConfig) -> Any:
     )
 
 
-def _start_rule_engine(job: Job, rules: Sequence[Any] | None) -> Any:
+def _start_rule_engine(job: Job, rules: Sequence[Any] | None, report: bool) -> Any:
+    """The live rule engine; it rewrites the HTML report as it goes only when one is wanted."""
     from stepscope.rules import start_rule_engine
+    from stepscope.rules.live import DEFAULT_REPORT_HOOK
 
     try:
-        return start_rule_engine(job.path, list(rules) if rules else None)
+        return start_rule_engine(
+            job.path,
+            list(rules) if rules else None,
+            report_hook=DEFAULT_REPORT_HOOK if report else None,
+        )
     except (OSError, StepscopeError) as exc:
         logger.warning("the rule engine did not start (%s): rules run after the job", exc)
         return None

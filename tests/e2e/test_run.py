@@ -95,6 +95,19 @@ def test_run_profiles_a_training_script_and_returns_its_exit_code(
     assert (job_dir / "rule-output").is_dir()
 
 
+def test_no_report_leaves_the_job_without_an_html_report(
+    tmp_path: Path, train_script: Path
+) -> None:
+    job_dir = tmp_path / "job"
+    result = _stepscope(
+        "run", "--no-report", "--job-dir", str(job_dir), "--", sys.executable, str(train_script)
+    )
+    assert result.returncode == 0, result.stderr
+    assert (job_dir / "rule-output" / "ProfilerReport" / "status.json").exists()
+    assert not (job_dir / "rule-output" / "profiler-report.html").exists()
+    assert "Report:" not in result.stdout
+
+
 def test_a_crashing_script_leaves_a_complete_failed_job(tmp_path: Path, train_script: Path) -> None:
     job_dir = tmp_path / "job"
     result = _stepscope(
