@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from stepscope.rules import ProfilerRule, rule_configs
@@ -64,11 +65,39 @@ def test_step_outlier_not_applicable_without_steps(job):
     assert verdict(job, StepOutlier()).status == "NotApplicable"
 
 
-def test_kineto_profiler_steps_count_as_train_steps(job):
-    start, dur = training_steps(job, 120, step_s=0.05, slow={60: 1.0})
+def test_kineto_profiler_steps_count_as_train_steps_on_a_rank_without_step_events(job):
+    # a PyTorch profiler trace read on its own: its ProfilerStep ranges are the steps
+    dur = np.full(120, 50_000.0)
+    dur[60] = 1e6
+    start = T0_US + np.concatenate([[0.0], np.cumsum(dur)[:-1]])
     add_events(job, "algo-1", "user_annotation", start, dur, name="ProfilerStep#0", source="kineto")
     result = verdict(job, StepOutlier(n_outliers=0))
-    assert result.datapoints == 240  # the Step events and the ProfilerStep annotations
+    assert result.datapoints == 120
+    assert result.triggered and outlier_steps(result) == [0]
+
+
+def test_a_detailed_windows_profiler_steps_are_not_counted_again(job):
+    # A rank profiled with detailed windows has the steps of its traces as step events too.
+    start, dur = training_steps(job, 120, step_s=0.05)
+    window = slice(5, 7)
+    add_events(
+        job,
+        "algo-1",
+        "user_annotation",
+        start[window] + 10,
+        dur[window] - 20,
+        name="ProfilerStep#5",
+        source="kineto",
+    )
+    # another rank's trace read beside it: its steps count
+    add_events(
+        job, "algo-1", "user_annotation", start[:30], dur[:30], name="ProfilerStep#0", rank=1
+    )
+    assert verdict(job, StepOutlier()).datapoints == 120 + 30
+    assert verdict(job, MaxInitializationTime()).details["steps"] == 120 + 30
+    framework = verdict(job, OverallFrameworkMetrics()).details
+    assert framework["phase"]["TRAIN"] == pytest.approx((dur.sum() + dur[:30].sum()) / 1e6)
+    assert "user_annotation" not in framework["general"]
 
 
 def test_max_initialization_time_fires_when_the_first_step_is_late(job):

@@ -15,14 +15,12 @@ from typing import Any
 
 from stepscope.rules.base import Rule, Verdict
 from stepscope.rules.parameters import Param
+from stepscope.rules.steps import STEP_EVENT
 from stepscope.rules.window import ScanWindow
 
 __all__ = ["MaxInitializationTime"]
 
-_STEP = (
-    "ph = 'X' AND (category LIKE 'Step:ModeKeys.%' "
-    "OR (name LIKE 'ProfilerStep#%' AND category <> 'gpu_user_annotation'))"
-)
+_STEP = f"ph = 'X' AND {STEP_EVENT}"
 
 _SYSTEM_SQL = "SELECT min(timestamp_us), max(timestamp_us) FROM {system}"
 

@@ -14,16 +14,17 @@ from __future__ import annotations
 from typing import Any
 
 from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.steps import REPEATED_STEP, STEP_EVENT
 from stepscope.rules.window import ScanWindow
 
 __all__ = ["OverallFrameworkMetrics"]
 
 _NAME_LIMIT, _NAME_KEEP = 5000, 2000
 
-_TOTALS_SQL = """
+_TOTALS_SQL = f"""
 SELECT
     CASE
-        WHEN category LIKE 'Step:ModeKeys.%' OR (name LIKE 'ProfilerStep#%' AND category <> 'gpu_user_annotation') THEN 'step'
+        WHEN {STEP_EVENT} THEN 'step'
         WHEN category IN ('Forward', 'Forward-SubModuleInternal') THEN 'forward'
         WHEN category IN ('Backward(post-forward)', 'Backward-SubModuleInternal') THEN 'backward'
         WHEN source IN ('horovod', 'smdataparallel', 'collective') OR category = 'Collective'
@@ -38,8 +39,8 @@ SELECT
     CASE WHEN name LIKE 'ProfilerStep#%' OR category LIKE 'Step:ModeKeys.%' THEN category ELSE name END AS name,
     node, rank,
     sum(dur_us) AS total_us, count(*) AS n, min(start_us) AS first_us, max(start_us + dur_us) AS last_us
-FROM {events}
-WHERE ph = 'X'
+FROM {{events}}
+WHERE ph = 'X' AND NOT {REPEATED_STEP}
 GROUP BY ALL
 """
 

@@ -1,6 +1,7 @@
 """StepOutlier: steps much slower (or faster) than the others of the same node and phase.
 
-Reads ``Step:ModeKeys.<MODE>`` events (and Kineto ``ProfilerStep#N`` annotations, as TRAIN). For
+Reads the job's steps (:mod:`stepscope.rules.steps`: ``Step:ModeKeys.<MODE>`` events, or a
+trace's ``ProfilerStep#N`` ranges as TRAIN). For
 each (node, mode) it keeps the count, sum and sum of squares of step durations, a duration sketch
 and the 1,000 longest and shortest steps. An outlier is a step whose duration differs from the
 mean by more than ``stddev`` standard deviations (mean and deviation over every step of that node
@@ -22,6 +23,7 @@ import numpy as np
 from stepscope.rules.base import Rule, Verdict
 from stepscope.rules.distribution import IntervalList, QuantileSketch
 from stepscope.rules.parameters import Param
+from stepscope.rules.steps import STEP_EVENT
 from stepscope.rules.window import ScanWindow, split_by
 
 __all__ = ["StepOutlier"]
@@ -29,7 +31,7 @@ __all__ = ["StepOutlier"]
 #: Longest and shortest steps kept per (node, mode): the candidates for outliers.
 _CANDIDATES = 1000
 
-_STEPS_SQL = """
+_STEPS_SQL = f"""
 SELECT node, phase, step, rank, start_us, dur_us FROM (
     SELECT node, rank, start_us, dur_us,
         CASE WHEN category LIKE 'Step:ModeKeys.%' THEN replace(category, 'Step:ModeKeys.', '')
@@ -37,9 +39,8 @@ SELECT node, phase, step, rank, start_us, dur_us FROM (
         CASE WHEN step >= 0 THEN step
              ELSE coalesce(try_cast(CASE WHEN json_valid(args) THEN json_extract_string(args, '$.step_num') END AS BIGINT),
                            try_cast(regexp_extract(name, '#(\\d+)$', 1) AS BIGINT), -1) END AS step
-    FROM {events}
-    WHERE ph = 'X' AND (category LIKE 'Step:ModeKeys.%'
-                        OR (name LIKE 'ProfilerStep#%' AND category <> 'gpu_user_annotation'))
+    FROM {{events}}
+    WHERE ph = 'X' AND {STEP_EVENT}
 )
 ORDER BY node, phase, start_us
 """
