@@ -92,8 +92,11 @@ def profile(
     ``<job_dir>/profiler-output`` (a folder every stepscope reader opens).
 
     :param config: what to collect; default ``ProfilerConfig(framework_profile_params=
-        FrameworkProfile())``, SageMaker's defaults for every option. With ``disable_profiler``
-        nothing is collected (no session, no monitor, no folder) and the block gets ``None``.
+        FrameworkProfile())``, SageMaker's defaults for every option. A config without
+        ``framework_profile_params`` gets ``FrameworkProfile()`` too (under ``stepscope run`` it
+        means system monitoring only; here the enclosed code is what is to be profiled). With
+        ``disable_profiler`` nothing is collected (no session, no monitor, no folder) and the
+        block gets ``None``.
     :param job_dir: the job folder; default ``FrameworkProfile.local_path`` if set (as the
         profiler output folder itself), else ``./stepscope-jobs/<script>-<time>``.
     """
