@@ -237,3 +237,24 @@ def test_a_long_interval_still_notices_the_job_end(tmp_path: Path) -> None:
     thread.join(60)
     assert result == ["job ended"]
     assert system_records(tmp_path) == []
+
+
+def test_a_job_shorter_than_the_interval_still_gets_a_snapshot_when_stopped(
+    tmp_path: Path,
+) -> None:
+    stop = threading.Event()
+    result: list[str] = []
+    thread = threading.Thread(
+        target=lambda: result.append(
+            run_monitor(tmp_path, interval_ms=60_000, gpu_backend=ScriptedGpuBackend([]), stop=stop)
+        )
+    )
+    thread.start()
+    time.sleep(0.3)  # the training, done long before the first tick
+    stop.set()
+    thread.join(60)
+    assert result == ["stopped"]
+    records = system_records(tmp_path)
+    cpu = [r for r in records if r["Dimension"] == "CPUUtilization"]
+    assert len(cpu) == psutil.cpu_count()
+    assert len({round(r["Timestamp"], 1) for r in records}) == 1

@@ -5,7 +5,9 @@ and appends it to the node's system files. Ticks fall on multiples of the interv
 epoch, so sampling never drifts; a snapshot that overruns skips the ticks it missed.
 
 It stops, writing what it has, when the parent process dies, when ``training_job_end.ts``
-appears, or on SIGTERM/SIGINT. Its own log (``<profiler-output>/monitor.log``) receives every
+appears, or on SIGTERM/SIGINT. Stopped by a signal (the job's owner saying the training is over),
+it first takes a snapshot of the time since the last tick, so a job shorter than the interval
+still has its system metrics. Its own log (``<profiler-output>/monitor.log``) receives every
 exception with its traceback; an error in one snapshot is logged and the next tick goes on.
 """
 
@@ -36,6 +38,8 @@ logger = logging.getLogger(__name__)
 _LOGGED_ERRORS = 3
 #: Longest wait between checks of the parent and the end marker, for long sampling intervals.
 _CHECK_EVERY_S = 1.0
+#: Shortest time since the last snapshot worth a snapshot of its own when the monitor is stopped.
+_LAST_SNAPSHOT_MIN_S = 0.05
 
 
 def run_monitor(
@@ -75,6 +79,19 @@ def run_monitor(
     sampler = SystemSampler(gpu_backend, clock_s=clock_s)
     parent = _process_or_none(parent_pid)
     errors = 0
+    last_snapshot_s = 0.0
+
+    def snapshot() -> None:
+        nonlocal errors, last_snapshot_s
+        try:
+            writer.write(sampler.sample())
+        except Exception:  # the monitor must outlive one bad snapshot: log it and go on
+            errors += 1
+            if errors <= _LOGGED_ERRORS:
+                logger.exception("snapshot failed (%d so far)", errors)
+            elif errors % 1000 == 0:
+                logger.error("%d snapshots have failed so far", errors)
+        last_snapshot_s = clock_s()
 
     def why_stop() -> str | None:
         if parent_pid is not None and not _alive(parent):
@@ -85,24 +102,20 @@ def run_monitor(
 
     try:
         sampler.sample()  # prime the counters
+        last_snapshot_s = clock_s()
         while True:
             next_tick_s = (clock_s() // interval_s + 1) * interval_s
             # long intervals wait in slices, so a dead parent or the job end is noticed quickly
             while (remaining_s := next_tick_s - clock_s()) > 0:
                 if stop.wait(min(remaining_s, _CHECK_EVERY_S)):
+                    if clock_s() - last_snapshot_s >= _LAST_SNAPSHOT_MIN_S:
+                        snapshot()  # the time since the last tick
                     return "stopped"
                 if remaining_s > _CHECK_EVERY_S and (reason := why_stop()) is not None:
                     return reason
             if parent_pid is not None and not _alive(parent):
                 return "parent exited"
-            try:
-                writer.write(sampler.sample())
-            except Exception:  # the monitor must outlive one bad snapshot: log it and go on
-                errors += 1
-                if errors <= _LOGGED_ERRORS:
-                    logger.exception("snapshot failed (%d so far)", errors)
-                elif errors % 1000 == 0:
-                    logger.error("%d snapshots have failed so far", errors)
+            snapshot()
             if job_has_ended(profiler_output_dir):
                 return "job ended"
     finally:
