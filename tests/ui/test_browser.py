@@ -62,21 +62,26 @@ def server(tmp_path_factory, shared_fixtures: Path) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("ui-browser")
     root = tmp / "jobs"
     job = generate_job(root / CPU_JOB, gpus=2, cpus=8, minutes=3)
-    status_dir = job / "rule-output" / "CPUBottleneck"
-    status_dir.mkdir(parents=True)
-    (status_dir / "status.json").write_text(
-        json.dumps(
-            {
-                "rule": "CPUBottleneck",
-                "status": "IssuesFound",
-                "message": "The CPU was the bottleneck in 14 of 360 data points.",
-                "updated_us": T0_US,
-                "triggered": 14,
-                "violations": 14,
-                "datapoints": 360,
-            }
+    # status files as the rule engine writes them (RuleResult.to_status)
+    for rule, status, triggered, violations, message in [
+        ("CPUBottleneck", "IssuesFound", True, 14, "The CPU was the bottleneck in 14 of 360."),
+        ("IOBottleneck", "NoIssuesFound", False, 3, "I/O was the bottleneck in 3 of 360."),
+    ]:
+        status_dir = job / "rule-output" / rule
+        status_dir.mkdir(parents=True)
+        (status_dir / "status.json").write_text(
+            json.dumps(
+                {
+                    "rule": rule,
+                    "status": status,
+                    "message": message,
+                    "updated_us": T0_US,
+                    "triggered": triggered,
+                    "violations": violations,
+                    "datapoints": 360,
+                }
+            )
         )
-    )
     (job / "rule-output" / "profiler-report.html").write_text("<!doctype html><title>r</title>")
     live = generate_job(root / LIVE_JOB, gpus=1, cpus=2, minutes=1)
     meta = json.loads((live / "job.json").read_text())
@@ -190,7 +195,9 @@ def test_dashboard_of_a_generated_job(page, server):
     assert legend["y"] + legend["height"] <= plot_area["y"] + 1
     rules = page.locator("#rules")
     expect(rules.locator("tr[data-rule=CPUBottleneck]")).to_contain_text("Issues found")
-    expect(rules.locator("tr[data-rule=CPUBottleneck]")).to_contain_text("14 of 360")
+    # the triggers column counts violations of a rule that triggered, 0 of one that did not
+    expect(rules.locator("tr[data-rule=CPUBottleneck] td").nth(2)).to_have_text("14 of 360")
+    expect(rules.locator("tr[data-rule=IOBottleneck] td").nth(2)).to_have_text("0 of 360")
     report = rules.get_by_role("link", name="Open the profiling report")
     assert report.get_attribute("href").endswith("/report")
     _shot(page, "dashboard-generated")

@@ -172,6 +172,14 @@ function customHistograms(jobId) {
   return { node, init, reload: (poll) => created.forEach((c) => c.load(poll).catch(() => {})) };
 }
 
+// The status file says whether the rule triggered and how many violations it counted; as in the
+// report, a rule that did not trigger counts 0.
+function triggers(rule) {
+  if (rule.triggered === undefined || rule.triggered === null) return "—";
+  const count = rule.triggered ? rule.violations ?? 0 : 0;
+  return `${count.toLocaleString()}${rule.datapoints ? ` of ${rule.datapoints.toLocaleString()}` : ""}`;
+}
+
 const RULE_CLASS = { IssuesFound: "issues", NoIssuesFound: "ok", InProgress: "progress", Error: "error", NotApplicable: "na" };
 const RULE_LABEL = { IssuesFound: "Issues found", NoIssuesFound: "No issues found", InProgress: "In progress", Error: "Error", NotApplicable: "Not applicable" };
 
@@ -189,10 +197,10 @@ async function renderRules(box, jobId, poll) {
     return;
   }
   box.append(h("table", { class: "table" },
-    h("thead", {}, h("tr", {}, h("th", {}, "Rule"), h("th", {}, "Status"), h("th", {}, "Triggered"), h("th", {}, "Details"))),
+    h("thead", {}, h("tr", {}, h("th", {}, "Rule"), h("th", {}, "Status"), h("th", {}, "Triggers"), h("th", {}, "Details"))),
     h("tbody", {}, data.rules.map((rule) => h("tr", { "data-rule": rule.rule },
       h("td", { class: "name" }, data.report_url ? h("a", { href: `${data.report_url}#rule-${encodeURIComponent(rule.rule)}`, target: "_blank", rel: "noopener" }, rule.rule) : rule.rule),
       h("td", {}, h("span", { class: `badge rule-${RULE_CLASS[rule.status] || "na"}` }, RULE_LABEL[rule.status] || rule.status)),
-      h("td", { class: "nowrap" }, rule.triggered === undefined || rule.triggered === null ? "—" : `${rule.triggered}${rule.datapoints ? ` of ${rule.datapoints}` : ""}`),
+      h("td", { class: "nowrap" }, triggers(rule)),
       h("td", { class: "message" }, rule.message || ""))))));
 }
