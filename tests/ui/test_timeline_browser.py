@@ -246,3 +246,35 @@ def test_two_ranks_share_one_clock(open_timeline, base_url: str) -> None:
     page.screenshot(path=str(ARTIFACTS / "timeline-two-ranks.png"))
     assert not errors, errors
     assert not outside, outside
+
+
+def test_ruler_and_range_tell_close_times_apart(open_timeline, base_url: str) -> None:
+    job_id = _load(base_url, "a100_rank0of2_nccl")
+    page, errors, outside = open_timeline(job_id)
+    # record what the ruler writes (its labels sit on the middle of the 28 px ruler)
+    page.evaluate(
+        "() => { window.rulerTexts = [];"
+        " const fill = CanvasRenderingContext2D.prototype.fillText;"
+        " CanvasRenderingContext2D.prototype.fillText = function (text, x, y, ...rest) {"
+        "   if (y === 14) window.rulerTexts.push(text);"
+        "   return fill.call(this, text, x, y, ...rest); }; }"
+    )
+    lo, hi = _view(page)
+    middle = lo + 343_600
+    before = _view(page)
+    page.evaluate("() => { window.rulerTexts = []; }")
+    page.evaluate("([a, b]) => window.stepscopeTimeline.show(a, b)", [middle, middle + 20])
+    _wait_view_change(page, before)
+    ticks = page.evaluate("() => window.rulerTexts")
+    assert len(ticks) >= 4, ticks
+    assert len(set(ticks)) == len(ticks), f"ruler labels repeat: {ticks}"
+    assert all(t.endswith(" ms") for t in ticks), ticks
+    start_text, end_text = page.locator("#tl-range").inner_text().split(" (")[0].split(" – ")
+    assert start_text != end_text
+    # the whole trace: its end is not rounded to a whole number of ms
+    zoomed = _view(page)
+    page.keyboard.press("0")
+    _wait_view_change(page, zoomed)
+    assert page.locator("#tl-range").inner_text().startswith("0 s – 713.1 ms")
+    assert not errors, errors
+    assert not outside, outside

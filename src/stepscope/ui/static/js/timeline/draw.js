@@ -56,6 +56,16 @@ export function formatDuration(us) {
   return `${us.toFixed(a >= 10 ? 1 : 3)} µs`;
 }
 
+// A time since the start in the unit of its size, with as many decimals as it takes to tell apart
+// times `resolution` µs apart (ruler ticks 2 µs apart at 343 ms read 343.612 ms, 343.614 ms, ...).
+export function formatOffset(us, resolution) {
+  const a = Math.abs(us);
+  if (a === 0) return "0 s";
+  const [scale, unit] = a >= 1e6 ? [1e6, "s"] : a >= 1e3 ? [1e3, "ms"] : [1, "µs"];
+  const decimals = Math.min(6, Math.max(0, Math.ceil(-Math.log10(resolution / scale) - 1e-9)));
+  return `${(us / scale).toFixed(decimals)} ${unit}`;
+}
+
 function drawRuler(ctx, view, width, origin) {
   ctx.fillStyle = "#f6f7f9";
   ctx.fillRect(0, 0, width, RULER_PX);
@@ -75,7 +85,7 @@ function drawRuler(ctx, view, width, origin) {
     ctx.moveTo(x, RULER_PX - 8);
     ctx.lineTo(x, RULER_PX);
     ctx.stroke();
-    ctx.fillText(formatDuration(t), x + 3, RULER_PX / 2);
+    ctx.fillText(formatOffset(t, step), x + 3, RULER_PX / 2);
   }
 }
 

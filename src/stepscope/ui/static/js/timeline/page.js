@@ -7,7 +7,7 @@
 import { ApiError } from "../api.js";
 import { clear, h } from "../dom.js";
 import { selectedJob } from "../selection.js";
-import { COUNTER_PX, LEVEL_PX, MAX_LEVELS, RULER_PX, draw, formatDuration, xToTime } from "./draw.js";
+import { COUNTER_PX, LEVEL_PX, MAX_LEVELS, RULER_PX, draw, formatDuration, formatOffset, xToTime } from "./draw.js";
 
 const ROW_MIN_PX = 22;
 const FETCH_DELAY_MS = 60;
@@ -173,7 +173,9 @@ class TimelinePage {
       width: this.width, height: this.height, origin: this.origin, selected: this.selected, area: this.area,
     });
     this.lastFrameMs = performance.now() - started;
-    this.rangeLabel.textContent = `${formatDuration(this.view.start - this.origin)} – ${formatDuration(this.view.end - this.origin)} (${formatDuration(this.view.end - this.view.start)} shown)`;
+    const span = this.view.end - this.view.start;
+    const resolution = Math.max(span / 1000, 1);
+    this.rangeLabel.textContent = `${formatOffset(this.view.start - this.origin, resolution)} – ${formatOffset(this.view.end - this.origin, resolution)} (${formatDuration(span)} shown)`;
     this.rangeLabel.dataset.startUs = String(this.view.start);
     this.rangeLabel.dataset.endUs = String(this.view.end);
     this.canvas.dataset.flows = String(this.drawn.flows);
@@ -277,7 +279,7 @@ class TimelinePage {
   showDetails(d) {
     const rows = [
       ["Name", d.name], ["Category", d.category], ["Source", d.source],
-      ["Start", formatDuration(d.start_us - this.origin)], ["Duration", formatDuration(d.dur_us)],
+      ["Start", formatOffset(d.start_us - this.origin, 1)], ["Duration", formatDuration(d.dur_us)],
     ];
     if (d.rank >= 0) rows.push(["Rank", d.rank]);
     if (d.step >= 0) rows.push(["Step", d.step]);
@@ -304,7 +306,7 @@ class TimelinePage {
         class: "tl-link", tabindex: "0", "data-track": c.track || "",
         onclick: () => this.jumpTo(c),
       }, h("td", {}, c.relation), h("td", {}, c.name), h("td", {}, c.category),
-      h("td", {}, formatDuration(c.start_us - this.origin)), h("td", {}, formatDuration(c.dur_us)))))));
+      h("td", {}, formatOffset(c.start_us - this.origin, 1)), h("td", {}, formatDuration(c.dur_us)))))));
   }
 
   async jumpTo(connection) {
