@@ -158,3 +158,21 @@ def test_report_opens_offline_in_a_browser(report):
     assert [url for url in requests if not url.startswith("file://")] == []
     assert charts >= 8
     assert drawn == charts  # every chart placeholder was drawn with data
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_rule_status_badges_hold_their_text(report):
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.goto(report.as_uri())
+        # each badge's width beside the width of its text
+        widths = page.evaluate(
+            "Array.from(document.querySelectorAll('.badge')).map(b => {"
+            " const range = document.createRange(); range.selectNodeContents(b);"
+            " return [b.textContent, b.getBoundingClientRect().width,"
+            " range.getBoundingClientRect().width]; })"
+        )
+    assert widths
+    cramped = [(text, box, inner) for text, box, inner in widths if box < inner + 12]
+    assert cramped == [], "badge text touches or leaves its pill"
