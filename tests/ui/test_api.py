@@ -159,9 +159,13 @@ def test_bad_panel_parameters_are_refused(client):
     job = job_ids(client)["job-a"]
     load_and_wait(client, job)
     assert client.get(f"/api/jobs/{job}/dashboard/no_such_panel").status_code == 404
-    assert client.get(f"/api/jobs/{job}/dashboard/kernel_time_all?k=0").status_code == 422
-    assert client.get(f"/api/jobs/{job}/dashboard/kernel_time_all?k=101").status_code == 422
-    assert client.get(f"/api/jobs/{job}/dashboard/kernel_time_all?k=ten").status_code == 422
+    for k, words in (("0", "greater than or equal to 1"), ("101", "less than or equal to 100")):
+        response = client.get(f"/api/jobs/{job}/dashboard/kernel_time_all?k={k}")
+        assert response.status_code == 422
+        # the documented error shape: one string naming the parameter and what is allowed
+        assert response.json() == {"detail": f"k: Input should be {words}."}
+    response = client.get(f"/api/jobs/{job}/dashboard/kernel_time_all?k=ten")
+    assert response.status_code == 422 and response.json()["detail"].startswith("k: ")
     response = client.get(
         f"/api/jobs/{job}/dashboard/annotation_histogram", params={"annotation": "x" * 501}
     )
@@ -242,6 +246,7 @@ def test_settings_persist_and_bad_values_are_named(tmp_path: Path, jobs_root: Pa
         ({"auto_shutdown_threshold_hours": "two"}, "threshold_hours"),
         ({"auto_shutdown_enabled": "yes"}, "true or false"),
         ({"shutdown": True}, "auto_shutdown_enabled"),
+        ([True], "the request body: Input should be a valid dictionary"),
     ):
         response = client.put("/api/settings", json=bad)
         assert response.status_code == 422 and words in response.json()["detail"], bad

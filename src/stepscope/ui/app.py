@@ -14,6 +14,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from stepscope.ui.profiles import JobOpener, ProfileJob, ProfileRegistry
@@ -33,6 +35,16 @@ _CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
+
+
+def _validation_message(error: RequestValidationError) -> str:
+    """A refused parameter or body as one sentence per problem, naming what was wrong."""
+    parts = []
+    for problem in error.errors():
+        where = [str(part) for part in problem.get("loc", ())[1:]]
+        name = ".".join(where) or "the request body"
+        parts.append(f"{name}: {problem.get('msg', 'invalid value')}.")
+    return " ".join(parts) or "Invalid request."
 
 
 def _open_job(path: Path) -> ProfileJob:
@@ -99,6 +111,11 @@ def create_app(
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
         return response
+
+    @app.exception_handler(RequestValidationError)
+    async def refuse_invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        # the documented shape of every error: {"detail": "<what is wrong>"}
+        return JSONResponse({"detail": _validation_message(error)}, status_code=422)
 
     # Registered last so it runs first: nothing, not even activity tracking, precedes the guard.
     app.middleware("http")(AccessGuard(token))
