@@ -27,6 +27,7 @@ def test_the_track_tree_puts_streams_under_their_gpu_and_counters_first(index) -
         "algo-1 / CPU / cpu1 utilization",
         "algo-1 / CPU / rank 0 · Annotation",
         "algo-1 / CPU / rank 0 · thread 1",
+        "algo-1 / GPUs / GPU utilization",
         "algo-1 / GPUs / GPU-0 / utilization",
         "algo-1 / GPUs / GPU-0 / rank 0 · stream 7",
     ]
@@ -67,6 +68,28 @@ def test_counters_are_averaged_into_bins(index) -> None:
     cpu = _by_path(index)["algo-1 / CPU / CPU utilization"]
     window = index.window([cpu], T0, T0 + 1_500_000, bins=3)
     assert [round(v, 6) for _, v in window["tracks"][cpu.id]["points"]] == [60.0, 61.0, 62.0]
+
+
+def test_each_node_has_the_mean_utilization_of_its_gpus_above_its_gpus() -> None:
+    rows = [
+        {"timestamp_us": int(T0) + 500_000 * k, "node": node, "type": "gpu", "name": f"gpu{g}"}
+        | {"dimension": "GPUUtilization", "value": value}
+        for k in range(2)
+        for node, g, value in [("algo-1", 0, 90.0), ("algo-1", 1, 30.0), ("algo-2", 0, 20.0)]
+    ]
+    index = TimelineIndex(connect(events_table([]), system_table(rows)))
+    assert list(_by_path(index)) == [
+        "algo-1 / GPUs / GPU utilization",
+        "algo-1 / GPUs / GPU-0 / utilization",
+        "algo-1 / GPUs / GPU-1 / utilization",
+        "algo-2 / GPUs / GPU utilization",
+        "algo-2 / GPUs / GPU-0 / utilization",
+    ]
+    paths = _by_path(index)
+    tracks = [paths["algo-1 / GPUs / GPU utilization"], paths["algo-2 / GPUs / GPU utilization"]]
+    window = index.window(tracks, T0, T0 + 1_000_000, bins=2)
+    assert [v for _, v in window["tracks"][tracks[0].id]["points"]] == [60.0, 60.0]
+    assert [v for _, v in window["tracks"][tracks[1].id]["points"]] == [20.0, 20.0]
 
 
 def test_details_and_connections_of_a_kernel(index) -> None:

@@ -27,7 +27,9 @@ __all__ = ["TimelineIndex", "TimelineTrack"]
 
 _LAUNCH: tuple[str, ...] = ("cuda_runtime", "cuda_driver")
 _GPU_ACTIVITY: tuple[str, ...] = ("kernel", "gpu_memcpy", "gpu_memset")
-#: Counters per node; ``gpu`` -1 is the node's CPU side.
+#: ``gpu`` of a node's counter of all its GPUs (the node's CPU side is -1).
+_ALL_GPUS = -2
+#: Counters per node; ``gpu`` -1 is the node's CPU side, -2 its GPUs together.
 _COUNTERS_SQL = f"""
     WITH s AS (SELECT CASE WHEN node = '' THEN '{UNKNOWN_NODE}' ELSE node END AS node,
                       timestamp_us, name, dimension, value FROM system)
@@ -37,6 +39,8 @@ _COUNTERS_SQL = f"""
         FROM s WHERE dimension = 'CPUUtilization'
     UNION ALL SELECT node, -1, 'Memory used', timestamp_us, value
         FROM s WHERE name = 'MemoryUsedPercent'
+    UNION ALL SELECT node, {_ALL_GPUS}, 'GPU utilization', timestamp_us, avg(value)
+        FROM s WHERE dimension = 'GPUUtilization' GROUP BY ALL
     UNION ALL SELECT node, CAST(regexp_extract(name, '[0-9]+$') AS INTEGER), 'utilization',
         timestamp_us, value FROM s WHERE dimension = 'GPUUtilization'
     UNION ALL SELECT node, CAST(regexp_extract(name, '[0-9]+$') AS INTEGER), 'memory',
@@ -58,7 +62,8 @@ class TimelineTrack:
     """One row of the timeline and where it sits in the tree.
 
     :param id: an opaque, stable id (a hash of what the track is).
-    :param path: labels from the root: ``[node, "CPU", "rank 0 · thread 7"]`` or
+    :param path: labels from the root: ``[node, "CPU", "rank 0 · thread 7"]``,
+        ``[node, "GPUs", "GPU utilization"]`` (the mean of the node's GPUs) or
         ``[node, "GPUs", "GPU-0", "rank 0 · stream 7"]``.
     :param kind: ``slices`` or ``counter``.
     :param count: how many slices or samples the track holds.
@@ -75,9 +80,9 @@ class TimelineTrack:
         return {"id": self.id, "path": list(self.path), "kind": self.kind, "count": self.count}
 
     def display_order(self) -> tuple[Any, ...]:
-        """Node, its CPU before its GPUs, GPU by GPU; counters first in each group."""
+        """Node, its CPU before its GPUs, all GPUs then GPU by GPU; counters first in each group."""
         node, group, *rest = self.path
-        gpu = _natural(rest[0]) if group == "GPUs" else ()
+        gpu = (len(rest) > 1, _natural(rest[0])) if group == "GPUs" else ()
         kind = self.kind != "counter"
         return (_natural(node), group != "CPU", gpu, kind, _natural(self.path[-1]))
 
@@ -87,6 +92,8 @@ def _track_id(key: tuple[Any, ...]) -> str:
 
 
 def _tree(node: str, gpu: int, label: str) -> tuple[str, ...]:
+    if gpu == _ALL_GPUS:
+        return (node, "GPUs", label)
     return (node, "CPU", label) if gpu < 0 else (node, "GPUs", f"GPU-{gpu}", label)
 
 

@@ -74,17 +74,18 @@ class TimelinePage {
   layout() {
     const rows = [];
     let y = RULER_PX;
+    // a group's own tracks (e.g. the node's GPU utilization) come before its subgroups (GPU-i)
     const visit = (group, depth) => {
-      for (const child of group.children.values()) {
-        rows.push({ group: child, label: child.label, depth, y, height: ROW_MIN_PX, kind: "group" });
-        y += ROW_MIN_PX;
-        if (child.open) visit(child, depth + 1);
-      }
       for (const track of group.tracks) {
         const levels = Math.min(MAX_LEVELS, this.levels[track.id] || 1);
         const height = track.kind === "counter" ? COUNTER_PX : Math.max(ROW_MIN_PX, levels * LEVEL_PX + 6);
         rows.push({ id: track.id, track, label: track.path[track.path.length - 1], depth, y, height, kind: track.kind, levels });
         y += height;
+      }
+      for (const child of group.children.values()) {
+        rows.push({ group: child, label: child.label, depth, y, height: ROW_MIN_PX, kind: "group" });
+        y += ROW_MIN_PX;
+        if (child.open) visit(child, depth + 1);
       }
     };
     visit(this.tree, 0);
