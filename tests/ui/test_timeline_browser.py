@@ -278,3 +278,34 @@ def test_ruler_and_range_tell_close_times_apart(open_timeline, base_url: str) ->
     assert page.locator("#tl-range").inner_text().startswith("0 s – 713.1 ms")
     assert not errors, errors
     assert not outside, outside
+
+
+def test_the_launch_arrow_leaves_from_the_launch_itself(open_timeline, base_url: str) -> None:
+    job_id = _load(base_url, "a100_rank0of2_nccl")
+    page, errors, outside = open_timeline(job_id)
+    tracks = _get(f"{base_url}/api/jobs/{job_id}/timeline/tracks")
+    ids = ",".join(t["id"] for t in tracks["tracks"])
+    middle = sum(tracks["bounds"]) / 2
+    window = _get(
+        f"{base_url}/api/jobs/{job_id}/timeline/window",
+        {"start_us": middle, "end_us": middle + 3000, "tracks": ids, "bins": 500},
+    )
+    flow = window["flows"][0]
+    launch_track, launch_start = flow["from"]
+    page.evaluate(
+        "([a, b]) => window.stepscopeTimeline.show(a, b)", [launch_start - 50, launch_start + 50]
+    )
+    page.wait_for_function(
+        "([t, s]) => window.stepscopeTimeline.locate(t, s) !== null",
+        arg=[launch_track, launch_start],
+    )
+    launch = page.evaluate(
+        "([t, s]) => window.stepscopeTimeline.locate(t, s)", [launch_track, launch_start]
+    )
+    box = page.locator("#tl-canvas").bounding_box()
+    arrows = page.evaluate("() => window.stepscopeTimeline.state().arrows")
+    # the arrow starting at the launch's time starts at the launch's row, not at its track's top
+    x0, y0 = next((a[0], a[1]) for a in arrows if abs(box["x"] + a[0] - launch["x"]) < 5)
+    assert abs(box["y"] + y0 - launch["y"]) <= 8, (y0, launch)
+    assert not errors, errors
+    assert not outside, outside

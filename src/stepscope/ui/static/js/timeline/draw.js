@@ -177,7 +177,16 @@ function drawArrow(ctx, x0, y0, x1, y1) {
   ctx.fill();
 }
 
-// Draws everything; returns what was drawn (hit boxes for clicks, and the flows drawn).
+const LAUNCH_CATEGORIES = new Set(["cuda_runtime", "cuda_driver"]);
+
+// The level a flow's launch is drawn at on its track (several slices may start with it).
+function launchDepth(row, trackData, startUs) {
+  const launch = (trackData?.slices || []).find(([start, , , , category]) => start === startUs && LAUNCH_CATEGORIES.has(category));
+  return launch ? Math.min(launch[2], row.levels - 1) : 0;
+}
+
+// Draws everything; returns what was drawn (hit boxes for clicks, the flows drawn and their
+// arrows as [x0, y0, x1, y1]).
 export function draw(ctx, layout, view, data, { width, height, origin, selected, area }) {
   ctx.clearRect(0, 0, width, height);
   const hits = [];
@@ -190,7 +199,7 @@ export function draw(ctx, layout, view, data, { width, height, origin, selected,
     if (row.kind === "counter") drawCounter(ctx, row, trackData, view, width);
     else drawSlices(ctx, row, trackData, view, width, selected, hits);
   }
-  let flows = 0;
+  const arrows = [];
   ctx.strokeStyle = FLOW_COLOR;
   ctx.fillStyle = FLOW_COLOR;
   ctx.lineWidth = 1.25;
@@ -201,8 +210,10 @@ export function draw(ctx, layout, view, data, { width, height, origin, selected,
     const x0 = timeToX(flow.from[1], view, width);
     const x1 = timeToX(flow.to[1], view, width);
     if (Math.max(x0, x1) < 0 || Math.min(x0, x1) > width) continue;
-    drawArrow(ctx, x0, from.y + LEVEL_PX / 2, x1, to.y + 3);
-    flows += 1;
+    // from the bottom of the launch, at its own level, to the top of the GPU activity
+    const y0 = from.y + 3 + launchDepth(from, data.tracks[flow.from[0]], flow.from[1]) * LEVEL_PX + LEVEL_PX - 2;
+    drawArrow(ctx, x0, y0, x1, to.y + 3);
+    arrows.push([x0, y0, x1, to.y + 3]);
   }
   ctx.lineWidth = 1;
   if (area) {
@@ -214,5 +225,5 @@ export function draw(ctx, layout, view, data, { width, height, origin, selected,
     ctx.strokeRect(x0 + 0.5, area.y0 + 0.5, x1 - x0, area.y1 - area.y0);
   }
   drawRuler(ctx, view, width, origin);
-  return { hits, flows };
+  return { hits, flows: arrows.length, arrows };
 }

@@ -64,7 +64,7 @@ class TimelinePage {
     this.data = { tracks: {}, flows: [] };
     this.selected = null;
     this.area = null;
-    this.drawn = { hits: [], flows: 0 };
+    this.drawn = { hits: [], flows: 0, arrows: [] };
     this.requestId = 0;
     this.render();
   }
@@ -130,7 +130,7 @@ class TimelinePage {
     this.bindEvents();
     this.relayout();
     window.stepscopeTimeline = {
-      state: () => ({ view: { ...this.view }, selected: this.selected, drawnFlows: this.drawn.flows, tracks: this.tracks.length }),
+      state: () => ({ view: { ...this.view }, selected: this.selected, drawnFlows: this.drawn.flows, arrows: this.drawn.arrows, tracks: this.tracks.length }),
       locate: (trackId, startUs) => this.locate(trackId, startUs),
       show: (startUs, endUs) => this.setView(startUs, endUs),
     };
