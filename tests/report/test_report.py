@@ -176,3 +176,13 @@ def test_rule_status_badges_hold_their_text(report):
     assert widths
     cramped = [(text, box, inner) for text, box, inner in widths if box < inner + 12]
     assert cramped == [], "badge text touches or leaves its pill"
+
+
+def test_every_rule_link_lands_on_the_part_that_shows_the_rule(report):
+    page = report.read_text()
+    targets = set(re.findall(r'id="(rule-[^"]+)"', page))
+    links = set(re.findall(r'href="#(rule-[^"]+)"', page))
+    assert links and links <= targets
+    # the UI's rule statuses link every rule of the job to the report
+    rules = {p.name for p in report.parent.iterdir() if (p / "status.json").is_file()}
+    assert rules and {f"rule-{r}" for r in rules} <= targets

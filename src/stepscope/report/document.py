@@ -80,8 +80,10 @@ def _page(context: ReportContext, plotly_js: str) -> str:
         if not body:
             continue
         toc.append(f'<a href="#{section.anchor}">{html.escape(section.title)}</a>')
+        targets = "".join(f'<span id="rule-{html.escape(rule)}"></span>' for rule in section.rules)
         parts.append(
-            f'<section class="part" id="{section.anchor}"><h2>{html.escape(section.title)}</h2>{body}</section>'
+            f'<section class="part" id="{section.anchor}">{targets}'
+            f"<h2>{html.escape(section.title)}</h2>{body}</section>"
         )
     assets = resources.files("stepscope.report") / "assets"
     css = (assets / "report.css").read_text(encoding="utf-8")

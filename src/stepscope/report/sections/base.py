@@ -45,10 +45,15 @@ class ReportContext:
 
 
 class Section:
-    """One part of the report; subclasses set ``title`` and implement :meth:`render`."""
+    """One part of the report; subclasses set ``title`` and implement :meth:`render`.
+
+    ``rules`` names the rules whose verdict the section presents without a section of their own:
+    links to ``#rule-<Rule>`` (the rules summary's, the UI's) land on it.
+    """
 
     title: ClassVar[str] = ""
     anchor: ClassVar[str] = ""
+    rules: ClassVar[tuple[str, ...]] = ()
 
     def render(self, context: ReportContext) -> str | None:
         raise NotImplementedError

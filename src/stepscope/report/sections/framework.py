@@ -11,6 +11,7 @@ __all__ = ["FrameworkMetrics"]
 class FrameworkMetrics(Section):
     title = "Framework metrics summary"
     anchor = "framework"
+    rules = ("OverallFrameworkMetrics",)
 
     def render(self, context: ReportContext) -> str | None:
         d = context.details("OverallFrameworkMetrics")

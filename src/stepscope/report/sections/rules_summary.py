@@ -16,6 +16,7 @@ _NOT_CHECKS = ("OverallSystemUsage", "OverallFrameworkMetrics", "ProfilerReport"
 class RulesSummary(Section):
     title = "Rules summary"
     anchor = "rules"
+    rules = ("ProfilerReport",)
 
     def render(self, context: ReportContext) -> str | None:
         results = [r for name, r in context.results.items() if name not in _NOT_CHECKS]

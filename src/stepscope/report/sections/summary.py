@@ -19,6 +19,7 @@ def _when(us: float | None) -> str:
 class JobSummary(Section):
     title = "Training job summary"
     anchor = "summary"
+    rules = ("MaxInitializationTime",)
 
     def render(self, context: ReportContext) -> str | None:
         d = context.details("MaxInitializationTime")

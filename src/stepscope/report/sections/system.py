@@ -19,6 +19,7 @@ _LOW_PCT = 70
 class SystemUsage(Section):
     title = "System usage statistics"
     anchor = "system"
+    rules = ("OverallSystemUsage",)
 
     def render(self, context: ReportContext) -> str | None:
         nodes = context.details("OverallSystemUsage").get("nodes") or {}
