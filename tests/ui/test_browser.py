@@ -300,3 +300,19 @@ def test_a_running_jobs_dashboard_stays_live_until_the_job_ends(page, server):
     job_json = server["live_job"] / "job.json"
     job_json.write_text(json.dumps({**json.loads(job_json.read_text()), "status": "Completed"}))
     expect(page.locator(".live")).to_have_text("The job has ended")
+
+
+def test_a_click_on_a_counter_track_reads_its_value(page, server):
+    _open_dashboard(page, server["base"], CPU_JOB)
+    page.goto(server["base"] + "/timeline")
+    page.wait_for_selector("#tl-canvas[data-loaded='1']")
+    label = page.locator("#tl-tree [data-label='CPU utilization']").first.bounding_box()
+    canvas = page.locator("#tl-canvas").bounding_box()
+    assert label is not None and canvas is not None
+    page.mouse.click(canvas["x"] + canvas["width"] / 2, label["y"] + label["height"] / 2)
+    selection = page.locator("#tl-selection")
+    expect(selection).to_contain_text("CPU utilization")
+    # the generated job's CPU cores run between 0 and 100 %
+    value = selection.locator("dd").last.inner_text()
+    assert value.endswith(" %") and 0 <= float(value[:-2]) <= 100
+    _shot(page, "timeline-counter")

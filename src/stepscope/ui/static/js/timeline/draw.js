@@ -138,7 +138,7 @@ function drawSlices(ctx, row, data, view, width, selected, hits) {
   }
 }
 
-function drawCounter(ctx, row, data, view, width) {
+function drawCounter(ctx, row, data, view, width, hits) {
   const points = data.points || [];
   if (!points.length) return;
   const max = Math.max(100, ...points.map((p) => p[1]));
@@ -160,6 +160,13 @@ function drawCounter(ctx, row, data, view, width) {
   });
   ctx.strokeStyle = "#3367d6";
   ctx.stroke();
+  // each point answers a click from halfway to its neighbours
+  const xs = points.map(([t]) => timeToX(t, view, width));
+  points.forEach(([t, v], i) => {
+    const left = i === 0 ? xs[i] - 2 : (xs[i - 1] + xs[i]) / 2;
+    const right = i === points.length - 1 ? xs[i] + 2 : (xs[i] + xs[i + 1]) / 2;
+    hits.push({ track: row.id, counter: true, label: row.label, start: t, value: v, x: left, y: row.y, w: right - left, h: row.height });
+  });
 }
 
 function drawArrow(ctx, x0, y0, x1, y1) {
@@ -196,7 +203,7 @@ export function draw(ctx, layout, view, data, { width, height, origin, selected,
     ctx.fillRect(0, row.y, width, row.height);
     const trackData = data.tracks[row.id];
     if (!trackData) continue;
-    if (row.kind === "counter") drawCounter(ctx, row, trackData, view, width);
+    if (row.kind === "counter") drawCounter(ctx, row, trackData, view, width, hits);
     else drawSlices(ctx, row, trackData, view, width, selected, hits);
   }
   const arrows = [];

@@ -262,6 +262,16 @@ class TimelinePage {
 
   async select(hit) {
     this.area = null;
+    if (hit.counter) {
+      // counters are percentages (utilization, memory used), averaged over the zoom's bins
+      this.selected = null;
+      this.redraw();
+      clear(this.panels.selection).append(h("dl", { class: "facts tl-facts" },
+        [["Counter", hit.label], ["Time", formatOffset(hit.start - this.origin, (this.view.end - this.view.start) / this.width)], ["Value", `${hit.value.toFixed(1)} %`]]
+          .map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])));
+      this.showTab("selection");
+      return;
+    }
     if (hit.bin) {
       this.selected = null;
       this.redraw();
