@@ -316,3 +316,11 @@ def test_a_click_on_a_counter_track_reads_its_value(page, server):
     value = selection.locator("dd").last.inner_text()
     assert value.endswith(" %") and 0 <= float(value[:-2]) <= 100
     _shot(page, "timeline-counter")
+
+
+def test_a_histogram_of_few_steps_counts_in_whole_numbers(page, server):
+    _open_dashboard(page, server["base"], GPU_TRACE)
+    ticks = page.locator("article[data-panel=step_time] .ytick text")
+    expect(ticks.first).to_be_visible()
+    labels = ticks.all_text_contents()
+    assert labels and all(label.isdigit() for label in labels), labels

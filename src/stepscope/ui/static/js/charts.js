@@ -120,7 +120,10 @@ function histogram(payload) {
     legend: { orientation: "v", x: 0, y: 1, yanchor: "bottom" },
     margin: { l: 56, r: 16, t: 12 + legendHeight, b: 44 },
     xaxis: axis(`duration (${unit})`),
-    yaxis: logScale ? axis("count (log scale)", { type: "log", dtick: 1 }) : axis("count", { rangemode: "tozero" }),
+    // counts are whole: a few steps per bin would otherwise get ticks at 0.2, 0.4, ...
+    yaxis: logScale
+      ? axis("count (log scale)", { type: "log", dtick: 1 })
+      : axis("count", { rangemode: "tozero", ...(Math.max(0, ...counts) < 8 ? { dtick: 1 } : {}) }),
   });
   return { traces, layout };
 }
