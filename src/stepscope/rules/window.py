@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from stepscope.rules.steps import CANDIDATES_SQL, step_conditions
+
 __all__ = ["SNAPSHOT_GAP_US", "ScanWindow", "earliest_event_start", "split_by"]
 
 #: Records of one node closer than this belong to the same snapshot (SageMaker used 20 ms too).
@@ -88,6 +90,7 @@ class ScanWindow:
         if events_from_us is not None:
             self._events_where += f" AND start_us >= {math.floor(events_from_us)}"
         self._cache: dict[str, dict[str, np.ndarray]] = {}
+        self._step_conditions: dict[str, str] | None = None
 
     def events_sql(self, where: str = "TRUE") -> str:
         """A subquery over the events that end in this window and satisfy ``where``.
@@ -121,15 +124,35 @@ class ScanWindow:
         return self.end_us - self.start_us <= _COPY_WINDOW_US
 
     def query(self, sql: str) -> dict[str, np.ndarray]:
-        """Run ``sql`` (which may use ``{events}`` for this window's events) into numpy columns;
-        SQL NULLs become NaN in numeric columns."""
-        columns = self.con.execute(sql.format(events=self.events_sql())).fetchnumpy()
+        """Run ``sql`` into numpy columns; SQL NULLs become NaN in numeric columns.
+
+        ``sql`` may use ``{events}`` for this window's events, and ``{steps}`` and
+        ``{repeated_steps}`` for the conditions of :meth:`step_conditions`.
+        """
+        columns = self.con.execute(self._filled(sql)).fetchnumpy()
         return {name: _plain(values) for name, values in columns.items()}
 
     def query_row(self, sql: str) -> tuple[Any, ...]:
         """Run ``sql`` (as :meth:`query`) and return its first row (None for NULL)."""
-        row = self.con.execute(sql.format(events=self.events_sql())).fetchone()
+        row = self.con.execute(self._filled(sql)).fetchone()
         return tuple(row) if row is not None else ()
+
+    def _filled(self, sql: str) -> str:
+        if "{steps}" in sql or "{repeated_steps}" in sql:
+            return sql.format(events=self.events_sql(), **self.step_conditions())
+        return sql.format(events=self.events_sql())
+
+    def step_conditions(self) -> dict[str, str]:
+        """SQL conditions on an event: ``steps``, it is one of the job's steps, and
+        ``repeated_steps``, it is a trace's range of a step that a step event counts already
+        (:mod:`stepscope.rules.steps`); decided once per window from its events."""
+        if self._step_conditions is None:
+            ranks = self.con.execute(CANDIDATES_SQL.format(events=self.events_sql())).fetchall()
+            self._step_conditions = step_conditions(
+                [(node, rank) for node, rank, is_step_event in ranks if is_step_event],
+                [(node, rank) for node, rank, is_step_event in ranks if not is_step_event],
+            )
+        return self._step_conditions
 
     def snapshots(self) -> dict[str, np.ndarray]:
         """One row per (node, snapshot), ordered: core and GPU counts, CPU (mean, max), I/O wait

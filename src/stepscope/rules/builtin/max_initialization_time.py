@@ -15,12 +15,11 @@ from typing import Any
 
 from stepscope.rules.base import Rule, Verdict
 from stepscope.rules.parameters import Param
-from stepscope.rules.steps import STEP_EVENT
 from stepscope.rules.window import ScanWindow
 
 __all__ = ["MaxInitializationTime"]
 
-_STEP = f"ph = 'X' AND {STEP_EVENT}"
+_STEP = "ph = 'X' AND {steps}"
 
 _SYSTEM_SQL = "SELECT min(timestamp_us), max(timestamp_us) FROM {system}"
 

@@ -14,17 +14,16 @@ from __future__ import annotations
 from typing import Any
 
 from stepscope.rules.base import Rule, Verdict
-from stepscope.rules.steps import REPEATED_STEP, STEP_EVENT
 from stepscope.rules.window import ScanWindow
 
 __all__ = ["OverallFrameworkMetrics"]
 
 _NAME_LIMIT, _NAME_KEEP = 5000, 2000
 
-_TOTALS_SQL = f"""
+_TOTALS_SQL = """
 SELECT
     CASE
-        WHEN {STEP_EVENT} THEN 'step'
+        WHEN {steps} THEN 'step'
         WHEN category IN ('Forward', 'Forward-SubModuleInternal') THEN 'forward'
         WHEN category IN ('Backward(post-forward)', 'Backward-SubModuleInternal') THEN 'backward'
         WHEN source IN ('horovod', 'smdataparallel', 'collective') OR category = 'Collective'
@@ -39,8 +38,8 @@ SELECT
     CASE WHEN name LIKE 'ProfilerStep#%' OR category LIKE 'Step:ModeKeys.%' THEN category ELSE name END AS name,
     node, rank,
     sum(dur_us) AS total_us, count(*) AS n, min(start_us) AS first_us, max(start_us + dur_us) AS last_us
-FROM {{events}}
-WHERE ph = 'X' AND NOT {REPEATED_STEP}
+FROM {events}
+WHERE ph = 'X' AND NOT {repeated_steps}
 GROUP BY ALL
 """
 

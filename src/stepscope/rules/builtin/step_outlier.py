@@ -23,7 +23,6 @@ import numpy as np
 from stepscope.rules.base import Rule, Verdict
 from stepscope.rules.distribution import IntervalList, QuantileSketch
 from stepscope.rules.parameters import Param
-from stepscope.rules.steps import STEP_EVENT
 from stepscope.rules.window import ScanWindow, split_by
 
 __all__ = ["StepOutlier"]
@@ -31,7 +30,7 @@ __all__ = ["StepOutlier"]
 #: Longest and shortest steps kept per (node, mode): the candidates for outliers.
 _CANDIDATES = 1000
 
-_STEPS_SQL = f"""
+_STEPS_SQL = """
 SELECT node, phase, step, rank, start_us, dur_us FROM (
     SELECT node, rank, start_us, dur_us,
         CASE WHEN category LIKE 'Step:ModeKeys.%' THEN replace(category, 'Step:ModeKeys.', '')
@@ -39,8 +38,8 @@ SELECT node, phase, step, rank, start_us, dur_us FROM (
         CASE WHEN step >= 0 THEN step
              ELSE coalesce(try_cast(CASE WHEN json_valid(args) THEN json_extract_string(args, '$.step_num') END AS BIGINT),
                            try_cast(regexp_extract(name, '#(\\d+)$', 1) AS BIGINT), -1) END AS step
-    FROM {{events}}
-    WHERE ph = 'X' AND {STEP_EVENT}
+    FROM {events}
+    WHERE ph = 'X' AND {steps}
 )
 ORDER BY node, phase, start_us
 """
