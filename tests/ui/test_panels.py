@@ -41,12 +41,19 @@ def test_top_kernels_pie_shows_only_the_top_15_with_shares_of_all_kernel_time(gp
     first_pct = 100 * top["values"][0] / total_s
     assert f"({first_pct:.2f} % of all kernel time)" in top["hover"][0]
     assert "NCCL" in top["hover"][0] or "nccl" in top["hover"][0]
+    # each measure once: the time with its share, then the launches
+    name, time_line, launches_line = top["hover"][0].split("\n")
+    assert time_line.startswith(f"{top['values'][0]:,.4f} s (")
+    assert launches_line.endswith(" launches") and " s" not in launches_line
 
 
 def test_launch_count_pies_count_launches(gpu_job):
     top = _pie(compute_panel("kernel_launches_top", gpu_job, PanelQuery()))
     everything = _pie(compute_panel("kernel_launches_all", gpu_job, PanelQuery(k=5)))
     assert all(isinstance(v, int) for v in top["values"])
+    _, launches_line, time_line = top["hover"][0].split("\n")
+    assert launches_line.startswith(f"{top['values'][0]:,} launches (")
+    assert time_line.endswith(" s") and "launches" not in time_line
     assert top["values"] == sorted(top["values"], reverse=True)
     assert everything["values"][:5] == top["values"][:5]
     # the trace holds 2,700 kernels (fixture README): every launch is in some slice

@@ -273,16 +273,16 @@ def _kernel_pie(
             pct = 100.0 * amount / grand_total if grand_total else 0.0
             shares.append(pct)
             labels.append(_short(name, _LABEL_CHARS))
+            # the slice's measure and its share, then the other measure
             if order_by == "total":
                 values.append(amount / 1e6)
                 detail = f"{amount / 1e6:,.4f} s ({pct:.2f} % of all kernel time)"
+                other = f"{count:,} launches"
             else:
                 values.append(int(amount))
                 detail = f"{int(amount):,} launches ({pct:.2f} % of all launches)"
-            hover.append(
-                f"{_short(name, _HOVER_CHARS)}\n{detail}\n"
-                f"{count:,} launches, {kernel_us / 1e6:,.4f} s"
-            )
+                other = f"{kernel_us / 1e6:,.4f} s"
+            hover.append(f"{_short(name, _HOVER_CHARS)}\n{detail}\n{other}")
         unit = "s" if order_by == "total" else "launches"
         return {
             "kind": "pies",

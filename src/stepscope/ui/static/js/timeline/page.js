@@ -275,7 +275,7 @@ class TimelinePage {
     if (hit.bin) {
       this.selected = null;
       this.redraw();
-      clear(this.panels.selection).append(h("p", {}, `${hit.count.toLocaleString()} slices here, mostly “${hit.name}”. Zoom in (w) to see them one by one.`));
+      clear(this.panels.selection).append(h("p", {}, `${hit.count.toLocaleString()} ${hit.count === 1 ? "slice" : "slices"} here, mostly “${hit.name}”. Zoom in (w) to see them one by one.`));
       return;
     }
     this.selected = { track: hit.track, start: hit.start, dur: hit.dur, name: hit.name };
