@@ -30,12 +30,6 @@ MAX_POINTS_PER_LINE = 2000
 MAX_EVENTS = 20_000
 
 
-def _connection(source: Any) -> Any:
-    if hasattr(source, "connection"):
-        return source.connection()
-    return connect_source(source)[1]
-
-
 def plot_the_window(
     source: Any,
     start_timestamp: Any,
@@ -70,7 +64,7 @@ def plot_the_window(
     path = (
         Path(output) if output is not None else Path(f"stepscope-window-{start_us}-{end_us}.html")
     )
-    con = _connection(source)
+    con = connect_source(source)[1]
     bucket_us = max(1, (end_us - start_us) // MAX_POINTS_PER_LINE)
     dimensions = regex_any(con, select_dimensions, "plot_the_window.select_dimensions")
     events = regex_any(con, select_events, "plot_the_window.select_events")
