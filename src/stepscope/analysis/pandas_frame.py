@@ -28,6 +28,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from stepscope.config.validation import check_int, plain_number
 from stepscope.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -320,9 +321,10 @@ class PandasFrame:
         :raises ConfigError: a step is not an integer >= 0 (-1 is how events without a step are
             stored, so a negative start would select all of those), or the end is before the start.
         """
-        for parameter, step in (("start_step", start_step), ("end_step", end_step)):
-            if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
-                raise ConfigError(f"get_profiler_data_by_step.{parameter}", step, "an integer >= 0")
+        start_step, end_step = (
+            check_int(f"get_profiler_data_by_step.{parameter}", plain_number(step), minimum=0)
+            for parameter, step in (("start_step", start_step), ("end_step", end_step))
+        )
         if end_step < start_step:
             raise ConfigError(
                 "get_profiler_data_by_step.end_step",

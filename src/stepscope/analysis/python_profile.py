@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import numbers
 import os
 import pstats
 import tempfile
@@ -30,7 +29,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stepscope.config.validation import check_enum, check_int, check_unix_time
+from stepscope.config.validation import check_enum, check_int, check_unix_time, plain_number
 from stepscope.errors import ConfigError, JobNotFoundError
 from stepscope.store.filesystem import RemoteFiles
 from stepscope.store.python_stats import (
@@ -96,17 +95,9 @@ def _sort_column(by: Metrics | str) -> str:
         raise ConfigError("top_functions.by", by, f"one of {allowed}") from None
 
 
-def _plain(value: Any) -> Any:
-    """numpy's numbers as Python's (a step or a time read off a DataFrame); anything else as is,
-    for the checks to judge."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return value
-    return int(value) if isinstance(value, numbers.Integral) else float(value)
-
-
 def _top(table: pd.DataFrame, n: int, by: Metrics | str) -> pd.DataFrame:
     # pandas' head(-1) is every row but the last: a wrong n would pass unnoticed.
-    n = check_int("top_functions.n", _plain(n), minimum=1)
+    n = check_int("top_functions.n", plain_number(n), minimum=1)
     column = _sort_column(by)
     ranked = table.sort_values(column, ascending=False, kind="stable", na_position="last")
     return ranked.head(n).reset_index(drop=True)
@@ -367,10 +358,10 @@ class _PythonProfileAnalysis:
             or a mode or phase is not one of its enum's values.
         """
         query = "fetch_profile_stats_by_step"
-        start_step = check_int(f"{query}.start_step", _plain(start_step), minimum=0)
+        start_step = check_int(f"{query}.start_step", plain_number(start_step), minimum=0)
         if end_step is None:
             end_step = start_step
-        end_step = check_int(f"{query}.end_step", _plain(end_step), minimum=start_step)
+        end_step = check_int(f"{query}.end_step", plain_number(end_step), minimum=start_step)
         mode = check_enum(f"{query}.mode", mode, PythonProfileModes)
         start_phase = check_enum(f"{query}.start_phase", start_phase, StepPhase)
         end_phase = check_enum(f"{query}.end_phase", end_phase, StepPhase)
@@ -399,10 +390,10 @@ class _PythonProfileAnalysis:
         """
         query = "fetch_profile_stats_by_time"
         start = check_unix_time(
-            f"{query}.start_time_since_epoch_in_secs", _plain(start_time_since_epoch_in_secs)
+            f"{query}.start_time_since_epoch_in_secs", plain_number(start_time_since_epoch_in_secs)
         )
         end = check_unix_time(
-            f"{query}.end_time_since_epoch_in_secs", _plain(end_time_since_epoch_in_secs)
+            f"{query}.end_time_since_epoch_in_secs", plain_number(end_time_since_epoch_in_secs)
         )
         if end < start:
             raise ConfigError(

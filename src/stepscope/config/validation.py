@@ -8,11 +8,12 @@ are always a mistake.
 
 from __future__ import annotations
 
+import numbers
 import os
 import re
 from collections.abc import Collection
 from enum import Enum
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from stepscope.errors import ConfigError
 
@@ -26,9 +27,19 @@ __all__ = [
     "check_range_fields",
     "check_regex",
     "check_unix_time",
+    "plain_number",
 ]
 
 E = TypeVar("E", bound=Enum)
+
+
+def plain_number(value: Any) -> Any:
+    """numpy's numbers as Python's (a step or a time read off a DataFrame by an analysis query);
+    anything else as is, for the checks to judge. Configurations do not convert: they are saved
+    as JSON, which takes Python's numbers only."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 def _is_int(value: object) -> bool:
