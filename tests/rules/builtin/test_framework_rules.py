@@ -60,6 +60,18 @@ def test_train_and_eval_are_judged_apart_and_mode_filters(job):
     assert only_eval.violations == 1
 
 
+def test_every_outlier_is_counted_not_only_the_steps_listed(job):
+    # Half the steps last 0.1 s and half 0.3 s: each is 0.1 s (one standard deviation) from the
+    # 0.2 s mean, so with stddev 0.5 all 2,600 are outliers, more than the details list.
+    dur = np.tile([100_000.0, 300_000.0], 1300)
+    start = T0_US + np.concatenate([[0.0], np.cumsum(dur)[:-1]])
+    add_events(job, "algo-1", "Step:ModeKeys.TRAIN", start, dur, step=np.arange(2600))
+    result = verdict(job, StepOutlier(stddev=0.5))
+    assert result.violations == 2600
+    assert result.details["step_details"]["algo-1"]["TRAIN"]["number_of_outliers"] == 2600
+    assert result.message.startswith("2600 outlier step(s)")
+
+
 def test_step_outlier_not_applicable_without_steps(job):
     machine(job, 60)
     assert verdict(job, StepOutlier()).status == "NotApplicable"

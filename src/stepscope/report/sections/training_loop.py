@@ -74,7 +74,8 @@ def _step_outlier(context: ReportContext, result: Any) -> str:
             outliers = d.get("outliers", [])
             if outliers:
                 rows = [(o["step"], o["rank"], o["duration_s"]) for o in outliers[:50]]
-                more = f" (first 50 of {len(outliers)})" if len(outliers) > 50 else ""
+                total = d.get("number_of_outliers", len(outliers))
+                more = f" (first 50 of {total:,})" if total > 50 else ""
                 out.append(
                     f"<h5>Outlier steps{more}</h5>"
                     + table(["Step", "Rank", "Duration (s)"], rows, numeric_from=1)

@@ -2,10 +2,12 @@
 
 Reads the job's steps (:mod:`stepscope.rules.steps`: ``Step:ModeKeys.<MODE>`` events, or a
 trace's ``ProfilerStep#N`` ranges as TRAIN). For
-each (node, mode) it keeps the count, sum and sum of squares of step durations, a duration sketch
-and the 1,000 longest and shortest steps. An outlier is a step whose duration differs from the
-mean by more than ``stddev`` standard deviations (mean and deviation over every step of that node
-and mode seen so far); it triggers when there are more than ``n_outliers`` outliers.
+each (node, mode) it keeps the count, sum and sum of squares of step durations, a duration sketch,
+how many steps had each distinct duration (so every outlier is counted, however many there are)
+and the 1,000 longest and shortest steps (the outliers it names). An outlier is a step whose
+duration differs from the mean by more than ``stddev`` standard deviations (mean and deviation
+over every step of that node and mode seen so far); it triggers when there are more than
+``n_outliers`` outliers.
 
 Differences from SageMaker: each outlier is counted once (SageMaker re-added them all in every
 window), ``mode`` filters (TRAIN, EVAL, PREDICT or GLOBAL; by default every mode, each judged
@@ -89,9 +91,11 @@ class StepOutlier(Rule):
                 "sketch": QuantileSketch(),
                 "longest": np.empty((0, 4)),
                 "shortest": np.empty((0, 4)),
+                "durations": (np.empty(0), np.empty(0, np.int64)),
             },
         )
         dur_s = rows["dur_us"].astype(np.float64) / 1e6
+        entry["durations"] = _tally(entry["durations"], dur_s)
         entry["count"] += dur_s.size
         entry["sum"] += float(dur_s.sum())
         entry["sumsq"] += float(np.square(dur_s).sum())
@@ -113,7 +117,7 @@ class StepOutlier(Rule):
         k = self.parameters["stddev"]
         details: dict[str, Any] = {}
         outliers_all: list[tuple[float, float, float, float]] = []
-        datapoints = 0
+        datapoints = count = 0
         for (node, phase), entry in sorted(self.series.items()):
             n = entry["count"]
             datapoints += n
@@ -124,10 +128,13 @@ class StepOutlier(Rule):
                 slow = entry["longest"][entry["longest"][:, 0] > high]
                 fast = entry["shortest"][entry["shortest"][:, 0] < low]
                 found = np.concatenate([slow, fast])
+                durations, counts = entry["durations"]
+                beyond = int(counts[(durations > high) | (durations < low)].sum())
             else:
-                found = np.empty((0, 4))
+                found, beyond = np.empty((0, 4)), 0
             found = found[np.argsort(found[:, 2], kind="stable")]
             outliers_all.extend(map(tuple, found.tolist()))
+            count += beyond
             sketch = entry["sketch"]
             details.setdefault(node, {})[phase] = {
                 "step_stats": {
@@ -142,7 +149,7 @@ class StepOutlier(Rule):
                 },
                 "steps": n,
                 "threshold_s": round(high, 6),
-                "number_of_outliers": int(len(found)),
+                "number_of_outliers": beyond,
                 "outliers": [
                     {"step": int(s), "rank": int(r), "duration_s": round(d, 6), "start_us": int(t)}
                     for d, s, t, r in found.tolist()
@@ -153,7 +160,6 @@ class StepOutlier(Rule):
         intervals = IntervalList(join_gap_us=0)
         for d, _, t, _ in outliers_all:
             intervals.add([t], [t + d * 1e6])
-        count = len(outliers_all)
         n_allowed = self.parameters["n_outliers"]
         triggered = count > n_allowed
         steps_text = ", ".join(str(int(s)) for _, s, _, _ in outliers_all[:12])
@@ -182,6 +188,14 @@ class StepOutlier(Rule):
             details={"step_details": details},
             intervals=intervals.as_list(),
         )
+
+
+def _tally(tally: tuple[np.ndarray, np.ndarray], new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``tally`` (the distinct durations and how many steps had each) with ``new`` added."""
+    durations, counts = tally
+    merged, inverse = np.unique(np.concatenate([durations, new]), return_inverse=True)
+    weights = np.concatenate([counts, np.ones(new.size, np.int64)])
+    return merged, np.bincount(inverse, weights=weights, minlength=merged.size).astype(np.int64)
 
 
 def _extreme(table: np.ndarray, *, longest: bool) -> np.ndarray:
