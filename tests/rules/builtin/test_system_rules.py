@@ -53,6 +53,20 @@ def test_fluctuating_gpu(job):
     assert gpus["algo-1/gpu1"]["underused"] == gpus["algo-1/gpu1"]["fluctuating"] == 0
 
 
+def test_fluctuating_needs_a_p95_above_threshold_p95(job):
+    # 10 idle samples and 90 at 70 % (gpu0) or 71 % (gpu1): p5 is 0, p95 70 or 71. The docs
+    # call a GPU fluctuating when its p95 is above threshold_p95: at exactly 70 it is neither.
+    times = np.arange(100) * 500_000 + 1_700_000_000_000_000
+    for gpu, busy in (("gpu0", 70.0), ("gpu1", 71.0)):
+        values = np.concatenate([np.zeros(10), np.full(90, busy)])
+        add_metric(job, "algo-1", times, "gpu", gpu, "GPUUtilization", values)
+    result = verdict(job, LowGPUUtilization(patience=0, window=100))
+    gpus = result.details["gpus"]
+    assert gpus["algo-1/gpu0"]["fluctuating"] == gpus["algo-1/gpu0"]["underused"] == 0
+    assert gpus["algo-1/gpu1"]["fluctuating"] == 1
+    assert result.details["flagged"] == ["algo-1/gpu1"]
+
+
 def test_load_balancing_counts_samples_at_100_percent(job):
     machine(job, 60, gpu_util_pct=[100.0, 100.0], noise=0.0)
     result = verdict(job, LoadBalancing(patience=0))

@@ -3,7 +3,8 @@
 Reads every ``GPUUtilization`` sample per (node, GPU). After skipping each GPU's first
 ``patience`` samples, the series is cut into consecutive blocks of ``window`` samples and each
 block is judged once: *underused* when its p95 is below ``threshold_p95``, *fluctuating* when its
-p95 is at or above ``threshold_p95`` and its p5 below ``threshold_p5``. A violation is one judged
+p95 is above ``threshold_p95`` and its p5 below ``threshold_p5`` (as the AWS documentation says;
+a p95 exactly at ``threshold_p95`` is neither). A violation is one judged
 block; the rule triggers on the first one. At the end, a last partial block of at least half a
 window is judged too, so a short job is not left unjudged by a few samples. SageMaker re-judged
 the last ``window`` samples on every scan, so its counts depended on the scan interval; blocks
@@ -63,7 +64,7 @@ class LowGPUUtilization(Rule):
         kind = ""
         if p95 < p["threshold_p95"]:
             kind = "underused"
-        elif p5 < p["threshold_p5"]:
+        elif p95 > p["threshold_p95"] and p5 < p["threshold_p5"]:
             kind = "fluctuating"
         if record:
             entry = self.judged.setdefault(
