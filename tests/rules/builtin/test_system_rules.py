@@ -84,6 +84,16 @@ def test_load_balancing_compares_gpus_across_nodes(job):
     assert result.violations == 4  # the four cross-node pairs
 
 
+def test_load_balancing_advice_when_every_gpu_is_named(job):
+    # two GPUs apart: both are named, and there are no "other GPUs" to compare them with
+    machine(job, 120, gpu_util_pct=[30.0, 80.0])
+    result = verdict(job, LoadBalancing())
+    assert result.details["imbalanced"] == ["algo-1/gpu0", "algo-1/gpu1"]
+    first_sentence = result.recommendation.split(". ")[0]
+    assert first_sentence.startswith("algo-1/gpu0 averages 3")
+    assert first_sentence.endswith(" %") and "other GPUs" not in first_sentence
+
+
 def test_gpu_rules_are_not_applicable_without_gpus(job):
     machine(job, 120, cpu_pct=99.0)
     for rule in (

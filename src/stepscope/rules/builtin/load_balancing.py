@@ -138,7 +138,7 @@ class LoadBalancing(Rule):
             )
         named = imbalanced or sorted({g for pair in over for g in pair.split("|")})
         others = [means[g] for g in gpus if g not in named]
-        typical = f"{np.median(others):.0f} %" if others else "the others"
+        typical = f" while the other GPUs average {np.median(others):.0f} %" if others else ""
         listing = ", ".join(f"{g} averages {means[g]:.0f} %" for g in named[:8])
         return Verdict(
             triggered=True,
@@ -146,7 +146,7 @@ class LoadBalancing(Rule):
             datapoints=len(distances),
             message=f"{len(over)} of {len(distances)} GPU pairs differ by more than {threshold:g} "
             f"(Jensen-Shannon); imbalanced: {', '.join(named[:8])}.",
-            recommendation=f"{listing} while the other GPUs average {typical}. Check that every "
+            recommendation=f"{listing}{typical}. Check that every "
             "rank gets the same amount of data and work (sampler, uneven shards, rank-0-only "
             "work such as logging or evaluation), and that collectives are not waiting on one rank.",
             details=details,
