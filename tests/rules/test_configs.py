@@ -54,6 +54,19 @@ def test_bad_values_name_the_parameter_and_what_is_allowed(rule, parameter, valu
     assert "must be" in str(err.value)
 
 
+def test_dataloader_min_threshold_may_not_exceed_max_threshold():
+    # a healthy range of 300-200 % of the cores is empty: every node would be flagged
+    for config in (
+        lambda: rule_configs.Dataloader(min_threshold=300),
+        lambda: rule_configs.ProfilerReport(Dataloader_max_threshold=50),
+    ):
+        with pytest.raises(ConfigError) as err:
+            config()
+        assert err.value.parameter == "Dataloader.min_threshold"
+        assert "max_threshold" in err.value.allowed
+    assert rule_configs.Dataloader(min_threshold=200).rule_parameters == {"min_threshold": 200}
+
+
 def test_unknown_rule_name_lists_the_built_in_rules():
     with pytest.raises(ConfigError) as err:
         rule_configs.by_name("CPUBottleneckk")

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from stepscope.errors import ConfigError
 from stepscope.rules.base import Rule, Verdict
 from stepscope.rules.distribution import QuantileSketch
 from stepscope.rules.parameters import Param
@@ -69,6 +70,11 @@ class Dataloader(Rule):
 
     def __init__(self, **parameters: object) -> None:
         super().__init__(**parameters)
+        low, high = self.parameters["min_threshold"], self.parameters["max_threshold"]
+        if low > high:  # an empty healthy range would flag every node
+            raise ConfigError(
+                "Dataloader.min_threshold", low, f"a number <= max_threshold ({high:g})"
+            )
         self.loaders: dict[str, dict[int, int]] = {}
         self.cores: dict[str, int] = {}
         self.getnext = QuantileSketch()
