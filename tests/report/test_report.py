@@ -11,8 +11,9 @@ import pytest
 from stepscope.cli import main as cli_main
 from stepscope.report import write_report
 from stepscope.rules import Rule, Verdict, run_rules
-from stepscope.testing import generate_job
+from stepscope.testing import TableJob, generate_job
 from tests.browser import ARTIFACTS, chromium, needs_chromium
+from tests.rules.tablejob import T0_US, add_events, machine
 
 
 class AlwaysWarns(Rule):
@@ -115,6 +116,32 @@ def test_rule_sections_show_every_gpu_and_node_the_rule_measured(report):
     cpu = json.loads((reports / "CPUBottleneck.json").read_text())["Details"]["nodes"]["algo-1"]
     cells = _row_cells(_rule_section(text, "CPUBottleneck"), "algo-1")
     assert cells[:4] == [f"{cpu[k]:,}" for k in ("datapoints", "low_gpu", "high", "bottlenecks")]
+
+
+def test_cpu_and_gpu_operator_overviews_each_have_a_table_and_a_pie(tmp_path):
+    # SageMaker's "Overview: CPU operators" and "Overview: GPU operators": a table and a pie each
+    job = TableJob(tmp_path / "job")
+    machine(job, 60)
+    add_events(
+        job,
+        "algo-1",
+        "cpu_op",
+        [T0_US + 1000, T0_US + 5000, T0_US + 9000],
+        [3000, 1000, 1000],
+        name=["aten::mm", "aten::add", "aten::mm"],
+        source="kineto",
+    )
+    add_events(job, "algo-1", "kernel", [T0_US + 2000], 500, name="volta_sgemm", source="kineto")
+    text = write_report(job, output=tmp_path / "out" / "report.html").read_text()
+    figures = json.loads(re.search(r'id="figures">(.*?)</script>', text, re.DOTALL).group(1))
+    pies = {
+        f["layout"]["title"]["text"]: dict(zip(pie["labels"], pie["values"], strict=True))
+        for f in figures
+        for pie in f["data"]
+        if pie["type"] == "pie"
+    }
+    assert pies["Overview: CPU operators (s)"] == {"aten::mm": 0.004, "aten::add": 0.001}
+    assert pies["Overview: GPU operators (s)"] == {"volta_sgemm": 0.0005}
 
 
 def test_report_of_custom_rules_and_command(tmp_path, capsys):

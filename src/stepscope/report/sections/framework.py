@@ -1,4 +1,4 @@
-"""Framework metrics summary: where the training loop's time went (pies and operator tables)."""
+"""Framework metrics summary: where the training loop's time went (pies; operator tables and pies)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,10 @@ class FrameworkMetrics(Section):
         for key, title in (("CPU", "Overview: CPU operators"), ("GPU", "Overview: GPU operators")):
             rows = [(r["name"], r["count"], r["total_s"], r["pct"]) for r in d.get(key, [])]
             if rows:
+                chart = context.chart(pie(f"{title} (s)", {r[0]: r[2] for r in rows}))
                 tables.append(
-                    f"<h3>{title}</h3>" + table(["Operator", "Calls", "Total (s)", "%"], rows)
+                    f'<h3>{title}</h3><div class="split"><div>'
+                    + table(["Operator", "Calls", "Total (s)", "%"], rows)
+                    + f"</div><div>{chart}</div></div>"
                 )
         return grid + "".join(tables)
