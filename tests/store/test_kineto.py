@@ -305,3 +305,34 @@ def test_a_copy_cut_into_many_parts_reads_the_same_events(tmp_path, monkeypatch)
     assert cut.table().equals(whole.table())
     assert cut.metadata["trace_name"] == "cut"
     assert cut.metadata["flow_events"] == whole.metadata["flow_events"] > 0
+
+
+def test_chunked_path_takes_odd_values_as_the_fast_path_does(tmp_path, monkeypatch):
+    # A damaged trace is read chunk by chunk: a null or stray value in one event must give the
+    # fast path's row, not fail the chunk (which lost the whole file, or raised from pyarrow).
+    base = {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0}
+    odd = [
+        {"name": None},
+        {"cat": 5},
+        {"dur": None},
+        {"ts": "12.5"},
+        {"args": {"External id": 2**70}},
+        {"cat": "kernel", "args": {"device": None, "stream": None, "bytes": None}},
+    ]
+    events = [{**base, **change} for change in odd]
+    path = tmp_path / "rank-0.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    expected = [
+        ("", "cpu_op", 10.0, 5.0, -1, -1, -1),
+        ("op", "5", 10.0, 5.0, -1, -1, -1),
+        ("op", "cpu_op", 10.0, 0.0, -1, -1, -1),
+        ("op", "cpu_op", 12.5, 5.0, -1, -1, -1),
+        ("op", "cpu_op", 10.0, 5.0, -1, -1, -1),
+        ("op", "kernel", 10.0, 5.0, 1, 1, -1),  # device and stream fall back to pid and tid
+    ]
+    columns = ("name", "category", "start_us", "dur_us", "device", "stream", "external_id")
+    fast = read_kineto_trace(path).table().select(columns).to_pylist()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    chunked = read_kineto_trace(path).table().select(columns).to_pylist()
+    for rows in (fast, chunked):
+        assert [tuple(row.values()) for row in rows] == expected

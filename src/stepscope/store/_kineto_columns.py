@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from stepscope.store._kineto_json import TraceDocument, extract_event_array
 
@@ -62,6 +63,7 @@ _GPU = frozenset(GPU_CATEGORIES)
 KEPT_PHASES = frozenset(("X", "i", "I", "C"))
 FLOW_PHASES = frozenset(("s", "t", "f"))
 _DIGITS = re.compile(r"-?\d+")
+_INT64_END = 1 << 63
 # Columns parsed from one chunk, before the per-file constants (rank, node) and steps are known.
 RAW_SCHEMA = pa.schema(
     [
@@ -83,18 +85,21 @@ RAW_SCHEMA = pa.schema(
 
 
 def as_int(value: Any) -> int:
-    """An int from an int, a float, a numeric or hex string, or a label like ``"stream 7"``."""
+    """An int from an int, a float, a numeric or hex string, or a label like ``"stream 7"``;
+    -1 for anything else, and for a number that no int64 column can hold."""
     if type(value) is int:
-        return value
-    if isinstance(value, float):
-        return int(value)
-    if isinstance(value, str):
+        number = value
+    elif isinstance(value, float):
+        number = int(value) if abs(value) < _INT64_END else -1
+    elif isinstance(value, str):
         try:
-            return int(value.strip(), 0)
+            number = int(value.strip(), 0)
         except ValueError:
             match = _DIGITS.search(value)
-            return int(match.group()) if match else -1
-    return -1
+            number = int(match.group()) if match else -1
+    else:
+        return -1
+    return number if -_INT64_END <= number < _INT64_END else -1
 
 
 # The fast path: DuckDB parses the whole event array (C++, all cores) straight into columns.
@@ -225,7 +230,9 @@ def convert_chunk(events: list[Any], counts: dict[str, int]) -> pa.RecordBatch:
     """Turn one chunk of parsed events into a record batch in ``RAW_SCHEMA``.
 
     Column by column (list comprehensions run several times faster than one loop that appends
-    to thirteen lists); only GPU and allocator events, a minority, take a per-event path.
+    to thirteen lists); only GPU and allocator events, a minority, take a per-event path. A
+    null or stray value gets what DuckDB's reader makes of it on the fast path (-1, "" or 0,
+    or its text or number) rather than failing the chunk, which would lose the whole file.
     """
     kept = [e for e in events if type(e) is dict and e.get("ph") in KEPT_PHASES]
     if len(kept) != len(events):
@@ -239,7 +246,7 @@ def convert_chunk(events: list[Any], counts: dict[str, int]) -> pa.RecordBatch:
                 counts["skipped"] += 1
     rows = len(kept)
     legacy = _LEGACY_CATEGORIES
-    category = [legacy.get(c, c) if c else "" for c in [e.get("cat") for e in kept]]
+    category = [legacy.get(c, c) if type(c) is str else c for c in [e.get("cat") for e in kept]]
     name = [e.get("name", "") for e in kept]
     phase = [e["ph"] for e in kept]
     pid = [p if type(p) is int else as_int(p) for p in [e.get("pid", -1) for e in kept]]
@@ -256,8 +263,8 @@ def convert_chunk(events: list[Any], counts: dict[str, int]) -> pa.RecordBatch:
     nbytes = [-1] * rows
     for i in [i for i, c in enumerate(category) if c in _GPU]:
         a = args[i] or {}
-        device[i] = a.pop("device", pid[i])
-        stream[i] = a.pop("stream", tid[i])
+        device[i] = _or(a.pop("device", None), pid[i])
+        stream[i] = _or(a.pop("stream", None), tid[i])
         nbytes[i] = a.pop("bytes", -1)
     for i in [i for i, n in enumerate(name) if n == "[memory]"]:
         category[i] = "cpu_instant_event"
@@ -270,13 +277,13 @@ def convert_chunk(events: list[Any], counts: dict[str, int]) -> pa.RecordBatch:
     dumps = orjson.dumps
     return pa.record_batch(
         [
-            pa.array(category, pa.string()),
+            _strings(category),
             _strings(name),
             pa.array(phase, pa.string()),
             _floats([e.get("ts", 0.0) for e in kept]),
             _floats([e.get("dur", 0.0) for e in kept]),
-            pa.array(pid, pa.int64()),
-            pa.array(tid, pa.int64()),
+            _ints(pid),
+            _ints(tid),
             _ints(device),
             _ints(stream),
             _ints(correlation),
@@ -288,27 +295,41 @@ def convert_chunk(events: list[Any], counts: dict[str, int]) -> pa.RecordBatch:
     )
 
 
+def _or(value: Any, default: Any) -> Any:
+    """``value``, or ``default`` when it is None (a JSON null)."""
+    return default if value is None else value
+
+
 def _ints(values: list[Any]) -> pa.Array:
     """An int64 array; values that are not ints (``"0x0"``, ``"stream 7"``, None) are coerced."""
     try:
-        return pa.array(values, pa.int64())
+        return pc.fill_null(pa.array(values, pa.int64()), -1)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return pa.array([as_int(v) for v in values], pa.int64())
 
 
 def _strings(values: list[Any]) -> pa.Array:
-    """A string array; a stray non-string name becomes its text."""
+    """A string array; a missing value becomes "", a stray non-string one its text."""
     try:
-        return pa.array(values, pa.string())
+        return pc.fill_null(pa.array(values, pa.string()), "")
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return pa.array(["" if v is None else str(v) for v in values], pa.string())
 
 
-def _floats(values: list[Any]) -> pa.Array:
-    """A float64 array from numbers; a stray non-number (a string ``ts``) becomes 0."""
+def _float(value: Any) -> float:
+    """A number, or a number written as text; 0 for anything else."""
+    if isinstance(value, (int, float)):
+        return float(value)
     try:
-        return pa.array(values, pa.float64())
+        return float(value) if isinstance(value, str) else 0.0
+    except ValueError:
+        return 0.0
+
+
+def _floats(values: list[Any]) -> pa.Array:
+    """A float64 array from numbers; a missing value or a non-number becomes 0, a number
+    written as text (a string ``ts``) that number."""
+    try:
+        return pc.fill_null(pa.array(values, pa.float64()), 0.0)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array(
-            [float(v) if isinstance(v, (int, float)) else 0.0 for v in values], pa.float64()
-        )
+        return pa.array([_float(v) for v in values], pa.float64())
