@@ -336,3 +336,29 @@ def test_chunked_path_takes_odd_values_as_the_fast_path_does(tmp_path, monkeypat
     chunked = read_kineto_trace(path).table().select(columns).to_pylist()
     for rows in (fast, chunked):
         assert [tuple(row.values()) for row in rows] == expected
+
+
+@pytest.mark.parametrize("path_taken", ["fast", "chunked"])
+def test_events_with_no_time_are_skipped_with_a_warning(tmp_path, monkeypatch, caplog, path_taken):
+    # Before, an event without ts started at 0 (the epoch) and a negative dur was kept: a job
+    # of 1970 to now, and an export whose slice ends before it starts.
+    base = {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, "dur": 5.0}
+    events = [
+        {**base, "name": "good", "ts": 10.0},
+        {**base, "name": "no ts"},
+        {**base, "name": "null ts", "ts": None},
+        {**base, "name": "backwards", "ts": 20.0, "dur": -3.0},
+        {**base, "name": "also good", "ts": 30.0, "dur": 0.0},
+    ]
+    path = tmp_path / "rank-0.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    if path_taken == "chunked":
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    with caplog.at_level(logging.WARNING, logger="stepscope.store.kineto"):
+        trace = read_kineto_trace(path)
+    rows = trace.table().select(["name", "start_us", "dur_us"]).to_pylist()
+    assert [tuple(row.values()) for row in rows] == [("good", 10.0, 5.0), ("also good", 30.0, 0.0)]
+    assert (trace.metadata["start_us"], trace.metadata["end_us"]) == (10.0, 30.0)
+    warning = next(w for w in trace.metadata["warnings"] if "skipped" in w)
+    assert str(path) in warning and "skipped 3 event(s)" in warning and "'no ts'" in warning
+    assert warning in caplog.text

@@ -70,7 +70,7 @@ RAW_SCHEMA = pa.schema(
         ("category", pa.string()),
         ("name", pa.string()),
         ("ph", pa.string()),
-        ("ts", pa.float64()),
+        ("ts", pa.float64()),  # null when there is none (such events are dropped)
         ("dur_us", pa.float64()),
         ("pid", pa.int64()),
         ("tid", pa.int64()),
@@ -128,7 +128,7 @@ _ARRAY_SQL = """
 WITH source AS (
     SELECT CASE coalesce(ph, '') WHEN 'I' THEN 'i' ELSE coalesce(ph, '') END AS ph,
            coalesce(name, '') AS name, pid AS pid_text, tid AS tid_text,
-           coalesce(ts, 0) AS ts, coalesce(dur, 0) AS dur_us,
+           ts, coalesce(dur, 0) AS dur_us,
            -- DuckDB holds a JSON value as minified text: an object starts with its brace
            CASE WHEN starts_with(args, '{{') THEN args END AS args,
            CASE WHEN name = '[memory]' AND coalesce(cat, '') IN ('', 'cpu_instant_event')
@@ -232,7 +232,8 @@ def convert_chunk(events: list[Any], counts: dict[str, int]) -> pa.RecordBatch:
     Column by column (list comprehensions run several times faster than one loop that appends
     to thirteen lists); only GPU and allocator events, a minority, take a per-event path. A
     null or stray value gets what DuckDB's reader makes of it on the fast path (-1, "" or 0,
-    or its text or number) rather than failing the chunk, which would lose the whole file.
+    or its text or number; a ``ts`` that is no number stays null) rather than failing the
+    chunk, which would lose the whole file.
     """
     kept = [e for e in events if type(e) is dict and e.get("ph") in KEPT_PHASES]
     if len(kept) != len(events):
@@ -280,8 +281,8 @@ def convert_chunk(events: list[Any], counts: dict[str, int]) -> pa.RecordBatch:
             _strings(category),
             _strings(name),
             pa.array(phase, pa.string()),
-            _floats([e.get("ts", 0.0) for e in kept]),
-            _floats([e.get("dur", 0.0) for e in kept]),
+            _floats([e.get("ts") for e in kept], missing=None),
+            _floats([e.get("dur") for e in kept], missing=0.0),
             _ints(pid),
             _ints(tid),
             _ints(device),
@@ -316,20 +317,21 @@ def _strings(values: list[Any]) -> pa.Array:
         return pa.array(["" if v is None else str(v) for v in values], pa.string())
 
 
-def _float(value: Any) -> float:
-    """A number, or a number written as text; 0 for anything else."""
+def _float(value: Any, missing: float | None) -> float | None:
+    """A number, or a number written as text; ``missing`` for anything else."""
     if isinstance(value, (int, float)):
         return float(value)
     try:
-        return float(value) if isinstance(value, str) else 0.0
+        return float(value) if isinstance(value, str) else missing
     except ValueError:
-        return 0.0
+        return missing
 
 
-def _floats(values: list[Any]) -> pa.Array:
-    """A float64 array from numbers; a missing value or a non-number becomes 0, a number
-    written as text (a string ``ts``) that number."""
+def _floats(values: list[Any], *, missing: float | None) -> pa.Array:
+    """A float64 array from numbers, and numbers written as text (a string ``ts``); a missing
+    value or a non-number becomes ``missing`` (None: a null, as DuckDB's reader gives)."""
     try:
-        return pc.fill_null(pa.array(values, pa.float64()), 0.0)
+        array = pa.array(values, pa.float64())
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array([_float(v) for v in values], pa.float64())
+        array = pa.array([_float(v, missing) for v in values], pa.float64())
+    return array if missing is None else pc.fill_null(array, missing)

@@ -36,7 +36,8 @@ What a row holds:
 Rank: ``distributedInfo.rank``; else ``rank_hint``; else the file name (``rank-3``, ``rank_3``,
 ``rank3``, or the SageMaker node id ``3-algo-1``); else 0, with a warning. A damaged file (a
 truncated ``.gz``, a document cut mid-event) keeps every event read before the damage and logs a
-warning naming the file and the position.
+warning naming the file and the position. An event with no numeric ``ts``, or a negative
+``dur``, has no place in time: it is skipped, with one warning naming the file and the first.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ BATCH_ROWS = 65_536
 #: the cache's manifest, and a cache built by another version is read again
 #: (:class:`~stepscope.store.cache.ColumnarCache`): bump it whenever a trace would give
 #: different rows or metadata.
-READER_VERSION = 2
+READER_VERSION = 3
 
 #: Categories of the CPU-side calls that launch GPU work (their ``correlation`` is the GPU one's).
 LAUNCH_CATEGORIES: tuple[str, ...] = ("cuda_runtime", "cuda_driver")
@@ -187,6 +188,7 @@ def read_kineto_trace(
     warnings = [f"{path}: {reason} at {position}" for position, reason in document.problems]
     for message in warnings:
         logger.warning("%s; the events read before it are kept", message)
+    raw = _drop_damaged_events(raw, path, warnings)
     rank = _resolve_rank(header, path, rank_hint, warnings)
     base_ns = header.get("baseTimeNanoseconds")
     base_time_ns = int(base_ns) if isinstance(base_ns, (int, float)) else None
@@ -219,6 +221,25 @@ def read_kineto_trace(
         "warnings": warnings,
     }
     return KinetoTrace(path=path, metadata=metadata, _table=table)
+
+
+def _drop_damaged_events(raw: pa.Table, path: Path, warnings: list[str]) -> pa.Table:
+    """The events without those that have no place in time: no numeric ``ts``, or a negative
+    ``dur`` (a span that ends before it starts). One warning names the file, the first of
+    them and how many there were."""
+    damaged = pc.or_(pc.is_null(raw["ts"]), pc.less(raw["dur_us"], 0.0))
+    count = pc.sum(damaged).as_py()
+    if not count:
+        return raw
+    first = pc.index(damaged, True).as_py()
+    message = (
+        f"{path}: skipped {count} event(s) with no numeric ts or a negative dur, the first "
+        f"{raw['name'][first].as_py()!r} (span, instant or counter #{first + 1} of the file); "
+        "the other events are kept"
+    )
+    logger.warning(message)
+    warnings.append(message)
+    return raw.filter(pc.invert(damaged))
 
 
 def _assign_steps(raw: pa.Table) -> pa.Array:
