@@ -190,3 +190,24 @@ def test_the_output_name_chooses_the_format_unless_one_is_given(tmp_path: Path) 
     assert export_trace(job, tmp_path / "x.json", format="perfetto").format == "perfetto"
     with pytest.raises(UnicodeDecodeError):
         json.loads((tmp_path / "x.json").read_text())
+
+
+def test_a_span_with_a_negative_duration_ends_where_it_starts(tmp_path: Path) -> None:
+    # A framework file timed with a clock that stepped back holds a span with dur < 0: written
+    # as is, the Chrome slice ended before it started and the Perfetto end came before its begin.
+    rows = [
+        event("Forward", "ResNet", 0, 100, source="pythontimeline"),
+        event("Forward", "conv1", 10, -4, source="pythontimeline"),
+        event("Forward", "fc", 50, 20, source="pythontimeline"),
+    ]
+    con = connect(events_table(rows))
+    write_chrome_trace(con, tmp_path / "t.json", Window())
+    spans = {e["name"]: e for e in load_chrome(tmp_path / "t.json") if e["ph"] == "X"}
+    assert {name: span["dur"] for name, span in spans.items()} == {
+        "ResNet": 100,
+        "conv1": 0,
+        "fc": 20,
+    }
+    write_perfetto_trace(con, tmp_path / "t.pftrace", Window())
+    begin = (T0 + 10) * 1000
+    assert ("conv1", begin, begin) in _perfetto_intervals(tmp_path / "t.pftrace")

@@ -43,10 +43,14 @@ def tracked_events_sql(where: str = "TRUE") -> str:
     """A query over the ``events`` view: every span with the columns that name its track.
 
     ``side`` is ``cpu`` or ``gpu``; ``gpu`` the device on the GPU side (else -1); ``thread``
-    the track's label within its process; ``node`` is never empty.
+    the track's label within its process; ``node`` is never empty; ``dur_us`` is never
+    negative (a span timed by a clock that stepped back ends where it starts, not before).
     """
     return f"""
-        SELECT * REPLACE (CASE WHEN node = '' THEN '{UNKNOWN_NODE}' ELSE node END AS node),
+        SELECT * REPLACE (
+                CASE WHEN node = '' THEN '{UNKNOWN_NODE}' ELSE node END AS node,
+                greatest(dur_us, 0.0) AS dur_us
+            ),
             CASE WHEN category IN ({_GPU_LIST}) THEN 'gpu' ELSE 'cpu' END AS side,
             CASE WHEN category IN ({_GPU_LIST}) THEN device ELSE -1 END AS gpu,
             CASE
