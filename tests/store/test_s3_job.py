@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.analysis import _kineto_synthetic as synthetic
 from tests.servers import free_port
 
+from stepscope.errors import UnsupportedFormatError
 from stepscope.store import open_job
 from stepscope.testing import TINY_JOB, generate_job
 
@@ -101,3 +104,25 @@ def test_a_missing_prefix_is_job_not_found(s3_endpoint: str) -> None:
     boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket="empty")
     with pytest.raises(JobNotFoundError):
         open_job("s3://empty/nothing-here")
+
+
+def test_a_single_trace_on_s3_reads_like_a_local_one(
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A trace file's URL used to be listed as a folder and failed with a raw FileNotFoundError.
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    trace = synthetic.write_trace(tmp_path)
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    client.create_bucket(Bucket="traces")
+    client.upload_file(str(trace), "traces", f"run/{trace.name}")
+    client.put_object(Bucket="traces", Key="run/notes.json", Body=b'{"note": "not a trace"}')
+
+    data = open_job(f"s3://traces/run/{trace.name}")
+    assert (data.kind, data.name) == ("kineto", trace.name)
+    with gzip.open(trace, "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    kept = sum(1 for e in events if e["ph"] in ("X", "i"))
+    assert data.connect().execute("SELECT count(*) FROM events").fetchone() == (kept,)
+    assert data.refresh() is False
+    with pytest.raises(UnsupportedFormatError):
+        open_job("s3://traces/run/notes.json")

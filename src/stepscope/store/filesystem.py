@@ -69,6 +69,11 @@ class LocalFiles:
         found.sort(key=lambda f: f.path)
         return found
 
+    def file_info(self, rel: str) -> FileInfo:
+        """The size and modification time of one file (``""``: the root, when it is a file)."""
+        st = (self.root / rel).stat()
+        return FileInfo(rel, st.st_size, st.st_mtime)
+
     def read_bytes(self, rel: str) -> bytes:
         return (self.root / rel).read_bytes()
 
@@ -137,11 +142,14 @@ class RemoteFiles:
             rel_path = name[len(prefix) :]
             if rel_path.startswith(".stepscope/"):
                 continue
-            modified = info.get("LastModified") or info.get("mtime") or 0
-            mtime = modified.timestamp() if hasattr(modified, "timestamp") else float(modified)
-            found.append(FileInfo(rel_path, int(info.get("size") or 0), mtime))
+            found.append(_file_info(rel_path, info))
         found.sort(key=lambda f: f.path)
         return found
+
+    def file_info(self, rel: str) -> FileInfo:
+        """The size and modification time of one file (``""``: the root, when it is a file)."""
+        self.fs.invalidate_cache()
+        return _file_info(rel, self.fs.info(self._full(rel)))
 
     def read_bytes(self, rel: str) -> bytes:
         return bytes(self.fs.cat_file(self._full(rel)))
@@ -154,7 +162,7 @@ class RemoteFiles:
         """Download the file to a temporary folder for readers that need a local path."""
         folder = tempfile.mkdtemp(prefix="stepscope-")
         try:
-            target = Path(folder) / rel.rsplit("/", 1)[-1]
+            target = Path(folder) / self._full(rel).rsplit("/", 1)[-1]
             self.fs.get_file(self._full(rel), str(target))
             yield target
         finally:
@@ -167,6 +175,13 @@ class RemoteFiles:
     def fsspec_root(self) -> str:
         """The root as the fsspec filesystem names it (no scheme)."""
         return self._root
+
+
+def _file_info(rel: str, info: dict[str, Any]) -> FileInfo:
+    """A :class:`FileInfo` from what fsspec says of a file."""
+    modified = info.get("LastModified") or info.get("mtime") or 0
+    mtime = modified.timestamp() if hasattr(modified, "timestamp") else float(modified)
+    return FileInfo(rel, int(info.get("size") or 0), mtime)
 
 
 SourceFiles = LocalFiles | RemoteFiles

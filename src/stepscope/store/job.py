@@ -73,13 +73,12 @@ def open_job(
     files = source_files(text, storage_options)
     if not files.exists():
         raise JobNotFoundError(text)
-    single_file = False
-    if isinstance(files, LocalFiles) and files.root.is_file():
-        if not _is_kineto_file(files.root):
+    single_file = files.is_file("")
+    if single_file:
+        if not _is_kineto_file(files, text):
             raise UnsupportedFormatError(text, _RECOGNISED)
         kind: JobKind = "kineto"
         prefix = ""
-        single_file = True
     else:
         kind, prefix = _detect(files, text)
     cache_root = Path(cache_dir) if cache_dir is not None else None
@@ -88,10 +87,12 @@ def open_job(
     return JobData(files, kind, prefix, ColumnarCache(cache_root), single_file=single_file)
 
 
-def _is_kineto_file(path: Path) -> bool:
-    if not path.name.endswith(KINETO_SUFFIXES):
+def _is_kineto_file(files: SourceFiles, text: str) -> bool:
+    """Whether the file at ``files``' root (named ``text``) is a Kineto trace."""
+    if not text.endswith(KINETO_SUFFIXES):
         return False
-    return bool(kineto().is_kineto_trace(path))
+    with files.open("") as raw:
+        return bool(kineto().is_kineto_trace(raw))
 
 
 def _detect(files: SourceFiles, text: str) -> tuple[JobKind, str]:
@@ -417,9 +418,7 @@ class JobData:
 
     def _list_files(self) -> list[FileInfo]:
         if self._single_file:
-            assert isinstance(self._files, LocalFiles)
-            st = self._files.root.stat()
-            return [FileInfo("", st.st_size, st.st_mtime)]
+            return [self._files.file_info("")]
         return self._files.walk(self._prefix.rstrip("/"))
 
     def _convert(

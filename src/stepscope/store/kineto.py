@@ -49,7 +49,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 import pyarrow as pa
@@ -125,24 +125,37 @@ class KinetoTrace:
         return self._table
 
 
-def is_kineto_trace(path: str | Path) -> bool:
-    """Cheap sniff: does ``path`` look like a PyTorch profiler trace? Never raises.
+def is_kineto_trace(source: str | Path | IO[bytes]) -> bool:
+    """Cheap sniff: does ``source`` look like a PyTorch profiler trace? Never raises.
 
     Reads at most the first 256 KB (decompressed): the document must be a JSON object with a
     ``traceEvents`` array and either Kineto's header keys or a Kineto event category, which
     tells it apart from TensorFlow profiler traces and SageMaker's event arrays.
+
+    :param source: a path, or a seekable binary file at its start (a remote file is sniffed
+        without downloading it whole).
     """
     try:
-        with open(path, "rb") as raw:
-            magic = raw.read(2)
-        opener = gzip.open if magic == b"\x1f\x8b" else open
-        with opener(path, "rb") as handle:
-            head = handle.read(_SNIFF_BYTES)
+        if isinstance(source, (str, Path)):
+            with open(source, "rb") as raw:
+                head = _head(raw)
+        else:
+            head = _head(source)
     except (OSError, EOFError, zlib.error):
         return False
     if head.lstrip()[:1] != b"{" or b'"traceEvents"' not in head:
         return False
     return any(key in head for key in _KINETO_HEADER_KEYS) or bool(_KINETO_CATEGORY.search(head))
+
+
+def _head(raw: IO[bytes]) -> bytes:
+    """The first :data:`_SNIFF_BYTES` of the file, gunzipped when it is gzip."""
+    magic = raw.read(2)
+    raw.seek(0)
+    if magic != b"\x1f\x8b":
+        return raw.read(_SNIFF_BYTES)
+    with gzip.GzipFile(fileobj=raw) as handle:
+        return handle.read(_SNIFF_BYTES)
 
 
 def read_kineto_trace(
