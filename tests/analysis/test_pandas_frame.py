@@ -10,6 +10,7 @@ import pytest
 from tests.analysis import _handbuilt as hb
 
 from stepscope.analysis.pandas_frame import PandasFrame
+from stepscope.errors import ConfigError
 from stepscope.store import open_job
 
 S = hb.S
@@ -163,6 +164,12 @@ def test_framework_metrics_in_intervals(pf: PandasFrame) -> None:
         "DataLoaderIter": pytest.approx(200 / 9.5e6),
     }
     assert names["worker_loop"] == 1.0
+
+
+def test_intervals_need_one_end_per_begin(pf: PandasFrame) -> None:
+    # zip(strict=True) raised a bare "zip() argument 2 is shorter than argument 1"
+    with pytest.raises(ConfigError, match=r"end_timestep_list must be a list of one end per begin"):
+        pf.get_framework_metrics_by_begin_and_end_timesteps([hb.T0, hb.T0 + S], [hb.T0 + 2 * S])
 
 
 def test_an_empty_job_gives_empty_frames() -> None:

@@ -448,10 +448,20 @@ class PandasFrame:
     ) -> tuple[dict[str, float], dict[str, float]]:
         """Framework time (events not named ``Step*``) spent in the given intervals, per phase and
         per event name, each normalised to its largest value (SageMaker's semantics: an event
-        overlapping several intervals counts once per interval)."""
+        overlapping several intervals counts once per interval).
+
+        :raises ConfigError: the lists differ in length, or hold something not a timestamp.
+        """
+        begins, ends = list(begin_timestep_list), list(end_timestep_list)
+        if len(ends) != len(begins):
+            raise ConfigError(
+                "get_framework_metrics_by_begin_and_end_timesteps.end_timestep_list",
+                ends,
+                f"a list of one end per begin ({len(begins)} in begin_timestep_list)",
+            )
         intervals = [
             (to_epoch_us(b, "begin_timestep_list"), to_epoch_us(e, "end_timestep_list"))
-            for b, e in zip(begin_timestep_list, end_timestep_list, strict=True)
+            for b, e in zip(begins, ends, strict=True)
         ]
         totals = self._sum_overlaps(
             intervals,
