@@ -2,24 +2,23 @@
 
 Every timestamp the training process records is :func:`now_us`: ``time.perf_counter`` (the same
 monotonic clock in every process of the machine) mapped to microseconds since the epoch once per
-process. Durations are therefore immune to wall-clock jumps; cross-process alignment is recorded,
-never applied (``framework/ranks/<node_id>.json``).
+process, when this module is imported. Durations are therefore immune to wall-clock jumps;
+cross-process alignment is recorded, never applied (``framework/ranks/<node_id>.json``).
 """
 
 from __future__ import annotations
 
-import functools
 import time
 
-__all__ = ["epoch_offset_us", "now_us"]
+__all__ = ["EPOCH_OFFSET_US", "now_us"]
 
+_perf_counter = time.perf_counter
 
-@functools.cache
-def epoch_offset_us() -> float:
-    """Epoch µs minus ``perf_counter`` µs, measured once per process (a memoized constant)."""
-    return time.time() * 1e6 - time.perf_counter() * 1e6
+#: Epoch µs minus ``perf_counter`` µs, measured once per process. A forked child keeps it:
+#: ``perf_counter`` is the machine's monotonic clock, the same in parent and child.
+EPOCH_OFFSET_US: float = time.time() * 1e6 - _perf_counter() * 1e6
 
 
 def now_us() -> float:
     """Microseconds since the epoch on the monotonic clock of this process."""
-    return time.perf_counter() * 1e6 + epoch_offset_us()
+    return _perf_counter() * 1e6 + EPOCH_OFFSET_US

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from stepscope.collect.clock import epoch_offset_us, now_us
+from stepscope.collect.clock import EPOCH_OFFSET_US, now_us
 from stepscope.collect.events import EventQueue
 from stepscope.collect.rank_file import write_rank_file
 from stepscope.collect.torch.guard import Guard
@@ -62,11 +62,11 @@ class StepListener(Protocol):
 
     ``on_step_end`` is called after step ``step`` ended and before the next one starts, so a
     window for step ``step + 1`` can start there and cover the whole step, data loading included.
+    A listener may also have ``on_step_begin(session, step)``, called once step ``step`` began;
+    one with nothing to do there leaves it out (the session calls it at every step).
     """
 
     def on_start(self, session: Session) -> None: ...
-
-    def on_step_begin(self, session: Session, step: int) -> None: ...
 
     def on_step_end(self, session: Session, step: int) -> None: ...
 
@@ -124,7 +124,7 @@ class Session:
         #: the running step's ``step_num`` (per mode, as SageMaker writes it)
         self.current_step_num = "0"
         #: epoch µs minus ``perf_counter`` µs (see :func:`now_us`), for hot paths
-        self.epoch_offset_us = epoch_offset_us()
+        self.epoch_offset_us = EPOCH_OFFSET_US
         self.step_start_us = 0.0
         #: Where the next step starts: the end of the previous step (or a data-loader epoch
         #: start); ``None`` when the next step starts where it is detected.
@@ -134,9 +134,9 @@ class Session:
         #: option -> active for the running (or, between steps, the next) step
         self.active: dict[str, bool] = dict.fromkeys(OPTIONS, False)
         self._listeners: list[StepListener] = []
-        # the listeners' step methods behind the guard, built once: they run at every step
-        self._on_step_begin: list[Callable[[Session, int], None]] = []
-        self._on_step_end: list[Callable[[Session, int], None]] = []
+        # the listeners' step methods with their guard names (:meth:`Guard.call_each`)
+        self._on_step_begin: list[tuple[str, Callable[[Session, int], None]]] = []
+        self._on_step_end: list[tuple[str, Callable[[Session, int], None]]] = []
         self._closers: list[Callable[[], None]] = []
         self.events = EventQueue(
             self, writer_factory=writer_factory, on_writer_opened=self._writer_opened
@@ -217,9 +217,11 @@ class Session:
     def add_listener(self, listener: StepListener) -> None:
         """Register a window owner; it is told about the start, every step boundary and the stop."""
         self._listeners.append(listener)
-        name = type(listener).__name__
-        self._on_step_begin.append(self.guard.wrap(f"{name}.on_step", listener.on_step_begin))
-        self._on_step_end.append(self.guard.wrap(f"{name}.on_step", listener.on_step_end))
+        name = f"{type(listener).__name__}.on_step"
+        on_step_begin = getattr(listener, "on_step_begin", None)
+        if on_step_begin is not None:
+            self._on_step_begin.append((name, on_step_begin))
+        self._on_step_end.append((name, listener.on_step_end))
         if self.enabled:
             self.guard.wrap(f"{type(listener).__name__}.on_start", listener.on_start)(self)
 
@@ -303,10 +305,11 @@ class Session:
             self.in_step = True
             self.step_start_us = start_us
             self.boundary_us = None
-            self._update_active(self.step, may_start=False)
+            if self.step >= self._active_until_step:
+                self._update_active(self.step, may_start=False)
             step_number = self.step
-        for on_step_begin in self._on_step_begin:
-            on_step_begin(self, step_number)
+        if self._on_step_begin:
+            self.guard.call_each(self._on_step_begin, self, step_number)
         return step_number
 
     def end_step(self, end_us: float | None = None) -> None:
@@ -322,10 +325,11 @@ class Session:
             self.write_later(phase, phase, self.step_start_us, end - self.step_start_us, args)
             self.events.flush_if_due()
             finished = self.step
-            self._poll_config()
-            self._update_active(finished + 1)
-        for on_step_end in self._on_step_end:
-            on_step_end(self, finished)
+            if self._watcher is not None:
+                self._poll_config()
+            if finished + 1 >= self._active_until_step:
+                self._update_active(finished + 1)
+        self.guard.call_each(self._on_step_end, self, finished)
         # The next step starts after our bookkeeping: its time is the training code's time.
         self.boundary_us = now_us()
 
@@ -346,9 +350,9 @@ class Session:
         """Set :attr:`active` for ``step_number``. At the step's begin (``may_start=False``) an
         option can only go off (a time range that ended): the step's data loading ran before,
         with the option off, so turning it on there would profile half a step (a time range's
-        one step would lose its data-loader events); the next step is judged at this one's end."""
-        if step_number < self._active_until_step:
-            return  # runs at every step boundary: most steps change nothing
+        one step would lose its data-loader events); the next step is judged at this one's end.
+        Step boundaries call it only from :attr:`_active_until_step` on: most steps change
+        nothing."""
         now_s = time.time()
         edges = [sys.maxsize]
         for option, profile_range in self._ranges.items():
@@ -368,8 +372,6 @@ class Session:
         return self._ranges.get(option)
 
     def _poll_config(self) -> None:
-        if self._watcher is None:
-            return
         now_s = time.monotonic()
         if now_s - self._last_poll_s < CONFIG_POLL_INTERVAL_S:
             return

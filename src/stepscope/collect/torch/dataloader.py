@@ -135,9 +135,6 @@ class DataLoaderHooks:
     def on_start(self, session: Session) -> None:
         """Nothing to open: workers report when they end."""
 
-    def on_step_begin(self, session: Session, step: int) -> None:
-        """Nothing to do at the start of a step."""
-
     def on_step_end(self, session: Session, step: int) -> None:
         # a read that finds nothing (a system call) costs more than the rest of a step's
         # bookkeeping: read only once workers exist, about once a second

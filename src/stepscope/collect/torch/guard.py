@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 __all__ = ["Guard"]
@@ -61,6 +61,19 @@ class Guard:
         guarded.__name__ = getattr(hook, "__name__", name)
         guarded.__qualname__ = getattr(hook, "__qualname__", name)
         return guarded  # type: ignore[return-value]
+
+    def call_each(self, calls: Sequence[tuple[str, Callable[..., object]]], *args: Any) -> None:
+        """Call each ``(name, function)`` of ``calls`` with ``args`` behind the guard, as
+        :meth:`wrap` would one by one, in a single Python call: the session tells its listeners
+        of every step boundary this way."""
+        disabled = self._disabled
+        for name, function in calls:
+            if name in disabled:
+                continue
+            try:
+                function(*args)
+            except Exception:  # noqa: BLE001 - the documented catch-all; fail() logs the traceback
+                self.fail(name)
 
     def fail(self, name: str) -> None:
         """Record a failure of ``name`` from inside an ``except`` block (logs its traceback)."""

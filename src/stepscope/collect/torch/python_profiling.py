@@ -205,8 +205,8 @@ class PythonProfiler:
         if self._ended_elsewhere:
             self._finish_ended_here()
         window = self._window
-        mode = (session.mode or "global").lower()
         if window is not None and window.kind == "step":
+            mode = (session.mode or "global").lower()
             self._close(StatsBoundary(mode, step, "stepend", now_us()))
         if session.active["python"]:
             self._open_step(step + 1)

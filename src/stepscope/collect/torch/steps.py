@@ -182,7 +182,7 @@ class ModuleHooks:
         # than pay for the guard's wrapper (:meth:`_sub_hooks_failed`).
         # Untraced: a model may be called inside a compiled function (or be compiled in place).
         self._model_pre_hook = untraced(guard.wrap(_MODULE_HOOKS, self._model_pre))
-        self._post_hook = untraced(guard.wrap(_MODULE_HOOKS, self._forward_post))
+        self._post_hook = untraced(guard.wrap(_MODULE_HOOKS, self._post))
         self._open_pass = guard.wrap("torch.backward", self._on_backward_called)
         self._write_pass = guard.wrap("torch.backward", self._on_pass_ended)
         self._patches = Patches()
@@ -221,15 +221,17 @@ class ModuleHooks:
     def on_start(self, session: Session) -> None:
         self._follow_submodule_range()
 
-    def on_step_begin(self, session: Session, step: int) -> None:
-        """Nothing to do: the hooks change between steps."""
-
     def on_step_end(self, session: Session, step: int) -> None:
+        # runs at every step: what has nothing to do (no sub-module events) is not called
         self._backward_of = None
-        self._write_sub_forwards()
-        self._forget_sub_backwards()
+        if self._sub_forwards:
+            self._write_sub_forwards()
+        if self._reached:
+            self._forget_sub_backwards()
         self.finder.step_ended()
-        self._follow_submodule_range()
+        wanted = self.submodules if self.submodules is not None else session.active["detailed"]
+        if wanted or self._sub_handles is not None:
+            self._follow_submodule_range()
 
     def on_stop(self, session: Session) -> None:
         """Write the sub-module forwards still waiting (:meth:`remove` takes the hooks off)."""
@@ -248,14 +250,16 @@ class ModuleHooks:
         # a compiled model (``OptimizedModule``) is named after the module it compiles, and its
         # sub-modules as that module names them
         inner = compiled_module(module)
-        self._names[module] = type(inner).__name__
+        model_name = self._names[module] = type(inner).__name__
         for name, sub in inner.named_modules():
             if sub is not inner and sub not in self._names:
                 self._names[sub] = name
+        # the post-hook gets the name now, as a sub-module's does: no look-up per call
+        post_hook = functools.partial(self._post_hook, model_name)
         self._models[module] = [
             self._own(module.register_forward_pre_hook(self._model_pre_hook)),
             # always_call: the post-hook also runs when a forward raises, keeping the stack true
-            self._own(module.register_forward_hook(self._post_hook, always_call=True)),
+            self._own(module.register_forward_hook(post_hook, always_call=True)),
         ]
         if self._sub_handles is not None:
             self._hook_submodules_of(module, self._sub_handles)
@@ -315,17 +319,13 @@ class ModuleHooks:
 
     # -- forward --------------------------------------------------------------------------
 
-    def _stack(self) -> list[_Entry]:
+    def _model_pre(self, module: torch.nn.Module, args: Any) -> None:
+        if not self.session.enabled:
+            return
         try:
             stack: list[_Entry] = self._local.stack
         except AttributeError:
             stack = self._local.stack = []
-        return stack
-
-    def _model_pre(self, module: torch.nn.Module, args: Any) -> None:
-        if not self.session.enabled:
-            return
-        stack = self._stack()
         if self._model_forward_running():
             # a model inside another's forward or backward pass, or a replica on another thread
             # (DataParallel): part of that pass
@@ -389,19 +389,16 @@ class ModuleHooks:
         self._new_loop = True
         self.finder.arm()
 
-    def _forward_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        """The post-hook of a model (guarded): a sub-module's, with the name looked up here."""
-        self._post(self._name_of(module), module, args, output)
-
-    def _model_forward_ended(self, module: torch.nn.Module, entry: _Entry, output: Any) -> None:
-        """Write a model's outermost forward; end its EVAL/PREDICT step, or expect its backward
-        pass."""
+    def _model_forward_ended(self, name: str, entry: _Entry, output: Any) -> None:
+        """Write the outermost forward of the model ``name``; end its EVAL/PREDICT step, or
+        expect its backward pass."""
         kind = entry[2]
         session = self.session
         self._running_model_forwards = max(self._running_model_forwards - 1, 0)
         now = now_us()
-        name = self._name_of(module)
-        step_num = session.next_step_num("TRAIN") if kind == _TOP_AHEAD else session.step_num()
+        step_num = (
+            session.next_step_num("TRAIN") if kind == _TOP_AHEAD else session.current_step_num
+        )
         session.write_later(
             "Forward", name, entry[1], now - entry[1], {"step_num": step_num, "pid": session.pid}
         )
@@ -428,7 +425,7 @@ class ModuleHooks:
                 if entry[1]:  # timed at its start (sub-module events were on)
                     self._sub_forward_ended(name, entry[1], args, output)
             else:  # a model's outermost forward (a sub-module may be a model called alone)
-                self._model_forward_ended(module, entry, output)
+                self._model_forward_ended(name, entry, output)
         except Exception:  # noqa: BLE001 - the guard's catch-all, inlined (see __init__)
             self._sub_hooks_failed()
 
@@ -690,6 +687,7 @@ class ModuleHooks:
         self._running_model_forwards = 0
         with self._backward_lock:
             self._pass_start_us = None
-        self._forget_sub_backwards()
+        if self._reached:
+            self._forget_sub_backwards()
         if not session.explicit_steps and session.in_step and session.mode == "TRAIN":
             session.end_step()
