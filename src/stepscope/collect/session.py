@@ -334,9 +334,15 @@ class Session:
         self.boundary_us = now_us()
 
     def mark_boundary(self, at_us: float) -> None:
-        """The next step starts no earlier than ``at_us`` (e.g. a new data-loader epoch)."""
-        if not self.in_step:
+        """The next step starts no earlier than ``at_us`` (e.g. a new data-loader epoch). A
+        range that began by then switches on here, so that it covers the step's data loading
+        too (the step's own begin comes after it, too late to switch an option on)."""
+        with self._lock:
+            if self.in_step:
+                return
             self.boundary_us = at_us
+            if self.step + 1 >= self._active_until_step:
+                self._update_active(self.step + 1, at_s=at_us / 1e6)
 
     def step_num(self) -> str:
         """The running step's ``step_num`` arg (per mode, as SageMaker writes it)."""
@@ -346,14 +352,17 @@ class Session:
         """The ``step_num`` the next step in ``mode`` will have."""
         return str(self.mode_steps.get(mode, -1) + 1)
 
-    def _update_active(self, step_number: int, *, may_start: bool = True) -> None:
-        """Set :attr:`active` for ``step_number``. At the step's begin (``may_start=False``) an
+    def _update_active(
+        self, step_number: int, *, may_start: bool = True, at_s: float | None = None
+    ) -> None:
+        """Set :attr:`active` for ``step_number``, as at Unix time ``at_s`` (default now).
+        At the step's begin (``may_start=False``) an
         option can only go off (a time range that ended): the step's data loading ran before,
         with the option off, so turning it on there would profile half a step (a time range's
         one step would lose its data-loader events); the next step is judged at this one's end.
         Step boundaries call it only from :attr:`_active_until_step` on: most steps change
         nothing."""
-        now_s = time.time()
+        now_s = time.time() if at_s is None else at_s
         edges = [sys.maxsize]
         for option, profile_range in self._ranges.items():
             self.active[option] = bool(

@@ -124,6 +124,26 @@ def test_a_time_range_that_starts_while_the_job_trains_records_the_step_it_chose
     assert starts[first] <= getnexts[0]["start_us"] < starts[first + 1]
 
 
+def test_a_time_range_that_starts_before_the_first_epoch_records_its_first_step_whole(
+    tmp_path: Path,
+) -> None:
+    # The range starts while the script waits to train: its one step is the first one, data
+    # loading included (the iterator is made after the start, before the first step begins).
+    start_s = time.time() + 3.0
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            dataloader_profiling_config=DataloaderProfilingConfig(start_unix_time=start_s)
+        )
+    )
+    job_dir, _ = run_script(
+        tmp_path, TRAIN_SCRIPT, config, "--steps", "4", "--start-at", str(start_s + 0.5)
+    )
+    events = read_events(job_dir, "model_timeline.json")
+    starts = [s["start_us"] for s in steps(read_events(job_dir))]
+    assert [e["phase"] for e in events] == ["DataLoaderIterInitialize", "DataLoaderIter"]
+    assert starts[0] <= events[1]["start_us"] < starts[1]
+
+
 def test_metrics_regex_keeps_only_matching_events(tmp_path: Path) -> None:
     job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, _config(regex="GetNext"), "--steps", "3")
     events = read_events(job_dir, "model_timeline.json")

@@ -105,7 +105,8 @@ def losses(result: subprocess.CompletedProcess[str]) -> list[str]:
 
 #: A tiny real training job: ``--epochs`` x (``--steps`` training steps, ``--eval-steps`` eval
 #: batches), a DataLoader with ``--workers`` workers (``--persistent-workers``: kept between
-#: epochs, to the end of the script), SGD; prints every loss and the pids of the
+#: epochs, to the end of the script), SGD, training from ``--start-at`` (a Unix time) on;
+#: prints every loss and the pids of the
 #: processes that loaded the data. ``--annotate`` wraps each step in nested stepscope annotations.
 TRAIN_SCRIPT = """
 import argparse, os, sys, time
@@ -121,7 +122,9 @@ parser.add_argument("--persistent-workers", action="store_true")
 parser.add_argument("--annotate", action="store_true")
 parser.add_argument("--no-optimizer", action="store_true")
 parser.add_argument("--sleep-s", type=float, default=0.0, help="sleep in every training step")
+parser.add_argument("--start-at", type=float, default=0.0, help="Unix time to start training at")
 args = parser.parse_args()
+time.sleep(max(args.start_at - time.time(), 0.0))
 
 class Data(Dataset):
     def __init__(self, n, seed):
