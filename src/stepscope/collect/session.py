@@ -321,7 +321,7 @@ class Session:
             self.in_step = False
             mode = self.mode or "GLOBAL"
             phase = f"Step:ModeKeys.{mode}"
-            args = {"step_num": str(self.mode_steps[mode]), "pid": self.pid}
+            args = {"step_num": self.current_step_num, "pid": self.pid}
             self.write_later(phase, phase, self.step_start_us, end - self.step_start_us, args)
             self.events.flush_if_due()
             finished = self.step
