@@ -145,6 +145,30 @@ def test_the_guard_returns_none_and_remembers_the_failure(caplog: pytest.LogCapt
     assert len(caplog.records) == 1 and "ValueError: boom" in caplog.text
 
 
+def test_call_each_skips_a_failed_function_from_then_on_and_calls_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # how the session tells its listeners of a step: one failing listener must not stop the
+    # others, and runs no more once it failed
+    guard = Guard()
+    calls: list[tuple[str, int]] = []
+
+    def good(step: int) -> None:
+        calls.append(("good", step))
+
+    def bad(step: int) -> None:
+        calls.append(("bad", step))
+        raise ValueError("boom")
+
+    listeners = [("test.bad", bad), ("test.good", good)]
+    with caplog.at_level(logging.WARNING, logger="stepscope"):
+        guard.call_each(listeners, 1)
+        guard.call_each(listeners, 2)
+    assert calls == [("bad", 1), ("good", 1), ("good", 2)]
+    assert guard.failures == {"test.bad": 1}
+    assert len(caplog.records) == 1 and "ValueError: boom" in caplog.text
+
+
 def test_keyboard_interrupt_is_not_swallowed() -> None:
     def hook() -> None:
         raise KeyboardInterrupt
