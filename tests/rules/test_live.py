@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -118,3 +119,23 @@ def test_a_ctrl_c_leaves_the_engine_to_its_final_pass(tmp_path):
 def test_bad_rules_fail_before_the_process_starts(tmp_path):
     with pytest.raises(ValueError):
         start_rule_engine(tmp_path, [rule_configs.ProfilerReport(CPUBottleneck_patience=-1)])
+
+
+def test_finish_after_the_engine_was_killed_returns_instead_of_waiting_for_ever(tmp_path):
+    # a SIGTERM to the whole process group (a scheduler, `timeout`) kills the engine as it waits
+    # between scans; the launcher must still get through finish() to its report
+    job = generate_job(tmp_path / "killed", minutes=2, gpus=1, cpus=4)
+    (job / "profiler-output" / "training_job_end.ts").unlink()  # still training
+    handle = start_rule_engine(
+        job, ["StepOutlier"], scan_interval_us=3_600_000_000, report_hook=None
+    )
+    assert wait_for(lambda: status(job, "StepOutlier").get("status") is not None)
+    time.sleep(2)  # its first scan done, it waits for the next one
+    assert handle.pid is not None
+    os.kill(handle.pid, signal.SIGTERM)
+    assert wait_for(lambda: not handle.is_alive())
+    finished: list[bool] = []
+    caller = threading.Thread(target=lambda: finished.append(handle.finish()), daemon=True)
+    caller.start()
+    caller.join(60)
+    assert finished == [False]

@@ -56,6 +56,16 @@ class RuleEngineHandle:
 
     def finish(self, timeout_s: float = 120.0) -> bool:
         """Ask for the final pass and wait for it; True when the engine finished in time."""
+        if not self._process.is_alive():
+            # killed (a SIGTERM to the whole process group): it may still count as a waiter of
+            # the finish event, and setting it would wait for that waiter for ever
+            if self._process.exitcode != 0:
+                logger.warning(
+                    "the rule engine ended early (exit code %s): run `stepscope rules <job>` "
+                    "to compute the verdicts afterwards",
+                    self._process.exitcode,
+                )
+            return self._process.exitcode == 0
         self._finish.set()
         self._process.join(timeout_s)
         if self._process.is_alive():
