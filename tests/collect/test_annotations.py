@@ -95,6 +95,42 @@ def test_annotations_from_many_threads_are_all_kept(tmp_path: Path) -> None:
     assert len({e["args"]["tid"] for e in events}) == 4
 
 
+def test_one_annotate_object_shared_by_threads_gives_each_thread_its_own_span(
+    tmp_path: Path,
+) -> None:
+    shared = stepscope.annotate("shared")  # one module-level object, entered by two threads
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with stepscope.annotate("first"), shared:
+            first_in.set()
+            second_in.wait()
+        first_out.set()  # it leaves while the second thread is still inside
+
+    def second() -> None:
+        first_in.wait()
+        with stepscope.annotate("second"), shared:
+            second_in.set()
+            first_out.wait()
+
+    session = _session(tmp_path).start()
+    try:
+        threads = [threading.Thread(target=first), threading.Thread(target=second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        session.stop()
+    events = [e for e in read_events(tmp_path / "job") if e["phase"] == "Annotation"]
+    owners = {e["name"]: e for e in events if e["name"] != "shared"}
+    shared_spans = [e for e in events if e["name"] == "shared"]
+    assert len(shared_spans) == 2
+    for span in shared_spans:
+        owner = next(o for o in owners.values() if o["args"]["tid"] == span["args"]["tid"])
+        assert owner["start_us"] <= span["start_us"] <= span["end_us"] <= owner["end_us"]
+
+
 def test_outside_a_session_annotations_do_nothing() -> None:
     assert get_active_session() is None
     handle = stepscope.annotation_begin("nothing")

@@ -133,8 +133,8 @@ def _close_range(session: Session, range_: Any) -> None:
 _RANGE_ENTER = "annotation.record_function"
 _RANGE_EXIT = "annotation.record_function_exit"
 
-#: ``annotate._open`` when no annotation of that object is open
-_CLOSED: Any = object()
+#: ``annotate._open`` when no annotation of that object is open: an entry of no thread
+_CLOSED: Any = (None, None, 0, None)
 
 
 class annotate:
@@ -142,9 +142,10 @@ class annotate:
 
     :param name: what the timeline shows; nesting and threads are fine.
 
-    The context manager keeps its open span in a slot rather than a list: the common
-    ``with annotate(name):`` allocates nothing beyond the object itself. An object entered again
-    before it exits (recursion, or one object shared by threads) stacks the outer span.
+    The context manager keeps its open span, ``(thread id, session, start, handle)``, in a slot
+    rather than a list: the common ``with annotate(name):`` allocates one tuple. An object
+    entered again before it exits (recursion, or one object shared by threads) stacks the outer
+    span; a thread that exits under another thread's span takes its own from that stack.
     """
 
     __slots__ = ("_open", "_outer", "name")
@@ -156,12 +157,13 @@ class annotate:
 
     def __enter__(self) -> annotate:
         session = _session._active
+        tid = _get_ident()
         if session is None or not session.enabled:
-            opened: Any = None
+            opened: Any = (tid, None, 0, None)
         elif session.record_function is None:
-            opened = (session, _perf_counter_ns())
+            opened = (tid, session, _perf_counter_ns(), None)
         else:
-            opened = annotation_begin(self.name)
+            opened = (tid, None, 0, annotation_begin(self.name))
         if self._open is not _CLOSED:
             if self._outer is None:
                 self._outer = []
@@ -171,22 +173,31 @@ class annotate:
 
     def __exit__(self, *exc_info: object) -> None:
         end_ns = _perf_counter_ns()
+        tid = _get_ident()
         opened = self._open
-        outer = self._outer
-        self._open = outer.pop() if outer else _CLOSED
-        if opened is None or opened is _CLOSED:
-            return
-        if type(opened) is tuple:
-            session = opened[0]
+        if opened[0] == tid:
+            outer = self._outer
+            self._open = outer.pop() if outer else _CLOSED
+        else:
+            opened = self._take_outer(tid)
+        session, start_ns, handle = opened[1:]
+        if session is not None:
             if session.enabled:  # _record, inlined: this runs for every annotation
                 annotations = session.annotations
-                annotations.append(
-                    (self.name, opened[1], end_ns, _get_ident(), session.current_step_num)
-                )
+                annotations.append((self.name, start_ns, end_ns, tid, session.current_step_num))
                 if len(annotations) >= LATER_MAX_EVENTS:
                     session.flush()
-        else:
-            annotation_end(opened)
+        elif handle is not None:
+            annotation_end(handle)
+
+    def _take_outer(self, tid: int) -> Any:
+        """This thread's latest span, from under another thread's (one object shared by
+        threads); :data:`_CLOSED` when this thread has none open."""
+        outer = self._outer or []
+        for index in range(len(outer) - 1, -1, -1):
+            if outer[index][0] == tid:
+                return outer.pop(index)
+        return _CLOSED
 
     def __call__(self, function: _F) -> _F:
         name = self.name
