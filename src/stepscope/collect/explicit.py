@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stepscope.collect.rank_file import rank_from_env
 from stepscope.collect.session import MODES, Session, get_active_session
@@ -124,7 +124,7 @@ def profile(
         output = Path(framework.local_path)
     else:
         output = _default_job_dir() / "profiler-output"
-    session = Session(config, output, **rank_from_env())
+    session = Session(config, output, **_rank_of_this_process())
     _warn_if_it_holds_a_run(session)
     from stepscope.collect.torch import instrument
 
@@ -137,6 +137,22 @@ def profile(
         session.stop()
         if monitor is not None:
             monitor.stop()
+
+
+def _rank_of_this_process() -> dict[str, Any]:
+    """Node and rank from torchrun's variables; a rank started without them (by
+    ``torch.multiprocessing.spawn``, as PyTorch's DDP tutorial does) whose process group is
+    already up takes the rank and world size that group gave it, as under ``stepscope run``."""
+    found = rank_from_env()
+    dist = sys.modules.get("torch.distributed")  # imported by a script that set a group up
+    if (
+        "RANK" not in os.environ
+        and dist is not None
+        and dist.is_available()
+        and dist.is_initialized()
+    ):
+        found.update(rank=dist.get_rank(), world_size=dist.get_world_size())
+    return found
 
 
 def _warn_if_it_holds_a_run(session: Session) -> None:

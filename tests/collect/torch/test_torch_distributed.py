@@ -155,3 +155,44 @@ def test_ranks_spawned_by_the_script_take_the_rank_their_process_group_gives(
     for node_id in ranks:
         windows = sorted(p.name.split("-", 1)[0] for p in (cprofile / node_id).iterdir())
         assert windows == ["posthookclose", "prestepzero"]
+
+
+#: The same pattern profiled with the explicit API: each rank enters ``stepscope.profile()``
+#: once its process group is up, with no ``RANK`` in its environment
+SPAWN_PROFILE_SCRIPT = """
+import os, sys
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import stepscope
+
+def main(rank, world_size, rendezvous, job_dir):
+    dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=world_size)
+    with stepscope.profile(job_dir=job_dir):
+        model = torch.nn.Linear(8, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        for _ in range(3):
+            model(torch.randn(4, 8)).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(main, args=(2, f"tcp://127.0.0.1:{sys.argv[1]}", sys.argv[2]), nprocs=2)
+"""
+
+
+@pytest.mark.slow
+def test_profile_in_ranks_spawned_by_the_script_writes_each_rank_under_its_own_name(
+    tmp_path: Path,
+) -> None:
+    job_dir = tmp_path / "explicit"
+    run_script(tmp_path, SPAWN_PROFILE_SCRIPT, None, str(free_port()), str(job_dir))
+    ranks_dir = job_dir / "profiler-output" / "framework" / "ranks"
+    ranks = {p.stem: json.loads(p.read_text()) for p in ranks_dir.glob("*.json")}
+    assert sorted(ranks) == ["0-algo-1", "1-algo-1"]
+    assert {info["world_size"] for info in ranks.values()} == {2}
+    events = read_events(job_dir)
+    for node_id in ranks:
+        mine = [e for e in events if e["node_id"] == node_id]
+        assert [e["args"]["step_num"] for e in steps(mine)] == ["0", "1", "2"]
