@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.collect.torch.torchjob import read_events
@@ -71,8 +74,21 @@ def test_a_decorated_coroutine_function_is_annotated_while_it_is_awaited(
     assert event["name"] == "fetch" and event["end_us"] - event["start_us"] >= 50_000
 
 
-def test_annotations_from_many_threads_are_all_kept(tmp_path: Path) -> None:
+def _annotations_from_threads(tmp_path: Path, *targets: Callable[[], None]) -> list[Any]:
+    """Run each target on a thread of its own in a session; the annotations it wrote."""
     session = _session(tmp_path).start()
+    try:
+        threads = [threading.Thread(target=target) for target in targets]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        session.stop()
+    return [e for e in read_events(tmp_path / "job") if e["phase"] == "Annotation"]
+
+
+def test_annotations_from_many_threads_are_all_kept(tmp_path: Path) -> None:
     all_started = threading.Barrier(4)  # four live threads: four distinct thread ids
 
     def worker(n: int) -> None:
@@ -82,15 +98,7 @@ def test_annotations_from_many_threads_are_all_kept(tmp_path: Path) -> None:
                 pass
         all_started.wait()
 
-    try:
-        threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        session.stop()
-    events = [e for e in read_events(tmp_path / "job") if e["phase"] == "Annotation"]
+    events = _annotations_from_threads(tmp_path, *(functools.partial(worker, n) for n in range(4)))
     assert len(events) == 4 * 50 * 2
     assert len({e["args"]["tid"] for e in events}) == 4
 
@@ -113,16 +121,7 @@ def test_one_annotate_object_shared_by_threads_gives_each_thread_its_own_span(
             second_in.set()
             first_out.wait()
 
-    session = _session(tmp_path).start()
-    try:
-        threads = [threading.Thread(target=first), threading.Thread(target=second)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        session.stop()
-    events = [e for e in read_events(tmp_path / "job") if e["phase"] == "Annotation"]
+    events = _annotations_from_threads(tmp_path, first, second)
     owners = {e["name"]: e for e in events if e["name"] != "shared"}
     shared_spans = [e for e in events if e["name"] == "shared"]
     assert len(shared_spans) == 2

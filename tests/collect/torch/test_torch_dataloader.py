@@ -103,17 +103,22 @@ def test_only_the_configured_steps_are_recorded(tmp_path: Path) -> None:
     assert not [e for e in events if e["phase"] == "DataLoaderIterInitialize"]
 
 
+def _time_range_from(start_s: float) -> ProfilerConfig:
+    """Data-loader profiling in a time range from ``start_s`` with no duration: one step."""
+    return ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            dataloader_profiling_config=DataloaderProfilingConfig(start_unix_time=start_s)
+        )
+    )
+
+
 def test_a_time_range_that_starts_while_the_job_trains_records_the_step_it_chose(
     tmp_path: Path,
 ) -> None:
     # The start falls in the job's steps, almost surely in a sleep after the optimizer step,
     # where the data loading of the next step happens.
     start_s = time.time() + 3.0
-    config = ProfilerConfig(
-        framework_profile_params=FrameworkProfile(
-            dataloader_profiling_config=DataloaderProfilingConfig(start_unix_time=start_s)
-        )
-    )
+    config = _time_range_from(start_s)
     job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, config, "--steps", "24", "--sleep-s", "0.25")
     events = read_events(job_dir, "model_timeline.json")
     getnexts = [e for e in events if e["phase"] == "DataLoaderIter"]
@@ -130,11 +135,7 @@ def test_a_time_range_that_starts_before_the_first_epoch_records_its_first_step_
     # The range starts while the script waits to train: its one step is the first one, data
     # loading included (the iterator is made after the start, before the first step begins).
     start_s = time.time() + 3.0
-    config = ProfilerConfig(
-        framework_profile_params=FrameworkProfile(
-            dataloader_profiling_config=DataloaderProfilingConfig(start_unix_time=start_s)
-        )
-    )
+    config = _time_range_from(start_s)
     job_dir, _ = run_script(
         tmp_path, TRAIN_SCRIPT, config, "--steps", "4", "--start-at", str(start_s + 0.5)
     )
