@@ -86,6 +86,14 @@ def test_profile_with_a_disabled_profiler_collects_nothing(tmp_path: Path) -> No
     assert not (tmp_path / "job").exists()
 
 
+@pytest.mark.parametrize("job_dir", [5, ""])
+def test_profile_names_a_job_dir_that_is_not_a_path(job_dir: object) -> None:
+    with pytest.raises(ConfigError, match="profile.job_dir .*a non-empty path string or None"):
+        with stepscope.profile(job_dir=job_dir):  # type: ignore[arg-type]
+            pass
+    assert get_active_session() is None
+
+
 def test_a_second_run_into_the_same_job_folder_is_told_it_adds_to_the_first(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

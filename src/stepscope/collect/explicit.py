@@ -100,6 +100,9 @@ def profile(
     :param job_dir: the job folder; default ``FrameworkProfile.local_path`` if set (as the
         profiler output folder itself), else ``./stepscope-jobs/<script>-<time>``.
     """
+    from stepscope.config.validation import check_path
+
+    job_dir = check_path("profile.job_dir", job_dir)
     running = get_active_session()
     if running is not None:
         logger.info("stepscope: reusing the running profiling session of %s", running.node_id)

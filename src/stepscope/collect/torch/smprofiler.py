@@ -78,7 +78,7 @@ class Config:
     def enable_cuda(self) -> bool:
         value = str(self.profiler.get("EnableCuda", "1")).strip().lower()
         if value not in ("0", "1", "true", "false"):
-            raise ConfigError("Config.profiler['EnableCuda']", value, '"1" or "0"')
+            raise ConfigError("Config.profiler['EnableCuda']", value, '"1", "0", "true" or "false"')
         return value in ("1", "true")
 
 
