@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -116,6 +117,41 @@ def test_monitor_exits_on_the_job_end_marker(tmp_path: Path) -> None:
     finally:
         handle.stop()
     assert "monitor stopped: job ended" in (tmp_path / "monitor.log").read_text()
+
+
+def test_a_second_monitor_of_the_same_node_exits_and_the_first_samples_alone(
+    tmp_path: Path,
+) -> None:
+    # ranks started by torch.multiprocessing.spawn each take themselves for the node's first
+    first = start_monitor(tmp_path, interval_ms=100, gpu_backend="none")
+    second = None
+    try:
+        assert wait_for(lambda: len(system_records(tmp_path)) > 0)
+        second = start_monitor(tmp_path, interval_ms=100, gpu_backend="none")
+        assert second.wait(30) == 0
+        assert first.is_alive()
+        assert wait_for(lambda: len({r["Timestamp"] for r in system_records(tmp_path)}) >= 10)
+    finally:
+        if second is not None:
+            second.stop()
+        first.stop()
+    assert "another monitor samples node algo-1" in (tmp_path / "monitor.log").read_text()
+    samples = [(r["Timestamp"], r["Name"], r["Dimension"]) for r in system_records(tmp_path)]
+    assert len(samples) == len(set(samples)), "every sample written once"
+
+
+def test_the_node_is_free_again_once_its_monitor_was_killed(tmp_path: Path) -> None:
+    first = start_monitor(tmp_path, interval_ms=100, gpu_backend="none")
+    assert wait_for(lambda: len(system_records(tmp_path)) > 0)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(30)
+    second = start_monitor(tmp_path, interval_ms=100, gpu_backend="none")
+    try:
+        before = len(system_records(tmp_path))
+        assert wait_for(lambda: len(system_records(tmp_path)) > before)
+        assert second.is_alive()
+    finally:
+        assert second.stop() == 0
 
 
 _PARENT = textwrap.dedent(

@@ -14,6 +14,7 @@ A job folder holds ``job.json``, ``profiler-output/`` (laid out exactly like Sag
         framework/ranks/<node_id>.json
         training_job_end.ts
         monitor.log
+        .monitor-algo-<n>.lock                                      (held by the node's monitor)
     <job>/rule-output/<RuleName>/status.json
     <job>/rule-output/profiler-reports/<RuleName>.json
     <job>/rule-output/profiler-report.html
@@ -60,6 +61,7 @@ __all__ = [
     "job_file_path",
     "job_has_ended",
     "minute_start_s",
+    "monitor_lock_path",
     "monitor_log_path",
     "node_id_for",
     "node_name",
@@ -178,6 +180,11 @@ def job_has_ended(output_dir: str | Path) -> bool:
 def monitor_log_path(output_dir: str | Path) -> Path:
     """``<profiler-output>/monitor.log``: the system monitor process's own log."""
     return Path(output_dir) / "monitor.log"
+
+
+def monitor_lock_path(output_dir: str | Path, node: str) -> Path:
+    """``<profiler-output>/.monitor-<node>.lock``: held by the running monitor of ``node``."""
+    return Path(output_dir) / f".monitor-{node}.lock"
 
 
 def rank_file_path(output_dir: str | Path, node_id: str) -> Path:

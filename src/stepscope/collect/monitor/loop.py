@@ -9,17 +9,24 @@ appears, or on SIGTERM/SIGINT. Stopped by a signal (the job's owner saying the t
 it first takes a snapshot of the time since the last tick, so a job shorter than the interval
 still has its system metrics. Its own log (``<profiler-output>/monitor.log``) receives every
 exception with its traceback; an error in one snapshot is logged and the next tick goes on.
+
+One monitor per node and job: a monitor holds ``.monitor-<node>.lock`` in the profiler output
+(``flock``, released with the process, even after ``kill -9``) and one that finds it held exits
+at once. Several processes may start one: ranks that ``torch.multiprocessing.spawn`` started
+without ``LOCAL_RANK`` each take themselves for the node's first.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import logging
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -28,7 +35,7 @@ import psutil
 from stepscope.collect.monitor.gpu import GpuBackend, gpu_backend_from_spec
 from stepscope.collect.monitor.sampler import SystemSampler
 from stepscope.store import SystemMetricsWriter
-from stepscope.store.layout import job_has_ended, monitor_log_path
+from stepscope.store.layout import job_has_ended, monitor_lock_path, monitor_log_path
 
 __all__ = ["main", "run_monitor"]
 
@@ -175,17 +182,47 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    try:
-        reason = run_monitor(
-            args.profiler_output_dir,
-            node=args.node,
-            interval_ms=args.interval_ms,
-            parent_pid=args.parent_pid,
-            gpu_backend=gpu_backend_from_spec(args.gpu_backend),
-            stop=stop,
-        )
-    except Exception:
-        logger.exception("the monitor failed")
-        return 1
+    with _node_lock(Path(args.profiler_output_dir), args.node) as claimed:
+        if not claimed:
+            logger.info("another monitor samples node %s of this job: this one exits", args.node)
+            return 0
+        try:
+            reason = run_monitor(
+                args.profiler_output_dir,
+                node=args.node,
+                interval_ms=args.interval_ms,
+                parent_pid=args.parent_pid,
+                gpu_backend=gpu_backend_from_spec(args.gpu_backend),
+                stop=stop,
+            )
+        except Exception:
+            logger.exception("the monitor failed")
+            return 1
     logger.info("monitor stopped: %s", reason)
     return 0
+
+
+@contextlib.contextmanager
+def _node_lock(output_dir: Path, node: str) -> Iterator[bool]:
+    """Hold the node's lock file while the monitor runs; ``False`` when another monitor holds
+    it. Where the file cannot be made or locked, sampling goes on, with a warning."""
+    path = monitor_lock_path(output_dir, node)
+    try:
+        handle = open(path, "ab")
+    except OSError as exc:
+        logger.warning(
+            "cannot open %s (%s): a second monitor of this node would not stop", path, exc
+        )
+        yield True
+        return
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        except OSError as exc:
+            logger.warning(
+                "cannot lock %s (%s): a second monitor of this node would not stop", path, exc
+            )
+        yield True
