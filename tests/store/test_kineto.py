@@ -242,6 +242,35 @@ def test_json_cut_mid_event_keeps_every_whole_event(shared_fixtures, tmp_path):
     assert trace.metadata["event_count"] + trace.metadata["flow_events"] < len(events)
 
 
+def test_a_trace_cut_before_its_base_time_says_its_times_are_relative(tmp_path, caplog):
+    base_ns = 1_700_000_000_000_000_000  # written after the events, as Kineto does
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1000 + 10 * i,
+            "dur": 5,
+        }
+        for i in range(2000)
+    ]
+    text = json.dumps({"schemaVersion": 1, "traceEvents": events, "baseTimeNanoseconds": base_ns})
+    whole, cut = tmp_path / "whole.json", tmp_path / "cut.json"
+    whole.write_text(text)
+    cut.write_text(text[: len(text) * 6 // 10])
+    complete = read_kineto_trace(whole)
+    assert complete.table()["start_us"][0].as_py() == base_ns / 1000 + 1000
+    assert not [w for w in complete.metadata["warnings"] if "baseTimeNanoseconds" in w]
+    with caplog.at_level(logging.WARNING, logger="stepscope.store.kineto"):
+        partial = read_kineto_trace(cut)
+    assert partial.table()["start_us"][0].as_py() == 1000  # the trace's own clock
+    warning = next(w for w in partial.metadata["warnings"] if "baseTimeNanoseconds" in w)
+    assert str(cut) in warning and "cut short" in warning and "not Unix times" in warning
+    assert "not Unix times" in caplog.text
+
+
 def test_not_a_trace(shared_fixtures, tmp_path):
     other = tmp_path / "other.json"
     other.write_text('{"foo": 1}')

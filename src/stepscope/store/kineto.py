@@ -38,6 +38,8 @@ Rank: ``distributedInfo.rank``; else ``rank_hint``; else the file name (``rank-3
 truncated ``.gz``, a document cut mid-event) keeps every event read before the damage and logs a
 warning naming the file and the position. An event with no numeric ``ts``, or a negative
 ``dur``, has no place in time: it is skipped, with one warning naming the file and the first.
+A trace whose times are relative but that has no ``baseTimeNanoseconds`` (a newer trace cut
+before its end) is read on its own clock, with a warning.
 """
 
 from __future__ import annotations
@@ -84,6 +86,9 @@ BATCH_ROWS = 65_536
 #: (:class:`~stepscope.store.cache.ColumnarCache`): bump it whenever a trace would give
 #: different rows or metadata.
 READER_VERSION = 3
+
+#: 2001-01-01 in µs since the Unix epoch: a trace whose first time is earlier has relative times
+_UNIX_TIMES_FROM_US = 978_307_200e6
 
 #: Categories of the CPU-side calls that launch GPU work (their ``correlation`` is the GPU one's).
 LAUNCH_CATEGORIES: tuple[str, ...] = ("cuda_runtime", "cuda_driver")
@@ -205,6 +210,8 @@ def read_kineto_trace(
     rank = _resolve_rank(header, path, rank_hint, warnings)
     base_ns = header.get("baseTimeNanoseconds")
     base_time_ns = int(base_ns) if isinstance(base_ns, (int, float)) else None
+    if base_time_ns is None:
+        _warn_if_times_are_relative(raw, path, cut=bool(document.problems), warnings=warnings)
     steps = _assign_steps(raw)
     table = _to_event_table(raw, steps, rank=rank, node=node, base_time_ns=base_time_ns)
     distributed = header.get("distributedInfo")
@@ -234,6 +241,24 @@ def read_kineto_trace(
         "warnings": warnings,
     }
     return KinetoTrace(path=path, metadata=metadata, _table=table)
+
+
+def _warn_if_times_are_relative(
+    raw: pa.Table, path: Path, *, cut: bool, warnings: list[str]
+) -> None:
+    """Say so when a trace without ``baseTimeNanoseconds`` has times that are no Unix times
+    (a newer trace cut short: Kineto writes that key after the events)."""
+    first = pc.min(raw["ts"]).as_py() if raw.num_rows else None
+    if first is None or first >= _UNIX_TIMES_FROM_US:
+        return
+    why = " (the file is cut short, and Kineto writes that key after its events)" if cut else ""
+    message = (
+        f"{path}: no baseTimeNanoseconds{why}, and its times are not Unix times (the first is "
+        f"{first:.0f} µs): its events keep the trace's own clock and do not line up with "
+        "system metrics or other files"
+    )
+    logger.warning(message)
+    warnings.append(message)
 
 
 def _drop_damaged_events(raw: pa.Table, path: Path, warnings: list[str]) -> pa.Table:
