@@ -6,10 +6,13 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from stepscope.rules import rule_configs, run_rules, start_rule_engine
@@ -139,3 +142,40 @@ def test_finish_after_the_engine_was_killed_returns_instead_of_waiting_for_ever(
     caller.start()
     caller.join(60)
     assert finished == [False]
+
+
+_LAUNCHER = """
+import sys
+from stepscope.rules import start_rule_engine
+handle = start_rule_engine(sys.argv[1], ["StepOutlier"], scan_interval_us=3_600_000_000,
+                           report_hook=None)
+print(handle.pid, flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def test_the_engine_makes_its_final_pass_when_its_launcher_is_killed(tmp_path):
+    # a launcher killed with SIGKILL cannot call finish(): the engine must not outlive it,
+    # waiting for an hour between scans of a job that will never end
+    job = generate_job(tmp_path / "orphan", minutes=2, gpus=1, cpus=4)
+    (job / "profiler-output" / "training_job_end.ts").unlink()  # still training
+    with subprocess.Popen(
+        [sys.executable, "-c", _LAUNCHER, str(job)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as launcher:
+        try:
+            engine_pid = int(launcher.stdout.readline())
+            assert wait_for(lambda: status(job, "StepOutlier").get("status") is not None)
+        finally:
+            launcher.kill()
+    assert wait_for(lambda: not psutil.pid_exists(engine_pid) or _zombie(engine_pid), 60)
+    assert status(job, "StepOutlier")["status"] in ("NoIssuesFound", "IssuesFound")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True

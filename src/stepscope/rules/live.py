@@ -3,8 +3,9 @@
 :func:`start_rule_engine` starts it (``spawn``, so nothing of the training process is inherited).
 Every ``scan_interval_us`` it refreshes the job's columnar store, scans only the data added
 since the previous scan (:class:`~stepscope.rules.engine.RuleSession`), and rewrites each rule's
-``status.json`` and report JSON. When ``training_job_end.ts`` appears, or the handle's
-:meth:`RuleEngineHandle.finish` is called, it makes the final pass and exits.
+``status.json`` and report JSON. When ``training_job_end.ts`` appears, the handle's
+:meth:`RuleEngineHandle.finish` is called, or the process that started it is gone (the other
+end of its pipe closes), it makes the final pass and exits.
 
 After each scan that changed a verdict, and at most every ``report_interval_s``, it rewrites the
 HTML report through the hook named by ``report_hook`` (an import path resolved in the engine
@@ -21,6 +22,7 @@ import signal
 import threading
 import time
 from collections.abc import Sequence
+from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
@@ -43,9 +45,9 @@ _END_MARKER = "training_job_end.ts"
 class RuleEngineHandle:
     """The running engine process: ``finish()`` for the final pass, ``stop()`` to abandon it."""
 
-    def __init__(self, process: BaseProcess, finish_event: Any) -> None:
+    def __init__(self, process: BaseProcess, finish: Connection) -> None:
         self._process = process
-        self._finish = finish_event
+        self._finish = finish
 
     @property
     def pid(self) -> int | None:
@@ -56,17 +58,12 @@ class RuleEngineHandle:
 
     def finish(self, timeout_s: float = 120.0) -> bool:
         """Ask for the final pass and wait for it; True when the engine finished in time."""
-        if not self._process.is_alive():
-            # killed (a SIGTERM to the whole process group): it may still count as a waiter of
-            # the finish event, and setting it would wait for that waiter for ever
-            if self._process.exitcode != 0:
-                logger.warning(
-                    "the rule engine ended early (exit code %s): run `stepscope rules <job>` "
-                    "to compute the verdicts afterwards",
-                    self._process.exitcode,
-                )
-            return self._process.exitcode == 0
-        self._finish.set()
+        try:
+            # a pipe, not an event: telling an engine that was killed (a SIGTERM to the whole
+            # process group) must not wait for it, as setting a shared event would
+            self._finish.send_bytes(b"finish")
+        except OSError:
+            pass  # the engine is gone
         self._process.join(timeout_s)
         if self._process.is_alive():
             logger.warning(
@@ -76,6 +73,12 @@ class RuleEngineHandle:
             )
             self.stop()
             return False
+        if self._process.exitcode != 0:
+            logger.warning(
+                "the rule engine failed or was stopped (exit code %s): run `stepscope rules "
+                "<job>` to compute the verdicts afterwards",
+                self._process.exitcode,
+            )
         return self._process.exitcode == 0
 
     def stop(self, timeout_s: float = 5.0) -> None:
@@ -109,10 +112,17 @@ def start_rule_engine(
     """
     built = build_rules(rules)
     context = multiprocessing.get_context("spawn")
-    finish = context.Event()
+    finish_received, finish = context.Pipe(duplex=False)
     process = context.Process(
         target=_run,
-        args=(str(job_dir), built, scan_interval_us, report_hook, report_interval_s, finish),
+        args=(
+            str(job_dir),
+            built,
+            scan_interval_us,
+            report_hook,
+            report_interval_s,
+            finish_received,
+        ),
         name="stepscope-rules",
         daemon=True,
     )
@@ -125,6 +135,7 @@ def start_rule_engine(
     finally:
         if restore is not None:
             signal.signal(signal.SIGINT, restore)
+    finish_received.close()  # the engine has its own end
     return RuleEngineHandle(process, finish)
 
 
@@ -141,9 +152,10 @@ def _run(
     scan_interval_us: int | None,
     report_hook: str | None,
     report_interval_s: float,
-    finish: Any,
+    finish: Connection,
 ) -> None:
-    """The engine process: scan until the job ends, then the final pass."""
+    """The engine process: scan until the job ends or it is told to finish (anything on
+    ``finish``, or its launcher gone), then the final pass."""
     logging.basicConfig(level=logging.INFO, format="stepscope rules: %(message)s")
     root = Path(job_dir)
     output = root / "rule-output"
@@ -151,7 +163,7 @@ def _run(
     interval_s = 60.0
     last_report = 0.0
     while True:
-        ended = finish.is_set() or _job_ended(root)
+        ended = finish.poll() or _job_ended(root)
         try:
             if session is None:
                 session = RuleSession(open_input(root), rules)
@@ -169,7 +181,7 @@ def _run(
                 raise
         if ended:
             return
-        finish.wait(interval_s)
+        finish.poll(interval_s)
 
 
 def _job_ended(root: Path) -> bool:
