@@ -109,6 +109,8 @@ def start_rule_engine(
     :param report_hook: ``"module:function"`` called with the job folder to rewrite the HTML
         report; None for no report.
     :param report_interval_s: the report is rewritten at most this often.
+    :returns: the engine's handle. Keep it while the job runs: the engine makes its final pass
+        and exits once no process holds it (the launcher ended, or dropped the handle).
     """
     built = build_rules(rules)
     context = multiprocessing.get_context("spawn")
