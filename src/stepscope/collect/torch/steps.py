@@ -229,9 +229,7 @@ class ModuleHooks:
         if self._reached:
             self._forget_sub_backwards()
         self.finder.step_ended()
-        wanted = self.submodules if self.submodules is not None else session.active["detailed"]
-        if wanted or self._sub_handles is not None:
-            self._follow_submodule_range()
+        self._follow_submodule_range()
 
     def on_stop(self, session: Session) -> None:
         """Write the sub-module forwards still waiting (:meth:`remove` takes the hooks off)."""
@@ -268,21 +266,19 @@ class ModuleHooks:
         self._model_pre_hook(module, args)
 
     def _submodules_on(self) -> bool:
-        if self.session.guard.is_disabled(_MODULE_HOOKS):
-            return False
-        if self.submodules is None:
-            return self.session.active["detailed"]
-        return self.submodules
+        on = self.session.active["detailed"] if self.submodules is None else self.submodules
+        return on and not self.session.guard.is_disabled(_MODULE_HOOKS)
 
     def _follow_submodule_range(self) -> None:
-        """Hook every model's sub-modules when sub-module events go on, unhook when they go off."""
+        """Hook every model's sub-modules when sub-module events go on, unhook when they go off
+        (at every step end: with them off and unhooked, it asks one dict)."""
         if self._submodules_on():
             if self._sub_handles is None:
                 handles: list[Any] = []
                 for model in list(self._models.keys()):
                     self._hook_submodules_of(model, handles)
                 self._sub_handles = handles
-        else:
+        elif self._sub_handles is not None:
             self._unhook_submodules()
 
     def _hook_submodules_of(self, model: torch.nn.Module, handles: list[Any]) -> None:
