@@ -243,6 +243,12 @@ def read_kineto_trace(
     return KinetoTrace(path=path, metadata=metadata, _table=table)
 
 
+def _warn(message: str, warnings: list[str]) -> None:
+    """Log ``message`` and keep it in the trace's ``warnings``."""
+    logger.warning(message)
+    warnings.append(message)
+
+
 def _warn_if_times_are_relative(
     raw: pa.Table, path: Path, *, cut: bool, warnings: list[str]
 ) -> None:
@@ -257,8 +263,7 @@ def _warn_if_times_are_relative(
         f"{first:.0f} µs): its events keep the trace's own clock and do not line up with "
         "system metrics or other files"
     )
-    logger.warning(message)
-    warnings.append(message)
+    _warn(message, warnings)
 
 
 def _drop_damaged_events(raw: pa.Table, path: Path, warnings: list[str]) -> pa.Table:
@@ -275,8 +280,7 @@ def _drop_damaged_events(raw: pa.Table, path: Path, warnings: list[str]) -> pa.T
         f"{raw['name'][first].as_py()!r} (span, instant or counter #{first + 1} of the file); "
         "the other events are kept"
     )
-    logger.warning(message)
-    warnings.append(message)
+    _warn(message, warnings)
     return raw.filter(pc.invert(damaged))
 
 
@@ -375,13 +379,11 @@ def _resolve_rank(
         match = pattern.search(path.name)
         if match:
             message = f"{path}: trace {missing}; rank {match.group(1)} taken from the file name"
-            logger.warning(message)
-            warnings.append(message)
+            _warn(message, warnings)
             return int(match.group(1))
     message = (
         f"{path}: trace {missing} and its file name names no rank; assuming rank 0. "
         "Pass rank_hint=, or name the file like 'rank-3.json.gz', to set it"
     )
-    logger.warning(message)
-    warnings.append(message)
+    _warn(message, warnings)
     return 0
