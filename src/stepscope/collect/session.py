@@ -344,10 +344,6 @@ class Session:
             if self.step + 1 >= self._active_until_step:
                 self._update_active(self.step + 1, at_s=at_us / 1e6)
 
-    def step_num(self) -> str:
-        """The running step's ``step_num`` arg (per mode, as SageMaker writes it)."""
-        return self.current_step_num
-
     def next_step_num(self, mode: str) -> str:
         """The ``step_num`` the next step in ``mode`` will have."""
         return str(self.mode_steps.get(mode, -1) + 1)

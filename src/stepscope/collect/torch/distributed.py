@@ -177,7 +177,7 @@ class CollectiveHooks:
             "group": _group_name(bound.get("group")),
             "dtype": str(tensors[0].dtype).removeprefix("torch.") if tensors else "",
             "async_op": async_op,
-            "step_num": session.step_num(),
+            "step_num": session.current_step_num,
             "pid": session.pid,
         }
         return event_args, async_op
