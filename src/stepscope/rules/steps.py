@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from stepscope._sql import sql_text
+
 __all__ = ["CANDIDATES_SQL", "step_conditions"]
 
 _STEP_EVENT = "category LIKE 'Step:ModeKeys.%'"
@@ -43,14 +45,9 @@ def step_conditions(
         return {"steps": f"({_STEP_EVENT})", "repeated_steps": "FALSE"}
     if not repeated:
         return {"steps": f"({_STEP_EVENT} OR {_PROFILER_STEP})", "repeated_steps": "FALSE"}
-    ranks = ", ".join(f"({_sql_text(node)}, {int(rank)})" for node, rank in repeated)
+    ranks = ", ".join(f"({sql_text(node)}, {int(rank)})" for node, rank in repeated)
     in_repeated = f"(node, rank) IN ({ranks})"
     return {
         "steps": f"({_STEP_EVENT} OR ({_PROFILER_STEP} AND NOT {in_repeated}))",
         "repeated_steps": f"({_PROFILER_STEP} AND {in_repeated})",
     }
-
-
-def _sql_text(value: str) -> str:
-    """``value`` as an SQL string literal."""
-    return "'" + value.replace("'", "''") + "'"

@@ -55,6 +55,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stepscope._atomic import write_atomic
+from stepscope._sql import sql_text
 from stepscope.errors import CorruptFileError, StoreError
 from stepscope.store.filesystem import FileInfo, SourceFiles
 from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
@@ -493,12 +494,11 @@ class ColumnarCache:
         if con is None:
             con = duckdb.connect()
             # a query larger than memory spills beside the cache, not into the current folder
-            spill = str(self.root / "spill").replace("'", "''")
-            con.execute(f"SET temp_directory = '{spill}'")
+            con.execute(f"SET temp_directory = {sql_text(str(self.root / 'spill'))}")
         for kind, schema in KINDS.items():
             files = [str(p) for p in self.segments(kind)]
             if files:
-                listing = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+                listing = ", ".join(sql_text(f) for f in files)
                 sql = f"SELECT * FROM read_parquet([{listing}])"
             else:
                 sql = _empty_view_sql(schema)

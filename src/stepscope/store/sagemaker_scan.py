@@ -29,6 +29,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from stepscope._sql import sql_text
 from stepscope.store.sagemaker import args_columns, process_names
 from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
 
@@ -52,7 +53,7 @@ class ScanFile:
 
 
 def _sql_list(files: Sequence[ScanFile]) -> str:
-    return "[" + ", ".join("'" + f.path.replace("'", "''") + "'" for f in files) + "]"
+    return "[" + ", ".join(sql_text(f.path) for f in files) + "]"
 
 
 #: What a scan gives: all rows, in file order, and the 0-based file of each row.
