@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.collect.torch.torchjob import run_script
 from tests.servers import free_port
 
 from stepscope.analysis.python_profile import (
@@ -227,6 +228,74 @@ def test_a_folder_that_does_not_exist_is_named_in_the_error(analysis, tmp_path: 
     missing = tmp_path / "no-such-job"
     with pytest.raises(JobNotFoundError, match=f"{analysis.__name__} reads a job folder"):
         analysis(missing)
+
+
+# -- profiles of a real training job ----------------------------------------------------------------
+
+#: A script that profiles a short training loop with ``stepscope.profile()``, then goes on with
+#: work of its own: ``before_training`` runs before step zero, ``after_training`` after the
+#: block, in the post-hook-close window.
+PROFILED_SCRIPT = """
+import sys
+import torch
+import stepscope
+from stepscope import FrameworkProfile, ProfilerConfig, PythonProfilingConfig
+
+def before_training():
+    return sum(range(1000))
+
+def after_training():
+    return sum(range(1000))
+
+config = ProfilerConfig(framework_profile_params=FrameworkProfile(
+    python_profiling_config=PythonProfilingConfig(start_step=1, num_steps=1)))
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+with stepscope.profile(config, job_dir=sys.argv[1]):
+    before_training()
+    for _ in range(3):
+        loss = model(torch.randn(2, 4)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+after_training()
+"""
+
+
+@pytest.fixture(scope="module")
+def profiled_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("torch")
+    tmp_path = tmp_path_factory.mktemp("profiled")
+    run_script(tmp_path, PROFILED_SCRIPT, None, str(tmp_path / "job"))
+    return tmp_path / "job"
+
+
+def test_pre_step_zero_and_post_hook_close_of_a_real_job_are_each_their_own_window(
+    profiled_job: Path,
+) -> None:
+    analysis = cProfileAnalysis(profiled_job)
+    pre = analysis.fetch_pre_step_zero_profile_stats()
+    post = analysis.fetch_post_hook_close_profile_stats()
+    assert [r.start_mode for r in pre.records] == [PythonProfileModes.PRE_STEP_ZERO]
+    assert [r.end_mode for r in post.records] == [PythonProfileModes.POST_HOOK_CLOSE]
+    assert (_calls(pre.ps, "before_training"), _calls(pre.ps, "after_training")) == (1, 0)
+    assert (_calls(post.ps, "before_training"), _calls(post.ps, "after_training")) == (0, 1)
+    phases = analysis.fetch_profile_stats_by_job_phase()
+    assert phases["initialization"].records == pre.records
+    assert phases["finalization"].records == post.records
+    assert [r.start_step for r in phases["training_loop"].records] == [1]
+
+
+def test_a_step_window_that_ended_inside_its_step_is_not_post_hook_close(
+    cprofile_job: Path,
+) -> None:
+    # the window of step 3 ended where the script started its own cProfile: phase "end"
+    base = cprofile_job / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
+    folder = _folder("train", "3", "stepstart", T + 52, "train", "3", "end", T + 55)
+    _profile_into(base / folder / "python_stats", busy_trainer, 2)
+    post = cProfileAnalysis(cprofile_job).fetch_post_hook_close_profile_stats()
+    assert [r.end_mode for r in post.records] == [PythonProfileModes.POST_HOOK_CLOSE]
+    assert _calls(post.ps, "busy_trainer") == 0
 
 
 # -- recorded cProfile dumps ---------------------------------------------------------------------

@@ -436,17 +436,29 @@ class _PythonProfileAnalysis:
     def fetch_pre_step_zero_profile_stats(
         self, node_id: str = "any", refresh_stats: bool = True
     ) -> Any:
-        """The profile from hook creation to the first step."""
+        """The profile from hook creation to the first step.
+
+        Selected by mode, not by SageMaker's ``start`` phase: a post-hook-close window that
+        starts at the hook's close (``posthookclose-*-start``) has that phase too.
+        """
         self._refresh_python_profile_stats(refresh_stats)
-        selected = [r for r in self._by_node(node_id) if r.start_phase == StepPhase.START]
+        selected = [
+            r for r in self._by_node(node_id) if r.start_mode == PythonProfileModes.PRE_STEP_ZERO
+        ]
         return self._aggregate_stats(selected, "pre-step-zero")
 
     def fetch_post_hook_close_profile_stats(
         self, node_id: str = "any", refresh_stats: bool = True
     ) -> Any:
-        """The profile from the hook closing to the end of the script."""
+        """The profile from the hook closing to the end of the script.
+
+        Selected by mode, not by SageMaker's ``end`` phase: a step's window that ended inside
+        its step (where the script's own cProfile took over) has that phase too.
+        """
         self._refresh_python_profile_stats(refresh_stats)
-        selected = [r for r in self._by_node(node_id) if r.end_phase == StepPhase.END]
+        selected = [
+            r for r in self._by_node(node_id) if r.end_mode == PythonProfileModes.POST_HOOK_CLOSE
+        ]
         return self._aggregate_stats(selected, "post-hook-close")
 
     def list_profile_stats(self, refresh_stats: bool = True) -> pd.DataFrame:
