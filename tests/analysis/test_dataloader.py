@@ -9,6 +9,7 @@ from tests.analysis import _handbuilt as hb
 
 from stepscope.analysis.dataloader import PT_dataloader_analysis
 from stepscope.analysis.pandas_frame import PandasFrame
+from stepscope.errors import ConfigError
 
 S = hb.S
 
@@ -91,6 +92,16 @@ def test_batch_time_window(caplog: pytest.LogCaptureFixture) -> None:
         none = analysis.analyze_batchtime(hb.T0 + 8 * S, hb.T0 + 10 * S)
     assert none.empty
     assert "Fewer than two" in caplog.text
+
+
+def test_a_batch_time_window_that_ends_before_it_starts_is_a_config_error() -> None:
+    analysis = _getnext_job()
+    with pytest.raises(ConfigError, match="analyze_batchtime.end_timestamp"):
+        analysis.analyze_batchtime(hb.T0 + 6 * S, hb.T0 + 1 * S)
+    # as text, the way the outlier table shows times
+    calls = analysis.dataIter_metric
+    with pytest.raises(ConfigError, match="at or after start_timestamp"):
+        analysis.analyze_batchtime(calls["start_time"].iloc[-1], calls["start_time"].iloc[0])
 
 
 def test_a_job_without_data_loader_events_gives_empty_results() -> None:

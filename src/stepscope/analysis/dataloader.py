@@ -28,6 +28,7 @@ from stepscope.analysis.pandas_frame import (
     to_epoch_us,
 )
 from stepscope.analysis.window_plot import plot_the_window as _plot_the_window
+from stepscope.errors import ConfigError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -242,13 +243,22 @@ class PT_dataloader_analysis:
             report during outlier batches.
         :param select_dimensions: regular expressions for the system metrics (dimension or name)
             to report during outlier batches.
+        :raises ConfigError: a bound is not a timestamp, or the end is before the start.
         """
         calls = self.dataIter_metric
+        start_us: int | None = None
         if start_timestamp is not None:
             start_us = to_epoch_us(start_timestamp, "analyze_batchtime.start_timestamp")
             calls = calls[calls["start_time_epoch_us"] >= start_us]
         if end_timestamp is not None:
             end_us = to_epoch_us(end_timestamp, "analyze_batchtime.end_timestamp")
+            if start_us is not None and end_us < start_us:
+                # Swapped bounds would read as a window without GetNext calls.
+                raise ConfigError(
+                    "analyze_batchtime.end_timestamp",
+                    end_timestamp,
+                    f"a time at or after start_timestamp ({start_timestamp!r})",
+                )
             calls = calls[calls["start_time_epoch_us"] <= end_us]
         if len(calls) < 2:
             result = BatchTimeAnalysis(batches=calls.assign(BatchTime_in_seconds=float("nan")))
