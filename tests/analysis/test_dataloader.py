@@ -46,20 +46,23 @@ def test_getnext_outliers_are_at_least_twice_the_median(analysis: PT_dataloader_
     assert "1 outliers" in getnext.summary()
 
 
-def _getnext_job() -> PT_dataloader_analysis:
-    """GetNext calls at 0, 1, 2, 3, 6 and 7 s: batches of 1, 1, 1, 3 and 1 s."""
+def _getnext_job(fractions_us: dict[int, float] | None = None) -> PT_dataloader_analysis:
+    """GetNext calls at 0, 1, 2, 3, 6 and 7 s: batches of 1, 1, 1, 3 and 1 s.
+
+    :param fractions_us: a fraction of a µs to add to the start of the call at that second.
+    """
     rows = [r for r in hb.event_rows() if r["category"] != "DataLoaderIter"]
     for start_s in (0, 1, 2, 3, 6, 7):
-        rows.append(
-            hb.event(
-                "model_timeline",
-                "DataLoaderIter",
-                "DataLoaderIter::GetNext",
-                start_s,
-                0.001,
-                args={"worker_id": start_s % 2},
-            )
+        row = hb.event(
+            "model_timeline",
+            "DataLoaderIter",
+            "DataLoaderIter::GetNext",
+            start_s,
+            0.001,
+            args={"worker_id": start_s % 2},
         )
+        row["start_us"] += (fractions_us or {}).get(start_s, 0.0)
+        rows.append(row)
     return PT_dataloader_analysis(PandasFrame(hb.connect(events=hb.events_table(rows))))
 
 
@@ -92,6 +95,18 @@ def test_batch_time_window(caplog: pytest.LogCaptureFixture) -> None:
         none = analysis.analyze_batchtime(hb.T0 + 8 * S, hb.T0 + 10 * S)
     assert none.empty
     assert "Fewer than two" in caplog.text
+
+
+def test_an_outlier_batch_is_found_again_by_the_bounds_the_outlier_table_gives() -> None:
+    # the calls start at fractions of a µs, as real ones do; the text timestamps round them
+    analysis = _getnext_job({3: 0.7, 6: 0.3})
+    (outlier,) = analysis.analyze_batchtime().outliers.itertuples()
+    for bounds in (
+        (outlier.previous_batch_start_epoch_us, outlier.start_time_epoch_us),
+        (outlier.previous_batch_start, outlier.start_time),
+    ):
+        times = analysis.analyze_batchtime(*bounds).batches["BatchTime_in_seconds"].dropna()
+        assert times.tolist() == [pytest.approx(3.0)], bounds
 
 
 def test_a_batch_time_window_that_ends_before_it_starts_is_a_config_error() -> None:

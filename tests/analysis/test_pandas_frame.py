@@ -118,6 +118,18 @@ def test_data_by_time_window(pf: PandasFrame) -> None:
     assert none.empty and len(only_system) == 8
 
 
+@pytest.mark.parametrize("fraction_us", [0.3, 0.7])
+def test_an_event_is_in_the_window_of_its_own_start_time(fraction_us: float) -> None:
+    # events start at fractions of a µs; the text timestamps round them to the nearest µs
+    rows = [hb.event("pythontimeline", "Forward", "Net", 1.1, 1e-6)]
+    rows[0]["start_us"] += fraction_us
+    pf = PandasFrame(hb.connect(events=hb.events_table(rows)))
+    (event,) = pf.get_all_framework_metrics().itertuples()
+    for bound in (event.start_time, event.start_time_epoch_us):
+        _, fw = pf.get_profiler_data_by_time(bound, bound)
+        assert fw["framework_metric"].tolist() == ["Net"], bound
+
+
 def test_data_by_step_takes_system_samples_within_those_steps(pf: PandasFrame) -> None:
     system, fw = pf.get_profiler_data_by_step(1, 1)
     # TRAIN step 1 [2, 3.5] and EVAL step 1 [6.5, 7.5]: samples at 2..7 s.

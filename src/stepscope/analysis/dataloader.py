@@ -25,7 +25,7 @@ from stepscope.analysis.pandas_frame import (
     FRAMEWORK_METRIC_SQL,
     PandasFrame,
     regex_any,
-    to_epoch_us,
+    window_bound_us,
 )
 from stepscope.analysis.window_plot import plot_the_window as _plot_the_window
 from stepscope.errors import ConfigError
@@ -236,8 +236,8 @@ class PT_dataloader_analysis:
         """Time per batch (start of one GetNext to the start of the next, per node and process),
         its outliers (>= 2x median), and what the system and the framework did during them.
 
-        :param start_timestamp: window start: µs since the epoch, or a SageMaker text timestamp;
-            None means the first GetNext.
+        :param start_timestamp: window start: µs since the epoch, or a SageMaker text timestamp
+            (standing for its whole µs); None means the first GetNext.
         :param end_timestamp: window end, likewise; None means the last GetNext.
         :param select_events: regular expressions for the framework events (name or phase) to
             report during outlier batches.
@@ -246,12 +246,14 @@ class PT_dataloader_analysis:
         :raises ConfigError: a bound is not a timestamp, or the end is before the start.
         """
         calls = self.dataIter_metric
-        start_us: int | None = None
+        start_us: float | None = None
         if start_timestamp is not None:
-            start_us = to_epoch_us(start_timestamp, "analyze_batchtime.start_timestamp")
+            start_us = window_bound_us(
+                start_timestamp, "analyze_batchtime.start_timestamp", end=False
+            )
             calls = calls[calls["start_time_epoch_us"] >= start_us]
         if end_timestamp is not None:
-            end_us = to_epoch_us(end_timestamp, "analyze_batchtime.end_timestamp")
+            end_us = window_bound_us(end_timestamp, "analyze_batchtime.end_timestamp", end=True)
             if start_us is not None and end_us < start_us:
                 # Swapped bounds would read as a window without GetNext calls.
                 raise ConfigError(

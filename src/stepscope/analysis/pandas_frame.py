@@ -42,6 +42,7 @@ __all__ = [
     "regex_any",
     "text_time_sql",
     "to_epoch_us",
+    "window_bound_us",
 ]
 
 logger = logging.getLogger(__name__)
@@ -115,6 +116,24 @@ def to_epoch_us(timestamp: Any, parameter: str = "timestamp") -> int:
         delta: _dt.timedelta = timestamp - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
         return delta.days * 86_400_000_000 + delta.seconds * 1_000_000 + delta.microseconds
     raise ConfigError(parameter, timestamp, allowed)
+
+
+def window_bound_us(timestamp: Any, parameter: str, *, end: bool) -> float:
+    """One bound of an inclusive time window as µs since the epoch, as exact as it was given.
+
+    A number is kept as it is: events start at fractions of a µs, so cutting the
+    ``start_time_epoch_us`` of an event to whole µs would leave that event out of a window
+    ending there. A text timestamp (or a datetime) shows a time rounded to the µs, so it stands
+    for that whole µs: the window reaches half a µs beyond it, and the event it was read from is
+    in.
+
+    :param end: whether this is the window's end (else its start).
+    :raises ConfigError: ``timestamp`` is not a timestamp (see :func:`to_epoch_us`).
+    """
+    us = to_epoch_us(timestamp, parameter)
+    if isinstance(timestamp, numbers.Real):
+        return float(timestamp)
+    return us + 0.5 if end else us - 0.5
 
 
 def _names(selected: Sequence[str] | str) -> list[str]:
@@ -277,37 +296,33 @@ class PandasFrame:
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """System samples taken in, and framework events overlapping, ``[start_time_us,
         end_time_us]`` (µs since the epoch, or text timestamps as in the frames' ``timestamp``
-        column). A table not asked for is empty.
+        column, each standing for its whole µs). A table not asked for is empty.
 
         :param cache_metrics: accepted for compatibility, ignored.
         :raises ConfigError: a bound is not a timestamp, or the end is before the start.
         """
         import pandas as pd
 
-        # floats stay floats: Kineto events start at fractions of a µs
-        start_time_us, end_time_us = (
-            t if isinstance(t, float) else to_epoch_us(t, f"get_profiler_data_by_time.{name}")
-            for name, t in (("start_time_us", start_time_us), ("end_time_us", end_time_us))
-        )
-        if end_time_us < start_time_us:
+        lo = window_bound_us(start_time_us, "get_profiler_data_by_time.start_time_us", end=False)
+        hi = window_bound_us(end_time_us, "get_profiler_data_by_time.end_time_us", end=True)
+        if hi < lo:
             raise ConfigError(
                 "get_profiler_data_by_time.end_time_us",
                 end_time_us,
-                f"a time at or after start_time_us ({start_time_us})",
+                f"a time at or after start_time_us ({start_time_us!r})",
             )
         system = pd.DataFrame()
         framework = pd.DataFrame()
         if get_system_metrics:
             where, params = self._names_filter("name", selected_system_metrics)
             system = self._query(
-                self._system_sql(f"timestamp_us BETWEEN ? AND ? AND {where}"),
-                [start_time_us, end_time_us, *params],
+                self._system_sql(f"timestamp_us BETWEEN ? AND ? AND {where}"), [lo, hi, *params]
             )
         if get_framework_metrics:
             where, params = self._exact_filter(selected_framework_metrics)
             framework = self._query(
                 self._framework_sql(f"start_us <= ? AND start_us + dur_us >= ? AND ({where})"),
-                [end_time_us, start_time_us, *params],
+                [hi, lo, *params],
             )
         return system, framework
 
