@@ -286,16 +286,20 @@ def test_pre_step_zero_and_post_hook_close_of_a_real_job_are_each_their_own_wind
     assert [r.start_step for r in phases["training_loop"].records] == [1]
 
 
-def test_a_step_window_that_ended_inside_its_step_is_not_post_hook_close(
+def test_a_step_window_that_ended_inside_its_step_is_that_steps_not_post_hook_close(
     cprofile_job: Path,
 ) -> None:
     # the window of step 3 ended where the script started its own cProfile: phase "end"
     base = cprofile_job / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
     folder = _folder("train", "3", "stepstart", T + 52, "train", "3", "end", T + 55)
     _profile_into(base / folder / "python_stats", busy_trainer, 2)
-    post = cProfileAnalysis(cprofile_job).fetch_post_hook_close_profile_stats()
+    analysis = cProfileAnalysis(cprofile_job)
+    post = analysis.fetch_post_hook_close_profile_stats()
     assert [r.end_mode for r in post.records] == [PythonProfileModes.POST_HOOK_CLOSE]
     assert _calls(post.ps, "busy_trainer") == 0
+    # it is the profile of (the first part of) step 3
+    assert _calls(analysis.fetch_profile_stats_by_step(3).ps, "busy_trainer") == 2
+    assert _calls(analysis.fetch_profile_stats_by_step(1, 3).ps, "busy_trainer") == 4 + 5 + 2
 
 
 # -- recorded cProfile dumps ---------------------------------------------------------------------

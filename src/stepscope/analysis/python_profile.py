@@ -501,7 +501,12 @@ def _in_step_interval(
         and _PHASE_ORDER[record.start_phase] < _PHASE_ORDER[start_phase]
     ):
         return False
-    return not (record_end == end_step and _PHASE_ORDER[record.end_phase] > _PHASE_ORDER[end_phase])
+    # A step's window that ended inside its step (phase "end": the script's own cProfile took
+    # over) ended no later than the step's end.
+    ended = record.end_phase
+    if ended == StepPhase.END and record.end_step != -1:
+        ended = StepPhase.STEP_END
+    return not (record_end == end_step and _PHASE_ORDER[ended] > _PHASE_ORDER[end_phase])
 
 
 class cProfileAnalysis(_PythonProfileAnalysis):
