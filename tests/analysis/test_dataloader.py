@@ -109,6 +109,18 @@ def test_an_outlier_batch_is_found_again_by_the_bounds_the_outlier_table_gives()
         assert times.tolist() == [pytest.approx(3.0)], bounds
 
 
+def test_a_batch_time_window_in_seconds_says_where_the_calls_are(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    analysis = _getnext_job()
+    first = analysis.dataIter_metric["start_time"].iloc[0]
+    with caplog.at_level(logging.WARNING, logger="stepscope.analysis.dataloader"):
+        none = analysis.analyze_batchtime((hb.T0 + S) / 1e6, (hb.T0 + 6 * S) / 1e6)
+    assert none.empty
+    assert "No DataLoaderIter::GetNext call starts in the window" in caplog.text
+    assert f"the job's 6 calls start from {first} ({hb.T0})" in caplog.text
+
+
 def test_a_batch_time_window_that_ends_before_it_starts_is_a_config_error() -> None:
     analysis = _getnext_job()
     with pytest.raises(ConfigError, match="analyze_batchtime.end_timestamp"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -85,3 +86,25 @@ def test_text_timestamps_and_a_default_file_name(
 def test_an_end_before_the_start_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="end_timestamp"):
         plot_the_window(hb.connect(), hb.T0 + S, hb.T0, output=tmp_path / "x.html")
+
+
+def test_a_window_in_seconds_says_where_the_data_is(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    start_s, end_s = (hb.T0 + S) / 1e6, (hb.T0 + 4 * S) / 1e6  # seconds, not µs
+    with caplog.at_level(logging.WARNING, logger="stepscope.analysis.window_plot"):
+        plot_the_window(hb.connect(), start_s, end_s, output=tmp_path / "w.html")
+    assert "holds none of the job's data" in caplog.text
+    assert f"from {hb.T0} to " in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="stepscope.analysis.window_plot"):
+        # a window with data, none of it selected: no warning
+        plot_the_window(
+            hb.connect(),
+            hb.T0 + S,
+            hb.T0 + 4 * S,
+            select_events=["nothing-matches"],
+            select_dimensions=["nothing-matches"],
+            output=tmp_path / "w.html",
+        )
+    assert caplog.text == ""

@@ -173,6 +173,25 @@ def _summarise(events: pd.DataFrame, what: str, columns: Sequence[str]) -> Durat
     )
 
 
+def _say_where_the_calls_are(calls: pd.DataFrame, start: Any, end: Any) -> None:
+    """Warn that a window missed every GetNext call, saying where they are: bounds in seconds,
+    or taken from the relative ``*_us`` columns, select nothing and would otherwise pass
+    silently."""
+    first, last = calls.iloc[0], calls.iloc[-1]
+    logger.warning(
+        "No DataLoaderIter::GetNext call starts in the window %s .. %s (bounds are µs since "
+        "the epoch, e.g. the start_time_epoch_us column, or text timestamps); the job's %d "
+        "calls start from %s (%.0f) to %s (%.0f).",
+        "the first call" if start is None else start,
+        "the last call" if end is None else end,
+        len(calls),
+        first["start_time"],
+        first["start_time_epoch_us"],
+        last["start_time"],
+        last["start_time_epoch_us"],
+    )
+
+
 class PT_dataloader_analysis:
     """SageMaker's PyTorch data-loader analysis over a :class:`PandasFrame`.
 
@@ -265,6 +284,8 @@ class PT_dataloader_analysis:
         if len(calls) < 2:
             result = BatchTimeAnalysis(batches=calls.assign(BatchTime_in_seconds=float("nan")))
             logger.info("%s", result.summary())
+            if calls.empty and len(self.dataIter_metric) >= 2:
+                _say_where_the_calls_are(self.dataIter_metric, start_timestamp, end_timestamp)
             return result
         batches = calls.sort_values(["node_id", "pid", "end_time_epoch_us"], kind="stable").copy()
         grouped = batches.groupby(["node_id", "pid"], sort=False)
