@@ -135,6 +135,18 @@ def test_training_phases_are_the_mode_pairs_present(cprofile_job: Path) -> None:
     assert len(phases[(m.TRAIN, m.TRAIN)].records) == 2
 
 
+def test_a_truncated_dump_is_skipped_with_a_warning_and_the_others_merged(
+    cprofile_job: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (step_two,) = cprofile_job.rglob("train-2-stepstart-*/python_stats")
+    step_two.write_bytes(step_two.read_bytes()[:100])  # as a full disk leaves it
+    with caplog.at_level(logging.WARNING, logger="stepscope.analysis.python_profile"):
+        result = cProfileAnalysis(cprofile_job).fetch_profile_stats_by_step(1, 2)
+    assert [r.start_step for r in result.records] == [1]
+    assert _calls(result.ps, "busy_trainer") == 4
+    assert f"Skipping unreadable cProfile profile {step_two}" in caplog.text
+
+
 def test_time_query_selects_profiles_overlapping_the_interval(cprofile_job: Path) -> None:
     analysis = cProfileAnalysis(cprofile_job)
     result = analysis.fetch_profile_stats_by_time((T + 15) / 1e6, (T + 45) / 1e6)

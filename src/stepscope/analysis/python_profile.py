@@ -519,9 +519,17 @@ class cProfileAnalysis(_PythonProfileAnalysis):
         if not records:
             self._empty_message(query)
             return cProfileStats(ps, [])
+        merged = []
         for record in records:
-            ps.add(record.path)
-        return cProfileStats(ps, list(records))
+            try:
+                stats = pstats.Stats(record.path)
+            except (OSError, EOFError, ValueError, TypeError) as exc:
+                # A truncated dump (a full disk) must not take every query through it down.
+                logger.warning("Skipping unreadable cProfile profile %s: %s", record.path, exc)
+                continue
+            ps.add(stats)
+            merged.append(record)
+        return cProfileStats(ps, merged)
 
     def fetch_profile_stats_by_training_phase(
         self, node_id: str = "any", refresh_stats: bool = True
