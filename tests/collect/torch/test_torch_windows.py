@@ -8,7 +8,7 @@ import pstats
 from pathlib import Path
 
 import pytest
-from tests.collect.torch.torchjob import TRAIN_SCRIPT, read_events, run_script, steps
+from tests.collect.torch.torchjob import TRAIN_SCRIPT, losses, read_events, run_script, steps
 
 from stepscope.config import (
     DetailedProfilingConfig,
@@ -83,6 +83,38 @@ def test_the_default_timer_cycles_wall_cpu_and_off_cpu_time(tmp_path: Path) -> N
     assert sorted(slept) == [1, 2, 3]
     assert slept[1] >= 0.2 and slept[3] >= 0.2
     assert slept[2] < slept[3] / 4
+
+
+@pytest.mark.parametrize("tool", ["cprofile", "pyinstrument"])
+def test_a_profile_the_disk_has_no_room_for_leaves_no_half_written_file(
+    tmp_path: Path, tool: str
+) -> None:
+    # files may grow to 12 kB from the script's start: the timelines fit, no profile does
+    no_room = (
+        "import resource, signal\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (12_000, 12_000))\n"
+    )
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            python_profiling_config=PythonProfilingConfig(
+                start_step=1, num_steps=2, python_profiler=tool
+            )
+        )
+    )
+    job_dir, result = run_script(tmp_path, no_room + TRAIN_SCRIPT, config, "--steps", "4")
+    assert len(losses(result)) == 4  # the job trained on
+    assert steps(read_events(job_dir))  # what did fit was written
+    written = list((job_dir / "profiler-output").rglob("*python_stats*"))
+    for path in written:  # what is there is whole: it reads
+        if path.name == "python_stats":
+            pstats.Stats(str(path))
+        elif path.suffix == ".json":
+            json.loads(path.read_text())
+        else:
+            assert path.read_text().rstrip().endswith("</html>"), path
+    # no profile of a step fits, and none was left half written
+    assert not [p for p in written if p.name in ("python_stats", "python_stats.html")]
 
 
 def test_pyinstrument_writes_json_and_html(tmp_path: Path) -> None:

@@ -52,6 +52,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from stepscope._atomic import write_atomic
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
 from stepscope.collect.torch.patches import Patches
@@ -363,15 +364,15 @@ def _stop_profiler(window: _Window) -> Any:
 
 
 def _write_stats(tool: str, payload: Any, folder: Path) -> None:
+    """Write one window's stats; each file appears whole or not at all (a reader of a running
+    job, or a full disk, never leaves or sees half a dump)."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         if tool == "cprofile":
-            with open(folder / "python_stats", "wb") as stats_file:
-                marshal.dump(payload, stats_file)
+            write_atomic(folder / "python_stats", marshal.dumps(payload))
             return
         from pyinstrument.renderers import HTMLRenderer, JSONRenderer
 
-        (folder / "python_stats.json").write_text(JSONRenderer().render(payload))
-        (folder / "python_stats.html").write_text(HTMLRenderer().render(payload))
+        write_atomic(folder / "python_stats.json", JSONRenderer().render(payload))
+        write_atomic(folder / "python_stats.html", HTMLRenderer().render(payload))
     except OSError as exc:
         logger.warning("stepscope: cannot write the Python profile to %s (%s)", folder, exc)
