@@ -230,6 +230,15 @@ def test_a_wrong_query_parameter_is_a_config_error_listing_what_is_allowed(
         getattr(analysis(cprofile_job), query)(*args, **kwargs)
 
 
+def test_modes_and_phases_are_taken_in_any_case(cprofile_job: Path) -> None:
+    # stepscope spells modes "TRAIN" everywhere else (stepscope.step, Step:ModeKeys.TRAIN)
+    analysis = cProfileAnalysis(cprofile_job)
+    by_step = analysis.fetch_profile_stats_by_step(1, 2, mode="TRAIN", start_phase="STEP_START")
+    assert _calls(by_step.ps, "busy_trainer") == 9
+    pre = analysis.fetch_profile_stats_between_modes("PRE_STEP_ZERO", "Train")
+    assert _calls(pre.ps, "busy_loader") == 3
+
+
 def test_no_directory_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="local_profile_dir"):
         cProfileAnalysis()

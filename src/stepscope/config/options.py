@@ -22,10 +22,16 @@ from __future__ import annotations
 
 from dataclasses import InitVar, dataclass, fields
 from enum import Enum
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 from stepscope.config.ranges import ProfileRange
-from stepscope.config.validation import check_bool, check_enum, check_range_fields, check_regex
+from stepscope.config.validation import (
+    check_bool,
+    check_enum,
+    check_range_fields,
+    check_regex,
+    member_by_folded_name,
+)
 from stepscope.errors import ConfigError
 
 __all__ = [
@@ -53,7 +59,7 @@ class PythonProfiler(Enum):
 
     @classmethod
     def _missing_(cls, value: object) -> PythonProfiler | None:
-        return _member_by_folded_name(cls, value)
+        return member_by_folded_name(cls, value)
 
 
 class cProfileTimer(Enum):
@@ -70,19 +76,7 @@ class cProfileTimer(Enum):
 
     @classmethod
     def _missing_(cls, value: object) -> cProfileTimer | None:
-        return _member_by_folded_name(cls, value)
-
-
-_E = TypeVar("_E", bound=Enum)
-
-
-def _member_by_folded_name(enum: type[_E], value: object) -> _E | None:
-    if isinstance(value, str):
-        folded = value.casefold()
-        for member in enum:
-            if folded in (member.name.casefold(), member.value):
-                return member
-    return None
+        return member_by_folded_name(cls, value)
 
 
 @dataclass(frozen=True)

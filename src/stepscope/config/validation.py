@@ -27,6 +27,7 @@ __all__ = [
     "check_range_fields",
     "check_regex",
     "check_unix_time",
+    "member_by_folded_name",
     "plain_number",
 ]
 
@@ -108,13 +109,27 @@ def check_regex(parameter: str, value: object) -> str:
     return value
 
 
+def member_by_folded_name(enum: type[E], value: object) -> E | None:
+    """The member of ``enum`` whose name or value ``value`` spells, in any case; else None."""
+    if isinstance(value, str):
+        folded = value.casefold()
+        for member in enum:
+            if folded in (member.name.casefold(), str(member.value).casefold()):
+                return member
+    return None
+
+
 def check_enum(parameter: str, value: object, enum: type[E]) -> E:
-    """``value`` as a member of ``enum``, or the member it names (the enums fold case)."""
+    """``value`` as a member of ``enum``, or the member it names or spells, in any case
+    (``"TRAIN"`` for ``PythonProfileModes.TRAIN``, whose value is ``"train"``)."""
     if isinstance(value, enum):
         return value
     try:
         return enum(value)
     except ValueError:
+        member = member_by_folded_name(enum, value)
+        if member is not None:
+            return member
         allowed = ", ".join(f"{enum.__name__}.{member.name} ({member.value!r})" for member in enum)
         raise ConfigError(parameter, value, f"one of {allowed}") from None
 
