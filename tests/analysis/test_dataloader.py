@@ -31,6 +31,35 @@ def test_iterator_initialization(
     assert "pin_memory=True and num_workers=4" in caplog.text
 
 
+def test_iterators_of_different_settings_are_each_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # an evaluation loader with one worker and no pinned memory beside the training loader
+    rows = hb.event_rows()
+    for start_s in (5.5, 8.5):
+        rows.append(
+            hb.event(
+                "model_timeline",
+                "DataLoaderIterInitialize",
+                "_MultiProcessingDataLoaderIter.__init__",
+                start_s,
+                0.1,
+                args={"num_workers": 1, "pin_memory": False},
+            )
+        )
+    analysis = PT_dataloader_analysis(PandasFrame(hb.connect(events=hb.events_table(rows))))
+    with caplog.at_level(logging.INFO, logger="stepscope.analysis.dataloader"):
+        init = analysis.analyze_dataloaderIter_initialization()[
+            "_MultiProcessingDataLoaderIter.__init__"
+        ]
+    assert init.count == 3
+    assert init.settings.values.tolist() == [[1, "False", 2], [4, "True", 1]]
+    assert (
+        "initialized 3 times: 2 with pin_memory=False and num_workers=1, "
+        "1 with pin_memory=True and num_workers=4." in caplog.text
+    )
+
+
 def test_workers_outside_every_step_are_analysed(analysis: PT_dataloader_analysis) -> None:
     workers = analysis.analyze_dataloaderWorkers()
     assert workers.count == 2

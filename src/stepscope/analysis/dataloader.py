@@ -98,16 +98,30 @@ class DurationSummary:
 
 @dataclass
 class IteratorInitialization(DurationSummary):
-    """A :class:`DurationSummary` of one iterator type's initializations, with its settings."""
+    """A :class:`DurationSummary` of one iterator type's initializations, with its settings.
+
+    :ivar pin_memory: the first initialization's ``pin_memory`` (``"True"``, ``"False"``, ``"NA"``).
+    :ivar num_workers: the first initialization's ``num_workers``.
+    :ivar settings: every distinct (``num_workers``, ``pin_memory``) with its ``count``, most
+        frequent first: a training and an evaluation loader often differ.
+    """
 
     pin_memory: str = "NA"
     num_workers: int = -1
+    settings: pd.DataFrame = field(default_factory=_empty_frame)
 
     def summary(self) -> str:
-        head = (
-            f"Training uses {self.what} with pin_memory={self.pin_memory} and "
-            f"num_workers={self.num_workers}; it was initialized {self.count} times."
-        )
+        if len(self.settings) > 1:
+            uses = ", ".join(
+                f"{count} with pin_memory={pin_memory} and num_workers={workers}"
+                for workers, pin_memory, count in self.settings.itertuples(index=False)
+            )
+            head = f"Training uses {self.what}, initialized {self.count} times: {uses}."
+        else:
+            head = (
+                f"Training uses {self.what} with pin_memory={self.pin_memory} and "
+                f"num_workers={self.num_workers}; it was initialized {self.count} times."
+            )
         return head + "\n" + super().summary()
 
 
@@ -215,10 +229,19 @@ class PT_dataloader_analysis:
             if events.empty:
                 continue
             base = _summarise(events, itertype, ["start_time", "end_time", "duration_us"])
+            settings = (
+                events.groupby(["num_workers", "pin_memory"], sort=False)
+                .size()
+                .rename("count")
+                .reset_index()
+                .sort_values("count", ascending=False, kind="stable")
+                .reset_index(drop=True)
+            )
             found[itertype] = IteratorInitialization(
                 **base.__dict__,
                 pin_memory=str(events["pin_memory"].iloc[0]),
                 num_workers=int(events["num_workers"].iloc[0]),
+                settings=settings,
             )
             logger.info("%s", found[itertype].summary())
         if not found:
