@@ -253,23 +253,25 @@ def test_a_folder_that_does_not_exist_is_named_in_the_error(analysis, tmp_path: 
 
 # -- profiles of a real training job ----------------------------------------------------------------
 
-#: A script that profiles a short training loop with ``stepscope.profile()``, then goes on with
-#: work of its own: ``before_training`` runs before step zero, ``after_training`` after the
-#: block, in the post-hook-close window.
+#: A script that profiles a short training loop with ``stepscope.profile()`` and the profiler
+#: named by its second argument, then goes on with work of its own: ``before_training`` runs
+#: before step zero, ``after_training`` after the block, in the post-hook-close window (each
+#: sleeps long enough for pyinstrument's samples to see it).
 PROFILED_SCRIPT = """
-import sys
+import sys, time
 import torch
 import stepscope
 from stepscope import FrameworkProfile, ProfilerConfig, PythonProfilingConfig
 
 def before_training():
-    return sum(range(1000))
+    time.sleep(0.02)
 
 def after_training():
-    return sum(range(1000))
+    time.sleep(0.02)
 
 config = ProfilerConfig(framework_profile_params=FrameworkProfile(
-    python_profiling_config=PythonProfilingConfig(start_step=1, num_steps=1)))
+    python_profiling_config=PythonProfilingConfig(
+        start_step=1, num_steps=1, python_profiler=sys.argv[2])))
 model = torch.nn.Linear(4, 1)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 with stepscope.profile(config, job_dir=sys.argv[1]):
@@ -283,12 +285,16 @@ after_training()
 """
 
 
+def _profiled_job(tmp_path_factory: pytest.TempPathFactory, profiler: str) -> Path:
+    pytest.importorskip("torch")
+    tmp_path = tmp_path_factory.mktemp(profiler)
+    run_script(tmp_path, PROFILED_SCRIPT, None, str(tmp_path / "job"), profiler)
+    return tmp_path / "job"
+
+
 @pytest.fixture(scope="module")
 def profiled_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("torch")
-    tmp_path = tmp_path_factory.mktemp("profiled")
-    run_script(tmp_path, PROFILED_SCRIPT, None, str(tmp_path / "job"))
-    return tmp_path / "job"
+    return _profiled_job(tmp_path_factory, "cprofile")
 
 
 def test_pre_step_zero_and_post_hook_close_of_a_real_job_are_each_their_own_window(
@@ -321,6 +327,29 @@ def test_a_step_window_that_ended_inside_its_step_is_that_steps_not_post_hook_cl
     # it is the profile of (the first part of) step 3
     assert _calls(analysis.fetch_profile_stats_by_step(3).ps, "busy_trainer") == 2
     assert _calls(analysis.fetch_profile_stats_by_step(1, 3).ps, "busy_trainer") == 4 + 5 + 2
+
+
+def test_pyinstrument_profiles_of_a_real_job_are_fetched_by_job_and_training_phase(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    pytest.importorskip("pyinstrument")
+    analysis = PyinstrumentAnalysis(_profiled_job(tmp_path_factory, "pyinstrument"))
+    phases = analysis.fetch_profile_stats_by_job_phase()
+    assert {name: len(stats) for name, stats in phases.items()} == {
+        "initialization": 1,
+        "training_loop": 1,
+        "finalization": 1,
+    }
+    assert "before_training" in set(phases["initialization"].get_function_stats()["function"])
+    assert "after_training" in set(phases["finalization"].get_function_stats()["function"])
+    m = PythonProfileModes
+    by_modes = analysis.fetch_profile_stats_by_training_phase()
+    assert set(by_modes) == {
+        (m.PRE_STEP_ZERO, m.TRAIN),
+        (m.TRAIN, m.TRAIN),
+        (m.POST_HOOK_CLOSE, m.POST_HOOK_CLOSE),
+    }
+    assert [s.record.start_step for s in by_modes[(m.TRAIN, m.TRAIN)]] == [1]
 
 
 # -- recorded cProfile dumps ---------------------------------------------------------------------

@@ -461,6 +461,39 @@ class _PythonProfileAnalysis:
         ]
         return self._aggregate_stats(selected, "post-hook-close")
 
+    def fetch_profile_stats_by_training_phase(
+        self, node_id: str = "any", refresh_stats: bool = True
+    ) -> dict[tuple[PythonProfileModes, PythonProfileModes], Any]:
+        """Merged stats per (start mode, end mode) pair present, e.g. (PRE_STEP_ZERO, TRAIN)."""
+        self._refresh_python_profile_stats(refresh_stats)
+        groups: dict[tuple[PythonProfileModes, PythonProfileModes], list[PythonStatsRecord]] = {}
+        for record in self._by_node(node_id):
+            groups.setdefault((record.start_mode, record.end_mode), []).append(record)
+        return {
+            pair: self._aggregate_stats(records, f"modes {pair[0].value} -> {pair[1].value}")
+            for pair, records in groups.items()
+        }
+
+    def fetch_profile_stats_by_job_phase(
+        self, node_id: str = "any", refresh_stats: bool = True
+    ) -> dict[str, Any]:
+        """Merged stats for ``initialization`` (before step zero), ``training_loop`` and
+        ``finalization`` (after the hook closed); a phase without profiles is an empty result."""
+        self._refresh_python_profile_stats(refresh_stats)
+        phases: dict[str, list[PythonStatsRecord]] = {
+            "initialization": [],
+            "training_loop": [],
+            "finalization": [],
+        }
+        for record in self._by_node(node_id):
+            if record.start_mode == PythonProfileModes.PRE_STEP_ZERO:
+                phases["initialization"].append(record)
+            elif record.end_mode == PythonProfileModes.POST_HOOK_CLOSE:
+                phases["finalization"].append(record)
+            else:
+                phases["training_loop"].append(record)
+        return {name: self._aggregate_stats(records, name) for name, records in phases.items()}
+
     def list_profile_stats(self, refresh_stats: bool = True) -> pd.DataFrame:
         """One row per profiled interval (the :class:`PythonStatsRecord` fields)."""
         import pandas as pd
@@ -530,39 +563,6 @@ class cProfileAnalysis(_PythonProfileAnalysis):
             ps.add(stats)
             merged.append(record)
         return cProfileStats(ps, merged)
-
-    def fetch_profile_stats_by_training_phase(
-        self, node_id: str = "any", refresh_stats: bool = True
-    ) -> dict[tuple[PythonProfileModes, PythonProfileModes], cProfileStats]:
-        """Merged stats per (start mode, end mode) pair present, e.g. (PRE_STEP_ZERO, TRAIN)."""
-        self._refresh_python_profile_stats(refresh_stats)
-        groups: dict[tuple[PythonProfileModes, PythonProfileModes], list[PythonStatsRecord]] = {}
-        for record in self._by_node(node_id):
-            groups.setdefault((record.start_mode, record.end_mode), []).append(record)
-        return {
-            pair: self._aggregate_stats(records, f"modes {pair[0].value} -> {pair[1].value}")
-            for pair, records in groups.items()
-        }
-
-    def fetch_profile_stats_by_job_phase(
-        self, node_id: str = "any", refresh_stats: bool = True
-    ) -> dict[str, cProfileStats]:
-        """Merged stats for ``initialization`` (before step zero), ``training_loop`` and
-        ``finalization`` (after the hook closed); a phase without profiles is an empty result."""
-        self._refresh_python_profile_stats(refresh_stats)
-        phases: dict[str, list[PythonStatsRecord]] = {
-            "initialization": [],
-            "training_loop": [],
-            "finalization": [],
-        }
-        for record in self._by_node(node_id):
-            if record.start_mode == PythonProfileModes.PRE_STEP_ZERO:
-                phases["initialization"].append(record)
-            elif record.end_mode == PythonProfileModes.POST_HOOK_CLOSE:
-                phases["finalization"].append(record)
-            else:
-                phases["training_loop"].append(record)
-        return {name: self._aggregate_stats(records, name) for name, records in phases.items()}
 
 
 class PyinstrumentAnalysis(_PythonProfileAnalysis):
