@@ -135,6 +135,15 @@ def test_training_phases_are_the_mode_pairs_present(cprofile_job: Path) -> None:
     assert len(phases[(m.TRAIN, m.TRAIN)].records) == 2
 
 
+def test_a_time_query_in_microseconds_says_where_the_profiles_are(
+    cprofile_job: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="stepscope.analysis.python_profile"):
+        result = cProfileAnalysis(cprofile_job).fetch_profile_stats_by_time(T + 15, T + 45)
+    assert result.empty
+    assert f"the profiles span {T / 1e6:.6f}..{(T + 70) / 1e6:.6f} s" in caplog.text
+
+
 def test_a_truncated_dump_is_skipped_with_a_warning_and_the_others_merged(
     cprofile_job: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -403,13 +403,15 @@ class _PythonProfileAnalysis:
             )
         self._refresh_python_profile_stats(refresh_stats)
         lo, hi = start * 1e6, end * 1e6
-        selected = [
-            r for r in self._by_node(node_id) if r.start_time_us <= hi and r.end_time_us >= lo
-        ]
-        return self._aggregate_stats(
-            selected,
-            f"the time range {start_time_since_epoch_in_secs}..{end_time_since_epoch_in_secs} s",
-        )
+        records = self._by_node(node_id)
+        selected = [r for r in records if r.start_time_us <= hi and r.end_time_us >= lo]
+        what = f"the time range {start_time_since_epoch_in_secs}..{end_time_since_epoch_in_secs} s"
+        if records and not selected:
+            # where the profiles are, so that bounds in µs (or ms) are seen for what they are
+            first = min(r.start_time_us for r in records) / 1e6
+            last = max(r.end_time_us for r in records) / 1e6
+            what += f" since the epoch (the profiles span {first:.6f}..{last:.6f} s)"
+        return self._aggregate_stats(selected, what)
 
     def fetch_profile_stats_between_modes(
         self,
