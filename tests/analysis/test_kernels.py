@@ -6,6 +6,7 @@ import gzip
 import json
 from collections import defaultdict
 
+import pandas as pd
 import pytest
 from tests.analysis import _kineto_synthetic as synthetic
 
@@ -71,8 +72,9 @@ def test_a_pandas_frame_is_accepted_as_the_job(shared_fixtures, tmp_path):
 
     job = open_job(shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz", cache_dir=tmp_path)
     frame = PandasFrame(job)
-    assert kernel_summary(frame).equals(kernel_summary(job))
-    assert step_time_breakdown(frame).equals(step_time_breakdown(job))
+    # the same tables; float sums may differ in their last bits (DuckDB adds in parallel)
+    pd.testing.assert_frame_equal(kernel_summary(frame), kernel_summary(job), rtol=1e-12)
+    pd.testing.assert_frame_equal(step_time_breakdown(frame), step_time_breakdown(job), rtol=1e-12)
     assert len(step_time_breakdown(frame)) == 3
     assert job_statistics(frame)["job_duration"] == job_statistics(job)["job_duration"]
 
