@@ -212,6 +212,20 @@ def test_sigterm_goes_on_to_the_command_and_the_job_ends_stopped(tmp_path: Path)
     assert (job_dir / "rule-output" / "profiler-report.html").exists()
 
 
+def test_a_command_killed_by_a_signal_exits_with_the_shells_status(tmp_path: Path) -> None:
+    # the OOM killer's SIGKILL: a shell reports 128 + 9, and so must the launcher
+    script = tmp_path / "killed.py"
+    script.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    job_dir = tmp_path / "job"
+    result = _stepscope(
+        "run", "--no-report", "--rule", "StepOutlier", "--job-dir", str(job_dir), "--", str(script)
+    )
+    assert result.returncode == 128 + signal.SIGKILL, result.stderr
+    job = _job(job_dir)
+    assert job["status"] == "Failed"
+    assert job["exit_code"] == -signal.SIGKILL
+
+
 def test_run_rejects_an_existing_job_folder(tmp_path: Path, train_script: Path) -> None:
     job_dir = tmp_path / "job"
     job_dir.mkdir()

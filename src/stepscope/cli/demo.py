@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepscope.cli.output import print_job_start, print_job_summary, print_rule_finding
+from stepscope.cli.run import exit_status
 
 if TYPE_CHECKING:
     from stepscope.config import ProfilerConfig
@@ -90,4 +91,4 @@ def main(args: argparse.Namespace) -> int:
         on_status=print_rule_finding,
     )
     print_job_summary(job)
-    return job.exit_code if job.exit_code is not None else 1
+    return exit_status(job)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepscope.cli.output import print_job_start, print_job_summary, print_rule_finding
 
-__all__ = ["add_arguments", "main"]
+if TYPE_CHECKING:
+    from stepscope.launch import Job
+
+__all__ = ["add_arguments", "exit_status", "main"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +58,16 @@ def main(args: argparse.Namespace) -> int:
         report=not args.no_report,
     )
     print_job_summary(job)
-    return job.exit_code if job.exit_code is not None else 1
+    return exit_status(job)
+
+
+def exit_status(job: Job) -> int:
+    """The command's exit status as a shell reports it, so scripts and schedulers that test it
+    (137 for a job the OOM killer ended) work unchanged: ``128 + N`` when signal ``N`` killed the
+    command (``job.exit_code`` is then ``-N``), 1 when it has no exit code."""
+    if job.exit_code is None:
+        return 1
+    return 128 - job.exit_code if job.exit_code < 0 else job.exit_code
 
 
 def _rules(names: list[str] | None) -> list[Any] | None:
