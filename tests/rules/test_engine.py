@@ -179,6 +179,8 @@ def test_cli_param_of_a_sub_rule_goes_through_profiler_report(starved_job, tmp_p
         ["--param", "StepOutlier.stdev=3", "--rule", "StepOutlier"],
         ["--param", "StepOutlier.stddev"],
         ["--param", "CPUBottleneck.threshold=5", "--rule", "StepOutlier"],
+        ["--rule", "os:path"],
+        ["--rule", "stepscope.config:ProfilerConfig"],
     ],
 )
 def test_cli_rejects_bad_rules_and_parameters(starved_job, tmp_path, argv, capsys):

@@ -70,15 +70,19 @@ def rules_from_arguments(names: list[str] | None, params: list[str]) -> list[Any
 
 
 def _rule_class(name: str, builtin_rule: Any) -> Any:
+    from stepscope.rules import Rule
+
     if ":" not in name:
         return builtin_rule(name)
     module, _, attribute = name.partition(":")
+    allowed = "a built-in rule name or module:Class naming a Rule subclass"
     try:
-        return getattr(importlib.import_module(module), attribute)
+        found = getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
-        raise ConfigError(
-            "--rule", name, "a built-in rule name or module:Class", str(exc)
-        ) from None
+        raise ConfigError("--rule", name, allowed, str(exc)) from None
+    if not (isinstance(found, type) and issubclass(found, Rule)):
+        raise ConfigError("--rule", name, allowed, f"{name} is {found!r}.")
+    return found
 
 
 def main(args: argparse.Namespace) -> int:
