@@ -22,14 +22,28 @@ if TYPE_CHECKING:
 __all__ = ["add_arguments", "demo_config", "demo_rules", "main"]
 
 
+def _positive_int(text: str) -> int:
+    """A count of at least 1: the demo cannot train zero steps, so it is refused before it runs."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--job-dir", type=Path, help="the job folder (default: a new one under ./stepscope-jobs/)"
     )
     parser.add_argument(
-        "--steps-per-epoch", type=int, default=80, help="training steps per epoch (default 80)"
+        "--steps-per-epoch",
+        type=_positive_int,
+        default=80,
+        help="training steps per epoch (default 80)",
     )
-    parser.add_argument("--epochs", type=int, default=1, help="epochs (default 1)")
+    parser.add_argument("--epochs", type=_positive_int, default=1, help="epochs (default 1)")
 
 
 def demo_config() -> ProfilerConfig:
