@@ -23,3 +23,14 @@ def test_a_new_file_is_readable_by_others_in_a_new_folder(tmp_path: Path) -> Non
     write_atomic(target, b"{}")
     assert target.read_bytes() == b"{}"
     assert target.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_folder_in_the_way_is_named_not_the_temporary_file(tmp_path: Path) -> None:
+    # `stepscope report -o <a folder>` prints the error's file name
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    with pytest.raises(IsADirectoryError) as caught:
+        write_atomic(folder, "<html></html>")
+    assert caught.value.filename == str(folder)
+    assert list(folder.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["reports"]

@@ -7,6 +7,7 @@ half of either, and a failed write leaves the old file as it was.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -24,8 +25,11 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, durable: bo
     :param durable: also flush the new content to the disk before the rename (a file that other
         processes start from, such as a job's configuration).
     :raises OSError: the folder or the file cannot be written; no temporary file is left behind.
+        A folder at ``path`` is named as such, not the temporary file the rename would fail on.
     """
     target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:

@@ -36,6 +36,16 @@ def test_an_output_that_cannot_be_written_is_named_without_a_traceback(
     assert "Traceback" not in err
 
 
+def test_a_report_output_that_is_a_folder_is_named(
+    job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    assert main(["report", str(job), "-o", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"stepscope: error: Is a directory: {folder}\n"
+
+
 @pytest.mark.parametrize(("option", "parameter"), [("--steps", "steps"), ("--time", "time_s")])
 def test_an_export_window_past_the_job_is_an_error_not_an_empty_trace(
     job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, parameter: str
