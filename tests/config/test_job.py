@@ -111,6 +111,19 @@ def test_python_profiler_needs_python_profiling_on(tmp_path) -> None:
     assert framework.python_profiling_config.python_profiler is PythonProfiler.PYINSTRUMENT
 
 
+def test_a_cprofile_timer_for_pyinstrument_is_refused_not_ignored(tmp_path) -> None:
+    python = PythonProfilingConfig(python_profiler="pyinstrument")
+    job = _job(
+        tmp_path,
+        ProfilerConfig(framework_profile_params=FrameworkProfile(python_profiling_config=python)),
+    )
+    before = job_config_path(job).read_bytes()
+    with pytest.raises(ConfigError, match="--python-profiler cprofile") as caught:
+        update_job_config(job, cprofile_timer="cpu_time")
+    assert caught.value.parameter == "cprofile_timer"
+    assert job_config_path(job).read_bytes() == before
+
+
 def test_interval_and_disable(tmp_path) -> None:
     job = _job(tmp_path, ProfilerConfig())
     assert (
@@ -144,6 +157,7 @@ def test_a_watching_job_sees_the_update(tmp_path) -> None:
         ({"detailed": "10:2"}, "detailed"),
         ({"system_monitor_interval_millis": 300}, "ProfilerConfig.system_monitor_interval_millis"),
         ({"python": (1, 1), "cprofile_timer": "wall"}, "PythonProfilingConfig.cprofile_timer"),
+        ({"python_profiler": "pyinstrument", "cprofile_timer": "cpu_time"}, "cprofile_timer"),
     ],
 )
 def test_bad_changes_are_refused_and_the_file_is_kept(tmp_path, changes, parameter: str) -> None:

@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.config.framework import OPTIONS, FrameworkProfile, option_class
-from stepscope.config.options import ProfilingOptionConfig, PythonProfiler, cProfileTimer
+from stepscope.config.options import (
+    ProfilingOptionConfig,
+    PythonProfiler,
+    PythonProfilingConfig,
+    cProfileTimer,
+)
 from stepscope.config.profiler import ProfilerConfig
 from stepscope.errors import ConfigError, JobNotFoundError
 
@@ -92,6 +97,18 @@ def _changed_framework(
         python = dataclasses.replace(
             python, **{key: value for key, value in updates.items() if value is not None}
         )
+        if (
+            cprofile_timer is not None
+            and isinstance(python, PythonProfilingConfig)
+            and python.python_profiler is PythonProfiler.PYINSTRUMENT
+        ):
+            # pyinstrument has no timer to choose: saying "nothing changed" would hide the typo
+            raise ConfigError(
+                "cprofile_timer",
+                cprofile_timer,
+                "set only while the Python profiler is cProfile",
+                hint="Python profiling uses pyinstrument; add --python-profiler cprofile.",
+            )
         options["python"] = python
     if all(config is None for config in options.values()):
         logger.info("every framework profiling option is off: system monitoring only")
