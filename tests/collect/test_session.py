@@ -194,6 +194,39 @@ def test_a_changed_config_file_applies_from_the_next_step(tmp_path: Path) -> Non
     assert seen == [False, False, True, True, False]  # steps 1-5: the new range is steps 3-4
 
 
+@pytest.mark.parametrize(
+    "switched_off",
+    [ProfilerConfig(), ProfilerConfig(disable_profiler=True)],
+    ids=["every-option-off", "profiler-disabled"],
+)
+def test_a_config_file_that_turns_profiling_off_applies_from_the_next_step(
+    tmp_path: Path, switched_off: ProfilerConfig
+) -> None:
+    # what `stepscope update <job> --python off` writes when Python profiling was the last option
+    from stepscope.config import PythonProfilingConfig
+
+    python = PythonProfilingConfig(start_step=0, num_steps=1000)
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(python_profiling_config=python)
+    )
+    config_path = tmp_path / "profiler-config.json"
+    config.to_file(config_path)
+    session = Session(config, tmp_path / "out", config_path=config_path).start()
+    try:
+        with stepscope.step("TRAIN"):
+            assert session.active["python"]
+        switched_off.to_file(config_path)
+        time.sleep(1.1)  # the file is checked at most once a second, at a step boundary
+        seen = []
+        for _ in range(3):
+            with stepscope.step("TRAIN"):
+                seen.append(session.active["python"])
+    finally:
+        session.stop()
+    # the file is read at a step's end: the step under way then is the last one profiled
+    assert seen == [True, False, False]
+
+
 class _RecordingWriter:
     """Keeps the batches a session hands over, as a timeline writer would queue them."""
 

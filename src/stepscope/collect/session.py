@@ -382,7 +382,7 @@ class Session:
             return
         self._last_poll_s = now_s
         new_config = self.guard.wrap("session.config_watcher", self._watcher.poll)()
-        if new_config is not None and new_config.framework_profile_params is not None:
+        if new_config is not None:  # no FrameworkProfile (every option off): ranges all None
             logger.info("stepscope: profiler configuration changed; applying it from the next step")
             self.config = new_config
             self._ranges = {option: new_config.range_for(option) for option in OPTIONS}
