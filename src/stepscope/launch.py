@@ -409,8 +409,8 @@ def _stop_child(child: subprocess.Popen[bytes]) -> int:
 
 
 def _start_monitor(job: Job, config: ProfilerConfig) -> Any:
-    if config.disable_profiler:
-        return None
+    """The node's monitor, following the job's configuration file: a job started with the
+    profiler disabled gets one too, paused, so that ``stepscope update --enable`` can start it."""
     from stepscope.collect.monitor import start_monitor_or_warn
 
     return start_monitor_or_warn(
@@ -418,6 +418,7 @@ def _start_monitor(job: Job, config: ProfilerConfig) -> Any:
         node="algo-1",
         interval_ms=config.system_monitor_interval_millis,
         parent_pid=os.getpid(),
+        config_path=job_config_path(job.path),
     )
 
 

@@ -294,3 +294,34 @@ def test_a_job_shorter_than_the_interval_still_gets_a_snapshot_when_stopped(
     cpu = [r for r in records if r["Dimension"] == "CPUUtilization"]
     assert len(cpu) == psutil.cpu_count()
     assert len({round(r["Timestamp"], 1) for r in records}) == 1
+
+
+def test_the_monitor_follows_the_interval_and_the_switch_of_the_job_config(tmp_path: Path) -> None:
+    # what `stepscope update <job> --system-interval-ms N` and `--disable` write while it runs
+    from stepscope.config import ProfilerConfig
+
+    config_path = tmp_path / "profiler-config.json"
+    ProfilerConfig(system_monitor_interval_millis=60_000).to_file(config_path)
+    handle = start_monitor(
+        tmp_path / "out", interval_ms=60_000, gpu_backend="none", config_path=config_path
+    )
+    log = tmp_path / "out" / "monitor.log"
+
+    def ticks() -> int:
+        return len({round(r["Timestamp"], 1) for r in system_records(tmp_path / "out")})
+
+    try:
+        assert wait_for(lambda: log.exists() and "started" in log.read_text())
+        ProfilerConfig(system_monitor_interval_millis=100).to_file(config_path)
+        # a minute's interval gives at most one tick in this time: many mean the new one applies
+        assert wait_for(lambda: ticks() >= 5, timeout_s=20)
+        ProfilerConfig(system_monitor_interval_millis=100, disable_profiler=True).to_file(
+            config_path
+        )
+        assert wait_for(lambda: "paused (profiler disabled)" in log.read_text())
+        paused_at = ticks()
+        time.sleep(0.5)
+        assert ticks() == paused_at
+    finally:
+        assert handle.stop() == 0
+    assert ticks() == paused_at, "a paused monitor takes no last snapshot either"

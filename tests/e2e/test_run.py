@@ -166,6 +166,29 @@ def test_ctrl_c_stops_the_job_and_leaves_it_readable(tmp_path: Path, train_scrip
     assert (job_dir / "profiler-output" / "training_job_end.ts").exists()
 
 
+def test_stepscope_update_disable_pauses_the_system_monitor_of_a_running_job(
+    tmp_path: Path, train_script: Path
+) -> None:
+    job_dir = tmp_path / "job"
+    output = job_dir / "profiler-output"
+    command = [sys.executable, str(train_script), "--steps", "100000", "--sleep-s", "0.01"]
+
+    def samples() -> int:
+        return sum(len(f.read_bytes().splitlines()) for f in output.rglob("*.algo-1.json"))
+
+    with _running(job_dir, command) as process:
+        _wait_until(process, lambda: samples() > 0, "the monitor never wrote")
+        result = _stepscope("update", str(job_dir), "--disable")
+        assert result.returncode == 0, result.stderr
+        log = output / "monitor.log"
+        _wait_until(process, lambda: "paused" in log.read_text(), "the monitor never paused")
+        paused_at = samples()
+        time.sleep(1.5)  # three of the job's 500 ms ticks
+        assert samples() == paused_at
+        os.killpg(process.pid, signal.SIGINT)
+        process.communicate(timeout=120)
+
+
 #: trains until SIGTERM, then saves a "checkpoint" (argv[1]) and exits 0, as a preempted job does
 PREEMPTIBLE = textwrap.dedent(
     """

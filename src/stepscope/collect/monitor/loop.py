@@ -10,6 +10,10 @@ it first takes a snapshot of the time since the last tick, so a job shorter than
 still has its system metrics. Its own log (``<profiler-output>/monitor.log``) receives every
 exception with its traceback; an error in one snapshot is logged and the next tick goes on.
 
+Given the job's configuration file, it follows ``stepscope update`` while it runs: a new
+``system_monitor_interval_millis`` applies from the next tick, and ``disable_profiler`` pauses
+sampling until the profiler is enabled again (a poll is one ``stat`` per tick).
+
 One monitor per node and job: a monitor holds ``.monitor-<node>.lock`` in the profiler output
 (``flock``, released with the process, even after ``kill -9``) and one that finds it held exits
 at once. Several processes may start one: ranks that ``torch.multiprocessing.spawn`` started
@@ -34,6 +38,7 @@ import psutil
 
 from stepscope.collect.monitor.gpu import GpuBackend, gpu_backend_from_spec
 from stepscope.collect.monitor.sampler import SystemSampler
+from stepscope.config import ConfigWatcher
 from stepscope.store import SystemMetricsWriter
 from stepscope.store.layout import job_has_ended, monitor_lock_path, monitor_log_path
 
@@ -58,6 +63,7 @@ def run_monitor(
     gpu_backend: GpuBackend,
     stop: threading.Event | None = None,
     clock_s: Callable[[], float] = time.time,
+    config_path: str | Path | None = None,
 ) -> str:
     """Sample and write until a stop condition holds; returns why it stopped.
 
@@ -68,17 +74,25 @@ def run_monitor(
     :param gpu_backend: the GPU backend; opened here and closed on the way out.
     :param stop: an event that stops the loop when set (SIGTERM sets it in the monitor process).
     :param clock_s: the wall clock of timestamps and ticks.
+    :param config_path: the job's configuration file, to follow its interval and
+        ``disable_profiler`` as they change (``None``: sample every ``interval_ms`` throughout).
     :returns: ``"parent exited"``, ``"job ended"`` or ``"stopped"``.
     """
     stop = stop if stop is not None else threading.Event()
     interval_s = interval_ms / 1000.0
+    watcher = ConfigWatcher(config_path) if config_path is not None else None
+    paused = False
+    if watcher is not None and watcher.config is not None:  # it may have changed since our start
+        interval_s = watcher.config.system_monitor_interval_millis / 1000.0
+        paused = watcher.config.disable_profiler
     writer = SystemMetricsWriter(profiler_output_dir, node=node)
     gpus = gpu_backend.open()
     logger.info(
-        "monitor of %s started: pid %d, every %d ms, %d GPU(s), %d CPU(s), parent %s",
+        "monitor of %s started: pid %d, every %d ms%s, %d GPU(s), %d CPU(s), parent %s",
         node,
         os.getpid(),
-        interval_ms,
+        round(interval_s * 1000),
+        " (paused: profiler disabled)" if paused else "",
         len(gpus),
         psutil.cpu_count(),
         parent_pid,
@@ -100,6 +114,23 @@ def run_monitor(
                 logger.error("%d snapshots have failed so far", errors)
         last_snapshot_s = clock_s()
 
+    def follow_config() -> bool:
+        """Apply a changed configuration; True when the interval changed (a new tick is due)."""
+        nonlocal interval_s, paused
+        config = watcher.poll() if watcher is not None else None
+        if config is None:
+            return False
+        new_interval_s = config.system_monitor_interval_millis / 1000.0
+        changed = new_interval_s != interval_s
+        if changed or config.disable_profiler != paused:
+            logger.info(
+                "configuration changed: every %d ms, %s",
+                config.system_monitor_interval_millis,
+                "paused (profiler disabled)" if config.disable_profiler else "sampling",
+            )
+        interval_s, paused = new_interval_s, config.disable_profiler
+        return changed
+
     def why_stop() -> str | None:
         if parent_pid is not None and not _alive(parent):
             return "parent exited"
@@ -111,18 +142,24 @@ def run_monitor(
         sampler.sample()  # prime the counters
         last_snapshot_s = clock_s()
         while True:
+            follow_config()
             next_tick_s = (clock_s() // interval_s + 1) * interval_s
-            # long intervals wait in slices, so a dead parent or the job end is noticed quickly
+            # long intervals wait in slices, so a dead parent, the job end or a shorter interval
+            # is noticed quickly
             while (remaining_s := next_tick_s - clock_s()) > 0:
                 if stop.wait(min(remaining_s, _CHECK_EVERY_S)):
-                    if clock_s() - last_snapshot_s >= _LAST_SNAPSHOT_MIN_S:
+                    if not paused and clock_s() - last_snapshot_s >= _LAST_SNAPSHOT_MIN_S:
                         snapshot()  # the time since the last tick
                     return "stopped"
-                if remaining_s > _CHECK_EVERY_S and (reason := why_stop()) is not None:
-                    return reason
+                if remaining_s > _CHECK_EVERY_S:
+                    if (reason := why_stop()) is not None:
+                        return reason
+                    if follow_config():
+                        next_tick_s = (clock_s() // interval_s + 1) * interval_s
             if parent_pid is not None and not _alive(parent):
                 return "parent exited"
-            snapshot()
+            if not paused:
+                snapshot()
             if job_has_ended(profiler_output_dir):
                 return "job ended"
     finally:
@@ -159,6 +196,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--node", default="algo-1")
     parser.add_argument("--interval-ms", type=int, default=500)
     parser.add_argument("--parent-pid", type=int, default=None)
+    parser.add_argument("--config", type=Path, default=None, help="the job's configuration file")
     parser.add_argument(
         "--gpu-backend", default="nvml", help="nvml | none | scripted:<JSON or file>"
     )
@@ -194,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parent_pid=args.parent_pid,
                 gpu_backend=gpu_backend_from_spec(args.gpu_backend),
                 stop=stop,
+                config_path=args.config,
             )
         except Exception:
             logger.exception("the monitor failed")

@@ -75,6 +75,7 @@ def start_monitor(
     interval_ms: int = 500,
     parent_pid: int | None = None,
     gpu_backend: str | GpuBackend = "nvml",
+    config_path: str | Path | None = None,
 ) -> MonitorHandle:
     """Start the system monitor of one node in its own process.
 
@@ -88,6 +89,8 @@ def start_monitor(
     :param parent_pid: the process whose death stops the monitor; default: the caller.
     :param gpu_backend: ``"nvml"``, ``"none"``, ``"scripted:<JSON or file>"`` or a
         :class:`~stepscope.collect.monitor.gpu.ScriptedGpuBackend` (passed on as its spec).
+    :param config_path: the job's configuration file, whose interval and ``disable_profiler``
+        the monitor follows while it runs (``stepscope update``); default: none.
     :raises ConfigError: for a bad node name, interval or GPU backend spec.
     :raises OSError: when the output folder cannot be created or the process cannot start.
     """
@@ -112,6 +115,8 @@ def start_monitor(
         "--gpu-backend",
         spec,
     ]
+    if config_path is not None:
+        command += ["--config", str(config_path)]
     env = {key: value for key, value in os.environ.items() if key not in _INSTRUMENTATION_ENV}
     with open(monitor_log_path(output_dir), "ab") as log:
         process = subprocess.Popen(
@@ -127,13 +132,22 @@ def start_monitor(
 
 
 def start_monitor_or_warn(
-    profiler_output_dir: str | Path, *, node: str, interval_ms: int, parent_pid: int
+    profiler_output_dir: str | Path,
+    *,
+    node: str,
+    interval_ms: int,
+    parent_pid: int,
+    config_path: str | Path | None = None,
 ) -> MonitorHandle | None:
     """:func:`start_monitor` for a job that goes on without system metrics when the monitor
     cannot start: ``None`` and one warning instead of an error."""
     try:
         return start_monitor(
-            profiler_output_dir, node=node, interval_ms=interval_ms, parent_pid=parent_pid
+            profiler_output_dir,
+            node=node,
+            interval_ms=interval_ms,
+            parent_pid=parent_pid,
+            config_path=config_path,
         )
     except (OSError, StepscopeError) as exc:
         logger.warning("stepscope's system monitor did not start (%s): no system metrics", exc)
