@@ -27,6 +27,7 @@ _PUBLIC: dict[str, str] = {
     "PT_dataloader_analysis": "stepscope.analysis.dataloader",
     "PandasFrame": "stepscope.analysis.pandas_frame",
     "PandasFrameAnalysis": "stepscope.analysis.statistics",
+    "Profiler": "stepscope.config",
     "ProfilerConfig": "stepscope.config",
     "ProfilerRule": "stepscope.rules",
     "PyinstrumentAnalysis": "stepscope.analysis.python_profile",

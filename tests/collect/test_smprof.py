@@ -125,8 +125,23 @@ SMProf.stop_profiling()
 """
 
 
-def test_cpu_profiling_duration_closes_the_window(tmp_path: Path) -> None:
-    result = _run_script(tmp_path / "train.py", DURATION_EXAMPLE)
+JOB_DURATION_EXAMPLE = DURATION_EXAMPLE.replace(
+    "SMProf.configure(smprof.Config(profile_params=smprof.Profiler(cpu_profiling_duration=1)))\n",
+    "",
+).replace(
+    "SMProf.start_profiling()",
+    "from stepscope import Profiler, ProfilerConfig, profile\n"
+    "job = profile(ProfilerConfig(profile_params=Profiler(cpu_profiling_duration=1)))\n"
+    "job.__enter__()\n"
+    "SMProf.start_profiling()",
+)
+
+
+@pytest.mark.parametrize(
+    "source", [DURATION_EXAMPLE, JOB_DURATION_EXAMPLE], ids=["script-config", "job-config"]
+)
+def test_cpu_profiling_duration_closes_the_window(tmp_path: Path, source: str) -> None:
+    result = _run_script(tmp_path / "train.py", source)
     assert result.returncode == 0, result.stderr
     traces = list((tmp_path / "stepscope-jobs").rglob("*.pt.trace.json.gz"))
     assert len(traces) == 1

@@ -10,6 +10,7 @@ from stepscope.config import (
     OPTIONS,
     DetailedProfilingConfig,
     FrameworkProfile,
+    Profiler,
     ProfileRange,
     ProfilerConfig,
     PythonProfilingConfig,
@@ -71,6 +72,7 @@ def test_other_intervals_are_refused_with_the_allowed_list(interval_ms: object) 
             "a FrameworkProfile or None",
         ),
         ({"s3_output_path": 5}, "ProfilerConfig.s3_output_path", "a string or None"),
+        ({"profile_params": 3600}, "ProfilerConfig.profile_params", "a Profiler or None"),
     ],
 )
 def test_wrong_types_are_refused(kwargs, parameter: str, allowed: str) -> None:
@@ -96,6 +98,7 @@ def _samples() -> list[ProfilerConfig]:
                 python_profiling_config=PythonProfilingConfig(python_profiler="Pyinstrument"),
             )
         ),
+        ProfilerConfig(profile_params=Profiler(cpu_profiling_duration=60)),
     ]
 
 
@@ -110,6 +113,21 @@ def test_to_dict_is_plain_json_values() -> None:
     assert python["python_profiler"] == "pyinstrument"
     assert python["cprofile_timer"] is None
     assert data["framework_profile_params"]["detailed_profiling_config"]["duration"] == 2
+
+
+def test_sagemaker_profiler_launcher_code_ports_with_its_imports_changed(tmp_path) -> None:
+    # SageMaker Profiler's launcher: ProfilerConfig(profile_params=Profiler(...))
+    from stepscope import Profiler as PublicProfiler
+    from stepscope import ProfilerConfig as PublicProfilerConfig
+
+    config = PublicProfilerConfig(profile_params=PublicProfiler(cpu_profiling_duration=3600))
+    assert config.profile_params == Profiler()
+    path = config.to_file(tmp_path / "profiler-config.yaml")
+    assert ProfilerConfig.from_file(path).profile_params == Profiler(cpu_profiling_duration=3600)
+    with pytest.raises(ConfigError) as caught:
+        ProfilerConfig.from_dict({"profile_params": {"cpu_profiling_seconds": 60}})
+    assert caught.value.parameter == "Profiler key"
+    assert "cpu_profiling_duration" in caught.value.allowed
 
 
 def test_from_dict_refuses_a_misspelt_key() -> None:

@@ -34,6 +34,7 @@ from stepscope.config.profiler import (
     ProfilerConfig,
 )
 from stepscope.config.ranges import ProfileRange
+from stepscope.config.sagemaker_profiler import Profiler
 from stepscope.config.watcher import ConfigWatcher
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "FrameworkProfile",
     "HorovodProfilingConfig",
     "ProfileRange",
+    "Profiler",
     "ProfilerConfig",
     "ProfilingOption",
     "ProfilingOptionConfig",

@@ -12,6 +12,7 @@ from typing import Any
 from stepscope.config.framework import FrameworkProfile, ProfilingOption
 from stepscope.config.ranges import ProfileRange
 from stepscope.config.sagemaker_format import from_sagemaker_dict, is_sagemaker_shape
+from stepscope.config.sagemaker_profiler import Profiler
 from stepscope.config.serialization import read_config_file, write_config_file
 from stepscope.config.validation import check_bool, check_choice
 from stepscope.errors import ConfigError
@@ -38,6 +39,7 @@ _KEYS = (
     "system_monitor_interval_millis",
     "framework_profile_params",
     "disable_profiler",
+    "profile_params",
 )
 
 
@@ -54,12 +56,16 @@ class ProfilerConfig:
         system monitoring only, as on SageMaker. Pass ``FrameworkProfile()`` for SageMaker's
         default framework profiling.
     :param disable_profiler: True turns everything off, system monitoring included; default False.
+    :param profile_params: SageMaker Profiler's setting, a :class:`Profiler`: how long a window
+        that the training script opens with ``smprof`` (:mod:`stepscope.smprof`) may last.
+        Default None: ``Profiler()``'s 3600 seconds, unless the script configures its own.
     """
 
     s3_output_path: str | None = None
     system_monitor_interval_millis: int = SYSTEM_MONITOR_INTERVAL_DEFAULT_MS
     framework_profile_params: FrameworkProfile | None = None
     disable_profiler: bool = False
+    profile_params: Profiler | None = None
 
     def __post_init__(self) -> None:
         if self.s3_output_path is not None and not isinstance(self.s3_output_path, str):
@@ -84,6 +90,10 @@ class ProfilerConfig:
                 "a FrameworkProfile or None",
             )
         check_bool("ProfilerConfig.disable_profiler", self.disable_profiler)
+        if self.profile_params is not None and not isinstance(self.profile_params, Profiler):
+            raise ConfigError(
+                "ProfilerConfig.profile_params", self.profile_params, "a Profiler or None"
+            )
 
     # -- what is on ------------------------------------------------------------------------------
 
@@ -114,6 +124,9 @@ class ProfilerConfig:
             "system_monitor_interval_millis": self.system_monitor_interval_millis,
             "framework_profile_params": None if framework is None else framework.to_dict(),
             "disable_profiler": self.disable_profiler,
+            "profile_params": None
+            if self.profile_params is None
+            else self.profile_params.to_dict(),
         }
 
     @classmethod
@@ -133,6 +146,9 @@ class ProfilerConfig:
         framework = values.get("framework_profile_params")
         if isinstance(framework, Mapping):
             values["framework_profile_params"] = FrameworkProfile.from_dict(dict(framework))
+        profile_params = values.get("profile_params")
+        if isinstance(profile_params, Mapping):
+            values["profile_params"] = Profiler.from_dict(dict(profile_params))
         return cls(**values)
 
     def to_file(self, path: str | os.PathLike[str]) -> Path:

@@ -15,7 +15,8 @@ Scripts written for SageMaker Profiler run with only their import changed
 ``"1"`` and a GPU is there) and ``stop_profiling`` closes it, whatever the configured detailed
 range says; annotations inside become ``record_function`` ranges and timeline events. The window
 also closes at the first step end after ``cpu_profiling_duration`` seconds (SageMaker SDK's
-``Profiler(cpu_profiling_duration=3600)``, default 3600). Under ``stepscope run`` the running
+``Profiler(cpu_profiling_duration=3600)``, default 3600): the script's ``Config`` says, else the
+job's ``ProfilerConfig(profile_params=...)``. Under ``stepscope run`` the running
 session records it; otherwise ``start_profiling`` starts a session of its own (output under
 ``./stepscope-jobs/``) and ``stop_profiling`` stops it.
 
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepscope.collect.session import get_active_session
+from stepscope.config import Profiler
 from stepscope.errors import ConfigError, SessionError
 
 __all__ = [
@@ -43,24 +45,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: SageMaker SDK's default ``cpu_profiling_duration``, in seconds
-DEFAULT_CPU_PROFILING_DURATION_S = 3600
-
-
-@dataclass
-class Profiler:
-    """SageMaker SDK's ``Profiler``: how long CPU activity is profiled once profiling starts.
-
-    :param cpu_profiling_duration: seconds, an integer >= 1; default 3600.
-    """
-
-    cpu_profiling_duration: int = DEFAULT_CPU_PROFILING_DURATION_S
-
-    def __post_init__(self) -> None:
-        duration = self.cpu_profiling_duration
-        if isinstance(duration, bool) or not isinstance(duration, int) or duration < 1:
-            raise ConfigError("Profiler.cpu_profiling_duration", duration, "an integer >= 1")
-
 
 @dataclass
 class Config:
@@ -68,11 +52,12 @@ class Config:
 
     :param profiler: ``{"EnableCuda": "1"}`` profiles CUDA activity too (when there is a GPU);
         ``"0"`` profiles the CPU only. Default ``{"EnableCuda": "1"}``.
-    :param profile_params: a :class:`Profiler` (its ``cpu_profiling_duration``).
+    :param profile_params: a :class:`Profiler` (its ``cpu_profiling_duration``); default None:
+        the job's ``ProfilerConfig.profile_params``, else ``Profiler()``.
     """
 
     profiler: dict[str, Any] = field(default_factory=lambda: {"EnableCuda": "1"})
-    profile_params: Profiler = field(default_factory=Profiler)
+    profile_params: Profiler | None = None
 
     @property
     def enable_cuda(self) -> bool:
@@ -120,7 +105,7 @@ class SMProfiler:
         self._detailed = instrumentation.detailed_profiler
         self._detailed.start_manual(
             cuda=self.config.enable_cuda,
-            max_duration_s=float(self.config.profile_params.cpu_profiling_duration),
+            max_duration_s=float(_profile_params(self.config, session).cpu_profiling_duration),
         )
         logger.info("stepscope: SageMaker Profiler window started on %s", session.node_id)
 
@@ -132,6 +117,11 @@ class SMProfiler:
         owned, self._owned = self._owned, None
         if owned is not None:
             owned.__exit__(None, None, None)
+
+
+def _profile_params(config: Config, session: Any) -> Profiler:
+    """The script's setting, else the job's (``ProfilerConfig.profile_params``), else the default."""
+    return config.profile_params or session.config.profile_params or Profiler()
 
 
 @functools.cache
