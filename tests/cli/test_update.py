@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import subprocess
 import sys
 
@@ -97,3 +99,36 @@ def test_the_console_command_runs_in_its_own_process(job) -> None:
     assert result.returncode == 0, result.stderr
     assert "steps 9-11" in result.stdout and "steps 20-21" in result.stdout
     assert _config(job).range_for("python") == ProfileRange(start_step=20, num_steps=2)
+
+
+@pytest.mark.parametrize(
+    ("status", "started", "note"),
+    [
+        ("Running", ProfilerConfig(), "not instrumented"),
+        (
+            "Running",
+            ProfilerConfig(framework_profile_params=FrameworkProfile(), disable_profiler=True),
+            "not instrumented",
+        ),
+        ("Completed", ProfilerConfig(framework_profile_params=FrameworkProfile()), "not running"),
+    ],
+    ids=["system-only", "started-disabled", "ended"],
+)
+def test_a_change_that_cannot_reach_the_job_says_so(
+    job, caplog, status: str, started: ProfilerConfig, note: str
+) -> None:
+    started.to_file(job / "profiler-config.json")
+    info = {"status": status, "profiler_config": started.to_dict()}
+    (job / "job.json").write_text(json.dumps(info))
+    with caplog.at_level(logging.WARNING, logger="stepscope.cli.update"):
+        assert main(["update", str(job), "--detailed", "30:2", "--enable"]) == 0
+    assert [note in record.getMessage() for record in caplog.records] == [True]
+
+
+def test_a_running_instrumented_job_gets_no_warning(job, caplog) -> None:
+    started = _config(job)
+    info = {"status": "Running", "profiler_config": started.to_dict()}
+    (job / "job.json").write_text(json.dumps(info))
+    with caplog.at_level(logging.WARNING, logger="stepscope.cli.update"):
+        assert main(["update", str(job), "--detailed", "30:2"]) == 0
+    assert caplog.records == []

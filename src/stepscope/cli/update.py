@@ -8,10 +8,14 @@ prints each setting that changed.
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 from pathlib import Path
 from typing import Any
 
 __all__ = ["add_arguments", "main"]
+
+logger = logging.getLogger(__name__)
 
 _RANGE_HELP = "START:NUM to profile NUM steps from step START, or 'off'"
 
@@ -107,6 +111,29 @@ def _summary(config: Any) -> dict[str, str]:
     return summary
 
 
+def _unreached(job_dir: Path, after: Any) -> str | None:
+    """Why the new configuration will not reach the job's processes, from its ``job.json``
+    (None when it will, or when there is no ``job.json`` to tell)."""
+    from stepscope.config import ProfilerConfig
+    from stepscope.errors import StepscopeError
+    from stepscope.store.layout import job_file_path
+
+    try:
+        info = json.loads(job_file_path(job_dir).read_text())
+        status = info["status"]
+        started = ProfilerConfig.from_dict(info["profiler_config"])
+    except (OSError, ValueError, KeyError, TypeError, StepscopeError):
+        return None
+    if status != "Running":
+        return f"the job is not running (status {status}): no process reads this change"
+    if after.framework_profiling_enabled and not started.framework_profiling_enabled:
+        return (
+            "the job's processes started without framework profiling, so they are not "
+            "instrumented: the framework options apply only to processes started from now on"
+        )
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
     from stepscope.config import ProfilerConfig, job_config_path, update_job_config
 
@@ -133,4 +160,7 @@ def main(args: argparse.Namespace) -> int:
     width = max(len(key) for key in changes)
     for key in changes:
         print(f"  {key:<{width}}  {old.get(key, '-')} -> {new[key]}")
+    note = _unreached(args.job_dir, after)
+    if note is not None:
+        logger.warning("%s", note)
     return 0
