@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from stepscope.launch import _child_command, _command_name, parse_hyperparameters
+import logging
+from pathlib import Path
+
+import pytest
+
+from stepscope.config import FrameworkProfile, ProfilerConfig
+from stepscope.launch import (
+    _child_command,
+    _command_name,
+    _with_local_path,
+    parse_hyperparameters,
+)
 
 
 def test_hyperparameters_are_parsed_from_the_command_line() -> None:
@@ -21,3 +32,21 @@ def test_several_processes_per_node_run_through_torchrun() -> None:
     assert command[1:4] == ["-m", "torch.distributed.run", "--standalone"]
     assert command[4:] == ["--nproc-per-node=2", "train.py", "--lr", "1"]
     assert _child_command(["python", "train.py"], 1) == ["python", "train.py"]
+
+
+def test_a_local_path_elsewhere_is_replaced_by_the_job_folder_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    output = tmp_path / "job" / "profiler-output"
+    given = ProfilerConfig(framework_profile_params=FrameworkProfile(local_path="/data/MyRun"))
+    with caplog.at_level(logging.WARNING, logger="stepscope.launch"):
+        config = _with_local_path(given, output)
+    assert config.framework_profile_params is not None
+    assert config.framework_profile_params.local_path == str(output)
+    [record] = caplog.records
+    assert "/data/MyRun is not used" in record.getMessage()
+    assert str(output) in record.getMessage() and "--job-dir" in record.getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="stepscope.launch"):
+        _with_local_path(ProfilerConfig(framework_profile_params=FrameworkProfile()), output)
+    assert caplog.records == []

@@ -176,10 +176,19 @@ def _job_config(config: ProfilerConfig | None) -> ProfilerConfig:
 
 
 def _with_local_path(config: ProfilerConfig, profiler_output: Path) -> ProfilerConfig:
-    """The job's output always goes to its own folder, whatever ``local_path`` said."""
+    """The job's output always goes to its own folder, whatever ``local_path`` said; a
+    ``local_path`` elsewhere (a ported SageMaker config's, say) is named in one warning."""
     data = config.to_dict()
     framework = data.get("framework_profile_params")
     if framework is not None:
+        given = framework["local_path"]
+        if given is not None and Path(given).expanduser().resolve() != profiler_output.resolve():
+            logger.warning(
+                "FrameworkProfile.local_path %s is not used: a launched job writes its profiler "
+                "output into its own folder, %s; choose that folder with --job-dir (job_dir=)",
+                given,
+                profiler_output,
+            )
         framework["local_path"] = str(profiler_output)
     return ProfilerConfig.from_dict(data)
 
