@@ -135,6 +135,9 @@ def launch(
         or nproc_per_node < 1
     ):
         raise ConfigError("nproc_per_node", nproc_per_node, "an integer >= 1")
+    from stepscope.rules import build_rules
+
+    build_rules(rules)  # a bad rule list fails now, not after hours of training
     config = _job_config(profiler_config)
     job = Job(path=_make_job_dir(job_dir, command))
     config = _with_local_path(config, job.profiler_output)
@@ -158,7 +161,7 @@ def launch(
         # Ctrl-C before the command started: the job ends here, stopped, and stays readable
         job.exit_code, job.status = _INTERRUPTED_EXIT_CODE, JobStatus.STOPPED
     finally:
-        _finish(job, monitor, engine, watcher, report)
+        _finish(job, monitor, engine, watcher, report, rules)
     return job
 
 
@@ -447,7 +450,14 @@ def _start_rule_engine(job: Job, rules: Sequence[Any] | None, report: bool) -> A
         return None
 
 
-def _finish(job: Job, monitor: Any, engine: Any, watcher: _StatusPrinter, report: bool) -> None:
+def _finish(
+    job: Job,
+    monitor: Any,
+    engine: Any,
+    watcher: _StatusPrinter,
+    report: bool,
+    rules: Sequence[Any] | None,
+) -> None:
     from stepscope.store import recover_timeline_files, write_job_end_marker
 
     # a rank killed before it closed its timeline files leaves .tmp files: close them now
@@ -458,7 +468,7 @@ def _finish(job: Job, monitor: Any, engine: Any, watcher: _StatusPrinter, report
     if engine is not None:
         engine.finish()
     else:
-        _run_rules_offline(job)
+        _run_rules_offline(job, rules)
     watcher.poll()
     job.info.update(
         end_time_us=int(time.time() * 1e6),
@@ -471,11 +481,12 @@ def _finish(job: Job, monitor: Any, engine: Any, watcher: _StatusPrinter, report
         _write_report(job)
 
 
-def _run_rules_offline(job: Job) -> None:
+def _run_rules_offline(job: Job, rules: Sequence[Any] | None) -> None:
+    """The job's own rules, when the live engine could not run them."""
     from stepscope.rules import run_rules
 
     try:
-        run_rules(job.path)
+        run_rules(job.path, rules)
     except StepscopeError as exc:
         logger.warning("rules could not run on %s: %s", job.path, exc)
 

@@ -258,6 +258,17 @@ def test_run_rejects_an_existing_job_folder(tmp_path: Path, train_script: Path) 
     assert "job_dir must be a folder that holds no job yet" in result.stderr
 
 
+def test_a_bad_rule_list_is_refused_before_the_job_starts(tmp_path: Path) -> None:
+    job_dir = tmp_path / "job"
+    rules = ["--rule", "StepOutlier", "--rule", "stepoutlier"]
+    command = [sys.executable, "-c", "print('trained')"]
+    result = _stepscope("run", *rules, "--job-dir", str(job_dir), "--", *command)
+    assert result.returncode == 2
+    assert "rules must be each rule at most once, got ['StepOutlier']" in result.stderr
+    assert "trained" not in result.stdout
+    assert not job_dir.exists()
+
+
 def test_run_without_a_command_says_what_is_missing(tmp_path: Path) -> None:
     result = _stepscope("run", "--job-dir", str(tmp_path / "job"))
     assert result.returncode == 2
