@@ -56,6 +56,11 @@ def test_disable_enable_interval_and_off(job, capsys) -> None:
     assert _config(job).disable_profiler is False
 
 
+def test_distributed_changes_are_printed_under_their_flags_name(job, capsys) -> None:
+    assert main(["update", str(job), "--distributed", "5:2"]) == 0
+    assert "  distributed  step 15 -> steps 5-6\n" in capsys.readouterr().out
+
+
 def test_nothing_to_change(job, capsys) -> None:
     assert main(["update", str(job)]) == 0
     assert "nothing changed" in capsys.readouterr().out

@@ -18,6 +18,8 @@ __all__ = ["add_arguments", "main"]
 logger = logging.getLogger(__name__)
 
 _RANGE_HELP = "START:NUM to profile NUM steps from step START, or 'off'"
+#: options printed under the name of their flag, the one the user typed
+_FLAG_NAMES = {"smdataparallel": "distributed"}
 
 
 def _option_change(text: str) -> tuple[int, int] | bool:
@@ -107,7 +109,7 @@ def _summary(config: Any) -> dict[str, str]:
     }
     for option in OPTIONS:
         effective = None if framework is None else framework.effective_config(option)
-        summary[option] = _range_text(effective)
+        summary[_FLAG_NAMES.get(option, option)] = _range_text(effective)
     return summary
 
 
