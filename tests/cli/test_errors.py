@@ -36,6 +36,17 @@ def test_an_output_that_cannot_be_written_is_named_without_a_traceback(
     assert "Traceback" not in err
 
 
+def test_a_report_of_a_read_only_trace_asks_for_the_report_commands_option(
+    shared_fixtures: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = shared_fixtures / "kineto" / "v100_single_ns_resolution.pt.trace.json.gz"
+    assert main(["report", str(trace)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stepscope: error: output must be an HTML file to write")
+    assert "pass -o FILE.html" in err
+    assert "--output-dir" not in err, "stepscope report has no --output-dir"
+
+
 def test_a_report_output_that_is_a_folder_is_named(
     job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

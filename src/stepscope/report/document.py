@@ -19,6 +19,7 @@ import orjson
 
 from stepscope._atomic import write_atomic
 from stepscope._optional import require
+from stepscope.errors import ConfigError
 from stepscope.report.sections import SECTIONS, ReportContext
 from stepscope.rules import BUILTIN_RULES, read_results, run_rules
 from stepscope.rules.engine import open_input, rule_output_dir
@@ -46,7 +47,15 @@ def write_report(job_or_path: Any, *, output: str | os.PathLike[str] | None = No
         target = Path(output)
         results_dir = target.parent
     else:
-        results_dir = rule_output_dir(job, None)
+        try:
+            results_dir = rule_output_dir(job, None)
+        except ConfigError:  # its hint names the rules' --output-dir, which is not ours
+            raise ConfigError(
+                "output",
+                None,
+                "an HTML file to write for a read-only input",
+                f"{job.path} is not a writable job folder; pass -o FILE.html (or output=...).",
+            ) from None
         target = results_dir / REPORT_NAME
     results = read_results(results_dir)
     if not results:
