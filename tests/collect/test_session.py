@@ -227,6 +227,42 @@ def test_a_config_file_that_turns_profiling_off_applies_from_the_next_step(
     assert seen == [True, False, False]
 
 
+def test_a_time_range_that_ran_does_not_restart_when_another_option_changes(
+    tmp_path: Path,
+) -> None:
+    # `stepscope update <job> --detailed 1000:1` rewrites every option, Python's unchanged
+    from stepscope.config import DetailedProfilingConfig, PythonProfilingConfig
+
+    python = PythonProfilingConfig(duration=0.5)  # from the first check on, for half a second
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(python_profiling_config=python)
+    )
+    config_path = tmp_path / "profiler-config.json"
+    config.to_file(config_path)
+    session = Session(config, tmp_path / "out", config_path=config_path).start()
+    try:
+        seen = []
+        while len(seen) < 100 and (not seen or seen[-1]):
+            with stepscope.step("TRAIN"):
+                seen.append(session.active["python"])
+                time.sleep(0.05)
+        assert seen[0] and not seen[-1], "the half second of Python profiling ran and ended"
+        detailed = DetailedProfilingConfig(start_step=1000, num_steps=1)
+        framework = FrameworkProfile(
+            python_profiling_config=python, detailed_profiling_config=detailed
+        )
+        ProfilerConfig(framework_profile_params=framework).to_file(config_path)
+        time.sleep(1.1)  # the file is checked at most once a second, at a step boundary
+        later = []
+        for _ in range(4):
+            with stepscope.step("TRAIN"):
+                later.append(session.active["python"])
+        assert session.range_for("detailed") is not None
+    finally:
+        session.stop()
+    assert later == [False, False, False, False]
+
+
 class _RecordingWriter:
     """Keeps the batches a session hands over, as a timeline writer would queue them."""
 

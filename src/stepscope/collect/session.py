@@ -385,8 +385,18 @@ class Session:
         if new_config is not None:  # no FrameworkProfile (every option off): ranges all None
             logger.info("stepscope: profiler configuration changed; applying it from the next step")
             self.config = new_config
-            self._ranges = {option: new_config.range_for(option) for option in OPTIONS}
+            self._ranges = {
+                option: _kept_range(self._ranges.get(option), new_config.range_for(option))
+                for option in OPTIONS
+            }
             self._active_until_step = -1
+
+
+def _kept_range(current: Any, new: Any) -> Any:
+    """``current`` when the new configuration gives the option the same range: a time range
+    keeps the moment it started and the step it chose (``stepscope update`` rewrites every
+    option, and a range built afresh would profile another ``duration`` seconds or step)."""
+    return current if current is not None and current == new else new
 
 
 def _config_watcher(path: Path) -> Any:
