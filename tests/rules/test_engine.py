@@ -152,6 +152,8 @@ def test_cli_rules_with_parameters(starved_job, tmp_path, capsys):
     assert "n_outliers:0" in report["RuleParameters"]
     assert report["Status"] == "IssuesFound"
     assert not (tmp_path / "CPUBottleneck").exists()
+    # the statuses are the command's result: on stdout, for `| grep IssuesFound`
+    assert capsys.readouterr().out.split()[:2] == ["StepOutlier", "IssuesFound"]
 
 
 def test_cli_param_of_a_sub_rule_goes_through_profiler_report(starved_job, tmp_path):

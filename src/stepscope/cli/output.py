@@ -14,7 +14,10 @@ if TYPE_CHECKING:
 
 __all__ = ["print_job_start", "print_job_summary", "print_rule_finding", "print_rule_status"]
 
+#: what stepscope says about a job goes to stderr, beside the training's own output on stdout
 _console = Console(stderr=True, highlight=False)
+#: a command whose result is the rule statuses (``stepscope rules``) prints them on stdout
+_result_console = Console(highlight=False)
 
 _STYLE = {
     "InProgress": "cyan",
@@ -30,9 +33,9 @@ _STYLE = {
 _NEWS = frozenset(("IssuesFound", "Error"))
 
 
-def _say(text: str, *, markup: bool = True) -> None:
+def _say(text: str, *, markup: bool = True, console: Console = _console) -> None:
     """One line, never wrapped by us: a path in it stays whole to copy (the terminal wraps it)."""
-    _console.print(text, markup=markup, soft_wrap=True)
+    console.print(text, markup=markup, soft_wrap=True)
 
 
 def print_job_start(job: Job) -> None:
@@ -41,11 +44,14 @@ def print_job_start(job: Job) -> None:
     _say(f"Watch it live:  stepscope ui {job.path.parent}", markup=False)
 
 
-def print_rule_status(rule: str, status: dict[str, Any]) -> None:
-    """One line: ``rule  state  message``."""
+def print_rule_status(rule: str, status: dict[str, Any], *, result: bool = False) -> None:
+    """One line: ``rule  state  message``; on stdout when it is the command's ``result``."""
     state = str(status.get("status", "?"))
     message = str(status.get("message") or "")
-    _say(f"[{_STYLE.get(state, '')}]{escape(f'{rule:<26} {state:<14}')}[/] {escape(message)}")
+    _say(
+        f"[{_STYLE.get(state, '')}]{escape(f'{rule:<26} {state:<14}')}[/] {escape(message)}",
+        console=_result_console if result else _console,
+    )
 
 
 def print_rule_finding(rule: str, status: dict[str, Any]) -> None:

@@ -92,5 +92,5 @@ def main(args: argparse.Namespace) -> int:
     rules = rules_from_arguments(args.rules, args.params)
     results = run_rules(args.path, rules, output_dir=args.output_dir)
     for name, result in results.items():
-        print_rule_status(name, result.to_status())
+        print_rule_status(name, result.to_status(), result=True)
     return 0
