@@ -97,8 +97,9 @@ def read_rule_statuses(job_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def launch(
-    command: Sequence[str],
+    command: str | os.PathLike[str] | Sequence[str],
     *,
+    args: Sequence[str] = (),
     profiler_config: ProfilerConfig | None = None,
     rules: Sequence[Any] | None = None,
     job_dir: str | os.PathLike[str] | None = None,
@@ -110,8 +111,11 @@ def launch(
 ) -> Job:
     """Run ``command`` under the profiler and return the finished :class:`Job`.
 
-    :param command: the training command, e.g. ``["python", "train.py", "--epochs", "3"]``; a
-        leading ``*.py`` script runs with this Python.
+    :param command: the training command, e.g. ``["python", "train.py", "--epochs", "3"]``, or
+        one script or program alone (``"train.py"``, never split at spaces); a leading ``*.py``
+        script runs with this Python.
+    :param args: arguments added after ``command``: ``launch("train.py", args=["--epochs",
+        "3"])``.
     :param profiler_config: what to profile; default :class:`ProfilerConfig` with a
         :class:`FrameworkProfile` (SageMaker's defaults for every option).
     :param rules: ``ProfilerRule`` objects (default: ``ProfilerReport``); at most 20.
@@ -126,8 +130,11 @@ def launch(
     :param on_status: called with (rule name, status dict) whenever a rule's status changes.
     :param report: write the HTML report at the end.
     """
-    command = list(command)
-    if not command:
+    command = [os.fspath(command)] if isinstance(command, (str, os.PathLike)) else list(command)
+    if isinstance(args, str) or not all(isinstance(arg, str) for arg in args):
+        raise ConfigError("args", args, "a list of strings")
+    command += args
+    if not command or not command[0]:
         raise ConfigError("command", command, "a non-empty command to run")
     if (
         not isinstance(nproc_per_node, int)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from stepscope.errors import ConfigError
+
 TRAIN = textwrap.dedent(
     """
     import argparse, sys, time
@@ -256,6 +258,24 @@ def test_run_rejects_an_existing_job_folder(tmp_path: Path, train_script: Path) 
     result = _stepscope("run", "--job-dir", str(job_dir), "--", "python", str(train_script))
     assert result.returncode == 2
     assert "job_dir must be a folder that holds no job yet" in result.stderr
+
+
+def test_launch_takes_a_script_alone_and_its_arguments(tmp_path: Path, train_script: Path) -> None:
+    # product example: launch("train.py", args=["--epochs", "3"], ...)
+    from stepscope import launch
+
+    job = launch(
+        str(train_script),
+        args=["--steps", "3"],
+        job_dir=tmp_path / "job",
+        rules=["StepOutlier"],
+        report=False,
+    )
+    assert job.status == "Completed", job.info
+    assert job.info["command"] == [str(train_script), "--steps", "3"]
+    assert job.info["hyperparameters"] == {"steps": 3}
+    with pytest.raises(ConfigError, match="args must be a list of strings"):
+        launch(str(train_script), args="--steps 3", job_dir=tmp_path / "other")
 
 
 def test_a_bad_rule_list_is_refused_before_the_job_starts(tmp_path: Path) -> None:
