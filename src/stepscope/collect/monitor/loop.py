@@ -128,6 +128,8 @@ def run_monitor(
                 config.system_monitor_interval_millis,
                 "paused (profiler disabled)" if config.disable_profiler else "sampling",
             )
+        if paused and not config.disable_profiler:
+            sampler.sample()  # prime the counters again: the next sample covers its tick only
         interval_s, paused = new_interval_s, config.disable_profiler
         return changed
 
