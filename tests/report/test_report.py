@@ -11,7 +11,7 @@ import pytest
 from stepscope.cli import main as cli_main
 from stepscope.report import write_report
 from stepscope.rules import Rule, Verdict, run_rules
-from stepscope.testing import TableJob, generate_job
+from stepscope.testing import TINY_JOB, TableJob, generate_job
 from tests.browser import ARTIFACTS, chromium, needs_chromium
 from tests.rules.tablejob import T0_US, add_events, machine
 
@@ -152,6 +152,19 @@ def test_report_of_custom_rules_and_command(tmp_path, capsys):
     assert str(path) in capsys.readouterr().out
     text = path.read_text()
     assert 'id="rule-AlwaysWarns"' in text and "do the thing" in text
+
+
+def test_reports_written_elsewhere_show_each_jobs_own_rule_results(tmp_path):
+    first = generate_job(tmp_path / "first", **TINY_JOB)
+    run_rules(first, ["StepOutlier"])
+    second = generate_job(tmp_path / "second", **TINY_JOB)
+    run_rules(second, [AlwaysWarns])
+    out = tmp_path / "reports"
+    first_text = write_report(first, output=out / "first.html").read_text()
+    second_text = write_report(second, output=out / "second.html").read_text()
+    assert 'id="rule-StepOutlier"' in first_text and 'id="rule-AlwaysWarns"' not in first_text
+    assert 'id="rule-AlwaysWarns"' in second_text and "do the thing" in second_text
+    assert sorted(p.name for p in out.iterdir()) == ["first.html", "second.html"]
 
 
 def test_read_only_input_needs_an_output(shared_fixtures, tmp_path):

@@ -14,8 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        help="HTML file to write (default <job>/rule-output/profiler-report.html); rule results "
-        "are read from, or computed into, its folder",
+        help="HTML file to write (default <job>/rule-output/profiler-report.html); the rule "
+        "results are the job's own, or, for a read-only input (a trace, s3://), read from or "
+        "computed into this file's folder",
     )
 
 

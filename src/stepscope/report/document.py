@@ -38,25 +38,30 @@ def write_report(job_or_path: Any, *, output: str | os.PathLike[str] | None = No
     :param job_or_path: a job folder, SageMaker Debugger output, Kineto trace (anything
         ``open_job`` reads) or a ``JobData``.
     :param output: the HTML file to write; default ``<job>/rule-output/profiler-report.html``
-        (required for read-only inputs). Rule results are read beside it, in the same folder,
-        and computed there first when there are none.
+        (required for read-only inputs). The rule results are the job's own, in its
+        ``rule-output/`` (computed there first when there are none), wherever the report goes; a
+        read-only input (a trace, an ``s3://`` path) has none, so its results are read beside
+        ``output``, in the same folder, and computed there first when there are none.
     """
     plotly = require("plotly.offline", extra="ui", feature="the HTML profiling report")
     job = open_input(job_or_path)
+    try:
+        own_results_dir: Path | None = rule_output_dir(job, None)
+    except ConfigError:  # a read-only input
+        own_results_dir = None
     if output is not None:
         target = Path(output)
-        results_dir = target.parent
-    else:
-        try:
-            results_dir = rule_output_dir(job, None)
-        except ConfigError:  # its hint names the rules' --output-dir, which is not ours
-            raise ConfigError(
-                "output",
-                None,
-                "an HTML file to write for a read-only input",
-                f"{job.path} is not a writable job folder; pass -o FILE.html (or output=...).",
-            ) from None
+        results_dir = own_results_dir or target.parent
+    elif own_results_dir is not None:
+        results_dir = own_results_dir
         target = results_dir / REPORT_NAME
+    else:
+        raise ConfigError(
+            "output",
+            None,
+            "an HTML file to write for a read-only input",
+            f"{job.path} is not a writable job folder; pass -o FILE.html (or output=...).",
+        )
     results = read_results(results_dir)
     if not results:
         results = run_rules(job, output_dir=results_dir)
