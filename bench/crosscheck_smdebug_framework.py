@@ -49,7 +49,7 @@ print("RESULT " + json.dumps(result))
 
 def _run_job(job_dir: Path, steps: int, workers: int) -> Path:
     from stepscope.config import DataloaderProfilingConfig, FrameworkProfile, ProfilerConfig
-    from stepscope.launch import launch
+    from stepscope.launcher import launch
 
     config = ProfilerConfig(
         system_monitor_interval_millis=200,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stepscope.config import FrameworkProfile, ProfilerConfig
-from stepscope.launch import (
+from stepscope.launcher import (
     _child_command,
     _command_name,
     _with_local_path,
@@ -39,7 +39,7 @@ def test_a_local_path_elsewhere_is_replaced_by_the_job_folder_with_a_warning(
 ) -> None:
     output = tmp_path / "job" / "profiler-output"
     given = ProfilerConfig(framework_profile_params=FrameworkProfile(local_path="/data/MyRun"))
-    with caplog.at_level(logging.WARNING, logger="stepscope.launch"):
+    with caplog.at_level(logging.WARNING, logger="stepscope.launcher"):
         config = _with_local_path(given, output)
     assert config.framework_profile_params is not None
     assert config.framework_profile_params.local_path == str(output)
@@ -47,6 +47,6 @@ def test_a_local_path_elsewhere_is_replaced_by_the_job_folder_with_a_warning(
     assert "/data/MyRun is not used" in record.getMessage()
     assert str(output) in record.getMessage() and "--job-dir" in record.getMessage()
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="stepscope.launch"):
+    with caplog.at_level(logging.WARNING, logger="stepscope.launcher"):
         _with_local_path(ProfilerConfig(framework_profile_params=FrameworkProfile()), output)
     assert caplog.records == []

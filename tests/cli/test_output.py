@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stepscope.cli.output import print_job_start, print_job_summary, print_rule_finding
-from stepscope.launch import Job, JobStatus
+from stepscope.launcher import Job, JobStatus
 
 
 def _job_with_statuses(path: Path, statuses: dict[str, dict]) -> Job:

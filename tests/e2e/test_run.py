@@ -262,7 +262,7 @@ def test_run_rejects_an_existing_job_folder(tmp_path: Path, train_script: Path) 
 
 def test_launch_takes_a_script_alone_and_its_arguments(tmp_path: Path, train_script: Path) -> None:
     # product example: launch("train.py", args=["--epochs", "3"], ...)
-    from stepscope.launch import launch
+    from stepscope.launcher import launch
 
     job = launch(
         str(train_script),

@@ -33,6 +33,15 @@ def test_every_public_name_resolves() -> None:
         assert getattr(stepscope, name) is not None, name
 
 
+def test_no_public_name_is_also_a_module_that_would_hide_it() -> None:
+    # importing stepscope.<name> binds the module to stepscope.<name>, so
+    # `from stepscope import <name>` would give the module, not the function or class
+    modules = {path.stem for path in PACKAGE.glob("*.py")} | {
+        path.parent.name for path in PACKAGE.glob("*/__init__.py")
+    }
+    assert not set(stepscope.__all__) & modules
+
+
 def test_unknown_attribute_raises_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no_such_name"):
         _ = stepscope.no_such_name  # type: ignore[attr-defined]

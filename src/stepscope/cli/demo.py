@@ -85,7 +85,7 @@ def demo_rules() -> list[Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from stepscope.launch import launch
+    from stepscope.launcher import launch
 
     command = [
         sys.executable,

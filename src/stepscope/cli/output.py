@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from stepscope.launch import Job
+    from stepscope.launcher import Job
 
 __all__ = ["print_job_start", "print_job_summary", "print_rule_finding", "print_rule_status"]
 

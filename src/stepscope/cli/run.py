@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from stepscope.cli.output import print_job_start, print_job_summary, print_rule_finding
 
 if TYPE_CHECKING:
-    from stepscope.launch import Job
+    from stepscope.launcher import Job
 
 __all__ = ["add_arguments", "exit_status", "main"]
 
@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from stepscope.config import ProfilerConfig
-    from stepscope.launch import launch
+    from stepscope.launcher import launch
 
     command = list(args.command)
     if command and command[0] == "--":
