@@ -10,6 +10,7 @@
     ├─ StoreError
     │  ├─ JobNotFoundError (FileNotFoundError)
     │  ├─ UnsupportedFormatError             no reader recognises the path
+    │  ├─ StorageAccessError                 remote storage refused access or cannot be reached
     │  └─ CorruptFileError                   .path .position (readers warn and skip)
     └─ RuleError                             the engine marks that rule Error, the others go on
 
@@ -30,6 +31,7 @@ __all__ = [
     "ServeError",
     "SessionError",
     "StepscopeError",
+    "StorageAccessError",
     "StoreError",
     "UnsupportedFormatError",
 ]
@@ -111,6 +113,16 @@ class UnsupportedFormatError(StoreError):
         self.path = path
         self.expected = expected
         super().__init__(f"{path!r} is not a format stepscope reads; expected {expected}.")
+
+
+class StorageAccessError(StoreError):
+    """The storage that holds a job (``s3://``) refused the request or could not be reached: the
+    credentials, the endpoint or the network needs fixing, not the job's files."""
+
+    def __init__(self, url: str, reason: str, hint: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"Cannot read {url!r}: {reason}. {hint}")
 
 
 class CorruptFileError(StoreError):

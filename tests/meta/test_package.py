@@ -100,6 +100,7 @@ def test_every_error_class_is_raised_with_a_message_that_names_the_problem() -> 
         errors.CorruptFileError("a.json", "line 3", "unterminated string"),
         errors.RuleError("StepOutlier", "no steps"),
         errors.ServeError("127.0.0.1", 8765, "Address already in use"),
+        errors.StorageAccessError("s3://b/run", "access denied (Forbidden)", "Check the keys."),
     ]
     assert {type(e) for e in cases} == {
         getattr(errors, name) for name in errors.__all__ if name != "StepscopeError"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from tests.analysis import _kineto_synthetic as synthetic
 from tests.servers import free_port
 
-from stepscope.errors import UnsupportedFormatError
+from stepscope.errors import StorageAccessError, UnsupportedFormatError
 from stepscope.store import open_job
 from stepscope.testing import TINY_JOB, generate_job
 
@@ -126,3 +127,63 @@ def test_a_single_trace_on_s3_reads_like_a_local_one(
     assert data.refresh() is False
     with pytest.raises(UnsupportedFormatError):
         open_job("s3://traces/run/notes.json")
+
+
+def test_refused_credentials_are_a_clear_error(
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a bare "Forbidden" used to be all the CLI said
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    client.create_bucket(Bucket="guarded")
+    _upload(client, generate_job(tmp_path / "job", **TINY_JOB), "guarded", "run")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "wrong")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+    _moto_auth(s3_endpoint, b"0")  # from now on, keys are checked
+    try:
+        with pytest.raises(StorageAccessError, match="credentials") as refused:
+            open_job("s3://guarded/run")
+    finally:
+        _moto_auth(s3_endpoint, b"inf")
+    assert "s3://guarded/run" in str(refused.value)
+
+
+def _moto_auth(endpoint: str, actions_before_checking: bytes) -> None:
+    request = urllib.request.Request(
+        f"{endpoint}/moto-api/reset-auth",
+        data=actions_before_checking,
+        headers={"Content-Type": "text/plain"},  # a form body would be parsed away
+        method="POST",
+    )
+    urllib.request.urlopen(request, timeout=10).close()
+
+
+def test_an_endpoint_that_goes_away_is_a_clear_error_and_the_job_reads_on_when_it_is_back(
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # botocore's EndpointConnectionError used to come through, a traceback in the CLI
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    client = boto3.client("s3", endpoint_url=endpoint)
+    client.create_bucket(Bucket="followed")
+    _upload(client, generate_job(tmp_path / "job", **TINY_JOB), "followed", "run")
+    options = {"client_kwargs": {"endpoint_url": endpoint}}
+    data = open_job("s3://followed/run", storage_options=options)
+    assert data.refresh() is True
+    server.stop()
+    with pytest.raises(StorageAccessError, match="endpoint") as unreachable:
+        data.refresh()
+    assert "s3://followed/run" in str(unreachable.value)
+    with pytest.raises(StorageAccessError, match="endpoint"):
+        open_job("s3://followed/run", storage_options=options)
+    # the same S3 server back (moto keeps its buckets in the process): nothing was lost
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        assert data.refresh() is False
+        rows = data.connect().execute("SELECT count(*) FROM events").fetchone()
+    finally:
+        server.stop()
+    assert rows is not None and rows[0] > 0

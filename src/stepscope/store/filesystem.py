@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from stepscope._optional import require
+from stepscope.errors import StorageAccessError
 
 __all__ = ["FileInfo", "LocalFiles", "RemoteFiles", "SourceFiles", "source_files"]
 
@@ -115,15 +117,32 @@ class RemoteFiles:
     def _full(self, rel: str) -> str:
         return f"{self._root}/{rel}" if rel else self._root
 
+    @contextmanager
+    def _requests(self) -> Iterator[None]:
+        """Requests the store refuses, or that never reach it, raise a :class:`StorageAccessError`
+        that names the location and what to check; a missing file stays ``FileNotFoundError``."""
+        try:
+            yield
+        except FileNotFoundError:
+            raise
+        except Exception as exc:
+            error = _access_error(self.url, exc)
+            if error is None:
+                raise
+            raise error from exc
+
     def is_file(self, rel: str) -> bool:
-        return bool(self.fs.isfile(self._full(rel)))
+        with self._requests():
+            return bool(self.fs.isfile(self._full(rel)))
 
     def exists(self) -> bool:
-        return bool(self.fs.exists(self._root))
+        with self._requests():
+            return bool(self.fs.exists(self._root))
 
     def list_dir(self, rel: str = "") -> list[str]:
         try:
-            entries = self.fs.ls(self._full(rel), detail=False, refresh=True)
+            with self._requests():
+                entries = self.fs.ls(self._full(rel), detail=False, refresh=True)
         except FileNotFoundError:
             return []
         return sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries)
@@ -131,7 +150,8 @@ class RemoteFiles:
     def walk(self, rel: str = "") -> list[FileInfo]:
         self.fs.invalidate_cache()
         try:
-            entries = self.fs.find(self._full(rel), detail=True)
+            with self._requests():
+                entries = self.fs.find(self._full(rel), detail=True)
         except FileNotFoundError:
             return []
         found = []
@@ -149,13 +169,16 @@ class RemoteFiles:
     def file_info(self, rel: str) -> FileInfo:
         """The size and modification time of one file (``""``: the root, when it is a file)."""
         self.fs.invalidate_cache()
-        return _file_info(rel, self.fs.info(self._full(rel)))
+        with self._requests():
+            return _file_info(rel, self.fs.info(self._full(rel)))
 
     def read_bytes(self, rel: str) -> bytes:
-        return bytes(self.fs.cat_file(self._full(rel)))
+        with self._requests():
+            return bytes(self.fs.cat_file(self._full(rel)))
 
     def open(self, rel: str) -> IO[bytes]:
-        return self.fs.open(self._full(rel), "rb")  # type: ignore[no-any-return]
+        with self._requests():
+            return self.fs.open(self._full(rel), "rb")  # type: ignore[no-any-return]
 
     @contextmanager
     def local_path(self, rel: str) -> Iterator[Path]:
@@ -163,7 +186,8 @@ class RemoteFiles:
         folder = tempfile.mkdtemp(prefix="stepscope-")
         try:
             target = Path(folder) / self._full(rel).rsplit("/", 1)[-1]
-            self.fs.get_file(self._full(rel), str(target))
+            with self._requests():
+                self.fs.get_file(self._full(rel), str(target))
             yield target
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -175,6 +199,32 @@ class RemoteFiles:
     def fsspec_root(self) -> str:
         """The root as the fsspec filesystem names it (no scheme)."""
         return self._root
+
+
+_CREDENTIALS_HINT = (
+    "Check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE) "
+    "and that they may list and read this location."
+)
+_ENDPOINT_HINT = (
+    "Check the endpoint (AWS_ENDPOINT_URL, or storage_options="
+    "{'client_kwargs': {'endpoint_url': ...}}) and the network."
+)
+
+
+def _access_error(url: str, exc: Exception) -> StorageAccessError | None:
+    """What a failed request for ``url`` means to the user, when the store refused it or it
+    never reached the store; None for any other failure."""
+    # botocore is loaded by then if the error is one of its own (s3fs raises them untranslated)
+    botocore = sys.modules.get("botocore.exceptions")
+    if isinstance(exc, PermissionError):
+        return StorageAccessError(url, f"access denied ({exc})", _CREDENTIALS_HINT)
+    if botocore is not None and isinstance(exc, botocore.NoCredentialsError):
+        return StorageAccessError(url, str(exc), _CREDENTIALS_HINT)
+    if isinstance(exc, (ConnectionError, TimeoutError)) or (
+        botocore is not None and isinstance(exc, botocore.BotoCoreError)
+    ):
+        return StorageAccessError(url, str(exc), _ENDPOINT_HINT)
+    return None
 
 
 def _file_info(rel: str, info: dict[str, Any]) -> FileInfo:

@@ -29,6 +29,7 @@ from stepscope.errors import (
     ConfigError,
     CorruptFileError,
     JobNotFoundError,
+    StorageAccessError,
     StoreError,
     UnsupportedFormatError,
 )
@@ -436,6 +437,8 @@ class JobData:
         try:
             with reading.batches(raw, display, extra, scanned) as batches:
                 segment, stats = self._cache.write_segment(kind, rel, batches, merge=merge)
+        except StorageAccessError:
+            raise  # the store, not this file: nothing to remember about it
         except StoreError as exc:
             logger.warning("Skipped %s: %s", display, exc)
             self._cache.record(raw.info, None, {"kind": kind, "rows": 0, "error": str(exc)})
