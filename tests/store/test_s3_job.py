@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -187,3 +190,24 @@ def test_an_endpoint_that_goes_away_is_a_clear_error_and_the_job_reads_on_when_i
     finally:
         server.stop()
     assert rows is not None and rows[0] > 0
+
+
+def test_the_rules_command_reads_an_s3_job_and_prints_only_its_own_messages(
+    s3_endpoint: str, tmp_path: Path
+) -> None:
+    # botocore's INFO messages ("Found credentials in environment variables.") used to be printed
+    # as if they were stepscope's
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    client.create_bucket(Bucket="cli")
+    _upload(client, generate_job(tmp_path / "job", **TINY_JOB), "cli", "run")
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "rules", "s3://cli/run", "--rule", "StepOutlier"]
+        + ["--output-dir", str(tmp_path / "rules")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "rules" / "StepOutlier" / "status.json").exists()
+    assert "credentials" not in result.stderr and "endpoint" not in result.stderr

@@ -59,10 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     index = argv.index(command)
     args = sub_parser.parse_args(argv[index + 1 :])
     args.verbose = args.verbose or "-v" in argv[:index] or "--verbose" in argv[:index]
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="stepscope: %(message)s",
-    )
+    # Other libraries' messages show only from warnings up (boto's INFO lines, printed under
+    # our prefix, read as if they were ours); stepscope's own from INFO, or DEBUG with -v.
+    logging.basicConfig(level=logging.WARNING, format="stepscope: %(message)s")
+    logging.getLogger("stepscope").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:
         return int(module.main(args))
     except ConfigError as exc:
