@@ -129,6 +129,29 @@ def profile(
         output = _default_job_dir() / "profiler-output"
     session = Session(config, output, **_rank_of_this_process())
     _warn_if_it_holds_a_run(session)
+    with _running(session):
+        yield session
+
+
+def profile_again(previous: Session) -> contextlib.AbstractContextManager[Session]:
+    """Profile once more into the folder of ``previous``, a stopped session, with its
+    configuration and rank, numbering steps on from where it stopped: one run profiled in parts
+    (a framework's fit, then its validate and test), not a run repeated."""
+    session = Session(
+        previous.config,
+        previous.profiler_output_dir,
+        node=previous.node,
+        rank=previous.rank,
+        local_rank=previous.local_rank,
+        world_size=previous.world_size,
+    )
+    session.continue_steps(previous)
+    return _running(session)
+
+
+@contextlib.contextmanager
+def _running(session: Session) -> Iterator[Session]:
+    """Start ``session`` with the node's monitor and the PyTorch hooks; stop them at the end."""
     from stepscope.collect.torch import instrument
 
     session.start()

@@ -170,7 +170,7 @@ class Session:
         _forget_session_in_forked_children()
         _active = self
         self.enabled = True
-        self._update_active(0)
+        self._update_active(self.step + 1)
         if self._config_path is not None:
             self._watcher = _config_watcher(self._config_path)
         for listener in list(self._listeners):
@@ -285,6 +285,12 @@ class Session:
         self.write_rank_file()
 
     # -- steps ------------------------------------------------------------------------------
+
+    def continue_steps(self, previous: Session) -> None:
+        """Before :meth:`start`: number steps on from ``previous``, a stopped session of the
+        same run, so that each mode's ``step_num`` and the ranges go on rather than restart."""
+        self.step = previous.step
+        self.mode_steps = dict(previous.mode_steps)
 
     def begin_step(self, mode: str, start_us: float | None = None) -> int:
         """Start the next global step in ``mode``; ends a still-open step first.

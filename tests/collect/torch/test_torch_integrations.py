@@ -20,9 +20,12 @@ def _config() -> ProfilerConfig:
 _LIGHTNING_WARNING = "ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated:FutureWarning"
 
 
-def _fit_with_lightning(tmp_path: Path, *, fail_at_batch: int = -1) -> None:
+def _fit_with_lightning(
+    tmp_path: Path, *, fail_at_batch: int = -1, job_dir: Path | None = None, then: bool = False
+) -> None:
     """Fit one epoch of three batches (validating after it) with the stepscope callback; the
-    training step raises at ``fail_at_batch``."""
+    training step raises at ``fail_at_batch``. With ``then``, the same trainer validates, tests
+    and predicts afterwards. ``job_dir`` None leaves the callback to pick the folder."""
     pl = pytest.importorskip("lightning.pytorch")
     from stepscope.collect.integrations.lightning import StepscopeCallback
 
@@ -40,6 +43,12 @@ def _fit_with_lightning(tmp_path: Path, *, fail_at_batch: int = -1) -> None:
         def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> None:
             self.layer(batch[0])
 
+        def test_step(self, batch: list[torch.Tensor], batch_idx: int) -> None:
+            self.layer(batch[0])
+
+        def predict_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+            return self.layer(batch[0])
+
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
@@ -47,18 +56,23 @@ def _fit_with_lightning(tmp_path: Path, *, fail_at_batch: int = -1) -> None:
     loader = torch.utils.data.DataLoader(data, batch_size=4)
     trainer = pl.Trainer(
         max_epochs=1,
-        callbacks=[StepscopeCallback(config=_config(), job_dir=tmp_path / "job")],
+        callbacks=[StepscopeCallback(config=_config(), job_dir=job_dir)],
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
         num_sanity_val_steps=0,
     )
-    trainer.fit(Module(), loader, loader)
+    module = Module()
+    trainer.fit(module, loader, loader)
+    if then:
+        trainer.validate(module, loader)
+        trainer.test(module, loader)
+        trainer.predict(module, loader)
 
 
 @pytest.mark.filterwarnings(_LIGHTNING_WARNING)
 def test_lightning_batches_are_steps(tmp_path: Path) -> None:
-    _fit_with_lightning(tmp_path)
+    _fit_with_lightning(tmp_path, job_dir=tmp_path / "job")
     assert get_active_session() is None
     events = read_events(tmp_path / "job")
     assert [e["args"]["step_num"] for e in steps(events, "TRAIN")] == ["0", "1", "2"]
@@ -68,11 +82,30 @@ def test_lightning_batches_are_steps(tmp_path: Path) -> None:
 @pytest.mark.filterwarnings(_LIGHTNING_WARNING)
 def test_lightning_stops_its_session_when_training_raises(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="the training step failed"):
-        _fit_with_lightning(tmp_path, fail_at_batch=1)
+        _fit_with_lightning(tmp_path, fail_at_batch=1, job_dir=tmp_path / "job")
     assert get_active_session() is None  # the user's exception came through; the session ended
     # the step that raised is kept, up to the failure
     train_steps = steps(read_events(tmp_path / "job"), "TRAIN")
     assert [e["args"]["step_num"] for e in train_steps] == ["0", "1"]
+
+
+@pytest.mark.filterwarnings(_LIGHTNING_WARNING)
+def test_lightning_fit_then_validate_test_and_predict_are_one_job_whose_steps_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Each stage used to start a session of its own: the steps of validate() and test() were
+    # numbered from 0 again, under a warning to give profile() a new folder, and without a
+    # job_dir the stages after fit() went into a second job folder.
+    monkeypatch.chdir(tmp_path)
+    _fit_with_lightning(tmp_path, then=True)
+    assert get_active_session() is None
+    (job_dir,) = (tmp_path / "stepscope-jobs").iterdir()
+    events = read_events(job_dir)
+    assert [e["args"]["step_num"] for e in steps(events, "TRAIN")] == ["0", "1", "2"]
+    # fit validates once (three batches), then validate() and test() three batches each
+    assert [e["args"]["step_num"] for e in steps(events, "EVAL")] == [str(n) for n in range(9)]
+    assert [e["args"]["step_num"] for e in steps(events, "PREDICT")] == ["0", "1", "2"]
+    assert "already holds a run" not in caplog.text
 
 
 def test_huggingface_trainer_steps_are_steps(tmp_path: Path) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from stepscope.collect.explicit import profile
-from stepscope.collect.session import get_active_session
+from stepscope.collect.explicit import profile, profile_again
+from stepscope.collect.session import Session, get_active_session
 
 
 class StepMarker:
     """Marks explicit steps on the active session; starts one (``stepscope.profile()``) at
-    :meth:`start` when none runs, and stops it at :meth:`stop`.
+    :meth:`start` when none runs, and stops it at :meth:`stop`. The sessions it starts are one
+    run (a framework's fit, then validate, test or predict): the same folder, steps numbered on.
 
     :param profile_kwargs: passed to :func:`stepscope.profile` when a session is started here.
     """
@@ -19,11 +20,15 @@ class StepMarker:
     def __init__(self, **profile_kwargs: Any) -> None:
         self._profile_kwargs = profile_kwargs
         self._owned: contextlib.AbstractContextManager[Any] | None = None
+        self._last: Session | None = None
 
     def start(self) -> None:
         if get_active_session() is None and self._owned is None:
-            self._owned = profile(**self._profile_kwargs)
-            self._owned.__enter__()
+            if self._last is None:
+                self._owned = profile(**self._profile_kwargs)
+            else:
+                self._owned = profile_again(self._last)
+            self._last = self._owned.__enter__()
 
     def stop(self) -> None:
         owned, self._owned = self._owned, None

@@ -6,7 +6,8 @@
 
 Training batches are TRAIN steps, validation and test batches EVAL, predict batches PREDICT.
 Without ``stepscope run`` the callback starts a session when fitting starts (see
-:func:`stepscope.profile` for where it writes) and stops it at the end.
+:func:`stepscope.profile` for where it writes) and stops it at the end; a later ``validate``,
+``test`` or ``predict`` of the same callback goes on in that job, its steps numbered on.
 """
 
 from __future__ import annotations
