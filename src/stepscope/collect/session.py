@@ -114,7 +114,8 @@ class Session:
         #: Set by the detailed profiler while its window is open: ``name -> context manager``;
         #: annotations enter it so they show up in the Kineto trace too.
         self.record_function: Callable[[str], Any] | None = None
-        self.clock_offset_us = 0.0
+        #: this rank's clock minus rank 0's; None until measured (when the process group starts)
+        self.clock_offset_us: float | None = None
         # step state: ``step`` is SageMaker's global step (all modes), used for every range;
         # ``mode_steps`` counts per mode and gives ``step_num``.
         self.step = -1
@@ -246,7 +247,8 @@ class Session:
             "node": self.node,
             "node_id": self.node_id,
             "pid": self.pid,
-            "clock_offset_us": self.clock_offset_us,
+            # rank 0 is the reference; another rank's offset is unknown unless it was measured
+            "clock_offset_us": 0.0 if self.rank == 0 else self.clock_offset_us,
         }
         if write_rank_file(self.rank_file(), info):
             self._rank_file_written = True

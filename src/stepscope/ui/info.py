@@ -212,7 +212,7 @@ def job_information(
                     info.get("world_size", "—"),
                     info.get("backend", "—"),
                     _gpu_names(info.get("device_properties")),
-                    info.get("clock_offset_us", "—"),
+                    _text(info.get("clock_offset_us")),
                 ]
             )
         sections.append(

@@ -192,6 +192,10 @@ def test_profile_in_ranks_spawned_by_the_script_writes_each_rank_under_its_own_n
     ranks = {p.stem: json.loads(p.read_text()) for p in ranks_dir.glob("*.json")}
     assert sorted(ranks) == ["0-algo-1", "1-algo-1"]
     assert {info["world_size"] for info in ranks.values()} == {2}
+    # the sessions began after their process group: rank 1's offset was never measured, and
+    # its rank file used to say 0.0 as if it had been
+    assert ranks["0-algo-1"]["clock_offset_us"] == 0.0
+    assert ranks["1-algo-1"]["clock_offset_us"] is None
     events = read_events(job_dir)
     for node_id in ranks:
         mine = [e for e in events if e["node_id"] == node_id]

@@ -5,7 +5,7 @@ Right after the process group starts, every rank runs a few rounds of ``barrier`
 to simultaneous as the ranks get, so the difference between a rank's entry time and rank 0's is
 its offset; the round with the smallest gather round trip (the least skewed one) is kept. The
 result is written to ``framework/ranks/<node_id>.json`` (``clock_offset_us``, rank 0 = 0) and
-applied by readers that align ranks; raw timestamps are never rewritten.
+stored beside the data; raw timestamps are never rewritten.
 """
 
 from __future__ import annotations
