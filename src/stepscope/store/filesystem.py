@@ -137,7 +137,14 @@ class RemoteFiles:
 
     def exists(self) -> bool:
         with self._requests():
-            return bool(self.fs.exists(self._root))
+            if self.fs.exists(self._root):
+                return True
+            try:
+                # s3fs says False, not why, for a bucket it may not look into: a listing says why
+                self.fs.ls(self._root, refresh=True)
+            except FileNotFoundError:
+                return False
+        return True
 
     def list_dir(self, rel: str = "") -> list[str]:
         try:
