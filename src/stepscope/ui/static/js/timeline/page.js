@@ -11,6 +11,8 @@ import { COUNTER_PX, LEVEL_PX, MAX_LEVELS, RULER_PX, draw, formatDuration, forma
 
 const ROW_MIN_PX = 22;
 const FETCH_DELAY_MS = 60;
+// The server answers at most this many tracks per window request (MAX_TRACKS in routes/timeline.py).
+const MAX_TRACKS = 400;
 const SHORTCUTS = [
   ["w / ↑", "zoom in"],
   ["s / ↓", "zoom out"],
@@ -95,8 +97,16 @@ class TimelinePage {
     return { rows, byId, height: y };
   }
 
+  // The tracks in sight in the scrolled track list, and a screenful above and below: a job of
+  // many nodes has more tracks than one request may name, and only these are drawn anyway.
   visibleTrackIds() {
-    return this.currentLayout.rows.filter((r) => r.id).map((r) => r.id);
+    const screen = this.body.clientHeight;
+    const top = this.body.scrollTop - screen;
+    const bottom = this.body.scrollTop + 2 * screen;
+    return this.currentLayout.rows
+      .filter((r) => r.id && r.y + r.height > top && r.y < bottom)
+      .map((r) => r.id)
+      .slice(0, MAX_TRACKS);
   }
 
   // -- DOM --------------------------------------------------------------------------------
@@ -187,7 +197,7 @@ class TimelinePage {
 
   scheduleFetch() {
     clearTimeout(this.fetchTimer);
-    this.fetchTimer = setTimeout(() => this.fetchWindow(), FETCH_DELAY_MS);
+    this.fetchTimer = setTimeout(() => this.fetchWindow().catch(showError), FETCH_DELAY_MS);
   }
 
   async fetchWindow() {
@@ -378,6 +388,7 @@ class TimelinePage {
       action();
     };
     document.addEventListener("keydown", this.onKey);
+    this.body.addEventListener("scroll", () => this.scheduleFetch());
     this.canvas.addEventListener("wheel", (event) => {
       if (event.ctrlKey || event.metaKey) {
         event.preventDefault();

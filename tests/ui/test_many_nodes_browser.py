@@ -1,0 +1,76 @@
+"""A job of many nodes in a real browser: every node stays in reach.
+
+A 30-node job has more timeline tracks than one window request may name; the timeline must show
+the tracks the user scrolls to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from stepscope.testing import generate_job
+from tests.browser import chromium, needs_chromium
+from tests.servers import serve_app
+
+sync_api = pytest.importorskip("playwright.sync_api")
+expect = sync_api.expect
+
+pytestmark = [pytest.mark.browser, needs_chromium]
+
+NODES = 30
+JOB = "many-nodes"
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory) -> Iterator[str]:
+    from stepscope.ui import create_app
+
+    tmp = tmp_path_factory.mktemp("many-nodes")
+    generate_job(tmp / "jobs" / JOB, nodes=NODES, gpus=1, cpus=1, minutes=1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STEPSCOPE_CACHE_DIR", str(tmp / "cache"))
+        app = create_app([tmp / "jobs"], settings_path=tmp / "settings.json")
+        with serve_app(app) as base:
+            yield base
+
+
+@pytest.fixture
+def page(base_url: str) -> Iterator[Any]:
+    """A page on which the job is loaded and selected; fails on console errors."""
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.set_default_timeout(60_000)
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(base_url + "/")
+        page.locator("#job-list tbody tr", has_text=JOB).locator("input[type=checkbox]").check()
+        page.click("#load-button")
+        radio = page.locator("#loaded-profiles tr", has_text=JOB).locator("input[type=radio]")
+        expect(radio).to_be_enabled(timeout=120_000)
+        radio.click()
+        page.wait_for_url("**/dashboard")
+        yield page
+        assert errors == [], f"console errors: {errors}"
+        assert page.locator(".notice.error").count() == 0
+
+
+def test_the_timeline_shows_the_tracks_scrolled_to(page, base_url: str) -> None:
+    page.goto(base_url + "/timeline")
+    page.wait_for_selector("#tl-canvas[data-loaded='1']")
+    # the last node's CPU utilization, far below the first screenful of tracks
+    label = page.locator("#tl-tree [data-label='CPU utilization']").last
+    label.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)  # the window of the tracks now in sight is fetched
+    page.wait_for_load_state("networkidle")
+    box = label.bounding_box()
+    canvas = page.locator("#tl-canvas").bounding_box()
+    assert box is not None and canvas is not None
+    page.mouse.click(canvas["x"] + canvas["width"] / 2, box["y"] + box["height"] / 2)
+    selection = page.locator("#tl-selection")
+    expect(selection).to_contain_text("CPU utilization")
+    value = selection.locator("dd").last.inner_text()
+    assert value.endswith(" %") and 0 <= float(value[:-2]) <= 100
