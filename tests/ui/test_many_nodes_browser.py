@@ -1,7 +1,8 @@
-"""A job of many nodes in a real browser: every node stays in reach.
+"""A job of many nodes in a real browser: every node's pie and every track stay usable.
 
-A 30-node job has more timeline tracks than one window request may name; the timeline must show
-the tracks the user scrolls to.
+A 30-node job has one active-time pie per node and more timeline tracks than one window request
+may name; the dashboard must lay the pies out side by side and row by row, and the timeline must
+show the tracks the user scrolls to.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from stepscope.testing import generate_job
-from tests.browser import chromium, needs_chromium
+from tests.browser import ARTIFACTS, chromium, needs_chromium
 from tests.servers import serve_app
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -47,8 +48,11 @@ def page(base_url: str) -> Iterator[Any]:
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(base_url + "/")
-        page.locator("#job-list tbody tr", has_text=JOB).locator("input[type=checkbox]").check()
-        page.click("#load-button")
+        box = page.locator("#job-list tbody tr", has_text=JOB).locator("input[type=checkbox]")
+        expect(box).to_be_visible()
+        if box.is_enabled():  # not loaded by an earlier test yet
+            box.check()
+            page.click("#load-button")
         radio = page.locator("#loaded-profiles tr", has_text=JOB).locator("input[type=radio]")
         expect(radio).to_be_enabled(timeout=120_000)
         radio.click()
@@ -56,6 +60,35 @@ def page(base_url: str) -> Iterator[Any]:
         yield page
         assert errors == [], f"console errors: {errors}"
         assert page.locator(".notice.error").count() == 0
+
+
+def _overlapping(boxes: list[dict[str, float]]) -> list[tuple[int, int]]:
+    return [
+        (i, j)
+        for i, a in enumerate(boxes)
+        for j, b in enumerate(boxes[i + 1 :], start=i + 1)
+        if a["x"] < b["x"] + b["width"] - 1
+        and b["x"] < a["x"] + a["width"] - 1
+        and a["y"] < b["y"] + b["height"] - 1
+        and b["y"] < a["y"] + a["height"] - 1
+    ]
+
+
+def test_every_nodes_active_time_pie_is_drawn_apart_with_its_title(page) -> None:
+    card = page.locator("article[data-panel=gpu_active_time]")
+    expect(card).to_have_attribute("data-state", "data")
+    card.scroll_into_view_if_needed()
+    ARTIFACTS.mkdir(exist_ok=True)
+    card.screenshot(path=str(ARTIFACTS / "ui-many-nodes-active-time.png"))
+    pies = card.locator(".pielayer .trace")
+    expect(pies).to_have_count(NODES)
+    pie_boxes = [pies.nth(i).bounding_box() for i in range(NODES)]
+    assert all(box is not None and box["width"] >= 60 for box in pie_boxes), pie_boxes
+    assert _overlapping(pie_boxes) == []  # type: ignore[arg-type]
+    titles = card.locator(".annotation-text")
+    assert sorted(titles.all_text_contents()) == sorted(f"algo-{n}" for n in range(1, NODES + 1))
+    title_boxes = [titles.nth(i).bounding_box() for i in range(NODES)]
+    assert _overlapping(title_boxes) == []  # type: ignore[arg-type]
 
 
 def test_the_timeline_shows_the_tracks_scrolled_to(page, base_url: str) -> None:

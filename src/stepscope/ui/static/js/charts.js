@@ -29,10 +29,25 @@ const axis = (title, extra = {}) => ({
   ...extra,
 });
 
+// Pies of several nodes or ranks sit side by side, at most this many to a row, so each stays
+// readable however many nodes the job has.
+const PIES_PER_ROW = 4;
+const PIE_ROW_PX = 200;
+const PIE_TITLE_PX = 24;
+
 function pies(payload) {
   const n = payload.pies.length;
+  const columns = Math.min(n, PIES_PER_ROW);
+  const rows = Math.ceil(n / columns);
   const gap = 0.04;
-  const width = (1 - gap * (n - 1)) / n;
+  const width = (1 - gap * (columns - 1)) / columns;
+  const height = 1 / rows;
+  const title = n > 1 ? PIE_TITLE_PX / (rows * PIE_ROW_PX) : 0;
+  const cell = (i) => {
+    const x = (i % columns) * (width + gap);
+    const top = 1 - Math.floor(i / columns) * height;
+    return { x: [x, x + width], y: [top - height + gap / rows, top - title] };
+  };
   const many = payload.pies[0].labels.length > 2;
   const long = payload.pies[0].labels.length > 6;
   const traces = payload.pies.map((pie, i) => ({
@@ -54,23 +69,24 @@ function pies(payload) {
       colors: pie.labels.map((label, j) => ACTIVE_IDLE[label] || (label === "others" ? OTHERS : COLORS[j % COLORS.length])),
       line: { color: "#ffffff", width: 1 },
     },
-    domain: many && n === 1
-      ? { x: long ? [0, 0.36] : [0.04, 0.6], y: [0, 1] }
-      : { x: [i * (width + gap), i * (width + gap) + width], y: [0, n > 1 ? 0.9 : 1] },
+    domain: many && n === 1 ? { x: long ? [0, 0.36] : [0.04, 0.6], y: [0, 1] } : cell(i),
   }));
   const annotations = n > 1
-    ? payload.pies.map((pie, i) => ({
-        text: `<b>${escapeText(pie.title)}</b>`, showarrow: false, xref: "paper", yref: "paper",
-        x: i * (width + gap) + width / 2, y: 1, xanchor: "center", yanchor: "bottom",
-      }))
+    ? payload.pies.map((pie, i) => {
+        const { x, y } = cell(i);
+        return {
+          text: `<b>${escapeText(pie.title)}</b>`, showarrow: false, xref: "paper", yref: "paper",
+          x: (x[0] + x[1]) / 2, y: y[1], xanchor: "center", yanchor: "bottom",
+        };
+      })
     : [];
   const layout = baseLayout({
-    height: many ? 340 : 280,
+    height: many ? 340 : n > 1 ? 80 + rows * PIE_ROW_PX : 280,
     showlegend: true,
     legend: many
       ? { orientation: "v", x: long ? 0.42 : 0.66, xanchor: "left", y: 0.5, yanchor: "middle", font: { size: long ? 11.5 : 12.5 } }
-      : { orientation: "h", x: 0.5, xanchor: "center", y: -0.05 },
-    margin: { l: 8, r: 8, t: n > 1 ? 28 : 8, b: 8 },
+      : { orientation: "h", x: 0.5, xanchor: "center", y: -0.05 / rows },
+    margin: { l: 8, r: 8, t: 8, b: 8 },
     annotations,
   });
   return { traces, layout };
