@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.request import urlopen
 
 import pytest
 
@@ -107,8 +109,13 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser, server) -> Iterator[Any]:
-    """A 1440x900 page that records console errors and every request it makes."""
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    """A 1440x900 page that records console errors and every request it makes.
+
+    The browser's clock is far from UTC, as a user's may be, so times must say their zone.
+    """
+    context = browser.new_context(
+        viewport={"width": 1440, "height": 900}, timezone_id="America/Los_Angeles"
+    )
     page = context.new_page()
     errors: list[str] = []
     requests: list[str] = []
@@ -151,6 +158,11 @@ def _open_dashboard(page, base: str, name: str) -> None:
     expect(page.locator("h1")).to_have_text(name)
     expect(page.locator("article.panel")).to_have_count(13)
     expect(page.locator("article.panel:not([data-state])")).to_have_count(0)
+
+
+def _api(base: str, path: str) -> Any:
+    with urlopen(base + path, timeout=60) as response:
+        return json.load(response)
 
 
 def _panel_states(page) -> dict[str, str]:
@@ -249,6 +261,18 @@ def test_information_page(page, server):
         expect(page.locator(f"[data-section='{title}']")).to_be_visible()
     expect(page.locator("[data-section='Nodes and hardware']")).to_contain_text("algo-1")
     _shot(page, "information")
+
+
+def test_times_read_the_same_on_every_page_and_say_their_zone(page, server):
+    job = next(j for j in _api(server["base"], "/api/jobs")["jobs"] if j["name"] == CPU_JOB)
+    start = datetime.fromtimestamp(job["start_us"] / 1e6, tz=timezone.utc)
+    expected = start.strftime("%Y-%m-%d %H:%M:%S UTC")
+    page.goto(server["base"] + "/")
+    expect(page.locator("#job-list tbody tr", has_text=CPU_JOB)).to_contain_text(expected)
+    _open_dashboard(page, server["base"], CPU_JOB)
+    expect(page.locator(".page-head .lead")).to_contain_text(f"Started {expected}")
+    page.click("nav a[data-page=info]")
+    expect(page.locator("[data-section='Job']")).to_contain_text(expected)
 
 
 def test_unload(page, server):

@@ -1,10 +1,11 @@
 // How times, durations and statuses read on every page.
 
+// In UTC and saying so, as the Information page and the profiling report give times.
 export function formatTime(us) {
   if (us === null || us === undefined) return "—";
   const date = new Date(us / 1000);
   const pad = (n) => String(n).padStart(2, "0");
-  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+  return `${date.getUTCFullYear()}-${pad(date.getUTCMonth() + 1)}-${pad(date.getUTCDate())} ${pad(date.getUTCHours())}:${pad(date.getUTCMinutes())}:${pad(date.getUTCSeconds())} UTC`;
 }
 
 export function formatDuration(seconds) {
