@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -300,11 +301,11 @@ def test_the_real_store_serves_a_generated_job(tmp_path: Path, make_client):
     assert "Nodes and hardware" in {s["title"] for s in info["sections"]}
 
 
-def test_a_running_job_shows_data_so_far_then_new_data(tmp_path: Path, make_client):
-    """Through the real store: load while the job runs, then new minute files appear."""
-    from stepscope.store import open_job
+def _training_so_far(root: Path, later: Path) -> tuple[Path, Callable[[], None]]:
+    """A generated job as it is while training: running, only its first minute written.
 
-    root = tmp_path / "jobs"
+    Returns the job folder and a function writing the rest of its system metrics.
+    """
     job_dir = generate_job(root / "training", gpus=1, cpus=2, minutes=3)
     meta = json.loads((job_dir / "job.json").read_text())
     (job_dir / "job.json").write_text(
@@ -312,11 +313,23 @@ def test_a_running_job_shows_data_so_far_then_new_data(tmp_path: Path, make_clie
     )
     (job_dir / "profiler-output" / "training_job_end.ts").unlink()
     system_files = sorted((job_dir / "profiler-output" / "system").rglob("*.algo-1.json"))
-    later = tmp_path / "later"
     later.mkdir()
-    for path in system_files[1:]:  # only the first minute has been written "so far"
+    for path in system_files[1:]:
         path.rename(later / path.name)
 
+    def write_the_rest() -> None:
+        for path in system_files[1:]:
+            (later / path.name).rename(path)
+
+    return job_dir, write_the_rest
+
+
+def test_a_running_job_shows_data_so_far_then_new_data(tmp_path: Path, make_client):
+    """Through the real store: load while the job runs, then new minute files appear."""
+    from stepscope.store import open_job
+
+    root = tmp_path / "jobs"
+    _, write_the_rest = _training_so_far(root, tmp_path / "later")
     client = make_client([root], job_opener=open_job, refresh_interval_s=0.0)
     job = job_ids(client)["training"]
     listed = {j["name"]: j for j in client.get("/api/jobs").json()["jobs"]}["training"]
@@ -325,8 +338,32 @@ def test_a_running_job_shows_data_so_far_then_new_data(tmp_path: Path, make_clie
     so_far = client.get(f"/api/jobs/{job}/dashboard/cpu_utilization").json()
     assert max(so_far["series"][0]["x"]) < 60
 
-    for path in system_files[1:]:
-        (later / path.name).rename(path)
+    write_the_rest()
+    now = client.get(f"/api/jobs/{job}/dashboard/cpu_utilization").json()
+    assert max(now["series"][0]["x"]) > 120
+
+
+def test_a_job_that_ends_after_it_was_loaded_shows_all_its_data(tmp_path: Path, make_client):
+    """The data written between the last refresh and the job's end is read once it has ended."""
+    from stepscope.store import open_job
+    from stepscope.store.system_writer import write_job_end_marker
+
+    root = tmp_path / "jobs"
+    job_dir, write_the_rest = _training_so_far(root, tmp_path / "later")
+    client = make_client([root], job_opener=open_job)  # refreshes at most every 5 s
+    job = job_ids(client)["training"]
+    assert load_and_wait(client, job)["state"] == "loaded"
+    so_far = client.get(f"/api/jobs/{job}/dashboard/cpu_utilization").json()
+    assert max(so_far["series"][0]["x"]) < 60
+
+    write_the_rest()
+    write_job_end_marker(job_dir / "profiler-output")
+    meta = json.loads((job_dir / "job.json").read_text())
+    (job_dir / "job.json").write_text(json.dumps({**meta, "status": "Completed"}))
+    # the dashboard's background poll of the job list sees the job end
+    assert {j["name"]: j for j in client.get("/api/jobs").json()["jobs"]}["training"][
+        "status"
+    ] == "completed"
     now = client.get(f"/api/jobs/{job}/dashboard/cpu_utilization").json()
     assert max(now["series"][0]["x"]) > 120
 

@@ -4,7 +4,8 @@ Loading a job opens it through the store (``open_job``) and brings its columnar 
 (``JobData.refresh()``) in a background thread, so the page stays responsive while a large job
 is read; the job list shows the state (``loading``, ``loaded``, ``error``). A running job stays
 live: before answering a dashboard question, a profile whose job is still running refreshes
-itself at most every ``refresh_interval_s`` and drops its cached answers when new data arrived.
+itself at most every ``refresh_interval_s`` and drops its cached answers when new data arrived,
+and once more when the job has ended, for what it wrote after the last refresh.
 
 Each profile caches computed panels by key (bounded, oldest dropped first) and serializes work on
 its job with a lock, since one DuckDB connection is not meant for concurrent queries (a
@@ -66,6 +67,8 @@ class LoadedProfile:
     job: ProfileJob | None = None
     loaded_at_s: float = 0.0
     refreshed_at_s: float = 0.0
+    # the job was running when its data was last read: read it once more after it ends
+    read_while_running: bool = False
     first_us: float | None = None
     last_us: float | None = None
     nodes: list[str] = field(default_factory=list)
@@ -174,9 +177,11 @@ class ProfileRegistry:
         try:
             job = self._opener(profile.entry.path)
             with profile.lock:
+                running = profile.entry.status == "running"
                 job.refresh()
                 profile.job = job
                 profile.refreshed_at_s = time.monotonic()
+                profile.read_while_running = running
                 self._note_data_facts(profile, job)
         except (StepscopeError, OSError, ValueError) as exc:
             logger.warning("could not load %s: %s", profile.entry.name, exc, exc_info=True)
@@ -193,12 +198,14 @@ class ProfileRegistry:
         logger.info("loaded %s in %.1f s", profile.entry.name, time.monotonic() - started)
 
     def _refresh_if_live(self, profile: LoadedProfile, job: ProfileJob) -> None:
-        if profile.entry.status != "running":
+        running = profile.entry.status == "running"
+        if not running and not profile.read_while_running:
             return
         now = time.monotonic()
-        if now - profile.refreshed_at_s < self._refresh_interval_s:
+        if running and now - profile.refreshed_at_s < self._refresh_interval_s:
             return
         profile.refreshed_at_s = now
+        profile.read_while_running = running
         try:
             changed = job.refresh()
         except (StepscopeError, OSError, ValueError) as exc:
