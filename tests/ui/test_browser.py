@@ -324,6 +324,7 @@ def test_a_running_jobs_dashboard_stays_live_until_the_job_ends(page, server):
     job_json = server["live_job"] / "job.json"
     job_json.write_text(json.dumps({**json.loads(job_json.read_text()), "status": "Completed"}))
     expect(page.locator(".live")).to_have_text("The job has ended")
+    expect(page.locator(".page-head .badge")).to_have_text("Completed")
 
 
 def test_a_click_on_a_counter_track_reads_its_value(page, server):

@@ -48,12 +48,7 @@ export async function renderDashboard(main) {
   const custom = customHistograms(id);
   clear(main).append(
     h("header", { class: "page-head" },
-      h("div", {}, h("h1", {}, job.name),
-        h("p", { class: "lead" },
-          h("span", { class: `badge status-${job.status}` }, STATUS_LABEL[job.status] || job.status),
-          " ", `Started ${formatTime(job.start_us)}`,
-          job.duration_s !== null && job.duration_s !== undefined ? ` · ${formatDuration(job.duration_s)}` : "",
-          job.nodes.length ? ` · ${job.nodes.length} node${job.nodes.length > 1 ? "s" : ""}` : "")),
+      h("div", {}, h("h1", {}, job.name), lead(job)),
       job.status === "running" ? h("span", { class: "live" }, "Live: refreshes every 15 s") : null),
     ...sections,
     h("section", { class: "dash-section" }, h("h2", { class: "section-title" }, "Custom annotations"), custom.node),
@@ -71,12 +66,24 @@ export async function renderDashboard(main) {
       const now = (await api.jobs({ poll: true })).jobs.find((j) => j.id === id);
       await refreshAll(true).catch(() => {});
       custom.reload(true);
+      // the panels just read the new data, so the profile knows how long the job has run
+      const profile = (await api.loaded({ poll: true })).loaded.find((p) => p.id === id);
+      if (now && profile) main.querySelector(".page-head .lead")?.replaceWith(lead({ ...now, ...profile }));
       if (!now || now.status !== "running") {
         window.clearInterval(timer);
         main.querySelector(".live")?.replaceWith(h("span", { class: "live" }, "The job has ended"));
       }
     }, REFRESH_MS);
   }
+}
+
+// The job's status, start, length so far and nodes, under its name.
+function lead(job) {
+  return h("p", { class: "lead" },
+    h("span", { class: `badge status-${job.status}` }, STATUS_LABEL[job.status] || job.status),
+    " ", `Started ${formatTime(job.start_us)}`,
+    job.duration_s !== null && job.duration_s !== undefined ? ` · ${formatDuration(job.duration_s)}` : "",
+    job.nodes.length ? ` · ${job.nodes.length} node${job.nodes.length > 1 ? "s" : ""}` : "");
 }
 
 function panelCard(jobId, panel, { wide, defaultK, maxK, params = {}, title = null, onRemove = null }) {
