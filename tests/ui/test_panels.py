@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 
 from stepscope.store import open_job
+from stepscope.testing import TableJob
 from stepscope.ui.panels import PANELS, PanelQuery, compute_panel
+
+from .conftest import system_rows
 
 TRACE = "kineto/a100_rank0of2_nccl.json.gz"
 
@@ -112,3 +115,15 @@ def test_pie_shares_are_of_the_whole_even_on_the_top_15_pie(gpu_job):
     assert top["pct"][0] == pytest.approx(
         100 * top["values"][0] / sum(everything["values"]), abs=0.01
     )
+
+
+def test_nodes_come_in_numeric_order(tmp_path: Path):
+    nodes = ["algo-10", "algo-2", "algo-1"]
+    rows = [row for node in nodes for row in system_rows(seconds=5, cpus=1, gpus=1, node=node)]
+    job = TableJob(tmp_path / "job", rows)
+    expected = ["algo-1", "algo-2", "algo-10"]
+    for kind in ("gpu", "cpu"):
+        pies = compute_panel(f"{kind}_active_time", job, PanelQuery())["pies"]
+        assert [pie["title"] for pie in pies] == expected
+        series = compute_panel(f"{kind}_utilization", job, PanelQuery())["series"]
+        assert [line["name"] for line in series] == expected

@@ -13,7 +13,6 @@ what the view needs.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import duckdb
 import orjson
 
+from stepscope._natural import natural_key
 from stepscope.analysis.tracks import UNKNOWN_NODE, tracked_events_sql
 
 __all__ = ["TimelineIndex", "TimelineTrack"]
@@ -52,11 +52,6 @@ def _sql_list(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{v}'" for v in values)
 
 
-def _natural(text: str) -> tuple[Any, ...]:
-    """``cpu10`` after ``cpu2``: digits compare as numbers."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
-
-
 @dataclass(frozen=True)
 class TimelineTrack:
     """One row of the timeline and where it sits in the tree.
@@ -82,9 +77,9 @@ class TimelineTrack:
     def display_order(self) -> tuple[Any, ...]:
         """Node, its CPU before its GPUs, all GPUs then GPU by GPU; counters first in each group."""
         node, group, *rest = self.path
-        gpu = (len(rest) > 1, _natural(rest[0])) if group == "GPUs" else ()
+        gpu = (len(rest) > 1, natural_key(rest[0])) if group == "GPUs" else ()
         kind = self.kind != "counter"
-        return (_natural(node), group != "CPU", gpu, kind, _natural(self.path[-1]))
+        return (natural_key(node), group != "CPU", gpu, kind, natural_key(self.path[-1]))
 
 
 def _track_id(key: tuple[Any, ...]) -> str:

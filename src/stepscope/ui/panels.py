@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from stepscope import analysis
+from stepscope._natural import natural_key
 from stepscope.analysis.kernels import KernelOrder
 from stepscope.analysis.utilization import DeviceKind
 from stepscope.ui.profiles import ProfileJob
@@ -113,6 +114,13 @@ def _pie(
 # --- system metrics ----------------------------------------------------------------------------
 
 
+def _by_node(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame``'s rows with nodes in natural order (``algo-2`` before ``algo-10``), stable."""
+    return frame.sort_values(
+        "node", key=lambda nodes: nodes.astype(str).map(natural_key), kind="stable"
+    )
+
+
 def _active_time(
     kind: DeviceKind, label: str
 ) -> Callable[[ProfileJob, PanelQuery], dict[str, Any]]:
@@ -122,6 +130,7 @@ def _active_time(
             if kind == "gpu":
                 return _kernel_active_time(job)
             return empty(f"No {label} utilization was recorded for this job.")
+        frame = _by_node(frame)
         pies = []
         for node, active_s, idle_s, active_n, idle_n, active_pct, samples, devices in zip(
             frame["node"].astype(str),
@@ -192,7 +201,7 @@ def _utilization(
                 "x": [round(float(v), 3) for v in group["time_s"]],
                 "y": [round(float(v), 2) for v in group["utilization_pct"]],
             }
-            for node, group in frame.groupby("node", sort=True)
+            for node, group in _by_node(frame).groupby("node", sort=False)
         ]
         return {
             "kind": "lines",
