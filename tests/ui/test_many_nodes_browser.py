@@ -2,7 +2,7 @@
 
 A 30-node job has one active-time pie per node and more timeline tracks than one window request
 may name; the dashboard must lay the pies out side by side and row by row, and the timeline must
-show the tracks the user scrolls to.
+show the tracks the user scrolls to, with the time ruler still in sight.
 """
 
 from __future__ import annotations
@@ -107,3 +107,26 @@ def test_the_timeline_shows_the_tracks_scrolled_to(page, base_url: str) -> None:
     expect(selection).to_contain_text("CPU utilization")
     value = selection.locator("dd").last.inner_text()
     assert value.endswith(" %") and 0 <= float(value[:-2]) <= 100
+
+
+def test_the_time_ruler_stays_in_sight_when_the_tracks_are_scrolled(page, base_url: str) -> None:
+    page.goto(base_url + "/timeline")
+    page.wait_for_selector("#tl-canvas[data-loaded='1']")
+    page.locator("#tl-tree [data-label='CPU utilization']").last.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    # the ruler's background, read where the scrolled list's first visible row would be
+    pixel = page.evaluate(
+        """() => {
+          const body = document.querySelector('.tl-body');
+          const canvas = document.getElementById('tl-canvas');
+          const ratio = canvas.width / canvas.clientWidth;
+          const y = Math.round((body.scrollTop + 3) * ratio);
+          return Array.from(canvas.getContext('2d').getImageData(2, y, 1, 1).data);
+        }"""
+    )
+    assert page.evaluate("document.querySelector('.tl-body').scrollTop") > 1000
+    assert pixel == [0xF6, 0xF7, 0xF9, 255]  # the ruler's fill, not a row's
+    gap = page.locator(".tl-ruler-gap").bounding_box()
+    body = page.locator(".tl-body").bounding_box()
+    assert gap is not None and body is not None
+    assert abs(gap["y"] - body["y"]) <= 2  # the labels' gap beside it stays put too

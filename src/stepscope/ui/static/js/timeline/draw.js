@@ -66,7 +66,10 @@ export function formatOffset(us, resolution) {
   return `${(us / scale).toFixed(decimals)} ${unit}`;
 }
 
-function drawRuler(ctx, view, width, origin) {
+// The ruler sits at `top`, the top of the scrolled track list, over the rows scrolled under it.
+function drawRuler(ctx, view, width, origin, top) {
+  ctx.save();
+  ctx.translate(0, top);
   ctx.fillStyle = "#f6f7f9";
   ctx.fillRect(0, 0, width, RULER_PX);
   ctx.strokeStyle = "#d8dce3";
@@ -87,6 +90,7 @@ function drawRuler(ctx, view, width, origin) {
     ctx.stroke();
     ctx.fillText(formatOffset(t, step), x + 3, RULER_PX / 2);
   }
+  ctx.restore();
 }
 
 function drawSlices(ctx, row, data, view, width, selected, hits) {
@@ -194,7 +198,7 @@ function launchDepth(row, trackData, startUs) {
 
 // Draws everything; returns what was drawn (hit boxes for clicks, the flows drawn and their
 // arrows as [x0, y0, x1, y1]).
-export function draw(ctx, layout, view, data, { width, height, origin, selected, area }) {
+export function draw(ctx, layout, view, data, { width, height, origin, selected, area, top = 0 }) {
   ctx.clearRect(0, 0, width, height);
   const hits = [];
   for (const row of layout.rows) {
@@ -231,6 +235,6 @@ export function draw(ctx, layout, view, data, { width, height, origin, selected,
     ctx.strokeStyle = "#e0a800";
     ctx.strokeRect(x0 + 0.5, area.y0 + 0.5, x1 - x0, area.y1 - area.y0);
   }
-  drawRuler(ctx, view, width, origin);
+  drawRuler(ctx, view, width, origin, top);
   return { hits, flows: arrows.length, arrows };
 }

@@ -182,6 +182,7 @@ class TimelinePage {
     const started = performance.now();
     this.drawn = draw(this.ctx, this.currentLayout, this.view, this.data, {
       width: this.width, height: this.height, origin: this.origin, selected: this.selected, area: this.area,
+      top: this.body.scrollTop,
     });
     this.lastFrameMs = performance.now() - started;
     const span = this.view.end - this.view.start;
@@ -388,7 +389,10 @@ class TimelinePage {
       action();
     };
     document.addEventListener("keydown", this.onKey);
-    this.body.addEventListener("scroll", () => this.scheduleFetch());
+    this.body.addEventListener("scroll", () => {
+      this.redraw();
+      this.scheduleFetch();
+    });
     this.canvas.addEventListener("wheel", (event) => {
       if (event.ctrlKey || event.metaKey) {
         event.preventDefault();
@@ -420,6 +424,7 @@ class TimelinePage {
         this.selectArea(start.x, event.offsetX, start.y, event.offsetY).catch(showError);
         return;
       }
+      if (event.offsetY < this.body.scrollTop + RULER_PX) return; // the ruler covers the rows there
       const hit = [...this.drawn.hits].reverse().find((b) => event.offsetX >= b.x - 1 && event.offsetX <= b.x + b.w + 1 && event.offsetY >= b.y && event.offsetY <= b.y + b.h);
       if (hit) this.select(hit).catch(showError);
     });
