@@ -173,6 +173,22 @@ def test_bad_panel_parameters_are_refused(client):
     assert response.status_code == 422
 
 
+def test_timeline_windows_beyond_finite_times_are_refused(client):
+    job = job_ids(client)["job-a"]
+    load_and_wait(client, job)
+    tracks = ",".join(
+        t["id"] for t in client.get(f"/api/jobs/{job}/timeline/tracks").json()["tracks"]
+    )
+    for start, end in (("0", "inf"), ("-inf", "0"), ("nan", "1"), ("0", "1e400")):
+        for endpoint in ("window", "stats"):
+            response = client.get(
+                f"/api/jobs/{job}/timeline/{endpoint}",
+                params={"start_us": start, "end_us": end, "tracks": tracks},
+            )
+            assert response.status_code == 422, (endpoint, start, end, response.text[:200])
+            assert "start_us and end_us" in response.json()["detail"]
+
+
 def test_information_of_a_loaded_job(client):
     job = job_ids(client)["job-a"]
     assert client.get(f"/api/jobs/{job}/info").status_code == 409

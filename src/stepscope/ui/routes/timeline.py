@@ -7,6 +7,7 @@ must name tracks of the loaded job.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable
 from typing import Annotated, Any, TypeVar  # Any: the JSON values of an answer
 
@@ -49,6 +50,11 @@ def _select(index: TimelineIndex, ids: str) -> list[TimelineTrack]:
 
 
 def _check_window(start_us: float, end_us: float) -> None:
+    if not (math.isfinite(start_us) and math.isfinite(end_us)):
+        raise HTTPException(
+            status_code=422,
+            detail="start_us and end_us must be finite numbers (µs since the epoch).",
+        )
     if not end_us > start_us:
         raise HTTPException(status_code=422, detail="end_us must be greater than start_us.")
 
