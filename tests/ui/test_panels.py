@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,8 @@ def test_top_kernels_pie_shows_only_the_top_15_with_shares_of_all_kernel_time(gp
     assert "NCCL" in top["hover"][0] or "nccl" in top["hover"][0]
     # each measure once: the time with its share, then the launches
     name, time_line, launches_line = top["hover"][0].split("\n")
-    assert time_line.startswith(f"{top['values'][0]:,.4f} s (")
+    seconds, _, share = time_line.partition(" s (")
+    assert float(seconds) == pytest.approx(top["values"][0], rel=1e-3) and share
     assert launches_line.endswith(" launches") and " s" not in launches_line
 
 
@@ -127,3 +129,23 @@ def test_nodes_come_in_numeric_order(tmp_path: Path):
         assert [pie["title"] for pie in pies] == expected
         series = compute_panel(f"{kind}_utilization", job, PanelQuery())["series"]
         assert [line["name"] for line in series] == expected
+
+
+_UNITS_S = {"s": 1.0, "ms": 1e-3, "µs": 1e-6}
+
+
+@pytest.mark.parametrize("panel", ["kernel_time_all", "gpu_activity", "gpu_active_time"])
+def test_hover_times_of_a_short_trace_read_as_its_slices_measure(
+    panel: str, shared_fixtures: Path, tmp_path: Path
+):
+    # an AMD trace of a few milliseconds: each kernel runs for microseconds
+    job = open_job(shared_fixtures / "kineto/mi250_rocm.json.gz", cache_dir=tmp_path / "cache")
+    job.refresh()
+    pie = _pie(compute_panel(panel, job, PanelQuery()))
+    assert pie["values"]
+    for value_s, hover in zip(pie["values"], pie["hover"], strict=True):
+        match = re.search(r"([\d.,]+) (s|ms|µs|GPU-seconds)\b", hover)
+        assert match is not None, hover
+        number, unit = float(match[1].replace(",", "")), match[2]
+        shown_s = number * _UNITS_S.get(unit, 1.0)
+        assert shown_s == pytest.approx(value_s, rel=0.01), hover

@@ -86,6 +86,16 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _seconds(seconds: float) -> str:
+    """Seconds for a hover: 4 decimals, or 4 significant digits below a second, since the
+    kernels of a short trace run for microseconds and 4 decimals showed them all as 0."""
+    if abs(seconds) >= 1:
+        return f"{seconds:,.4f}"
+    return str(
+        np.format_float_positional(seconds, precision=4, unique=False, fractional=False, trim="-")
+    )
+
+
 def _floats(column: pd.Series) -> list[float]:
     """A numeric column as Python floats (a pandas row types its values as any scalar)."""
     values: list[float] = column.astype(float).tolist()
@@ -173,7 +183,7 @@ def _kernel_active_time(job: ProfileJob) -> dict[str, Any]:
         values = [active_us / 1e6, idle_us / 1e6]
         pct = [100.0 * v * 1e6 / total_us for v in values]
         hover = [
-            f"{state}: {values[i]:,.3f} GPU-seconds ({pct[i]:.1f} %)"
+            f"{state}: {_seconds(values[i])} GPU-seconds ({pct[i]:.1f} %)"
             for i, state in enumerate(("Active", "Idle"))
         ]
         title = rank if isinstance(rank, str) else f"rank {int(rank)}"
@@ -285,12 +295,12 @@ def _kernel_pie(
             # the slice's measure and its share, then the other measure
             if order_by == "total":
                 values.append(amount / 1e6)
-                detail = f"{amount / 1e6:,.4f} s ({pct:.2f} % of all kernel time)"
+                detail = f"{_seconds(amount / 1e6)} s ({pct:.2f} % of all kernel time)"
                 other = f"{count:,} launches"
             else:
                 values.append(int(amount))
                 detail = f"{int(amount):,} launches ({pct:.2f} % of all launches)"
-                other = f"{kernel_us / 1e6:,.4f} s"
+                other = f"{_seconds(kernel_us / 1e6)} s"
             hover.append(f"{_short(name, _HOVER_CHARS)}\n{detail}\n{other}")
         unit = "s" if order_by == "total" else "launches"
         return {
@@ -326,7 +336,7 @@ def _share_pie(
             extra = f", {size:,} bytes" if size is not None else ""
             shares.append(100.0 * part_us / total_us)
             hover.append(
-                f"{label}\n{part_us / 1e6:,.4f} s ({shares[-1]:.2f} %)\n{count:,} events{extra}"
+                f"{label}\n{_seconds(part_us / 1e6)} s ({shares[-1]:.2f} %)\n{count:,} events{extra}"
             )
         labels = [str(v) for v in frame[label_column]]
         values = [float(v) / 1e6 for v in frame["total_us"]]
