@@ -227,6 +227,10 @@ def test_dashboard_of_a_gpu_trace_with_k_and_hover(page, server):
     k.fill("5")
     k.press("Enter")
     expect(legend).to_have_count(6)
+    k.fill("2.5")  # not a number of kernels: the panel keeps k and says so in the field
+    k.press("Enter")
+    expect(k).to_have_value("5")
+    expect(legend).to_have_count(6)
     launches = page.locator("article[data-panel=kernel_launches_all] .legend .traces")
     expect(launches).to_have_count(16)  # each panel has its own k
 

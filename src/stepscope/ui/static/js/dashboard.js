@@ -97,8 +97,9 @@ function panelCard(jobId, panel, { wide, defaultK, maxK, params = {}, title = nu
       type: "number", min: 1, max: maxK, value: defaultK, class: "k-input", "aria-label": "k: kernels shown",
     });
     input.addEventListener("change", () => {
-      const value = Number.parseInt(input.value, 10);
-      if (Number.isFinite(value) && value >= 1 && value <= maxK) {
+      const value = Number(input.value);
+      // a whole number of kernels in range, else the field goes back to the k shown
+      if (Number.isInteger(value) && value >= 1 && value <= maxK) {
         k = value;
         load(false);
       } else {
