@@ -107,7 +107,8 @@ def create_app(
         if state.idle is not None and POLL_HEADER not in request.headers:
             state.idle.touch()
         response = await call_next(request)
-        response.headers["Content-Security-Policy"] = _CONTENT_SECURITY_POLICY
+        # the pages' policy, unless the route set its own (the profiling report)
+        response.headers.setdefault("Content-Security-Policy", _CONTENT_SECURITY_POLICY)
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
         return response

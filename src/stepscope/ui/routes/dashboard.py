@@ -90,6 +90,16 @@ def rule_statuses(job_id: str, state: State) -> dict[str, Any]:
     }
 
 
+#: The report draws its figures with inline scripts (plotly and its data are in the file). They
+#: run in a sandbox of their own origin, so a report, which comes from a job folder, can neither
+#: reach the UI's API nor load anything.
+_REPORT_POLICY = (
+    "sandbox allow-scripts allow-popups allow-popups-to-escape-sandbox; default-src 'none'; "
+    "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
+
+
 @router.get("/jobs/{job_id}/report")
 def profiling_report(job_id: str, state: State) -> FileResponse:
     """The job's HTML profiling report."""
@@ -97,4 +107,6 @@ def profiling_report(job_id: str, state: State) -> FileResponse:
     path = report_file(entry.path) if entry.path.is_dir() else None
     if path is None:
         raise HTTPException(status_code=404, detail="This job has no profiling report yet.")
-    return FileResponse(path, media_type="text/html")
+    return FileResponse(
+        path, media_type="text/html", headers={"Content-Security-Policy": _REPORT_POLICY}
+    )
