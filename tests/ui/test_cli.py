@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import stepscope
 from tests.servers import free_port
 
 from .conftest import write_job_folder
@@ -32,6 +33,8 @@ def _start(args: list[str], tmp_path: Path) -> subprocess.Popen[str]:
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
+        # the stepscope under test, wherever this process imports it from
+        "PYTHONPATH": str(Path(stepscope.__file__).parents[1]),
     }
     return subprocess.Popen(
         [sys.executable, "-m", "stepscope", "ui", "--no-browser", *args],
@@ -89,6 +92,9 @@ def test_a_wider_bind_prints_a_token_and_requires_it(tmp_path: Path, jobs_root: 
         stderr = _stop(server)
     token = re.search(r"\?token=([\w-]+)", stderr)
     assert token, stderr
+    # a wildcard bind is reached by this machine's name, not by 0.0.0.0
+    assert f"http://{socket.gethostname()}:{port}/?token=" in stderr
+    assert "0.0.0.0" not in stderr
     # a fresh server, a fresh token: the printed one opens it
     port = free_port()
     server = _start([str(jobs_root), "--port", str(port), "--host", "0.0.0.0"], tmp_path)

@@ -23,6 +23,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8765
 
+#: addresses that bind every interface -> the loopback address the local browser opens
+_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
 
 def serve(
     roots: Sequence[str | os.PathLike[str]],
@@ -66,15 +69,21 @@ def serve(
         on_idle=stop_serving,
     )
     listening = _listen(host, port)
-    shown_host = f"[{host}]" if ":" in host else host
-    url = f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
+    # a wildcard bind is reached from elsewhere by this machine's name, and from here on loopback
+    url = _url(socket.gethostname() if host in _WILDCARDS else host, port, token)
+    local_url = _url(_WILDCARDS.get(host, host), port, token)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
     holder["server"] = server
     logger.info("Profiler UI at %s (Ctrl+C to stop)", url)
     if open_browser:
-        threading.Timer(1.0, webbrowser.open, args=(url,)).start()
+        threading.Timer(1.0, webbrowser.open, args=(local_url,)).start()
     server.run(sockets=[listening])
+
+
+def _url(host: str, port: int, token: str | None) -> str:
+    shown_host = f"[{host}]" if ":" in host else host
+    return f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
 
 
 def _listen(host: str, port: int) -> socket.socket:
