@@ -79,6 +79,8 @@ def test_serves_the_jobs_under_the_given_root_on_loopback(tmp_path: Path, jobs_r
         stderr = _stop(server)
     assert f"http://127.0.0.1:{port}/" in stderr
     assert "token" not in stderr
+    # Ctrl+C, as the start-up line says, stops it quietly
+    assert "Traceback" not in stderr and server.returncode == 0, stderr
 
 
 def test_a_wider_bind_prints_a_token_and_requires_it(tmp_path: Path, jobs_root: Path):

@@ -78,7 +78,11 @@ def serve(
     logger.info("Profiler UI at %s (Ctrl+C to stop)", url)
     if open_browser:
         threading.Timer(1.0, webbrowser.open, args=(local_url,)).start()
-    server.run(sockets=[listening])
+    try:
+        server.run(sockets=[listening])
+    except KeyboardInterrupt:
+        # Ctrl+C, as the start-up line says: the server has shut down, uvicorn re-raised it
+        logger.info("Profiler UI stopped")
 
 
 def _url(host: str, port: int, token: str | None) -> str:
