@@ -420,6 +420,32 @@ def test_information_of_a_recorded_gpu_trace(shared_fixtures: Path, make_client,
     assert traced["Steps"] == "4–6 (3)"  # ProfilerStep#4-6
 
 
+def test_information_says_what_the_reader_warned_about_a_trace(
+    shared_fixtures: Path, make_client, tmp_path: Path
+):
+    """A trace cut short (a job killed while writing it): the page says what was lost and why."""
+    import gzip
+
+    from stepscope.store import open_job
+
+    whole = gzip.decompress(
+        (shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz").read_bytes()
+    )
+    root = tmp_path / "traces"
+    root.mkdir()
+    (root / "cut.pt.trace.json.gz").write_bytes(gzip.compress(whole[: len(whole) // 2]))
+    client = make_client([root], job_opener=lambda p: open_job(p, cache_dir=tmp_path / "cache"))
+    job = job_ids(client)["cut"]
+    load_and_wait(client, job)
+    sections = {s["title"]: s for s in client.get(f"/api/jobs/{job}/info").json()["sections"]}
+    warned = sections["Trace warnings"]
+    assert warned["columns"] == ["Rank", "Warning"]
+    texts = [text for _, text in warned["table"]]
+    assert any("ends early" in text for text in texts), texts
+    assert any("own clock" in text for text in texts), texts
+    assert not any(str(root) in text for text in texts)  # the File column names the file
+
+
 def test_every_node_of_a_multi_node_job_has_its_own_line_and_pie(tmp_path: Path, make_client):
     from stepscope.store import open_job
 

@@ -125,6 +125,20 @@ def _trace_rows(ranks: Mapping[Any, Any]) -> list[list[Any]]:
     return rows
 
 
+def _trace_warnings(ranks: Mapping[Any, Any]) -> list[list[Any]]:
+    """Per rank, what the trace reader warned about (events lost, a clock of its own ...)."""
+    rows: list[list[Any]] = []
+    for rank, raw in sorted(ranks.items(), key=lambda kv: str(kv[0]).zfill(8)):
+        trace = _mapping(_mapping(raw).get("kineto"))
+        warnings = trace.get("warnings")
+        if not isinstance(warnings, list):
+            continue
+        # the reader names the file first; the traces section names it already
+        prefix = f"{trace.get('path')}: "
+        rows.extend([str(rank), str(text).removeprefix(prefix)] for text in warnings)
+    return rows
+
+
 def job_information(
     entry: JobEntry, metadata: Mapping[str, Any], data: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
@@ -231,6 +245,9 @@ def job_information(
                 trace_rows,
             )
         )
+    warning_rows = _trace_warnings(ranks)
+    if warning_rows:
+        sections.append(_table("Trace warnings", ["Rank", "Warning"], warning_rows))
     for key, title in (
         ("versions", "Framework and library versions"),
         ("hyperparameters", "Hyperparameters"),
