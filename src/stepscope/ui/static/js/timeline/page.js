@@ -4,13 +4,14 @@
 // ? lists the shortcuts. Mouse: ctrl/⌘ + wheel zooms at the pointer, shift + wheel pans, a click
 // selects a slice, a drag selects an area (its statistics appear in the bottom panel).
 
-import { ApiError } from "../api.js";
+import { api, ApiError } from "../api.js";
 import { clear, h } from "../dom.js";
 import { selectedJob } from "../selection.js";
 import { COUNTER_PX, LEVEL_PX, MAX_LEVELS, RULER_PX, draw, formatDuration, formatOffset, xToTime } from "./draw.js";
 
 const ROW_MIN_PX = 22;
 const FETCH_DELAY_MS = 60;
+const LIVE_MS = 15000;
 // The server answers at most this many tracks per window request (MAX_TRACKS in routes/timeline.py).
 const MAX_TRACKS = 400;
 const SHORTCUTS = [
@@ -27,8 +28,10 @@ const SHORTCUTS = [
   ["?", "show or hide this list"],
 ];
 
-async function getJson(path) {
-  const response = await fetch(path, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+async function getJson(path, { poll = false } = {}) {
+  const headers = { Accept: "application/json" };
+  if (poll) headers["X-Stepscope-Poll"] = "1"; // a background refresh, not use (auto shutdown)
+  const response = await fetch(path, { headers, credentials: "same-origin" });
   const payload = await response.json().catch(() => null);
   if (!response.ok) throw new ApiError(response.status, payload && payload.detail);
   return payload;
@@ -51,6 +54,24 @@ function buildTree(tracks) {
     node.tracks.push(track);
   }
   return root;
+}
+
+// The paths of the closed groups of a tree, and closing them again in a rebuilt tree.
+function closedGroups(group, prefix = "", closed = new Set()) {
+  for (const child of group.children.values()) {
+    const path = `${prefix}/${child.label}`;
+    if (!child.open) closed.add(path);
+    closedGroups(child, path, closed);
+  }
+  return closed;
+}
+
+function closeGroups(group, closed, prefix = "") {
+  for (const child of group.children.values()) {
+    const path = `${prefix}/${child.label}`;
+    child.open = !closed.has(path);
+    closeGroups(child, closed, path);
+  }
 }
 
 class TimelinePage {
@@ -195,6 +216,32 @@ class TimelinePage {
   }
 
   // -- data -------------------------------------------------------------------------------
+
+  // A running job's timeline follows its data, as its dashboard does: every LIVE_MS the job's
+  // tracks and time range are read again, until the job list says the job has ended.
+  followLive() {
+    const timer = window.setInterval(async () => {
+      try {
+        const now = (await api.jobs({ poll: true })).jobs.find((j) => j.id === this.jobId);
+        const payload = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/tracks`, { poll: true });
+        if (payload.bounds) this.takeTracks(payload);
+        if (!now || now.status !== "running") window.clearInterval(timer);
+      } catch (error) {
+        window.clearInterval(timer);
+        showError(error);
+      }
+    }, LIVE_MS);
+  }
+
+  takeTracks(payload) {
+    const closed = closedGroups(this.tree);
+    this.tracks = payload.tracks;
+    this.bounds = payload.bounds;
+    this.tree = buildTree(this.tracks);
+    closeGroups(this.tree, closed);
+    this.relayout();
+    this.scheduleFetch();
+  }
 
   scheduleFetch() {
     clearTimeout(this.fetchTimer);
@@ -461,4 +508,6 @@ export async function renderTimeline(main) {
   }
   const page = new TimelinePage(main, id, payload);
   await page.fetchWindow();
+  const listed = (await api.jobs()).jobs.find((j) => j.id === id);
+  if (listed && listed.status === "running") page.followLive();
 }
