@@ -243,9 +243,12 @@ def test_dashboard_of_a_gpu_trace_with_k_and_hover(page, server):
 
 def test_custom_annotation_histogram(page, server):
     _open_dashboard(page, server["base"], GPU_TRACE)
-    select = page.locator("#annotation-select")
-    expect(select.locator("option", has_text="## forward ##")).to_have_count(1)
-    select.select_option("## forward ##")
+    # as in SageMaker Profiler, the annotation is picked from the list or typed
+    expect(page.locator("#annotation-names option[value='## forward ##']")).to_have_count(1)
+    page.locator("#annotation-name").fill("no such annotation")
+    page.click("#create-histogram")
+    expect(page.locator("#annotation-note")).to_contain_text("no annotation named")
+    page.locator("#annotation-name").fill("## forward ##")
     page.click("#create-histogram")
     card = page.locator("article[data-panel=annotation_histogram]")
     expect(card).to_have_attribute("data-state", "data")

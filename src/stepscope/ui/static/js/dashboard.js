@@ -140,35 +140,48 @@ function panelCard(jobId, panel, { wide, defaultK, maxK, params = {}, title = nu
   return { node, load };
 }
 
+// As in SageMaker Profiler, the annotation is picked from the list or typed (a job may have
+// hundreds of them).
+const PICK_NOTE = "Pick or type an annotation recorded by the training script to see how its duration is distributed.";
+
 function customHistograms(jobId) {
-  const select = h("select", { id: "annotation-select", "aria-label": "Annotation" });
+  const choices = h("datalist", { id: "annotation-names" });
+  const field = h("input", {
+    id: "annotation-name", list: "annotation-names", "aria-label": "Annotation", autocomplete: "off",
+    placeholder: "Annotation name",
+  });
   const button = h("button", { class: "button primary", type: "button", id: "create-histogram" }, "Create histogram");
   const grid = h("div", { class: "grid" });
-  const note = h("p", { class: "muted" });
+  const note = h("p", { class: "muted", id: "annotation-note" });
   const created = new Map();
+  let names = [];
   const form = h("article", { class: "card wide" },
     h("div", { class: "card-head" }, h("h3", {}, "Create a new histogram"),
-      h("div", { class: "actions" }, select, button)),
+      h("div", { class: "actions" }, field, choices, button)),
     note);
   const node = h("div", {}, form, grid);
   async function init() {
-    let names = [];
     try {
       names = (await api.annotations(jobId)).annotations;
     } catch {
       names = [];
     }
-    clear(select).append(...names.map((n) => h("option", { value: n }, n)));
+    clear(choices).append(...names.map((n) => h("option", { value: n })));
     const none = names.length === 0;
-    select.disabled = none;
+    field.disabled = none;
     button.disabled = none;
     note.textContent = none
       ? "This job has no custom annotations. Annotate code in the training script (stepscope.annotate) to histogram its duration here."
-      : "Pick an annotation recorded by the training script to see how its duration is distributed.";
+      : PICK_NOTE;
   }
   button.addEventListener("click", async () => {
-    const name = select.value;
-    if (!name || created.has(name)) return;
+    const name = field.value.trim();
+    if (!names.includes(name)) {
+      note.textContent = name ? `This job has no annotation named “${name}”. ${PICK_NOTE}` : PICK_NOTE;
+      return;
+    }
+    note.textContent = PICK_NOTE;
+    if (created.has(name)) return;
     const card = panelCard(jobId, { name: "annotation_histogram", title: name, uses_k: false }, {
       wide: false, params: { annotation: name }, title: `Histogram of “${name}”`,
       onRemove: () => created.delete(name),
