@@ -45,7 +45,7 @@ def test_a_starved_data_loader_is_found(starved_job):
     assert results["CPUBottleneck"].status == "IssuesFound"  # busy CPUs, idle GPUs meanwhile
     steps = [
         o["step"]
-        for o in results["StepOutlier"].details["step_details"]["algo-1"]["TRAIN"]["outliers"]
+        for o in results["StepOutlier"].details["step_details"]["0-algo-1"]["TRAIN"]["outliers"]
     ]
     assert steps == list(range(100, 106))
     assert results["LoadBalancing"].details["imbalanced"] == ["algo-1/gpu0"]  # gpu0 at 30 %

@@ -19,7 +19,7 @@ from tests.rules.tablejob import T0_US, add_events, machine, training_steps, ver
 STALL = {100: 2.0, 101: 2.0, 102: 2.0, 103: 2.0, 104: 2.0}
 
 
-def outlier_steps(result, node="algo-1", mode="TRAIN"):
+def outlier_steps(result, node="0-algo-1", mode="TRAIN"):
     return [o["step"] for o in result.details["step_details"][node][mode]["outliers"]]
 
 
@@ -56,7 +56,7 @@ def test_train_and_eval_are_judged_apart_and_mode_filters(job):
     assert both.violations == 6
 
     only_eval = verdict(job, StepOutlier(n_outliers=0, mode="EVAL"))
-    assert set(only_eval.details["step_details"]["algo-1"]) == {"EVAL"}
+    assert set(only_eval.details["step_details"]["0-algo-1"]) == {"EVAL"}
     assert only_eval.violations == 1
 
 
@@ -68,8 +68,22 @@ def test_every_outlier_is_counted_not_only_the_steps_listed(job):
     add_events(job, "algo-1", "Step:ModeKeys.TRAIN", start, dur, step=np.arange(2600))
     result = verdict(job, StepOutlier(stddev=0.5))
     assert result.violations == 2600
-    assert result.details["step_details"]["algo-1"]["TRAIN"]["number_of_outliers"] == 2600
+    assert result.details["step_details"]["0-algo-1"]["TRAIN"]["number_of_outliers"] == 2600
     assert result.message.startswith("2600 outlier step(s)")
+
+
+def test_each_rank_is_judged_on_its_own_steps(job):
+    # Two ranks on one node: rank 0's steps take 0.1 s with five 0.3 s spikes, rank 1's 1 s.
+    # Pooled, rank 1's steps widen the spread so much that rank 0's spikes look normal.
+    training_steps(job, 300, step_s=0.1, slow={n: 0.3 for n in STALL}, rank=0)
+    training_steps(job, 300, step_s=1.0, rank=1, seed=1)
+    result = verdict(job, StepOutlier(n_outliers=0))
+    assert result.status == "IssuesFound" and result.violations == 5
+    assert outlier_steps(result, node="0-algo-1") == list(STALL)
+    assert outlier_steps(result, node="1-algo-1") == []
+    details = result.details["step_details"]
+    assert details["0-algo-1"]["TRAIN"]["steps"] == details["1-algo-1"]["TRAIN"]["steps"] == 300
+    assert {o["rank"] for o in details["0-algo-1"]["TRAIN"]["outliers"]} == {0}
 
 
 def test_step_outlier_not_applicable_without_steps(job):

@@ -1,12 +1,14 @@
-"""StepOutlier: steps much slower (or faster) than the others of the same node and phase.
+"""StepOutlier: steps much slower (or faster) than the others of the same rank and phase.
 
 Reads the job's steps (:mod:`stepscope.rules.steps`: ``Step:ModeKeys.<MODE>`` events, or a
-trace's ``ProfilerStep#N`` ranges as TRAIN). For
-each (node, mode) it keeps the count, sum and sum of squares of step durations, a duration sketch,
+trace's ``ProfilerStep#N`` ranges as TRAIN). Each rank is judged on its own steps, as SageMaker
+did (it grouped by node id, ``<rank>-algo-<n>``): pooled with a slower rank of the same node, a
+fast rank's spikes would hide inside the spread of the two ranks' step times. For
+each (node, rank, mode) it keeps the count, sum and sum of squares of step durations, a duration sketch,
 how many steps had each distinct duration (so every outlier is counted, however many there are)
 and the 1,000 longest and shortest steps (the outliers it names). An outlier is a step whose
 duration differs from the mean by more than ``stddev`` standard deviations (mean and deviation
-over every step of that node and mode seen so far); it triggers when there are more than
+over every step of that rank and mode seen so far); it triggers when there are more than
 ``n_outliers`` outliers.
 
 Differences from SageMaker: each outlier is counted once (SageMaker re-added them all in every
@@ -26,10 +28,11 @@ from stepscope.rules.base import Rule, Verdict
 from stepscope.rules.distribution import IntervalList, QuantileSketch
 from stepscope.rules.parameters import Param
 from stepscope.rules.window import ScanWindow, split_by
+from stepscope.store import layout
 
 __all__ = ["StepOutlier"]
 
-#: Longest and shortest steps kept per (node, mode): the candidates for outliers.
+#: Longest and shortest steps kept per (node, rank, mode): the candidates for outliers.
 _CANDIDATES = 1000
 
 _STEPS_SQL = """
@@ -43,7 +46,7 @@ SELECT node, phase, step, rank, start_us, dur_us FROM (
     FROM {events}
     WHERE ph = 'X' AND {steps}
 )
-ORDER BY node, phase, start_us
+ORDER BY node, rank, phase, start_us
 """
 
 _MODES = ("TRAIN", "EVAL", "PREDICT", "GLOBAL")
@@ -52,7 +55,7 @@ _MODES = ("TRAIN", "EVAL", "PREDICT", "GLOBAL")
 class StepOutlier(Rule):
     description = (
         "Checks for steps whose duration is an outlier: more than stddev standard deviations "
-        "away from the mean duration of the steps of the same node and mode (TRAIN and EVAL are "
+        "away from the mean duration of the steps of the same rank and mode (TRAIN and EVAL are "
         "judged apart). Sudden slow steps come from data stalls, checkpointing, evaluation, "
         "garbage collection, other processes or hardware throttling."
     )
@@ -76,8 +79,8 @@ class StepOutlier(Rule):
     def scan(self, window: ScanWindow) -> None:
         steps = window.query(_STEPS_SQL)
         mode = self.parameters["mode"]
-        for key, rows in split_by(steps, "node", "phase"):
-            if mode is not None and key[1] != mode:
+        for key, rows in split_by(steps, "node", "rank", "phase"):
+            if mode is not None and key[2] != mode:
                 continue
             self._add(key, rows)
 
@@ -118,7 +121,9 @@ class StepOutlier(Rule):
         details: dict[str, Any] = {}
         outliers_all: list[tuple[float, float, float, float]] = []
         datapoints = count = 0
-        for (node, phase), entry in sorted(self.series.items()):
+        for (node, rank, phase), entry in sorted(
+            self.series.items(), key=lambda item: (item[0][0], int(item[0][1]), item[0][2])
+        ):
             n = entry["count"]
             datapoints += n
             mean = entry["sum"] / n
@@ -136,7 +141,7 @@ class StepOutlier(Rule):
             outliers_all.extend(map(tuple, found.tolist()))
             count += beyond
             sketch = entry["sketch"]
-            details.setdefault(node, {})[phase] = {
+            details.setdefault(_node_id(node, int(rank)), {})[phase] = {
                 "step_stats": {
                     "mean": round(mean, 6),
                     "std": round(std, 6),
@@ -188,6 +193,12 @@ class StepOutlier(Rule):
             details={"step_details": details},
             intervals=intervals.as_list(),
         )
+
+
+def _node_id(node: str, rank: int) -> str:
+    """The key of a rank's details: SageMaker's node id ``<rank>-<node>``, the node alone when
+    the rank is unknown (-1)."""
+    return layout.node_id_for(rank, node) if rank >= 0 else node
 
 
 def _tally(tally: tuple[np.ndarray, np.ndarray], new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
