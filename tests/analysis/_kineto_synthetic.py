@@ -106,13 +106,16 @@ def events() -> list[dict[str, Any]]:
     ]
 
 
-def write_trace(folder: Path, name: str = "synthetic_rank-0.pt.trace.json.gz") -> Path:
-    """Write the trace as a gzipped Kineto document and return its path."""
+def write_trace(
+    folder: Path, name: str = "synthetic_rank-0.pt.trace.json.gz", *, shift_us: float = 0
+) -> Path:
+    """Write the trace as a gzipped Kineto document, every event ``shift_us`` later; its path."""
+    trace_events = [{**e, "ts": e["ts"] + shift_us} if "ts" in e else e for e in events()]
     document = {
         "schemaVersion": 1,
         "deviceProperties": [{"id": 0, "name": "Synthetic GPU", "numSms": 80}],
         "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
-        "traceEvents": events(),
+        "traceEvents": trace_events,
         "traceName": "synthetic",
     }
     path = folder / name

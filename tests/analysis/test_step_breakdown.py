@@ -35,6 +35,21 @@ def test_path_input_gives_the_same_rows(job, tmp_path):
     assert from_path[list(STEP_CATEGORIES)].equals(step_time_breakdown(job)[list(STEP_CATEGORIES)])
 
 
+def test_two_profiling_sessions_of_one_rank_keep_their_own_steps(job, tmp_path):
+    # The same rank profiled twice (two profilers, or a relaunch) into one folder: both traces
+    # number their steps 1 and 2, the second one starts 10 ms later.
+    from stepscope.store import open_job
+
+    synthetic.write_trace(tmp_path, "first_rank-0.pt.trace.json.gz")
+    synthetic.write_trace(tmp_path, "second_rank-0.pt.trace.json.gz", shift_us=10_000)
+    rows = step_time_breakdown(open_job(tmp_path, cache_dir=tmp_path / "cache"))
+    single = step_time_breakdown(job)
+    assert rows["step"].tolist() == [1, 2, 1, 2]
+    assert rows["duration_us"].tolist() == single["duration_us"].tolist() * 2
+    columns = list(STEP_CATEGORIES)
+    assert rows[columns].values.tolist() == single[columns].values.tolist() * 2
+
+
 def test_real_trace_parts_sum_to_each_step(shared_fixtures, tmp_path):
     from stepscope.store import open_job
 

@@ -4,7 +4,9 @@ The PyTorch profiler TensorBoard plugin's Overview chart, per rank and ``Profile
 
 **The step's window** starts at the ``ProfilerStep#N`` range's start on the CPU and ends at the
 later of its end and the end of the last GPU work the step launched (GPU work runs behind the
-CPU), but never after the next step's start.
+CPU), but never after the next step's start. Each range is a step of its own: a rank profiled
+twice into one folder (two profilers, a relaunch) numbers its steps from the start again, and
+its two step 1s stay two rows.
 
 **Categories, in precedence order.** At each instant of the window the highest category busy
 then takes that instant, so the parts add up to the window and nothing is counted twice:
@@ -92,21 +94,21 @@ def _ranges_sql() -> str:
             FROM events WHERE ph = 'X'
         ),
         host_steps AS (
-            SELECT rank, profiler_step AS step, min(start_us) AS s0, max(start_us + dur_us) AS s1
+            SELECT rank, profiler_step AS step, start_us AS s0, start_us + dur_us AS s1,
+                   coalesce(lead(start_us) OVER (PARTITION BY rank ORDER BY start_us),
+                            'infinity') AS next_s0
             FROM base WHERE profiler_step IS NOT NULL
-            GROUP BY rank, profiler_step
         ),
         gpu_end AS (
-            SELECT rank, gpu_step AS step, max(start_us + dur_us) AS g1 FROM base
-            WHERE gpu_step IS NOT NULL
-            GROUP BY rank, gpu_step
+            SELECT h.rank, h.s0, max(b.start_us + b.dur_us) AS g1
+            FROM host_steps h
+            JOIN base b ON b.rank = h.rank AND b.gpu_step = h.step AND b.start_us < h.next_s0
+            GROUP BY h.rank, h.s0
         ),
         windows AS (
             SELECT h.rank, h.step, h.s0 AS w0,
-                   least(greatest(h.s1, coalesce(g.g1, h.s1)),
-                         coalesce(lead(h.s0) OVER (PARTITION BY h.rank ORDER BY h.s0),
-                                  'infinity')) AS w1
-            FROM host_steps h LEFT JOIN gpu_end g ON g.rank = h.rank AND g.step = h.step
+                   least(greatest(h.s1, coalesce(g.g1, h.s1)), h.next_s0) AS w1
+            FROM host_steps h LEFT JOIN gpu_end g ON g.rank = h.rank AND g.s0 = h.s0
         )
         SELECT rank, w0 AS start_us, w1 AS end_us, 0::TINYINT AS level, step FROM windows
         UNION ALL
@@ -128,7 +130,8 @@ def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
     :param job_or_path: a JobData, a DuckDB connection with an ``events`` view, or a path (a
         Kineto trace, a folder of traces, a job folder).
     :returns: columns ``rank, step, start_us, duration_us`` and then :data:`STEP_CATEGORIES`
-        (µs, summing to ``duration_us``); no rows when the trace has no ``ProfilerStep``.
+        (µs, summing to ``duration_us``), in time order per rank; no rows when the trace has no
+        ``ProfilerStep``.
     """
     import numpy as np
     import pandas as pd
@@ -182,4 +185,4 @@ def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
     for index, category in enumerate(STEP_CATEGORIES[:-1]):
         out[category] = per_level[:, index]
     out["other"] = out["duration_us"] - per_level.sum(axis=1)
-    return out.sort_values(["rank", "step"], ignore_index=True)[columns]
+    return out.sort_values(["rank", "start_us"], ignore_index=True)[columns]
