@@ -13,7 +13,7 @@ from stepscope.report import write_report
 from stepscope.rules import Rule, Verdict, run_rules
 from stepscope.testing import TINY_JOB, TableJob, generate_job
 from tests.browser import ARTIFACTS, chromium, needs_chromium
-from tests.rules.tablejob import T0_US, add_events, machine
+from tests.rules.tablejob import T0_US, add_events, machine, training_steps
 
 
 class AlwaysWarns(Rule):
@@ -142,6 +142,18 @@ def test_cpu_and_gpu_operator_overviews_each_have_a_table_and_a_pie(tmp_path):
     }
     assert pies["Overview: CPU operators (s)"] == {"aten::mm": 0.004, "aten::add": 0.001}
     assert pies["Overview: GPU operators (s)"] == {"volta_sgemm": 0.0005}
+
+
+def test_step_outliers_are_shown_per_rank_of_a_node(tmp_path):
+    job = TableJob(tmp_path / "job")
+    machine(job, 60)
+    training_steps(job, 100, step_s=0.1, rank=0, slow={50: 1.0})
+    training_steps(job, 100, step_s=0.3, rank=1, seed=1)
+    text = write_report(job, output=tmp_path / "out" / "report.html").read_text()
+    section = _rule_section(text, "StepOutlier")
+    headings = re.findall(r"<h4>(.*?):", section)
+    assert headings == ["algo-1 · rank 0 · TRAIN", "algo-1 · rank 1 · TRAIN"]
+    assert _row_cells(section, "50")[:1] == ["0"]  # the outlier step and its rank
 
 
 def test_report_of_custom_rules_and_command(tmp_path, capsys):

@@ -18,6 +18,7 @@ from stepscope.report.sections.base import (
     paragraph,
     table,
 )
+from stepscope.store import layout
 
 __all__ = ["RULE_VIEWS", "TrainingLoop"]
 
@@ -32,9 +33,16 @@ _ELSEWHERE = (
 )
 
 
+def _rank_label(node_id: str) -> str:
+    """``algo-1 · rank 0`` for the node id ``0-algo-1``; other ids as they are."""
+    parsed = layout.parse_node_id(node_id)
+    return node_id if parsed is None else f"{parsed[1]} · rank {parsed[0]}"
+
+
 def _step_outlier(context: ReportContext, result: Any) -> str:
     out = []
-    for node, phases in result.details.get("step_details", {}).items():
+    for node_id, phases in result.details.get("step_details", {}).items():
+        node = _rank_label(node_id)
         for phase, d in phases.items():
             stats = d.get("step_stats", {})
             out.append(
