@@ -86,6 +86,13 @@ def test_each_rank_is_judged_on_its_own_steps(job):
     assert {o["rank"] for o in details["0-algo-1"]["TRAIN"]["outliers"]} == {0}
 
 
+def test_ranks_of_traces_that_name_no_host_are_labelled_by_rank(job):
+    for rank in (0, 1):
+        start = T0_US + np.arange(30) * 50_000.0
+        add_events(job, "", "user_annotation", start, 50_000.0, name="ProfilerStep#0", rank=rank)
+    assert set(verdict(job, StepOutlier()).details["step_details"]) == {"rank 0", "rank 1"}
+
+
 def test_step_outlier_not_applicable_without_steps(job):
     machine(job, 60)
     assert verdict(job, StepOutlier()).status == "NotApplicable"

@@ -196,9 +196,11 @@ class StepOutlier(Rule):
 
 
 def _node_id(node: str, rank: int) -> str:
-    """The key of a rank's details: SageMaker's node id ``<rank>-<node>``, the node alone when
-    the rank is unknown (-1)."""
-    return layout.node_id_for(rank, node) if rank >= 0 else node
+    """The key of a rank's details: SageMaker's node id ``<rank>-<node>``; the node alone when
+    the rank is unknown (-1), ``rank <r>`` when the node is (a trace that names no host)."""
+    if rank < 0:
+        return node
+    return layout.node_id_for(rank, node) if node else f"rank {rank}"
 
 
 def _tally(tally: tuple[np.ndarray, np.ndarray], new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
