@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
+
 import pytest
 from tests.analysis import _kineto_synthetic as synthetic
 
@@ -61,6 +65,47 @@ def test_real_trace_parts_sum_to_each_step(shared_fixtures, tmp_path):
     assert (parts.sum(axis=1) - rows["duration_us"]).abs().max() < 1e-6
     # An NCCL job: every step spends time in kernels and in collectives.
     assert (rows["kernel"] > 0).all() and (rows["communication"] > 0).all()
+
+
+def _plugin_step_windows(trace: Path) -> list[tuple[float, float]]:
+    """The TensorBoard plugin's step windows, from the raw events: a step ends when the host
+    range or the last GPU work launched inside it ends, whichever is later, and the next step
+    starts at that end or at its own host start, whichever is later."""
+    with gzip.open(trace, "rt") as handle:
+        events = [e for e in json.load(handle)["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e["name"].startswith("ProfilerStep#") and e["cat"] == "user_annotation"
+    )
+    launched = {e["args"]["correlation"]: e["ts"] for e in events if e["cat"] == "cuda_runtime"}
+    gpu_end = [0.0] * len(steps)
+    for e in events:
+        launch = launched.get(e.get("args", {}).get("correlation"))
+        if e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset") and launch is not None:
+            for i, (host_start, host_end) in enumerate(steps):
+                if host_start <= launch <= host_end:
+                    gpu_end[i] = max(gpu_end[i], e["ts"] + e["dur"])
+    windows, previous_end = [], steps[0][0]
+    for (host_start, host_end), end in zip(steps, gpu_end, strict=True):
+        start = max(previous_end, host_start)
+        previous_end = max(host_end, end, start)
+        windows.append((start, previous_end))
+    return windows
+
+
+def test_gpu_bound_steps_end_with_their_gpu_work_as_in_the_plugin(shared_fixtures, tmp_path):
+    # On this V100 trace the GPU runs a step behind the CPU: every step's kernels end about
+    # 90 ms after its host range. Cut at the next host step, step 101 looked 35 ms long and the
+    # last step 185 ms, twice the others.
+    from stepscope.store import open_job
+
+    trace = shared_fixtures / "kineto" / "v100_single_ns_resolution.pt.trace.json.gz"
+    rows = step_time_breakdown(open_job(trace, cache_dir=tmp_path))
+    expected = _plugin_step_windows(trace)
+    assert rows["duration_us"].tolist() == pytest.approx([e - s for s, e in expected], abs=1.0)
+    parts = rows[list(STEP_CATEGORIES)]
+    assert (parts.sum(axis=1) - rows["duration_us"]).abs().max() < 1e-6
 
 
 def test_trace_without_profiler_steps_gives_no_rows(shared_fixtures, tmp_path):

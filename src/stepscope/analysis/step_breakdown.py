@@ -2,11 +2,13 @@
 
 The PyTorch profiler TensorBoard plugin's Overview chart, per rank and ``ProfilerStep#N``.
 
-**The step's window** starts at the ``ProfilerStep#N`` range's start on the CPU and ends at the
-later of its end and the end of the last GPU work the step launched (GPU work runs behind the
-CPU), but never after the next step's start. Each range is a step of its own: a rank profiled
-twice into one folder (two profilers, a relaunch) numbers its steps from the start again, and
-its two step 1s stay two rows.
+**The step's window**, as the plugin draws it: a step ends at the later of its
+``ProfilerStep#N`` range's end on the CPU and the end of the last GPU work it launched (GPU work
+runs behind the CPU); the next step starts at the later of that end and its own range's start.
+So when the GPU runs a step behind the CPU, each step is its GPU work, not a slice of the host
+loop that leaves the whole backlog to the last step. Each range is a step of its own: a rank
+profiled twice into one folder (two profilers, a relaunch) numbers its steps from the start
+again, and its two step 1s stay two rows.
 
 **Categories, in precedence order.** At each instant of the window the highest category busy
 then takes that instant, so the parts add up to the window and nothing is counted twice:
@@ -95,20 +97,28 @@ def _ranges_sql() -> str:
         ),
         host_steps AS (
             SELECT rank, profiler_step AS step, start_us AS s0, start_us + dur_us AS s1,
-                   coalesce(lead(start_us) OVER (PARTITION BY rank ORDER BY start_us),
-                            'infinity') AS next_s0
+                   coalesce(lead(start_us) OVER (PARTITION BY rank, profiler_step
+                                                 ORDER BY start_us), 'infinity') AS next_same_s0
             FROM base WHERE profiler_step IS NOT NULL
         ),
         gpu_end AS (
             SELECT h.rank, h.s0, max(b.start_us + b.dur_us) AS g1
             FROM host_steps h
-            JOIN base b ON b.rank = h.rank AND b.gpu_step = h.step AND b.start_us < h.next_s0
+            JOIN base b ON b.rank = h.rank AND b.gpu_step = h.step
+                       AND b.start_us < h.next_same_s0
             GROUP BY h.rank, h.s0
         ),
-        windows AS (
-            SELECT h.rank, h.step, h.s0 AS w0,
-                   least(greatest(h.s1, coalesce(g.g1, h.s1)), h.next_s0) AS w1
+        ends AS (
+            SELECT h.rank, h.step, h.s0,
+                   max(greatest(h.s1, coalesce(g.g1, h.s1)))
+                       OVER (PARTITION BY h.rank ORDER BY h.s0 ROWS UNBOUNDED PRECEDING) AS e
             FROM host_steps h LEFT JOIN gpu_end g ON g.rank = h.rank AND g.s0 = h.s0
+        ),
+        windows AS (
+            SELECT rank, step,
+                   greatest(s0, coalesce(lag(e) OVER (PARTITION BY rank ORDER BY s0), s0)) AS w0,
+                   e AS w1
+            FROM ends
         )
         SELECT rank, w0 AS start_us, w1 AS end_us, 0::TINYINT AS level, step FROM windows
         UNION ALL
