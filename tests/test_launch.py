@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from stepscope.config import FrameworkProfile, ProfilerConfig
+from stepscope.errors import ConfigError
 from stepscope.launcher import (
     _child_command,
     _command_name,
     _with_local_path,
+    launch,
     parse_hyperparameters,
 )
 
@@ -50,3 +52,12 @@ def test_a_local_path_elsewhere_is_replaced_by_the_job_folder_with_a_warning(
     with caplog.at_level(logging.WARNING, logger="stepscope.launcher"):
         _with_local_path(ProfilerConfig(framework_profile_params=FrameworkProfile()), output)
     assert caplog.records == []
+
+
+def test_launch_refuses_a_script_that_is_not_there(tmp_path: Path) -> None:
+    job_dir = tmp_path / "job"
+    with pytest.raises(ConfigError) as caught:
+        launch(str(tmp_path / "trian.py"), job_dir=job_dir)
+    assert caught.value.parameter == "command"
+    assert str(tmp_path / "trian.py") in str(caught.value)
+    assert not job_dir.exists()

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -113,7 +114,8 @@ def launch(
 
     :param command: the training command, e.g. ``["python", "train.py", "--epochs", "3"]``, or
         one script or program alone (``"train.py"``, never split at spaces); a leading ``*.py``
-        script runs with this Python.
+        script runs with this Python. A leading script that does not exist, or a program that
+        cannot be found, is a :class:`ConfigError` before the job starts.
     :param args: arguments added after ``command``: ``launch("train.py", args=["--epochs",
         "3"])``.
     :param profiler_config: what to profile; default :class:`ProfilerConfig` with a
@@ -142,6 +144,7 @@ def launch(
         or nproc_per_node < 1
     ):
         raise ConfigError("nproc_per_node", nproc_per_node, "an integer >= 1")
+    _check_program(command[0])
     from stepscope.rules import build_rules
 
     build_rules(rules)  # a bad rule list fails now, not after hours of training
@@ -170,6 +173,21 @@ def launch(
     finally:
         _finish(job, monitor, engine, watcher, report, rules)
     return job
+
+
+def _check_program(program: str) -> None:
+    """A script or program that is not there fails now, before a job folder, monitor and report
+    are made for a command that cannot start."""
+    if program.endswith(".py"):
+        if not Path(program).is_file():
+            raise ConfigError(
+                "command",
+                program,
+                "a Python script that exists",
+                f"No file {Path(program).resolve()}.",
+            )
+    elif shutil.which(program) is None:
+        raise ConfigError("command", program, "a program on PATH or the path of an executable file")
 
 
 # -- the job folder and job.json -------------------------------------------------------------
