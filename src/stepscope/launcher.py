@@ -228,7 +228,7 @@ def _make_job_dir(job_dir: str | os.PathLike[str] | None, command: Sequence[str]
             raise ConfigError("job_dir", str(path), "a folder (or a path that does not exist yet)")
         if (path / JOB_FILE).exists():
             raise ConfigError(
-                "job_dir", str(path), "a folder that holds no job yet", "Pick a new --job-dir."
+                "job_dir", str(path), "a folder that holds no job yet", "Pick a new job folder."
             )
         path.mkdir(parents=True, exist_ok=True)
         return path

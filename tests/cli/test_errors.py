@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from stepscope.cli import main
+from stepscope.errors import ConfigError
+from stepscope.launcher import launch
 from stepscope.testing import TINY_JOB, generate_job
 
 
@@ -68,3 +71,32 @@ def test_an_export_window_past_the_job_is_an_error_not_an_empty_trace(
     assert "(1000.0, 2000.0)" in err
     assert "The job records " in err
     assert not output.exists()
+
+
+_NPROC_MESSAGE = "--nproc-per-node must be an integer >= 1, got 0."
+_JOB_DIR_MESSAGE = "--job-dir must be a folder (or a path that does not exist yet)"
+_COMMAND = ["--", sys.executable, "-c", "pass"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "--nproc-per-node", "0", *_COMMAND], _NPROC_MESSAGE),
+        (["run", "--job-dir", "{file}", *_COMMAND], _JOB_DIR_MESSAGE),
+        (["demo", "--job-dir", "{file}"], _JOB_DIR_MESSAGE),
+    ],
+    ids=["run-nproc-per-node", "run-job-dir-a-file", "demo-job-dir-a-file"],
+)
+def test_a_bad_launch_flag_is_named_as_typed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    file = tmp_path / "a-file"
+    file.write_text("")
+    assert main([arg.format(file=file) for arg in argv]) == 2
+    assert capsys.readouterr().err.startswith(f"stepscope: error: {message}")
+
+
+def test_the_python_api_names_its_parameters(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        launch([sys.executable, "-c", "pass"], job_dir=tmp_path / "job", nproc_per_node=0)
+    assert caught.value.parameter == "nproc_per_node"

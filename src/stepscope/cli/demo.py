@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepscope.cli.output import print_job_start, print_job_summary, print_rule_finding
-from stepscope.cli.run import exit_status
+from stepscope.cli.run import exit_status, naming_flags
 
 if TYPE_CHECKING:
     from stepscope.config import ProfilerConfig
@@ -96,13 +96,14 @@ def main(args: argparse.Namespace) -> int:
         "--steps-per-epoch",
         str(args.steps_per_epoch),
     ]
-    job = launch(
-        command,
-        profiler_config=demo_config(),
-        rules=demo_rules(),
-        job_dir=args.job_dir,
-        on_start=print_job_start,
-        on_status=print_rule_finding,
-    )
+    with naming_flags():
+        job = launch(
+            command,
+            profiler_config=demo_config(),
+            rules=demo_rules(),
+            job_dir=args.job_dir,
+            on_start=print_job_start,
+            on_status=print_rule_finding,
+        )
     print_job_summary(job)
     return exit_status(job)

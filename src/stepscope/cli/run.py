@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepscope.cli.output import print_job_start, print_job_summary, print_rule_finding
+from stepscope.errors import ConfigError
 
 if TYPE_CHECKING:
     from stepscope.launcher import Job
 
-__all__ = ["add_arguments", "exit_status", "main"]
+__all__ = ["add_arguments", "exit_status", "main", "naming_flags"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,18 +50,36 @@ def main(args: argparse.Namespace) -> int:
     if command and command[0] == "--":
         command = command[1:]
     config = ProfilerConfig.from_file(args.config) if args.config else None
-    job = launch(
-        command,
-        profiler_config=config,
-        rules=_rules(args.rules),
-        job_dir=args.job_dir,
-        nproc_per_node=args.nproc_per_node,
-        on_start=print_job_start,
-        on_status=print_rule_finding,
-        report=not args.no_report,
-    )
+    with naming_flags():
+        job = launch(
+            command,
+            profiler_config=config,
+            rules=_rules(args.rules),
+            job_dir=args.job_dir,
+            nproc_per_node=args.nproc_per_node,
+            on_start=print_job_start,
+            on_status=print_rule_finding,
+            report=not args.no_report,
+        )
     print_job_summary(job)
     return exit_status(job)
+
+
+#: launch() parameters that a command sets from a flag
+_FLAGS = {"job_dir": "--job-dir", "nproc_per_node": "--nproc-per-node"}
+
+
+@contextmanager
+def naming_flags() -> Iterator[None]:
+    """launch()'s error about a value the user gave as a flag names the flag they typed, as
+    every other command's errors do, not the Python parameter."""
+    try:
+        yield
+    except ConfigError as exc:
+        flag = _FLAGS.get(exc.parameter)
+        if flag is None:
+            raise
+        raise ConfigError(flag, exc.value, exc.allowed, exc.hint) from None
 
 
 def exit_status(job: Job) -> int:
