@@ -94,6 +94,37 @@ def test_a_folder_that_is_not_a_job_exits_1(tmp_path, capsys) -> None:
     assert "profiler-config.json" in capsys.readouterr().err
 
 
+def test_a_job_recorded_by_profile_says_it_cannot_be_updated(tmp_path, capsys) -> None:
+    import torch
+
+    import stepscope
+
+    job_dir = tmp_path / "job"
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with stepscope.profile(job_dir=job_dir):
+        for _ in range(3):
+            optimizer.zero_grad()
+            model(torch.randn(2, 4)).sum().backward()
+            optimizer.step()
+    assert (job_dir / "profiler-output").is_dir()
+    assert main(["update", str(job_dir), "--detailed", "1:1"]) == 2
+    err = capsys.readouterr().err
+    assert "No profiling job" not in err
+    assert "started by `stepscope run` or stepscope.launch()" in err
+    assert "stepscope.profile()" in err and "no profiler-config.json" in err
+
+
+def test_the_config_file_itself_points_to_its_job_folder(job, capsys) -> None:
+    config_file = job / "profiler-config.json"
+    before = config_file.read_bytes()
+    assert main(["update", str(config_file), "--detailed", "1:1"]) == 2
+    err = capsys.readouterr().err
+    assert "No profiling job" not in err
+    assert f"Give the job folder that holds it: {job}." in err
+    assert config_file.read_bytes() == before
+
+
 def test_the_console_command_runs_in_its_own_process(job) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "stepscope", "update", str(job), "--python", "20:2"],

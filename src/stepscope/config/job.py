@@ -31,6 +31,9 @@ logger = logging.getLogger(__name__)
 #: the configuration file of a job folder, the one its processes watch
 JOB_CONFIG_FILENAME = "profiler-config.json"
 
+#: what a folder of recorded profiler data holds (a job folder, or a SageMaker profiler output)
+_RECORDED_JOB_ENTRIES = ("job.json", "profiler-output", "system", "framework")
+
 #: a new range for one option: ``(start_step, num_steps)``, a config object, or False for off
 OptionChange = tuple[int, int] | ProfilingOptionConfig | bool
 
@@ -38,6 +41,28 @@ OptionChange = tuple[int, int] | ProfilingOptionConfig | bool
 def job_config_path(job_dir: str | os.PathLike[str]) -> Path:
     """Where the configuration file of ``job_dir`` is."""
     return Path(job_dir) / JOB_CONFIG_FILENAME
+
+
+def _not_updatable(job_dir: Path) -> ConfigError | JobNotFoundError:
+    """Why ``job_dir`` has no configuration file to update, in the words of what it is."""
+    allowed = "the folder of a job started by `stepscope run` or stepscope.launch()"
+    if job_dir.is_file():
+        named = job_dir.name == JOB_CONFIG_FILENAME
+        hint = f"Give the job folder that holds it: {job_dir.parent}." if named else ""
+        return ConfigError("job_dir", str(job_dir), allowed, hint)
+    if any((job_dir / name).exists() for name in _RECORDED_JOB_ENTRIES):
+        return ConfigError(
+            "job_dir",
+            str(job_dir),
+            allowed,
+            f"This job has no {JOB_CONFIG_FILENAME}, the file a running job re-reads: one "
+            "recorded by stepscope.profile() or on SageMaker keeps the configuration it started "
+            "with.",
+        )
+    return JobNotFoundError(
+        str(job_dir),
+        f"It has no {JOB_CONFIG_FILENAME}; jobs started with `stepscope run` have one.",
+    )
 
 
 def _changed_option(
@@ -151,15 +176,13 @@ def update_job_config(
     :class:`PythonProfilingConfig` and :class:`ProfilerConfig`. The file is rewritten atomically
     and only when something changed.
 
-    :raises JobNotFoundError: ``job_dir`` has no ``profiler-config.json``.
-    :raises ConfigError: a change is not a valid value.
+    :raises JobNotFoundError: ``job_dir`` holds no job.
+    :raises ConfigError: ``job_dir`` is a file, or a job with no ``profiler-config.json`` (one
+        not started by ``stepscope run`` or ``launch()``), or a change is not a valid value.
     """
     path = job_config_path(job_dir)
     if not path.is_file():
-        raise JobNotFoundError(
-            str(job_dir),
-            f"It has no {JOB_CONFIG_FILENAME}; jobs started with `stepscope run` have one.",
-        )
+        raise _not_updatable(Path(job_dir))
     current = ProfilerConfig.from_file(path)
     changed = current
     candidates = {
