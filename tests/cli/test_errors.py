@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -100,3 +101,23 @@ def test_the_python_api_names_its_parameters(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         launch([sys.executable, "-c", "pass"], job_dir=tmp_path / "job", nproc_per_node=0)
     assert caught.value.parameter == "nproc_per_node"
+
+
+def test_an_unknown_option_before_the_command_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job_dir = tmp_path / "job"
+    with pytest.raises(SystemExit) as caught:
+        main(["--foo", "run", "--job-dir", str(job_dir), "--", sys.executable, "-c", "pass"])
+    assert caught.value.code == 2
+    assert "unrecognized arguments: --foo" in capsys.readouterr().err
+    assert not job_dir.exists()
+
+
+def test_verbose_before_the_command_turns_on_debug_messages(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["-v", "update", str(tmp_path / "no-job")]) == 1
+    assert logging.getLogger("stepscope").level == logging.DEBUG
+    assert main(["update", str(tmp_path / "no-job")]) == 1
+    assert logging.getLogger("stepscope").level == logging.INFO

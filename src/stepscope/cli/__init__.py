@@ -47,8 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``stepscope`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    # Parse the command name first, then let that command's module define its own arguments.
-    known, _ = parser.parse_known_args(argv[:1] if argv and not argv[0].startswith("-") else argv)
+    # Parse the options before the command and its name first (an unknown option there is an
+    # error, as after it), then let that command's module define its own arguments.
+    index = next((i for i, word in enumerate(argv) if not word.startswith("-")), len(argv))
+    known = parser.parse_args(argv[: index + 1])
     command = known.command
     module = importlib.import_module(f"stepscope.cli.{COMMANDS[command][0]}")
     sub_parser = argparse.ArgumentParser(
@@ -56,9 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub_parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     module.add_arguments(sub_parser)
-    index = argv.index(command)
     args = sub_parser.parse_args(argv[index + 1 :])
-    args.verbose = args.verbose or "-v" in argv[:index] or "--verbose" in argv[:index]
+    args.verbose = args.verbose or known.verbose
     # Other libraries' messages show only from warnings up (boto's INFO lines, printed under
     # our prefix, read as if they were ours); stepscope's own from INFO, or DEBUG with -v.
     logging.basicConfig(level=logging.WARNING, format="stepscope: %(message)s")
