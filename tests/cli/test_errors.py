@@ -121,3 +121,14 @@ def test_verbose_before_the_command_turns_on_debug_messages(
     assert logging.getLogger("stepscope").level == logging.DEBUG
     assert main(["update", str(tmp_path / "no-job")]) == 1
     assert logging.getLogger("stepscope").level == logging.INFO
+
+
+def test_a_parameter_profiler_report_does_not_pass_on_says_what_to_set_instead(
+    job: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    param = "OverallFrameworkMetrics.scan_interval_us=2000000"
+    assert main(["rules", str(job), "--param", param]) == 2
+    err = capsys.readouterr().err
+    assert "has no parameters" not in err
+    assert "not customised through ProfilerReport" in err
+    assert "ProfilerReport's own scan_interval_us applies to it" in err

@@ -2,8 +2,9 @@
 
 ``ProfilerReport(CPUBottleneck_cpu_threshold=90, IOBottleneck_threshold=90)`` customises the
 sub-rules: each keyword is split at its first ``_``; the part before is a rule name (matched
-case-insensitively; OverallFrameworkMetrics takes no parameters), the rest one of that rule's
-parameters, validated like any rule parameter. ``scan_interval_us`` applies to every sub-rule.
+case-insensitively; OverallFrameworkMetrics is not customisable, as in SageMaker), the rest one
+of that rule's parameters, validated like any rule parameter. ``scan_interval_us`` applies to
+every sub-rule.
 The engine scans the sub-rules itself, so a crashing sub-rule is marked Error and the others go on
 (SageMaker's error branch crashed the whole report). It triggers when any sub-rule triggered.
 """
@@ -53,7 +54,8 @@ class ProfilerReport(Rule):
                     key,
                     "<RuleName>_<parameter> with RuleName one of "
                     + ", ".join(sorted(customisable.values())),
-                    "OverallFrameworkMetrics has no parameters."
+                    "OverallFrameworkMetrics is not customised through ProfilerReport (as in "
+                    "SageMaker): ProfilerReport's own scan_interval_us applies to it."
                     if prefix.lower() == "overallframeworkmetrics"
                     else "",
                 )
