@@ -116,6 +116,8 @@ class Session:
         self.record_function: Callable[[str], Any] | None = None
         #: this rank's clock minus rank 0's; None until measured (when the process group starts)
         self.clock_offset_us: float | None = None
+        #: the process group's backend (``gloo``, ``nccl``, ...); None without a process group
+        self.backend: str | None = None
         # step state: ``step`` is SageMaker's global step (all modes), used for every range;
         # ``mode_steps`` counts per mode and gives ``step_num``.
         self.step = -1
@@ -250,6 +252,8 @@ class Session:
             # rank 0 is the reference; another rank's offset is unknown unless it was measured
             "clock_offset_us": 0.0 if self.rank == 0 else self.clock_offset_us,
         }
+        if self.backend is not None:
+            info["backend"] = self.backend
         if write_rank_file(self.rank_file(), info):
             self._rank_file_written = True
 

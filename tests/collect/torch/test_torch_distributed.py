@@ -196,6 +196,8 @@ def test_profile_in_ranks_spawned_by_the_script_writes_each_rank_under_its_own_n
     # its rank file used to say 0.0 as if it had been
     assert ranks["0-algo-1"]["clock_offset_us"] == 0.0
     assert ranks["1-algo-1"]["clock_offset_us"] is None
+    # the backend of a group that was up before profiling began is known all the same
+    assert {info.get("backend") for info in ranks.values()} == {"gloo"}
     events = read_events(job_dir)
     for node_id in ranks:
         mine = [e for e in events if e["node_id"] == node_id]

@@ -15,8 +15,9 @@ communication timelines. Collectives that DDP issues from C++ are not Python cal
 seen here; the detailed (Kineto) trace has them.
 
 ``init_process_group`` is wrapped too: once the group is up, this process takes the rank the
-group gave it (ranks started without torchrun's ``RANK``), this rank's clock offset to rank 0 is
-measured (:mod:`~stepscope.collect.torch.clock_offsets`) and its rank file written.
+group gave it (ranks started without torchrun's ``RANK``) and notes its backend, this rank's
+clock offset to rank 0 is measured (:mod:`~stepscope.collect.torch.clock_offsets`) and its rank
+file written.
 
 A script that starts its ranks itself (``torch.multiprocessing.spawn``, PyTorch's DDP tutorial
 pattern) is, under ``stepscope run``, a launcher like torchrun's: each rank profiles itself, and
@@ -117,6 +118,8 @@ class CollectiveHooks:
         return session.enabled and (session.active["smdataparallel"] or session.active["horovod"])
 
     def install(self) -> None:
+        if dist.is_available() and dist.is_initialized():  # profiling began after the group
+            self.session.backend = str(dist.get_backend())
         for op, data_parameter in COLLECTIVES.items():
             original = getattr(c10d, op, None)
             if original is None:
@@ -211,5 +214,6 @@ class CollectiveHooks:
         if not session.enabled:
             return
         session.adopt_rank(dist.get_rank(), dist.get_world_size())
+        session.backend = str(dist.get_backend())
         offset_us = measure_clock_offset_us(self._original("all_gather"), self._original("barrier"))
         session.set_clock_offset(offset_us)
