@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -124,7 +125,9 @@ def launch(
     :param job_dir: the job folder; default a new folder under ``./stepscope-jobs/`` named
         after the command and the start time.
     :param nproc_per_node: processes per node; above 1 the command runs through
-        ``torch.distributed.run`` (each rank instruments itself).
+        ``torch.distributed.run`` (each rank instruments itself). ``job.json`` ends with the
+        number that ran, counted from the ranks' descriptions: more when the command starts its
+        own ranks (``torchrun --nproc-per-node 2 train.py``).
     :param hyperparameters: recorded in ``job.json``; default parsed from ``--name value``
         options of the command.
     :param on_start: called with the :class:`Job` once its folder exists, as the command
@@ -495,11 +498,13 @@ def _finish(
     else:
         _run_rules_offline(job, rules)
     watcher.poll()
+    ranks = _collect_ranks(job.profiler_output)
     job.info.update(
         end_time_us=int(time.time() * 1e6),
         status=job.status,
         exit_code=job.exit_code,
-        ranks=_collect_ranks(job.profiler_output),
+        nproc_per_node=_processes_per_node(ranks, job.info["nproc_per_node"]),
+        ranks=ranks,
     )
     _write_job_file(job)
     if report:
@@ -535,6 +540,14 @@ def _collect_ranks(profiler_output: Path) -> dict[str, dict[str, Any]]:
         except (OSError, ValueError, KeyError, TypeError):
             logger.warning("skipping unreadable rank description %s", rank_file)
     return ranks
+
+
+def _processes_per_node(ranks: dict[str, dict[str, Any]], asked: int) -> int:
+    """The most ranks that described themselves on one node, or ``asked`` if more: a command
+    that starts its own ranks (``torchrun --nproc-per-node 2 train.py``) runs more processes
+    than ``nproc_per_node`` asked for, and a rank that profiled nothing wrote no description."""
+    per_node = Counter(str(info.get("node")) for info in ranks.values())
+    return max([asked, *per_node.values()])
 
 
 class _StatusPrinter:

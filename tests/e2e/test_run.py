@@ -312,3 +312,46 @@ def test_a_command_that_cannot_start_is_refused_before_the_job_starts(
     assert f"command must be {allowed}, got {command[0]!r}" in result.stderr
     assert "Profiling into" not in result.stderr
     assert not job_dir.exists()
+
+
+def test_the_profiled_command_gets_its_arguments_unchanged(tmp_path: Path) -> None:
+    # words that look like stepscope's own options with a value starting with '-' stay the
+    # command's, in the form they were given
+    show = "import sys; print(sys.argv[1:])"
+    command = [sys.executable, "-c", show, "--rule", "-1:2", "--", "--config", "-3:4"]
+    result = _stepscope("run", "--no-report", "--job-dir", str(tmp_path / "job"), *command)
+    assert result.returncode == 0, result.stderr
+    assert "['--rule', '-1:2', '--', '--config', '-3:4']" in result.stdout
+
+
+DDP_TRAIN = textwrap.dedent(
+    """
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(3):
+        torch.nn.functional.mse_loss(model(torch.randn(4, 8)), torch.randn(4, 1)).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_command_that_starts_its_own_ranks_is_recorded_with_them(tmp_path: Path) -> None:
+    script = tmp_path / "ddp_train.py"
+    script.write_text(DDP_TRAIN)
+    job_dir = tmp_path / "job"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    result = _stepscope(
+        "run", "--no-report", "--job-dir", str(job_dir), "--", *torchrun, str(script)
+    )
+    assert result.returncode == 0, result.stderr
+    job = _job(job_dir)
+    assert sorted(job["ranks"]) == ["0", "1"]
+    assert job["nproc_per_node"] == 2
+    assert {rank["backend"] for rank in job["ranks"].values()} == {"gloo"}
