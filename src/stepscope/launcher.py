@@ -147,7 +147,7 @@ def launch(
         or nproc_per_node < 1
     ):
         raise ConfigError("nproc_per_node", nproc_per_node, "an integer >= 1")
-    _check_program(command[0])
+    _check_command(command)
     from stepscope.rules import build_rules
 
     build_rules(rules)  # a bad rule list fails now, not after hours of training
@@ -178,19 +178,21 @@ def launch(
     return job
 
 
-def _check_program(program: str) -> None:
+def _check_command(command: list[str]) -> None:
     """A script or program that is not there fails now, before a job folder, monitor and report
-    are made for a command that cannot start."""
+    are made for a command that cannot start: a leading ``*.py`` script, the script right after
+    a Python interpreter (``python train.py``), and any other program."""
+    program, script = command[0], ""
     if program.endswith(".py"):
-        if not Path(program).is_file():
-            raise ConfigError(
-                "command",
-                program,
-                "a Python script that exists",
-                f"No file {Path(program).resolve()}.",
-            )
+        script = program
     elif shutil.which(program) is None:
         raise ConfigError("command", program, "a program on PATH or the path of an executable file")
+    elif Path(program).name.startswith("python") and len(command) > 1:
+        script = command[1]
+    if script.endswith(".py") and not Path(script).is_file():
+        raise ConfigError(
+            "command", script, "a Python script that exists", f"No file {Path(script).resolve()}."
+        )
 
 
 # -- the job folder and job.json -------------------------------------------------------------

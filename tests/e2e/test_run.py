@@ -299,9 +299,10 @@ def test_run_without_a_command_says_what_is_missing(tmp_path: Path) -> None:
     ("command", "allowed"),
     [
         (["typo.py", "--lr", "1"], "a Python script that exists"),
+        (["python", "typo.py", "--lr", "1"], "a Python script that exists"),
         (["no-such-trainer-program"], "a program on PATH or the path of an executable file"),
     ],
-    ids=["script", "program"],
+    ids=["script", "python-script", "program"],
 )
 def test_a_command_that_cannot_start_is_refused_before_the_job_starts(
     tmp_path: Path, command: list[str], allowed: str
@@ -309,7 +310,8 @@ def test_a_command_that_cannot_start_is_refused_before_the_job_starts(
     job_dir = tmp_path / "job"
     result = _stepscope("run", "--job-dir", str(job_dir), "--", *command, cwd=tmp_path)
     assert result.returncode == 2
-    assert f"command must be {allowed}, got {command[0]!r}" in result.stderr
+    missing = next(word for word in command if word != "python")
+    assert f"command must be {allowed}, got {missing!r}" in result.stderr
     assert "Profiling into" not in result.stderr
     assert not job_dir.exists()
 
