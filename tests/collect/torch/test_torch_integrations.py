@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -108,7 +109,9 @@ def test_lightning_fit_then_validate_test_and_predict_are_one_job_whose_steps_go
     assert "already holds a run" not in caplog.text
 
 
-def test_huggingface_trainer_steps_are_steps(tmp_path: Path) -> None:
+def _huggingface_trainer(tmp_path: Path, *, eval_batches: int = 3) -> Any:
+    """A Trainer of a tiny model on 12 synthetic samples (three TRAIN steps of four) with the
+    stepscope callback writing to ``tmp_path/job``; evaluation has ``eval_batches`` batches."""
     transformers = pytest.importorskip("transformers")
     from stepscope.collect.integrations.huggingface import StepscopeCallback
 
@@ -122,8 +125,11 @@ def test_huggingface_trainer_steps_are_steps(tmp_path: Path) -> None:
             return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
 
     class Data(torch.utils.data.Dataset):
+        def __init__(self, size: int) -> None:
+            self.size = size
+
         def __len__(self) -> int:
-            return 12
+            return self.size
 
         def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
             return {"x": torch.full((4,), float(i)), "labels": torch.tensor([float(i)])}
@@ -136,14 +142,42 @@ def test_huggingface_trainer_steps_are_steps(tmp_path: Path) -> None:
         report_to=[],
         use_cpu=True,
     )
-    trainer = transformers.Trainer(
+    return transformers.Trainer(
         model=Model(),
         args=args,
-        train_dataset=Data(),
-        eval_dataset=Data(),
+        train_dataset=Data(12),
+        eval_dataset=Data(4 * eval_batches),
         callbacks=[StepscopeCallback(config=_config(), job_dir=tmp_path / "job")],
     )
-    trainer.train()
+
+
+def test_huggingface_trainer_steps_are_steps(tmp_path: Path) -> None:
+    _huggingface_trainer(tmp_path).train()
     assert get_active_session() is None
     events = read_events(tmp_path / "job")
     assert [e["args"]["step_num"] for e in steps(events, "TRAIN")] == ["0", "1", "2"]
+
+
+def test_huggingface_evaluate_and_predict_after_train_go_on_in_the_job(tmp_path: Path) -> None:
+    # The session stopped when training ended: evaluate() and predict() afterwards were not
+    # profiled at all, and predict() batches were marked EVAL.
+    trainer = _huggingface_trainer(tmp_path, eval_batches=4)
+    trainer.train()
+    trainer.evaluate()
+    trainer.predict(trainer.eval_dataset)
+    assert get_active_session() is None
+    events = read_events(tmp_path / "job")
+    assert [e["args"]["step_num"] for e in steps(events, "TRAIN")] == ["0", "1", "2"]
+    # The Trainer announces neither before its first batch is done: each profiles from then on.
+    assert [e["args"]["step_num"] for e in steps(events, "EVAL")] == ["0", "1", "2"]
+    assert [e["args"]["step_num"] for e in steps(events, "PREDICT")] == ["0", "1", "2"]
+    assert all(e["end_us"] > e["start_us"] for e in steps(events, "PREDICT"))
+
+
+def test_huggingface_evaluation_during_training_is_eval(tmp_path: Path) -> None:
+    trainer = _huggingface_trainer(tmp_path)
+    trainer.args.eval_strategy = "epoch"
+    trainer.train()
+    events = read_events(tmp_path / "job")
+    assert [e["args"]["step_num"] for e in steps(events, "EVAL")] == ["0", "1", "2"]
+    assert not steps(events, "PREDICT")
