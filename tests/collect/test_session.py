@@ -13,11 +13,13 @@ import torch
 from tests.collect.torch.torchjob import read_events, steps
 
 import stepscope
+from stepscope.collect.explicit import profile_again
 from stepscope.collect.rank_file import rank_from_env
 from stepscope.collect.session import Session, get_active_session
 from stepscope.collect.torch import is_instrumented
 from stepscope.config import FrameworkProfile, ProfilerConfig
 from stepscope.errors import ConfigError, SessionError
+from stepscope.store import open_job
 from stepscope.store.timeline_files import pid_running
 
 
@@ -108,6 +110,22 @@ def test_a_second_run_into_the_same_job_folder_is_told_it_adds_to_the_first(
     with stepscope.profile(_config(), job_dir=tmp_path / "other"):
         model(torch.randn(3, 4))
     assert "already holds a run" not in caplog.text
+
+
+def test_a_profiled_job_reads_as_running_until_its_block_ends_and_as_ended_after(
+    tmp_path: Path,
+) -> None:
+    # Nothing marked the end of a job that profile() wrote: it read as "Running" forever.
+    job = tmp_path / "job"
+    with stepscope.profile(_config(), job_dir=job) as session:
+        with stepscope.step():
+            torch.nn.Linear(4, 2)(torch.randn(3, 4))
+        assert open_job(job).metadata["status"] == "Running"
+    assert open_job(job).metadata["status"] == "Completed"
+    assert session is not None
+    with profile_again(session):  # a Lightning validate() after fit(): the job runs again
+        assert open_job(job).metadata["status"] == "Running"
+    assert open_job(job).metadata["status"] == "Completed"
 
 
 def test_a_script_that_changes_its_working_directory_keeps_one_job_folder(

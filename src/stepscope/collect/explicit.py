@@ -8,9 +8,11 @@ do nothing.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import datetime as _dt
+import functools
 import logging
 import os
 import sys
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stepscope.collect.job_end import mark_rank_ended, mark_rank_running
 from stepscope.collect.rank_file import rank_from_env
 from stepscope.collect.session import MODES, Session, get_active_session
 from stepscope.errors import ConfigError
@@ -151,9 +154,14 @@ def profile_again(previous: Session) -> contextlib.AbstractContextManager[Sessio
 
 @contextlib.contextmanager
 def _running(session: Session) -> Iterator[Session]:
-    """Start ``session`` with the node's monitor and the PyTorch hooks; stop them at the end."""
+    """Start ``session`` with the node's monitor and the PyTorch hooks; stop them at the end,
+    then mark the job's end if every rank of it has stopped (see :mod:`.job_end`)."""
     from stepscope.collect.torch import instrument
 
+    mark_rank_running(session)
+    ended = functools.partial(mark_rank_ended, session)
+    # a block never left is marked at exit, after the session's own stop (registered later)
+    atexit.register(ended)
     session.start()
     monitor = _start_node_monitor(session)
     try:
@@ -163,6 +171,9 @@ def _running(session: Session) -> Iterator[Session]:
         session.stop()
         if monitor is not None:
             monitor.stop()
+        atexit.unregister(ended)
+        if not sys.is_finalizing():  # else the exit handler has marked it, while imports worked
+            ended()
 
 
 def _rank_of_this_process() -> dict[str, Any]:

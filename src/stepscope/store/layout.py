@@ -12,6 +12,7 @@ A job folder holds ``job.json``, ``profiler-output/`` (laid out exactly like Sag
         framework/pytorch/<cprofile|pyinstrument>/<node_id>/<start>_<end>/python_stats[.json|.html]
         framework/pytorch/detailed_profiling/<YYYYMMDDHH>/<step:09d>/<node_id>_<start_us>_<end_us>.pt.trace.json.gz
         framework/ranks/<node_id>.json
+        framework/ranks/<node_id>.ended                             (its profile() has ended)
         training_job_end.ts
         monitor.log
         .monitor-algo-<n>.lock                                      (held by the node's monitor)
@@ -75,6 +76,7 @@ __all__ = [
     "profiler_output_dir",
     "python_stats_dir",
     "python_stats_folder_name",
+    "rank_end_path",
     "rank_file_path",
     "report_html_path",
     "rule_output_dir",
@@ -190,6 +192,11 @@ def monitor_lock_path(output_dir: str | Path, node: str) -> Path:
 def rank_file_path(output_dir: str | Path, node_id: str) -> Path:
     """``<profiler-output>/framework/ranks/<node_id>.json``: one instrumented rank's identity."""
     return framework_dir(output_dir) / "ranks" / f"{node_id}.json"
+
+
+def rank_end_path(output_dir: str | Path, node_id: str) -> Path:
+    """``<profiler-output>/framework/ranks/<node_id>.ended``: that rank's ``profile()`` ended."""
+    return framework_dir(output_dir) / "ranks" / f"{node_id}.ended"
 
 
 # -- time folders ----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from stepscope.config import (
     PythonProfilingConfig,
     SMDataParallelProfilingConfig,
 )
+from stepscope.store import open_job
 
 DDP_SCRIPT = """
 import os
@@ -202,3 +203,45 @@ def test_profile_in_ranks_spawned_by_the_script_writes_each_rank_under_its_own_n
     for node_id in ranks:
         mine = [e for e in events if e["node_id"] == node_id]
         assert [e["args"]["step_num"] for e in steps(mine)] == ["0", "1", "2"]
+
+
+#: Two torchrun ranks each profiling with ``stepscope.profile()``; rank 0 leaves its block first
+#: and says whether the job already read as ended while rank 1 was still in its own
+TORCHRUN_PROFILE_SCRIPT = """
+import sys
+import torch
+import torch.distributed as dist
+import stepscope
+from stepscope.store import open_job
+
+job_dir = sys.argv[1]
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+with stepscope.profile(job_dir=job_dir):
+    model = torch.nn.Linear(8, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(3):
+        model(torch.randn(4, 8)).pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    if rank == 1:
+        dist.barrier()  # until rank 0 has left its block
+if rank == 0:
+    print("status after rank 0 ended", open_job(job_dir).metadata["status"])
+    dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_a_job_of_two_ranks_profiling_themselves_ends_when_both_have(tmp_path: Path) -> None:
+    # Nothing marked the end of a job profile() wrote: it read as "Running" forever.
+    job_dir = tmp_path / "explicit"
+    launcher = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2")
+    _, result = run_script(
+        tmp_path, TORCHRUN_PROFILE_SCRIPT, None, str(job_dir), launcher=launcher, timeout_s=240
+    )
+    assert "status after rank 0 ended Running" in result.stdout
+    metadata = open_job(job_dir).metadata
+    assert (metadata["status"], metadata["ended"]) == ("Completed", True)
+    assert sorted(metadata["ranks"]) == [0, 1]

@@ -9,6 +9,7 @@ import pytest
 from tests.collect.torch.torchjob import TRAIN_SCRIPT, losses, read_events, run_script, steps
 
 from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
+from stepscope.store import open_job
 
 #: framework profiling on, every option off but the detailed one, far beyond the job's steps
 QUIET = ProfilerConfig(
@@ -137,6 +138,7 @@ def test_a_session_never_stopped_is_stopped_cleanly_at_exit(tmp_path: Path) -> N
     job_dir, result = run_script(tmp_path, script, None)
     assert result.stderr == ""
     assert [e["args"]["step_num"] for e in steps(read_events(job_dir), "TRAIN")] == ["0", "1", "2"]
+    assert open_job(job_dir).metadata["status"] == "Completed"
 
 
 def test_a_forward_that_raises_does_not_derail_step_detection(tmp_path: Path) -> None:
