@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -212,3 +213,30 @@ def test_the_rules_command_reads_an_s3_job_and_prints_only_its_own_messages(
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "rules" / "StepOutlier" / "status.json").exists()
     assert "credentials" not in result.stderr and "endpoint" not in result.stderr
+
+
+def test_an_endpoint_that_never_answers_is_a_clear_error_not_a_wait_of_minutes(
+    tmp_path: Path,
+) -> None:
+    # s3fs's retries times botocore's attempts times a 15 s read timeout: the error came after
+    # about 7 minutes. A socket that accepts connections and never answers stands for the endpoint.
+    with socket.create_server(("127.0.0.1", 0), backlog=64) as silent:
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        env = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": endpoint,
+            "STEPSCOPE_CACHE_DIR": str(tmp_path / "cache"),
+        }
+        result = subprocess.run(
+            [sys.executable, "-m", "stepscope", "rules", "s3://silent/run"],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
+        )
+    assert result.returncode == 1
+    assert "s3://silent/run" in result.stderr and endpoint in result.stderr
+    assert "Check the endpoint" in result.stderr

@@ -9,6 +9,7 @@ variable ``AWS_ENDPOINT_URL`` is honoured by botocore itself).
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import sys
@@ -111,7 +112,11 @@ class RemoteFiles:
         # A fresh instance, not fsspec's cached one: credentials and endpoints come from the
         # environment at open time, and a cached client may point at a stale endpoint.
         options = {"skip_instance_cache": True, **(storage_options or {})}
+        if url.startswith("s3://"):
+            options = _with_s3_patience(options)
         self.fs, root = fsspec.core.url_to_fs(self.url, **options)
+        if url.startswith("s3://"):
+            self.fs.retries = 1  # s3fs's own tries (not an option): botocore's retries suffice
         self._root: str = root.rstrip("/")
 
     def _full(self, rel: str) -> str:
@@ -206,6 +211,25 @@ class RemoteFiles:
     def fsspec_root(self) -> str:
         """The root as the fsspec filesystem names it (no scheme)."""
         return self._root
+
+
+#: How long an S3 request may wait. s3fs's defaults (its own 5 tries, each of botocore's 5
+#: attempts waiting up to 15 s for an answer) make an endpoint that accepts connections and never
+#: answers take about 7 minutes to fail. Here botocore alone retries (its standard mode, which
+#: also backs off on throttling: SlowDown, 503), and a request fails within about half a minute;
+#: ``storage_options={"config_kwargs": {...}}`` overrides each value.
+_S3_CONFIG: dict[str, Any] = {
+    "connect_timeout": 5,
+    "read_timeout": 10,
+    "retries": {"mode": "standard", "total_max_attempts": 3},
+}
+
+
+def _with_s3_patience(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with :data:`_S3_CONFIG` wherever their ``config_kwargs`` say nothing (a copy:
+    botocore may edit the retry settings it is given)."""
+    config = {**copy.deepcopy(_S3_CONFIG), **(options.get("config_kwargs") or {})}
+    return {**options, "config_kwargs": config}
 
 
 _CREDENTIALS_HINT = (
