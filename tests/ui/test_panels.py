@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stepscope.store import open_job
-from stepscope.testing import TableJob
+from stepscope.testing import TableJob, event_row
 from stepscope.ui.panels import PANELS, PanelQuery, compute_panel
 
 from .conftest import system_rows
@@ -149,3 +149,16 @@ def test_hover_times_of_a_short_trace_read_as_its_slices_measure(
         number, unit = float(match[1].replace(",", "")), match[2]
         shown_s = number * _UNITS_S.get(unit, 1.0)
         assert shown_s == pytest.approx(value_s, rel=0.01), hover
+
+
+def test_a_kernel_launched_once_reads_as_one_launch(tmp_path: Path):
+    kernels = [
+        event_row(category="kernel", name=name, start_us=1e6 + i * 100.0, dur_us=50.0, device=0)
+        for i, name in enumerate(["gemm", "gemm", "gemm", "rare_kernel"])
+    ]
+    job = TableJob(tmp_path / "job", events=kernels)
+    for panel in ("kernel_time_all", "kernel_launches_all"):
+        pie = _pie(compute_panel(panel, job, PanelQuery()))
+        hovers = dict(zip(pie["labels"], pie["hover"], strict=True))
+        assert "\n1 launch" in hovers["rare_kernel"] and "1 launches" not in hovers["rare_kernel"]
+        assert "\n3 launches" in hovers["gemm"]

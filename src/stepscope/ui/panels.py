@@ -96,6 +96,11 @@ def _seconds(seconds: float) -> str:
     )
 
 
+def _launches(count: int) -> str:
+    """``count`` launches, in the singular for one (a rare kernel is launched once)."""
+    return f"{count:,} launch" if count == 1 else f"{count:,} launches"
+
+
 def _floats(column: pd.Series) -> list[float]:
     """A numeric column as Python floats (a pandas row types its values as any scalar)."""
     values: list[float] = column.astype(float).tolist()
@@ -296,10 +301,10 @@ def _kernel_pie(
             if order_by == "total":
                 values.append(amount / 1e6)
                 detail = f"{_seconds(amount / 1e6)} s ({pct:.2f} % of all kernel time)"
-                other = f"{count:,} launches"
+                other = _launches(count)
             else:
                 values.append(int(amount))
-                detail = f"{int(amount):,} launches ({pct:.2f} % of all launches)"
+                detail = f"{_launches(int(amount))} ({pct:.2f} % of all launches)"
                 other = f"{_seconds(kernel_us / 1e6)} s"
             hover.append(f"{_short(name, _HOVER_CHARS)}\n{detail}\n{other}")
         unit = "s" if order_by == "total" else "launches"
