@@ -42,6 +42,13 @@ def _time(us: object) -> str:
     return datetime.fromtimestamp(us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _ranks(ranks: list[int]) -> str:
+    """Rank numbers that read as a list: "rank 0", "ranks 0, 1" (a bare "0" read as a count)."""
+    if not ranks:
+        return "—"
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
 def _bytes(value: object) -> str:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
         return "—"
@@ -187,7 +194,7 @@ def job_information(
                 ("System metric samples", f"{data.get('system_samples', 0):,}"),
                 ("Timeline events", f"{data.get('events', 0):,}"),
                 ("Nodes with data", ", ".join(data.get("data_nodes", [])) or "—"),
-                ("Ranks with data", ", ".join(map(str, data.get("data_ranks", []))) or "—"),
+                ("Ranks with data", _ranks(data.get("data_ranks", []))),
             ],
         )
     )
