@@ -270,6 +270,27 @@ def test_settings_persist_and_bad_values_are_named(tmp_path: Path, jobs_root: Pa
     assert client.get("/api/settings").json()["auto_shutdown_threshold_hours"] == 6.5
 
 
+def test_a_refused_setting_is_named_as_the_settings_page_labels_it(jobs_root: Path, make_client):
+    client = make_client([jobs_root])
+    # an emptied number field reaches the server as null
+    detail = client.put("/api/settings", json={"auto_shutdown_threshold_hours": None}).json()
+    assert detail["detail"].startswith("Auto shutdown threshold in hours")
+    assert "got nothing" in detail["detail"]
+    assert "UISettings" not in detail["detail"] and "None" not in detail["detail"]
+    detail = client.put("/api/settings", json={"auto_shutdown_enabled": "yes"}).json()
+    assert detail["detail"].startswith("Enable app auto shutdown")
+    assert 'got "yes"' in detail["detail"]
+
+
+def test_a_body_that_is_not_json_is_refused_as_such(jobs_root: Path, make_client):
+    client = make_client([jobs_root])
+    response = client.put(
+        "/api/settings", content=b"{hours: 3", headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("The request body is not valid JSON")
+
+
 def test_pages_and_the_bundled_plotly_are_served(client):
     for page in ("/", "/dashboard", "/timeline", "/info", "/settings"):
         response = client.get(page)

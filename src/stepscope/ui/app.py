@@ -41,6 +41,13 @@ def _validation_message(error: RequestValidationError) -> str:
     """A refused parameter or body as one sentence per problem, naming what was wrong."""
     parts = []
     for problem in error.errors():
+        if problem.get("type") == "json_invalid":
+            # its location is a character offset, which named nothing a user could fix
+            why = (problem.get("ctx") or {}).get("error")
+            parts.append(
+                f"The request body is not valid JSON (at character {problem['loc'][-1]}: {why})."
+            )
+            continue
         where = [str(part) for part in problem.get("loc", ())[1:]]
         name = ".".join(where) or "the request body"
         parts.append(f"{name}: {problem.get('msg', 'invalid value')}.")

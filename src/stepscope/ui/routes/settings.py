@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any  # Any: settings as JSON values, checked by UISettings
 
 from fastapi import APIRouter, Body, HTTPException
@@ -14,6 +15,22 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/api")
 
+#: Each setting's label on the Settings page.
+_LABELS = {
+    "auto_shutdown_enabled": "Enable app auto shutdown",
+    "auto_shutdown_threshold_hours": "Auto shutdown threshold in hours",
+}
+
+
+def _as_in_the_form(error: ConfigError) -> str:
+    """A refused setting named as the Settings page labels it (with its JSON key, for API
+    callers) and its value as JSON: ``UISettings.…`` and ``None`` named no field a user sees."""
+    key = error.parameter.removeprefix("UISettings.")
+    if key not in _LABELS:
+        return str(error)
+    value = "nothing" if error.value is None else json.dumps(error.value)
+    return f"{_LABELS[key]} ({key}) must be {error.allowed}, got {value}."
+
 
 @router.get("/settings")
 def get_settings(state: State) -> dict[str, Any]:
@@ -25,7 +42,9 @@ def put_settings(body: Annotated[dict[str, Any], Body()], state: State) -> dict[
     """Replace the settings (missing keys keep their current value); 422 names a bad value."""
     try:
         settings = UISettings.from_dict({**state.settings.to_dict(), **body})
-    except (ConfigError, TypeError) as exc:
+    except ConfigError as exc:
+        raise HTTPException(status_code=422, detail=_as_in_the_form(exc)) from exc
+    except TypeError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
     state.update_settings(settings)
     return settings.to_dict()
