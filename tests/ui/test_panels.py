@@ -162,3 +162,53 @@ def test_a_kernel_launched_once_reads_as_one_launch(tmp_path: Path):
         hovers = dict(zip(pie["labels"], pie["hover"], strict=True))
         assert "\n1 launch" in hovers["rare_kernel"] and "1 launches" not in hovers["rare_kernel"]
         assert "\n3 launches" in hovers["gemm"]
+
+
+def test_the_cpu_and_gpu_charts_of_a_job_share_its_time_origin(tmp_path: Path):
+    """GPU sampling that starts 200 s after CPU sampling is drawn 200 s to the right."""
+    t0_us, gpu_delay_s = 1_700_000_000_000_000, 200
+    cpu = [
+        {
+            "timestamp_us": t0_us + s * 1_000_000,
+            "type": "cpu",
+            "name": "cpu0",
+            "dimension": "CPUUtilization",
+            "value": 50.0,
+        }
+        for s in range(300)
+    ]
+    gpu = [
+        {
+            "timestamp_us": t0_us + (gpu_delay_s + s) * 1_000_000,
+            "type": "gpu",
+            "name": "gpu0",
+            "dimension": "GPUUtilization",
+            "value": 80.0,
+        }
+        for s in range(100)
+    ]
+    job = TableJob(tmp_path / "job", cpu + gpu)
+    cpu_chart = compute_panel("cpu_utilization", job, PanelQuery())
+    gpu_chart = compute_panel("gpu_utilization", job, PanelQuery())
+    assert cpu_chart["start_us"] == gpu_chart["start_us"] == t0_us
+    assert cpu_chart["series"][0]["x"][0] == 0.0
+    assert gpu_chart["series"][0]["x"][0] == pytest.approx(gpu_delay_s, abs=1.0)
+
+
+def test_the_gpu_kernel_chart_is_measured_from_the_jobs_start(tmp_path: Path):
+    """A job started 30 s before its first kernel: the kernel line starts at 30 s, not 0."""
+    start_us, first_kernel_s = 1_700_000_000_000_000, 30
+    kernels = [
+        event_row(
+            category="kernel",
+            name="gemm",
+            device=0,
+            dur_us=500_000.0,
+            start_us=start_us + (first_kernel_s + s) * 1_000_000.0,
+        )
+        for s in range(10)
+    ]
+    job = TableJob(tmp_path / "job", events=kernels, metadata={"start_time_us": start_us})
+    chart = compute_panel("gpu_utilization", job, PanelQuery())
+    assert chart["start_us"] == start_us
+    assert chart["series"][0]["x"][0] == pytest.approx(first_kernel_s, abs=0.5)

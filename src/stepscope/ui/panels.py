@@ -6,7 +6,8 @@ node, a histogram ``HISTOGRAM_BINS`` bins), so the browser never receives raw ev
 kinds, which the front end draws with plotly:
 
 * ``pies``: ``{"pies": [{"title", "labels", "values", "hover", "pct"}], "unit"}``;
-* ``lines``: ``{"series": [{"name", "x", "y"}], "x_title", "y_title"}``;
+* ``lines``: ``{"series": [{"name", "x", "y"}], "start_us", "x_title", "y_title"}``, ``x`` in
+  seconds since ``start_us``, the job's time origin, shared by all of its lines charts;
 * ``histogram``: ``{"series": [{"name", "counts", "stats"}], "edges", "unit"}``;
 * ``bars`` (stacked): ``{"categories", "series": [{"name", "values", "hover"}], "unit"}``.
 
@@ -17,7 +18,7 @@ fails is logged with its traceback and reported as such, and the other panels go
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any  # Any: the JSON values of an answer
 
@@ -201,6 +202,27 @@ def _kernel_active_time(job: ProfileJob) -> dict[str, Any]:
     }
 
 
+def _time_origin_us(job: ProfileJob) -> float:
+    """Where every time axis of the job starts: its start (job.json) or its first record,
+    whichever is earlier, so that one x is one instant on all of the job's charts (each chart
+    measured from its own first sample, and the GPU line started 200 s after the CPU one at 0)."""
+    ((first_us,),) = (
+        job.connect()
+        .execute(
+            "SELECT least((SELECT min(timestamp_us) FROM system), "
+            "(SELECT min(start_us) FROM events))"
+        )
+        .fetchall()
+    )
+    start_us = job.metadata.get("start_time_us") if isinstance(job.metadata, Mapping) else None
+    known = [
+        float(t)
+        for t in (start_us, first_us)
+        if isinstance(t, (int, float)) and not isinstance(t, bool)
+    ]
+    return min(known) if known else 0.0
+
+
 def _utilization(
     kind: DeviceKind, label: str
 ) -> Callable[[ProfileJob, PanelQuery], dict[str, Any]]:
@@ -210,10 +232,11 @@ def _utilization(
             if kind == "gpu":
                 return _kernel_utilization(job)
             return empty(f"No {label} utilization was recorded for this job.")
+        origin_us = _time_origin_us(job)
         series = [
             {
                 "name": str(node),
-                "x": [round(float(v), 3) for v in group["time_s"]],
+                "x": [round((float(t) - origin_us) / 1e6, 3) for t in group["timestamp_us"]],
                 "y": [round(float(v), 2) for v in group["utilization_pct"]],
             }
             for node, group in _by_node(frame).groupby("node", sort=False)
@@ -221,7 +244,7 @@ def _utilization(
         return {
             "kind": "lines",
             "series": series,
-            "start_us": float(frame["timestamp_us"].min()),
+            "start_us": origin_us,
             "x_title": "time since start (s)",
             "y_title": f"mean {label} utilization (%)",
         }
@@ -240,10 +263,11 @@ def _kernel_utilization(job: ProfileJob) -> dict[str, Any]:
     if frame["rank"].nunique() > _MAX_GROUPS:
         frame = frame.assign(rank=-1)  # too many ranks for one chart: their mean instead
     means = frame.groupby(["rank", "bin"], sort=True)["utilization"].mean().reset_index()
+    origin_us = _time_origin_us(job)
     series = [
         {
             "name": f"rank {rank}" if rank >= 0 else "mean of all ranks",
-            "x": [round(float(b) * width_us / 1e6, 4) for b in group["bin"]],
+            "x": [round((t0_us + float(b) * width_us - origin_us) / 1e6, 4) for b in group["bin"]],
             "y": [round(float(u) * 100.0, 2) for u in group["utilization"]],
         }
         for rank, group in means.groupby(means["rank"].astype(int), sort=True)
@@ -251,8 +275,8 @@ def _kernel_utilization(job: ProfileJob) -> dict[str, Any]:
     return {
         "kind": "lines",
         "series": series,
-        "start_us": t0_us,
-        "x_title": "time since start of the trace (s)",
+        "start_us": origin_us,
+        "x_title": "time since start (s)",
         "y_title": "GPU kernel busy time (%)",
         "note": "From GPU kernel activity in the trace (the job has no sampled GPU utilization).",
     }
