@@ -19,6 +19,7 @@ _PUBLIC: dict[str, str] = {
     "SystemRecord": "stepscope.store.system_writer",
     "TimelineWriter": "stepscope.store.timeline_writer",
     "is_kineto_trace": "stepscope.store.kineto",
+    "is_unix_time": "stepscope.store.kineto",
     "open_job": "stepscope.store.job",
     "read_kineto_trace": "stepscope.store.kineto",
     "recover_timeline_files": "stepscope.store.timeline_files",

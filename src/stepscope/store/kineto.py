@@ -73,6 +73,7 @@ __all__ = [
     "READER_VERSION",
     "KinetoTrace",
     "is_kineto_trace",
+    "is_unix_time",
     "read_kineto_trace",
 ]
 
@@ -128,6 +129,12 @@ class KinetoTrace:
     def table(self) -> pa.Table:
         """All events as one Arrow table in EVENT_SCHEMA."""
         return self._table
+
+
+def is_unix_time(us: float) -> bool:
+    """Whether ``us`` reads as µs since the Unix epoch, i.e. is a date: the times of a trace
+    kept on its own clock (no ``baseTimeNanoseconds``) are far earlier, and as dates read 1970."""
+    return us >= _UNIX_TIMES_FROM_US
 
 
 def is_kineto_trace(source: str | Path | IO[bytes]) -> bool:
@@ -255,7 +262,7 @@ def _warn_if_times_are_relative(
     """Say so when a trace without ``baseTimeNanoseconds`` has times that are no Unix times
     (a newer trace cut short: Kineto writes that key after the events)."""
     first = pc.min(raw["ts"]).as_py() if raw.num_rows else None
-    if first is None or first >= _UNIX_TIMES_FROM_US:
+    if first is None or is_unix_time(first):
         return
     why = " (the file is cut short, and Kineto writes that key after its events)" if cut else ""
     message = (

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any  # Any: job.json's values, and the sections' JSON values
 
+from stepscope.store.kineto import is_unix_time
 from stepscope.ui.discovery import JobEntry
 
 __all__ = ["job_information"]
@@ -36,9 +37,15 @@ def _text(value: object) -> str | int | float:
     return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "…"
 
 
+#: What a time reads as when it is no date (a trace cut before its ``baseTimeNanoseconds``).
+_OWN_CLOCK = "no date: the trace's times are on its own clock"
+
+
 def _time(us: object) -> str:
     if not isinstance(us, (int, float)) or isinstance(us, bool):
         return "—"
+    if not is_unix_time(us):
+        return _OWN_CLOCK
     return datetime.fromtimestamp(us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 

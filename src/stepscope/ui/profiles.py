@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import duckdb
 
 from stepscope.errors import StepscopeError
+from stepscope.store.kineto import is_unix_time
 from stepscope.ui.discovery import JobEntry
 
 __all__ = ["JobOpener", "LoadState", "LoadedProfile", "ProfileJob", "ProfileRegistry"]
@@ -77,17 +78,26 @@ class LoadedProfile:
     cache: OrderedDict[Hashable, Any] = field(default_factory=OrderedDict)
 
     def to_json(self) -> dict[str, Any]:  # Any: JSON values
+        """The browser's record: times are dates (µs since the epoch) or ``None``.
+
+        ``own_clock`` is true when the times are known only on a trace's own clock (a trace cut
+        before its ``baseTimeNanoseconds``): start and end are then ``None``, not 1970 dates,
+        and only the duration is known.
+        """
         start_us = self.entry.start_us if self.entry.start_us is not None else self.first_us
         end_us = self.entry.end_us if self.entry.end_us is not None else self.last_us
+        duration_s = (end_us - start_us) / 1e6 if start_us and end_us else None
+        own_clock = start_us is not None and not is_unix_time(start_us)
         return {
             "id": self.entry.id,
             "name": self.entry.name,
             "state": self.state,
             "error": self.error,
             "status": self.entry.status,
-            "start_us": start_us,
-            "end_us": end_us,
-            "duration_s": (end_us - start_us) / 1e6 if start_us and end_us else None,
+            "start_us": None if own_clock else start_us,
+            "end_us": None if own_clock else end_us,
+            "duration_s": duration_s,
+            "own_clock": own_clock,
         }
 
 

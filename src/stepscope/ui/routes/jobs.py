@@ -26,11 +26,12 @@ def list_jobs(state: State) -> dict[str, Any]:
         item = entry.to_json()
         item["load_state"] = profile.state if profile else "not_loaded"
         item["load_error"] = profile.error if profile else ""
+        item["own_clock"] = False
         if profile is not None and entry.start_us is None:
-            # a bare trace's time range is known only once loaded
+            # a bare trace's time range is known only once loaded, and may have no date
             loaded = profile.to_json()
-            item.update(start_us=loaded["start_us"], end_us=loaded["end_us"])
-            item["duration_s"] = loaded["duration_s"]
+            for key in ("start_us", "end_us", "duration_s", "own_clock"):
+                item[key] = loaded[key]
         if profile is not None and not entry.nodes:
             item["nodes"] = profile.nodes
         jobs.append(item)

@@ -5,7 +5,7 @@
 import { api, ApiError } from "./api.js";
 import { drawChart, purgeChart } from "./charts.js";
 import { clear, h } from "./dom.js";
-import { formatDuration, formatTime, STATUS_LABEL } from "./format.js";
+import { formatDuration, formatTime, OWN_CLOCK, STATUS_LABEL } from "./format.js";
 import { selectedJob } from "./selection.js";
 
 const REFRESH_MS = 15000;
@@ -81,7 +81,7 @@ export async function renderDashboard(main) {
 function lead(job) {
   return h("p", { class: "lead" },
     h("span", { class: `badge status-${job.status}` }, STATUS_LABEL[job.status] || job.status),
-    " ", `Started ${formatTime(job.start_us)}`,
+    " ", job.own_clock ? h("span", { title: OWN_CLOCK }, "Start date unknown (the trace keeps its own clock)") : `Started ${formatTime(job.start_us)}`,
     job.duration_s !== null && job.duration_s !== undefined ? ` · ${formatDuration(job.duration_s)}` : "",
     job.nodes.length ? ` · ${job.nodes.length} node${job.nodes.length > 1 ? "s" : ""}` : "");
 }

@@ -8,6 +8,15 @@ export function formatTime(us) {
   return `${date.getUTCFullYear()}-${pad(date.getUTCMonth() + 1)}-${pad(date.getUTCDate())} ${pad(date.getUTCHours())}:${pad(date.getUTCMinutes())}:${pad(date.getUTCSeconds())} UTC`;
 }
 
+// A trace cut before its baseTimeNanoseconds keeps its own clock: its times are no dates (read
+// as dates, they said 1970), only its duration is known.
+export const OWN_CLOCK = "The trace has no date: its times are on its own clock (a trace cut short loses the key that dates it), so only its duration is known.";
+
+// When a job started, or why that is not known.
+export function formatStart(job) {
+  return job.own_clock ? "— (no date in the trace)" : formatTime(job.start_us);
+}
+
 export function formatDuration(seconds) {
   if (seconds === null || seconds === undefined) return "—";
   if (seconds < 1) return `${(seconds * 1000).toFixed(0)} ms`;

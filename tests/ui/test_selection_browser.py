@@ -1,0 +1,138 @@
+"""What the pages of one profile say about it in a real browser: when it started, and why it
+cannot be shown yet (still loading, failed to load).
+
+A generated PyTorch profiler trace without ``baseTimeNanoseconds`` (as a trace cut short is)
+keeps its own clock: its times are no dates. A job whose opening waits on a gate stays "loading"
+as long as a test wants; a trace deleted after it was listed fails to load.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.request import Request, urlopen
+
+import pytest
+
+from tests.browser import chromium, needs_chromium
+from tests.servers import serve_app
+
+sync_api = pytest.importorskip("playwright.sync_api")
+expect = sync_api.expect
+
+pytestmark = [pytest.mark.browser, needs_chromium]
+
+UNDATED = "undated_trace"
+SLOW = "slow_trace"
+GONE = "gone_trace"
+PAGES = ("/dashboard", "/info", "/timeline")
+
+
+def write_trace(path: Path, *, start_us: float) -> None:
+    """A small Kineto trace of three profiler steps, without ``baseTimeNanoseconds``."""
+    events = []
+    for step in range(3):
+        ts = start_us + step * 10_000
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{step}",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts,
+                "dur": 9_000,
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mm",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts + 100,
+                "dur": 4_000,
+            }
+        )
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[dict[str, Any]]:
+    from stepscope.store.job import open_job
+    from stepscope.ui import create_app
+
+    tmp = tmp_path_factory.mktemp("selection")
+    root = tmp / "jobs"
+    root.mkdir()
+    # times relative to the profiler's start, as Kineto writes them before the closing key
+    write_trace(root / f"{UNDATED}.json", start_us=1_000_000)
+    write_trace(root / f"{SLOW}.json", start_us=1_700_000_000_000_000)
+    write_trace(root / f"{GONE}.json", start_us=1_700_000_000_000_000)
+    gate = threading.Event()
+
+    def opener(path: Path) -> Any:
+        if path.name.startswith(SLOW):
+            gate.wait(timeout=300)
+        return open_job(path, cache_dir=tmp / "cache")
+
+    app = create_app([root], settings_path=tmp / "settings.json", job_opener=opener)
+    with serve_app(app) as base:
+        yield {"base": base, "root": root, "gate": gate}
+    gate.set()
+
+
+@pytest.fixture
+def page(server) -> Iterator[Any]:
+    """A page that fails the test on console errors."""
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.set_default_timeout(60_000)
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        yield page
+        assert errors == [], errors
+
+
+def _job_id(base: str, name: str) -> str:
+    with urlopen(base + "/api/jobs", timeout=60) as response:
+        return next(j["id"] for j in json.load(response)["jobs"] if j["name"] == name)
+
+
+def _load(base: str, job_id: str) -> None:
+    request = Request(f"{base}/api/jobs/{job_id}/load", method="POST")
+    with urlopen(request, timeout=60) as response:
+        assert response.status == 202
+
+
+def _select(page, base: str, job_id: str) -> None:
+    page.goto(base + "/")
+    page.evaluate("(id) => window.localStorage.setItem('stepscope.selectedJob', id)", job_id)
+
+
+def test_a_trace_on_its_own_clock_has_no_1970_start(page, server):
+    base = server["base"]
+    page.goto(base + "/")
+    row = page.locator("#job-list tbody tr", has_text=UNDATED)
+    row.locator("input[type=checkbox]").check()
+    page.click("#load-button")
+    radio = page.locator("#loaded-profiles tr", has_text=UNDATED).locator("input[type=radio]")
+    expect(radio).to_be_enabled()
+    page.reload()  # the list as it reads once the trace is loaded
+    expect(row).to_contain_text("no date in the trace")
+    expect(row).not_to_contain_text("1970")
+    expect(row).to_contain_text("ms")  # its duration is known
+    radio.click()
+    page.wait_for_url("**/dashboard")
+    lead = page.locator(".page-head .lead")
+    expect(lead).to_contain_text("Start date unknown")
+    expect(lead).not_to_contain_text("1970")
+    page.click("nav a[data-page=info]")
+    data = page.locator("[data-section='Data']")
+    expect(data).to_contain_text("no date")
+    expect(page.locator("main")).not_to_contain_text("1970")
