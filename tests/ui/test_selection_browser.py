@@ -136,3 +136,33 @@ def test_a_trace_on_its_own_clock_has_no_1970_start(page, server):
     data = page.locator("[data-section='Data']")
     expect(data).to_contain_text("no date")
     expect(page.locator("main")).not_to_contain_text("1970")
+
+
+def test_a_profile_still_loading_is_said_to_be_loading_then_shown(page, server):
+    base = server["base"]
+    slow = _job_id(base, SLOW)
+    _load(base, slow)
+    _select(page, base, slow)
+    for path in PAGES:
+        page.goto(base + path)
+        notice = page.locator("#selection-notice")
+        expect(notice).to_contain_text(f"“{SLOW}” is still loading")
+        expect(notice).not_to_contain_text("No profile is selected")
+    server["gate"].set()  # the load goes on; the open page shows the profile once it is loaded
+    expect(page.locator("#tl-canvas")).to_be_visible()
+    page.goto(base + "/dashboard")
+    expect(page.locator("h1")).to_have_text(SLOW)
+
+
+def test_a_profile_that_failed_to_load_shows_the_error(page, server):
+    base = server["base"]
+    gone = _job_id(base, GONE)
+    (server["root"] / f"{GONE}.json").unlink()  # listed, then deleted before it is loaded
+    _load(base, gone)
+    _select(page, base, gone)
+    for path in PAGES:
+        page.goto(base + path)
+        notice = page.locator(".notice.error")
+        expect(notice).to_contain_text(f"“{GONE}” could not be loaded")
+        expect(notice).to_contain_text("No profiling job or trace found")
+        expect(page.locator("main")).not_to_contain_text("No profile is selected")

@@ -6,7 +6,7 @@ import { api, ApiError } from "./api.js";
 import { drawChart, purgeChart } from "./charts.js";
 import { clear, h } from "./dom.js";
 import { formatDuration, formatTime, OWN_CLOCK, STATUS_LABEL } from "./format.js";
-import { selectedJob } from "./selection.js";
+import { loadedSelection } from "./selection.js";
 
 const REFRESH_MS = 15000;
 
@@ -21,15 +21,10 @@ const LAYOUT = [
 ];
 
 export async function renderDashboard(main) {
-  const id = selectedJob();
-  const loaded = id ? (await api.loaded()).loaded.find((p) => p.id === id) : null;
-  if (!loaded || loaded.state !== "loaded") {
-    clear(main).append(
-      h("header", { class: "page-head" }, h("h1", {}, "Dashboard")),
-      h("div", { class: "notice" }, "No profile is selected. ",
-        h("a", { href: "/" }, "Load a profile"), " and pick it with its radio button to open its dashboard."));
-    return;
-  }
+  clear(main).append(h("header", { class: "page-head" }, h("h1", {}, "Dashboard")));
+  const loaded = await loadedSelection(main, "its dashboard");
+  if (!loaded) return;
+  const id = loaded.id;
   const listed = (await api.jobs()).jobs.find((j) => j.id === id) || { nodes: [] };
   const job = { ...listed, ...loaded };
   const { panels, default_k: defaultK, max_k: maxK } = await api.panels();

@@ -2,18 +2,13 @@
 
 import { api } from "./api.js";
 import { clear, h } from "./dom.js";
-import { selectedJob } from "./selection.js";
+import { loadedSelection } from "./selection.js";
 
 export async function renderInfo(main) {
-  const id = selectedJob();
-  const loaded = id ? (await api.loaded()).loaded.find((p) => p.id === id) : null;
   clear(main).append(h("header", { class: "page-head" }, h("h1", {}, "Information")));
-  if (!loaded || loaded.state !== "loaded") {
-    main.append(h("div", { class: "notice" }, "No profile is selected. ", h("a", { href: "/" }, "Load a profile"),
-      " and pick it to see its hosts, hardware, ranks, versions and configuration."));
-    return;
-  }
-  const info = await api.info(id);
+  const loaded = await loadedSelection(main, "its hosts, hardware, ranks, versions and configuration");
+  if (!loaded) return;
+  const info = await api.info(loaded.id);
   main.querySelector("h1").textContent = `Information · ${info.name}`;
   const grid = h("div", { class: "grid info-grid" });
   for (const section of info.sections) {

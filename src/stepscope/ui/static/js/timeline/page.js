@@ -6,7 +6,7 @@
 
 import { api, ApiError } from "../api.js";
 import { clear, h } from "../dom.js";
-import { selectedJob } from "../selection.js";
+import { loadedSelection } from "../selection.js";
 import { COUNTER_PX, LEVEL_PX, MAX_LEVELS, RULER_PX, draw, formatDuration, formatOffset, xToTime } from "./draw.js";
 
 const ROW_MIN_PX = 22;
@@ -487,11 +487,9 @@ function showError(error) {
 
 export async function renderTimeline(main) {
   clear(main).append(h("header", { class: "page-head" }, h("h1", {}, "Timeline")));
-  const id = selectedJob();
-  if (!id) {
-    main.append(h("div", { class: "notice" }, "No profile is selected. ", h("a", { href: "/" }, "Load a profile"), " and pick it to see its timeline."));
-    return;
-  }
+  const loaded = await loadedSelection(main, "its timeline");
+  if (!loaded) return;
+  const id = loaded.id;
   let payload;
   try {
     payload = await getJson(`/api/jobs/${encodeURIComponent(id)}/timeline/tracks`);
