@@ -1,5 +1,5 @@
-"""What the pages of one profile say about it in a real browser: when it started, and why it
-cannot be shown yet (still loading, failed to load).
+"""What the pages say about a profile in a real browser: when it started, why it cannot be
+shown yet (still loading, failed to load), and its load state in the job list.
 
 A generated PyTorch profiler trace without ``baseTimeNanoseconds`` (as a trace cut short is)
 keeps its own clock: its times are no dates. A job whose opening waits on a gate stays "loading"
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ pytestmark = [pytest.mark.browser, needs_chromium]
 UNDATED = "undated_trace"
 SLOW = "slow_trace"
 GONE = "gone_trace"
+RACE = "race_trace"
 PAGES = ("/dashboard", "/info", "/timeline")
 
 
@@ -73,17 +75,20 @@ def server(tmp_path_factory) -> Iterator[dict[str, Any]]:
     write_trace(root / f"{UNDATED}.json", start_us=1_000_000)
     write_trace(root / f"{SLOW}.json", start_us=1_700_000_000_000_000)
     write_trace(root / f"{GONE}.json", start_us=1_700_000_000_000_000)
-    gate = threading.Event()
+    write_trace(root / f"{RACE}.json", start_us=1_700_000_000_000_000)
+    gates = {SLOW: threading.Event(), RACE: threading.Event()}
 
     def opener(path: Path) -> Any:
-        if path.name.startswith(SLOW):
-            gate.wait(timeout=300)
+        for name, gate in gates.items():
+            if path.name.startswith(name):
+                gate.wait(timeout=300)
         return open_job(path, cache_dir=tmp / "cache")
 
     app = create_app([root], settings_path=tmp / "settings.json", job_opener=opener)
     with serve_app(app) as base:
-        yield {"base": base, "root": root, "gate": gate}
-    gate.set()
+        yield {"base": base, "root": root, "gates": gates}
+    for gate in gates.values():
+        gate.set()
 
 
 @pytest.fixture
@@ -148,7 +153,9 @@ def test_a_profile_still_loading_is_said_to_be_loading_then_shown(page, server):
         notice = page.locator("#selection-notice")
         expect(notice).to_contain_text(f"“{SLOW}” is still loading")
         expect(notice).not_to_contain_text("No profile is selected")
-    server["gate"].set()  # the load goes on; the open page shows the profile once it is loaded
+    server["gates"][
+        SLOW
+    ].set()  # the load goes on; the open page shows the profile once it is loaded
     expect(page.locator("#tl-canvas")).to_be_visible()
     page.goto(base + "/dashboard")
     expect(page.locator("h1")).to_have_text(SLOW)
@@ -166,3 +173,27 @@ def test_a_profile_that_failed_to_load_shows_the_error(page, server):
         expect(notice).to_contain_text(f"“{GONE}” could not be loaded")
         expect(notice).to_contain_text("No profiling job or trace found")
         expect(page.locator("main")).not_to_contain_text("No profile is selected")
+
+
+def test_the_job_list_follows_a_load_that_ends_between_two_of_its_requests(page, server):
+    base = server["base"]
+    race = _job_id(base, RACE)
+    _load(base, race)
+    page.goto(base + "/")
+    row = page.locator("#job-list tbody tr", has_text=RACE)
+    expect(row).to_contain_text("Loading…")
+
+    def finish_the_load_then_answer(route) -> None:
+        server["gates"][RACE].set()
+        while True:
+            with urlopen(base + "/api/loaded", timeout=60) as response:
+                states = {p["id"]: p["state"] for p in json.load(response)["loaded"]}
+            if states[race] != "loading":
+                break
+            time.sleep(0.05)
+        route.continue_()
+
+    page.route("**/api/loaded", finish_the_load_then_answer)
+    expect(page.locator("#loaded-profiles tr", has_text=RACE)).to_contain_text("Loaded")
+    # the list polls every second while anything loads; it must not stop at "Loading…"
+    expect(row).to_contain_text("Loaded", timeout=15_000)

@@ -20,8 +20,10 @@ export async function renderLoad(main) {
   let timer = null;
   async function refresh() {
     window.clearTimeout(timer);
-    const { jobs, truncated } = await api.jobs({ poll: true });
+    // loaded profiles first: a load that ends between the two answers then still shows as
+    // loading in the first and is polled again, instead of leaving the list at "Loading…"
     const { loaded } = await api.loaded({ poll: true });
+    const { jobs, truncated } = await api.jobs({ poll: true });
     renderLoaded(loadedBox, loaded, refresh);
     renderJobs(jobsBox, jobs, refresh);
     if (truncated) {
