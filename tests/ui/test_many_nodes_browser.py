@@ -23,6 +23,9 @@ pytestmark = [pytest.mark.browser, needs_chromium]
 
 NODES = 30
 JOB = "many-nodes"
+#: all tracks of this many nodes are taller than Chromium's largest canvas at a pixel ratio of 2
+HIDPI_NODES = 64
+HIDPI_JOB = "more-nodes"
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +34,7 @@ def base_url(tmp_path_factory) -> Iterator[str]:
 
     tmp = tmp_path_factory.mktemp("many-nodes")
     generate_job(tmp / "jobs" / JOB, nodes=NODES, gpus=1, cpus=1, minutes=1)
+    generate_job(tmp / "jobs" / HIDPI_JOB, nodes=HIDPI_NODES, gpus=1, cpus=1, minutes=1)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("STEPSCOPE_CACHE_DIR", str(tmp / "cache"))
         app = create_app([tmp / "jobs"], settings_path=tmp / "settings.json")
@@ -91,6 +95,22 @@ def test_every_nodes_active_time_pie_is_drawn_apart_with_its_title(page) -> None
     assert _overlapping(title_boxes) == []  # type: ignore[arg-type]
 
 
+def _canvas_pixel(page, *, x: float, below_list_top: float) -> list[int]:
+    """The canvas's pixel (RGBA) ``below_list_top`` CSS px below the top of the track list in
+    sight, wherever the canvas lies and whatever the device pixel ratio."""
+    return page.evaluate(
+        """([x, dy]) => {
+          const body = document.querySelector('.tl-body').getBoundingClientRect();
+          const canvas = document.getElementById('tl-canvas');
+          const box = canvas.getBoundingClientRect();
+          const ratio = canvas.width / box.width;
+          const y = Math.round((body.top - box.top + dy) * ratio);
+          return Array.from(canvas.getContext('2d').getImageData(x * ratio, y, 1, 1).data);
+        }""",
+        [x, below_list_top],
+    )
+
+
 def test_the_timeline_shows_the_tracks_scrolled_to(page, base_url: str) -> None:
     page.goto(base_url + "/timeline")
     page.wait_for_selector("#tl-canvas[data-loaded='1']")
@@ -115,18 +135,43 @@ def test_the_time_ruler_stays_in_sight_when_the_tracks_are_scrolled(page, base_u
     page.locator("#tl-tree [data-label='CPU utilization']").last.scroll_into_view_if_needed()
     page.wait_for_timeout(500)
     # the ruler's background, read where the scrolled list's first visible row would be
-    pixel = page.evaluate(
-        """() => {
-          const body = document.querySelector('.tl-body');
-          const canvas = document.getElementById('tl-canvas');
-          const ratio = canvas.width / canvas.clientWidth;
-          const y = Math.round((body.scrollTop + 3) * ratio);
-          return Array.from(canvas.getContext('2d').getImageData(2, y, 1, 1).data);
-        }"""
-    )
+    pixel = _canvas_pixel(page, x=2, below_list_top=3)
     assert page.evaluate("document.querySelector('.tl-body').scrollTop") > 1000
     assert pixel == [0xF6, 0xF7, 0xF9, 255]  # the ruler's fill, not a row's
     gap = page.locator(".tl-ruler-gap").bounding_box()
     body = page.locator(".tl-body").bounding_box()
     assert gap is not None and body is not None
     assert abs(gap["y"] - body["y"]) <= 2  # the labels' gap beside it stays put too
+
+
+def test_the_timeline_of_many_nodes_is_drawn_on_a_hidpi_screen(base_url: str) -> None:
+    """At a device pixel ratio of 2, all tracks of 64 nodes are taller than the largest canvas
+    Chromium can draw: the canvas must still show the ruler and the tracks in sight."""
+    with chromium() as browser:
+        context = browser.new_context(
+            viewport={"width": 1440, "height": 900}, device_scale_factor=2
+        )
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(base_url + "/")
+        job = page.locator("#job-list tbody tr", has_text=HIDPI_JOB)
+        expect(job).to_be_visible()
+        job_id = job.get_attribute("data-job")
+        page.evaluate("(id) => window.localStorage.setItem('stepscope.selectedJob', id)", job_id)
+        page.request.post(f"{base_url}/api/jobs/{job_id}/load")
+        page.goto(base_url + "/timeline")
+        page.wait_for_selector("#tl-canvas[data-loaded='1']", timeout=120_000)
+        label = page.locator("#tl-tree [data-label='CPU utilization']").last
+        label.scroll_into_view_if_needed()
+        page.wait_for_timeout(500)  # the window of the tracks now in sight is fetched
+        page.wait_for_load_state("networkidle")
+        assert _canvas_pixel(page, x=2, below_list_top=3) == [0xF6, 0xF7, 0xF9, 255]
+        # the last node's CPU utilization row is drawn (its row background at least)
+        row = label.bounding_box()
+        body = page.locator(".tl-body").bounding_box()
+        assert row is not None and body is not None
+        drawn = _canvas_pixel(page, x=2, below_list_top=row["y"] - body["y"] + 2)
+        assert drawn[3] == 255, drawn  # painted, not a blank canvas
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "ui-many-nodes-timeline-hidpi.png"))
+        context.close()

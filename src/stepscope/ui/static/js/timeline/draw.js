@@ -196,13 +196,16 @@ function launchDepth(row, trackData, startUs) {
   return launch ? Math.min(launch[2], row.levels - 1) : 0;
 }
 
-// Draws everything; returns what was drawn (hit boxes for clicks, the flows drawn and their
-// arrows as [x0, y0, x1, y1]).
+// Draws the tracks in sight: the canvas is `height` tall and shows the track list from `top`
+// (rows, hit boxes and arrows keep the list's coordinates). Returns what was drawn (hit boxes
+// for clicks, the flows drawn and their arrows as [x0, y0, x1, y1]).
 export function draw(ctx, layout, view, data, { width, height, origin, selected, area, top = 0 }) {
   ctx.clearRect(0, 0, width, height);
+  ctx.save();
+  ctx.translate(0, -top);
   const hits = [];
   for (const row of layout.rows) {
-    if (row.y > height || row.y + row.height < RULER_PX) continue;
+    if (row.y > top + height || row.y + row.height < top + RULER_PX) continue;
     ctx.fillStyle = row.index % 2 ? "#ffffff" : "#fafbfc";
     ctx.fillRect(0, row.y, width, row.height);
     const trackData = data.tracks[row.id];
@@ -236,5 +239,6 @@ export function draw(ctx, layout, view, data, { width, height, origin, selected,
     ctx.strokeRect(x0 + 0.5, area.y0 + 0.5, x1 - x0, area.y1 - area.y0);
   }
   drawRuler(ctx, view, width, origin, top);
+  ctx.restore();
   return { hits, flows: arrows.length, arrows };
 }

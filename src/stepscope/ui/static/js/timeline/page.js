@@ -140,7 +140,8 @@ class TimelinePage {
       h("table", {}, SHORTCUTS.map(([k, v]) => h("tr", {}, h("td", {}, h("kbd", {}, k)), h("td", {}, v)))));
     this.labels = h("div", { class: "tl-labels", id: "tl-tree" });
     this.canvas = h("canvas", { class: "tl-canvas", id: "tl-canvas", tabindex: "0" });
-    this.body = h("div", { class: "tl-body" }, this.labels, h("div", { class: "tl-canvas-wrap" }, this.canvas));
+    this.canvasWrap = h("div", { class: "tl-canvas-wrap" }, this.canvas);
+    this.body = h("div", { class: "tl-body" }, this.labels, this.canvasWrap);
     this.tabs = {
       selection: h("button", { class: "tl-tab active", "data-tab": "selection", onclick: () => this.showTab("selection") }, "Current Selection"),
       connections: h("button", { class: "tl-tab", "data-tab": "connections", onclick: () => this.showTab("connections") }, "Connections"),
@@ -184,10 +185,17 @@ class TimelinePage {
     this.resize();
   }
 
+  // The canvas covers only the part of the tracks in sight (it sticks to the top of the scrolled
+  // list, whose wrapper is as tall as all tracks): a canvas as tall as all open tracks went past
+  // the largest canvas Chromium draws (65,535 px), and stayed blank, from about 60 nodes on a
+  // HiDPI screen.
   resize() {
     const ratio = window.devicePixelRatio || 1;
-    const width = this.canvas.parentElement.clientWidth || 800;
-    const height = this.currentLayout.height;
+    const width = this.canvasWrap.clientWidth || 800;
+    // never taller than the window, even before the page's styles bound the list (a canvas too
+    // large to allocate once stays unusable)
+    const height = Math.max(1, Math.min(this.currentLayout.height, this.body.clientHeight || window.innerHeight, window.innerHeight));
+    this.canvasWrap.style.height = `${this.currentLayout.height}px`;
     this.width = width;
     this.height = height;
     this.canvas.width = Math.round(width * ratio);
@@ -308,7 +316,7 @@ class TimelinePage {
     const hit = this.drawn.hits.find((box) => box.track === trackId && Math.abs(box.start - startUs) < 0.01);
     if (!hit) return null;
     const rect = this.canvas.getBoundingClientRect();
-    return { x: rect.left + hit.x + Math.min(hit.w / 2, 4), y: rect.top + hit.y + hit.h / 2 };
+    return { x: rect.left + hit.x + Math.min(hit.w / 2, 4), y: rect.top + hit.y - this.body.scrollTop + hit.h / 2 };
   }
 
   // -- selection --------------------------------------------------------------------------
@@ -450,8 +458,10 @@ class TimelinePage {
       }
     }, { passive: false });
     let drag = null;
+    // the y of a pointer in the track list (where rows and hit boxes are), not on the canvas
+    const trackY = (event) => event.offsetY + this.body.scrollTop;
     this.canvas.addEventListener("mousedown", (event) => {
-      drag = { x: event.offsetX, y: event.offsetY };
+      drag = { x: event.offsetX, y: trackY(event) };
       this.canvas.focus();
     });
     this.canvas.addEventListener("mousemove", (event) => {
@@ -459,7 +469,7 @@ class TimelinePage {
       this.area = {
         start: xToTime(Math.min(drag.x, event.offsetX), this.view, this.width),
         end: xToTime(Math.max(drag.x, event.offsetX), this.view, this.width),
-        y0: Math.min(drag.y, event.offsetY), y1: Math.max(drag.y, event.offsetY),
+        y0: Math.min(drag.y, trackY(event)), y1: Math.max(drag.y, trackY(event)),
       };
       this.redraw();
     });
@@ -468,15 +478,17 @@ class TimelinePage {
       drag = null;
       if (!start) return;
       if (Math.abs(event.offsetX - start.x) >= 4) {
-        this.selectArea(start.x, event.offsetX, start.y, event.offsetY).catch(showError);
+        this.selectArea(start.x, event.offsetX, start.y, trackY(event)).catch(showError);
         return;
       }
-      if (event.offsetY < this.body.scrollTop + RULER_PX) return; // the ruler covers the rows there
-      const hit = [...this.drawn.hits].reverse().find((b) => event.offsetX >= b.x - 1 && event.offsetX <= b.x + b.w + 1 && event.offsetY >= b.y && event.offsetY <= b.y + b.h);
+      const y = trackY(event);
+      if (y < this.body.scrollTop + RULER_PX) return; // the ruler covers the rows there
+      const hit = [...this.drawn.hits].reverse().find((b) => event.offsetX >= b.x - 1 && event.offsetX <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h);
       if (hit) this.select(hit).catch(showError);
     });
     this.resizeObserver = new ResizeObserver(() => this.resize());
-    this.resizeObserver.observe(this.canvas.parentElement);
+    this.resizeObserver.observe(this.canvasWrap);
+    this.resizeObserver.observe(this.body);
   }
 }
 
