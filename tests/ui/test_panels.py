@@ -212,3 +212,19 @@ def test_the_gpu_kernel_chart_is_measured_from_the_jobs_start(tmp_path: Path):
     chart = compute_panel("gpu_utilization", job, PanelQuery())
     assert chart["start_us"] == start_us
     assert chart["series"][0]["x"][0] == pytest.approx(first_kernel_s, abs=0.5)
+
+
+def test_a_trace_on_its_own_clock_does_not_move_the_jobs_time_origin(tmp_path: Path):
+    """A job whose trace was cut short (its events on the trace's own clock, no date): the CPU
+    chart still starts at its first sample, not billions of seconds after the trace's zero."""
+    start_us = 1_700_000_000_000_000
+    cpu = [
+        {"timestamp_us": start_us + s * 1_000_000, "type": "cpu", "name": "cpu0",
+         "dimension": "CPUUtilization", "value": 50.0}
+        for s in range(60)
+    ]  # fmt: skip
+    undated = [event_row(category="cpu_op", name="aten::mm", start_us=5e6, dur_us=100.0)]
+    job = TableJob(tmp_path / "job", cpu, undated)  # no job.json: a SageMaker folder, say
+    chart = compute_panel("cpu_utilization", job, PanelQuery())
+    assert chart["start_us"] == start_us
+    assert chart["series"][0]["x"][0] == 0.0

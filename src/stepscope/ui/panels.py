@@ -29,6 +29,7 @@ from stepscope import analysis
 from stepscope._natural import natural_key
 from stepscope.analysis.kernels import KernelOrder
 from stepscope.analysis.utilization import DeviceKind
+from stepscope.store.kineto import is_unix_time
 from stepscope.ui.profiles import ProfileJob
 
 __all__ = [
@@ -206,21 +207,22 @@ def _time_origin_us(job: ProfileJob) -> float:
     """Where every time axis of the job starts: its start (job.json) or its first record,
     whichever is earlier, so that one x is one instant on all of the job's charts (each chart
     measured from its own first sample, and the GPU line started 200 s after the CPU one at 0)."""
-    ((first_us,),) = (
+    ((first_sample_us, first_event_us),) = (
         job.connect()
         .execute(
-            "SELECT least((SELECT min(timestamp_us) FROM system), "
-            "(SELECT min(start_us) FROM events))"
+            "SELECT (SELECT min(timestamp_us) FROM system), (SELECT min(start_us) FROM events)"
         )
         .fetchall()
     )
     start_us = job.metadata.get("start_time_us") if isinstance(job.metadata, Mapping) else None
     known = [
         float(t)
-        for t in (start_us, first_us)
+        for t in (start_us, first_sample_us, first_event_us)
         if isinstance(t, (int, float)) and not isinstance(t, bool)
     ]
-    return min(known) if known else 0.0
+    # a trace cut short keeps its own clock, which is no date: the job's dates come first
+    dated = [t for t in known if is_unix_time(t)]
+    return min(dated or known) if known else 0.0
 
 
 def _utilization(
