@@ -33,3 +33,12 @@ def chromium() -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+def page_errors(page: Any) -> list[str]:
+    """The console errors and uncaught exceptions of ``page`` (a Playwright ``Page``), collected
+    as they happen: a test that drives the page asserts the list stays empty."""
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return errors

@@ -12,7 +12,7 @@ from stepscope.cli import main as cli_main
 from stepscope.report import write_report
 from stepscope.rules import Rule, Verdict, run_rules
 from stepscope.testing import TINY_JOB, TableJob, generate_job
-from tests.browser import ARTIFACTS, chromium, needs_chromium
+from tests.browser import ARTIFACTS, chromium, needs_chromium, page_errors
 from tests.rules.tablejob import T0_US, add_events, machine, training_steps
 
 
@@ -190,12 +190,10 @@ def test_read_only_input_needs_an_output(shared_fixtures, tmp_path):
 @pytest.mark.browser
 @needs_chromium
 def test_report_opens_offline_in_a_browser(report):
-    errors: list[str] = []
     requests: list[str] = []
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1440, "height": 900})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        errors = page_errors(page)
         page.on("request", lambda r: requests.append(r.url))
         page.goto(report.as_uri())
         page.wait_for_function("document.querySelectorAll('.chart').length > 0")

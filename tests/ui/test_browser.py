@@ -18,7 +18,7 @@ from urllib.request import urlopen
 import pytest
 
 from stepscope.testing import generate_job
-from tests.browser import ARTIFACTS, chromium, needs_chromium
+from tests.browser import ARTIFACTS, chromium, needs_chromium, page_errors
 from tests.servers import serve_app
 
 from .conftest import T0_US
@@ -117,10 +117,8 @@ def page(browser, server) -> Iterator[Any]:
         viewport={"width": 1440, "height": 900}, timezone_id="America/Los_Angeles"
     )
     page = context.new_page()
-    errors: list[str] = []
     requests: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    errors = page_errors(page)
     page.on("request", lambda r: requests.append(r.url))
     page.set_default_timeout(60_000)
     page.expected_console_errors = []  # substrings of errors a test provokes on purpose

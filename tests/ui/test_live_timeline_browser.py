@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from stepscope.testing import generate_job
-from tests.browser import chromium, needs_chromium
+from tests.browser import chromium, needs_chromium, page_errors
 from tests.servers import serve_app
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -60,9 +60,7 @@ def test_the_timeline_of_a_running_job_reaches_new_data(live: dict[str, Any]) ->
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.set_default_timeout(60_000)
-        errors: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        errors = page_errors(page)
         page.goto(live["base"] + "/")
         page.locator("#job-list input[type=checkbox]").check()
         page.click("#load-button")

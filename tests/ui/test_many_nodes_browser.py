@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from stepscope.testing import generate_job
-from tests.browser import ARTIFACTS, chromium, needs_chromium
+from tests.browser import ARTIFACTS, chromium, needs_chromium, page_errors
 from tests.servers import serve_app
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -48,9 +48,7 @@ def page(base_url: str) -> Iterator[Any]:
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.set_default_timeout(60_000)
-        errors: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        errors = page_errors(page)
         page.goto(base_url + "/")
         box = page.locator("#job-list tbody tr", has_text=JOB).locator("input[type=checkbox]")
         expect(box).to_be_visible()

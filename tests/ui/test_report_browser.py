@@ -13,7 +13,7 @@ import pytest
 
 from stepscope.report import write_report
 from stepscope.testing import TINY_JOB, generate_job
-from tests.browser import chromium, needs_chromium
+from tests.browser import chromium, needs_chromium, page_errors
 from tests.servers import serve_app
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -39,9 +39,7 @@ def test_the_report_shows_its_figures_and_cannot_use_the_api(base_url: str) -> N
     with chromium() as browser:
         page = browser.new_page()
         page.set_default_timeout(60_000)
-        errors: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        errors = page_errors(page)
         jobs: Any = page.request.get(base_url + "/api/jobs").json()["jobs"]
         rules: Any = page.request.get(f"{base_url}/api/jobs/{jobs[0]['id']}/rules").json()
         assert rules["report_url"]

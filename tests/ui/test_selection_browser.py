@@ -18,7 +18,7 @@ from urllib.request import Request, urlopen
 
 import pytest
 
-from tests.browser import chromium, needs_chromium
+from tests.browser import chromium, needs_chromium, page_errors
 from tests.servers import serve_app
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -97,9 +97,7 @@ def page(server) -> Iterator[Any]:
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.set_default_timeout(60_000)
-        errors: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        errors = page_errors(page)
         yield page
         assert errors == [], errors
 

@@ -19,7 +19,7 @@ from urllib.request import Request, urlopen
 
 import pytest
 
-from tests.browser import ARTIFACTS, chromium, needs_chromium
+from tests.browser import ARTIFACTS, chromium, needs_chromium, page_errors
 from tests.servers import serve_app
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -81,10 +81,8 @@ def open_timeline(browser, base_url: str):
 
     def open_page(job_id: str) -> tuple[Any, list[str], list[str]]:
         page = browser.new_page(viewport={"width": 1440, "height": 900})
-        errors: list[str] = []
         outside: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        errors = page_errors(page)
         page.on(
             "request",
             lambda r: (
