@@ -188,12 +188,18 @@ def test_rank_and_node_come_from_torchrun_variables() -> None:
     assert rank_from_env({"STEPSCOPE_NODE": "algo-1"})["node"] == "algo-1"
 
 
+def _watching_its_file(config: ProfilerConfig, tmp_path: Path) -> tuple[Session, Path]:
+    """A started session that watches its configuration file, as a rank of a launched job does
+    (what `stepscope update` rewrites), and that file."""
+    config_path = tmp_path / "profiler-config.json"
+    config.to_file(config_path)
+    return Session(config, tmp_path / "out", config_path=config_path).start(), config_path
+
+
 def test_a_changed_config_file_applies_from_the_next_step(tmp_path: Path) -> None:
     from stepscope.config import DataloaderProfilingConfig
 
-    config_path = tmp_path / "profiler-config.json"
-    _config().to_file(config_path)
-    session = Session(_config(), tmp_path / "out", config_path=config_path).start()
+    session, config_path = _watching_its_file(_config(), tmp_path)
     try:
         with stepscope.step("TRAIN"):
             pass
@@ -227,9 +233,7 @@ def test_a_config_file_that_turns_profiling_off_applies_from_the_next_step(
     config = ProfilerConfig(
         framework_profile_params=FrameworkProfile(python_profiling_config=python)
     )
-    config_path = tmp_path / "profiler-config.json"
-    config.to_file(config_path)
-    session = Session(config, tmp_path / "out", config_path=config_path).start()
+    session, config_path = _watching_its_file(config, tmp_path)
     try:
         with stepscope.step("TRAIN"):
             assert session.active["python"]
@@ -255,9 +259,7 @@ def test_a_time_range_that_ran_does_not_restart_when_another_option_changes(
     config = ProfilerConfig(
         framework_profile_params=FrameworkProfile(python_profiling_config=python)
     )
-    config_path = tmp_path / "profiler-config.json"
-    config.to_file(config_path)
-    session = Session(config, tmp_path / "out", config_path=config_path).start()
+    session, config_path = _watching_its_file(config, tmp_path)
     try:
         seen = []
         while len(seen) < 100 and (not seen or seen[-1]):

@@ -151,9 +151,8 @@ def test_a_profile_still_loading_is_said_to_be_loading_then_shown(page, server):
         notice = page.locator("#selection-notice")
         expect(notice).to_contain_text(f"“{SLOW}” is still loading")
         expect(notice).not_to_contain_text("No profile is selected")
-    server["gates"][
-        SLOW
-    ].set()  # the load goes on; the open page shows the profile once it is loaded
+    # the load goes on; the open page shows the profile once it is loaded
+    server["gates"][SLOW].set()
     expect(page.locator("#tl-canvas")).to_be_visible()
     page.goto(base + "/dashboard")
     expect(page.locator("h1")).to_have_text(SLOW)
