@@ -196,3 +196,20 @@ def test_a_backlog_scanned_in_many_batches_gives_the_rows_of_one_scan(
     for view in ("system", "events"):
         assert batched.table(view).equals(whole.table(view)), view
     assert len(scans) > 10 and set(scans) == {1}
+
+
+def test_each_file_of_a_scan_holds_only_its_own_rows_in_memory(tmp_path: Path) -> None:
+    # A file's rows can wait in a segment being written for many scans; if they kept the whole
+    # scan's buffers alive, converting a long job would hold every scan at once.
+    job = generate_job(tmp_path / "job", **TINY_JOB)
+    system = sorted((job / "profiler-output").glob("system/incremental/*/*.json"))
+    pevents = sorted((job / "profiler-output").glob("framework/pevents/*/*.json"))
+    assert len(system) >= 2 and len(pevents) >= 2
+    tables = [
+        *scan_system_files(duckdb.connect(), [ScanFile(str(p), "algo-1") for p in system]),
+        *_scan(pevents),
+    ]
+    for table in tables:
+        assert table is not None and table.num_rows > 0
+        # a slice of the scan would count the whole scan's buffers
+        assert table.get_total_buffer_size() < 1.5 * table.nbytes + 4096

@@ -115,14 +115,19 @@ def _split(table: pa.Table, file_of_row: np.ndarray, skip: np.ndarray) -> list[p
 
     A copy, not a slice: a slice keeps the whole scan alive for as long as the file's rows wait
     in a segment being written, and a stream with few rows per file (``model_timeline``) waits
-    for many scans. The copies cost about 0.05 s of CPU per hour of one node.
+    for many scans. The copies cost about 0.02 s of CPU per hour of one node.
     """
-    bounds = np.searchsorted(file_of_row, np.arange(len(skip) + 1))
-    table = table.combine_chunks()  # a take from many chunks would join them on every call
+    bounds = np.searchsorted(file_of_row, np.arange(len(skip) + 1)).tolist()
     return [
-        None if skip[i] else table.take(pa.array(np.arange(bounds[i], bounds[i + 1])))
+        None if skip[i] else _copy(table.slice(bounds[i], bounds[i + 1] - bounds[i]))
         for i in range(len(skip))
     ]
+
+
+def _copy(table: pa.Table) -> pa.Table:
+    """``table``'s rows in buffers of their own: each column's part copied whole, several times
+    faster than a ``take`` of the same rows."""
+    return pa.table([column.combine_chunks() for column in table.columns], schema=table.schema)
 
 
 # --------------------------------------------------------------------------- system records
