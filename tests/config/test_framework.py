@@ -169,8 +169,12 @@ def test_a_global_range_that_is_long_warns_and_300_steps_do_not(
     [
         ({"file_max_size": 0}, "FrameworkProfile.file_max_size", "an integer >= 1"),
         ({"file_max_size": 1.5}, "FrameworkProfile.file_max_size", "an integer >= 1"),
-        ({"file_close_interval": 0}, "FrameworkProfile.file_close_interval", "a number > 0"),
-        ({"file_close_interval": -1.0}, "FrameworkProfile.file_close_interval", "a number > 0"),
+        ({"file_close_interval": 0}, "FrameworkProfile.file_close_interval", "a finite number > 0"),
+        (
+            {"file_close_interval": -1.0},
+            "FrameworkProfile.file_close_interval",
+            "a finite number > 0",
+        ),
         ({"file_open_fail_threshold": 0}, "FrameworkProfile.file_open_fail_threshold", ">= 1"),
         ({"local_path": 3}, "FrameworkProfile.local_path", "path string"),
         ({"local_path": ""}, "FrameworkProfile.local_path", "path string"),

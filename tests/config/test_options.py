@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from stepscope.config import (
@@ -132,9 +134,11 @@ def test_to_dict_from_dict_round_trip(cls) -> None:
         ({"num_steps": 0}, "DetailedProfilingConfig.num_steps", "an integer >= 1"),
         ({"num_steps": -3}, "DetailedProfilingConfig.num_steps", "an integer >= 1"),
         ({"num_steps": False}, "DetailedProfilingConfig.num_steps", "an integer >= 1"),
-        ({"duration": 0}, "DetailedProfilingConfig.duration", "a number > 0"),
-        ({"duration": "10"}, "DetailedProfilingConfig.duration", "a number > 0"),
+        ({"duration": 0}, "DetailedProfilingConfig.duration", "a finite number > 0"),
+        ({"duration": "10"}, "DetailedProfilingConfig.duration", "a finite number > 0"),
+        ({"duration": math.inf}, "DetailedProfilingConfig.duration", "a finite number > 0"),
         ({"start_unix_time": -5}, "DetailedProfilingConfig.start_unix_time", "a Unix time"),
+        ({"start_unix_time": math.inf}, "DetailedProfilingConfig.start_unix_time", "finite"),
     ],
 )
 def test_bad_range_values_are_refused(kwargs, parameter: str, allowed: str) -> None:

@@ -111,7 +111,7 @@ def _convert(parameter: str, value: Any, kind: str) -> Any:
             except ValueError:
                 pass
         minimum = "0" if kind == "step" else "1"
-        allowed = "a number > 0" if kind == "number" else f"an integer >= {minimum}"
+        allowed = "a finite number > 0" if kind == "number" else f"an integer >= {minimum}"
         raise ConfigError(parameter, value, allowed)
     return value  # typed values are checked by the config classes
 

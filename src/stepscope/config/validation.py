@@ -8,6 +8,7 @@ are always a mistake.
 
 from __future__ import annotations
 
+import math
 import numbers
 import os
 import re
@@ -48,7 +49,9 @@ def _is_int(value: object) -> bool:
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    """A finite ``int`` or ``float``: an infinite duration or time is not a setting, and JSON
+    has no spelling for it."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def check_int(parameter: str, value: object, *, minimum: int) -> int:
@@ -59,16 +62,16 @@ def check_int(parameter: str, value: object, *, minimum: int) -> int:
 
 
 def check_number(parameter: str, value: object) -> float:
-    """``value`` as a number (``int`` or ``float``) greater than 0."""
+    """``value`` as a finite number (``int`` or ``float``) greater than 0."""
     if not _is_number(value) or value <= 0:  # type: ignore[operator]
-        raise ConfigError(parameter, value, "a number > 0")
+        raise ConfigError(parameter, value, "a finite number > 0")
     return value  # type: ignore[return-value]
 
 
 def check_unix_time(parameter: str, value: object) -> float:
-    """``value`` as a Unix time in seconds (a number >= 0)."""
+    """``value`` as a Unix time in seconds (a finite number >= 0)."""
     if not _is_number(value) or value < 0:  # type: ignore[operator]
-        raise ConfigError(parameter, value, "a Unix time in seconds (a number >= 0)")
+        raise ConfigError(parameter, value, "a Unix time in seconds (a finite number >= 0)")
     return value  # type: ignore[return-value]
 
 
