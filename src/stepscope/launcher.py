@@ -115,8 +115,9 @@ def launch(
 
     :param command: the training command, e.g. ``["python", "train.py", "--epochs", "3"]``, or
         one script or program alone (``"train.py"``, never split at spaces); a leading ``*.py``
-        script runs with this Python. A leading script that does not exist, or a program that
-        cannot be found, is a :class:`ConfigError` before the job starts.
+        script runs with this Python. A script that does not exist (leading, or given to
+        ``python`` or ``torchrun``), or a program that cannot be found, is a
+        :class:`ConfigError` before the job starts.
     :param args: arguments added after ``command``: ``launch("train.py", args=["--epochs",
         "3"])``.
     :param profiler_config: what to profile; default :class:`ProfilerConfig` with a
@@ -180,19 +181,52 @@ def launch(
 
 def _check_command(command: list[str]) -> None:
     """A script or program that is not there fails now, before a job folder, monitor and report
-    are made for a command that cannot start: a leading ``*.py`` script, the script right after
-    a Python interpreter (``python train.py``), and any other program."""
-    program, script = command[0], ""
-    if program.endswith(".py"):
-        script = program
-    elif shutil.which(program) is None:
+    are made for a command that cannot start: a leading ``*.py`` script, the script a Python
+    interpreter or ``torchrun`` is given, and any other program."""
+    program = command[0]
+    if not program.endswith(".py") and shutil.which(program) is None:
         raise ConfigError("command", program, "a program on PATH or the path of an executable file")
-    elif Path(program).name.startswith("python") and len(command) > 1:
-        script = command[1]
+    script = _script_of(command)
     if script.endswith(".py") and not Path(script).is_file():
         raise ConfigError(
             "command", script, "a Python script that exists", f"No file {Path(script).resolve()}."
         )
+
+
+#: the interpreter's options that take the next word as their value (``-W ignore``)
+_PYTHON_VALUE_OPTIONS = ("-W", "-X")
+#: ``python -m`` modules that are ``torchrun``
+_TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def _script_of(command: list[str]) -> str:
+    """The Python script ``command`` runs, or "" when it runs none or it cannot tell: a
+    leading script, the first word after a Python interpreter's options (``python -u
+    train.py``), and the first ``*.py`` word given to ``torchrun`` (or ``python -m
+    torch.distributed.run``) when it is not told to run a module (``-m``) or a program."""
+    program, words = command[0], command[1:]
+    if program.endswith(".py"):
+        return program
+    if Path(program).name.startswith("python"):
+        index = 0
+        while index < len(words) and words[index].startswith("-") and words[index] != "-":
+            option = words[index]
+            if option == "-m":
+                module = words[index + 1] if index + 1 < len(words) else ""
+                return _torchrun_script(words[index + 2 :]) if module in _TORCHRUN_MODULES else ""
+            if option == "-c":
+                return ""
+            index += 2 if option in _PYTHON_VALUE_OPTIONS else 1
+        return words[index] if index < len(words) else ""
+    if Path(program).name == "torchrun":
+        return _torchrun_script(words)
+    return ""
+
+
+def _torchrun_script(words: list[str]) -> str:
+    if any(word in ("-m", "--module", "--no-python", "--no_python") for word in words):
+        return ""
+    return next((word for word in words if word.endswith(".py") and not word.startswith("-")), "")
 
 
 # -- the job folder and job.json -------------------------------------------------------------

@@ -295,22 +295,37 @@ def test_run_without_a_command_says_what_is_missing(tmp_path: Path) -> None:
     assert "command must be a non-empty command to run" in result.stderr
 
 
+_NO_SCRIPT = "a Python script that exists"
+#: torch's own ``torchrun``, beside this interpreter
+_TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+
+
 @pytest.mark.parametrize(
-    ("command", "allowed"),
+    ("command", "missing", "allowed"),
     [
-        (["typo.py", "--lr", "1"], "a Python script that exists"),
-        (["python", "typo.py", "--lr", "1"], "a Python script that exists"),
-        (["no-such-trainer-program"], "a program on PATH or the path of an executable file"),
+        (["typo.py", "--lr", "1"], "typo.py", _NO_SCRIPT),
+        (["python", "typo.py", "--lr", "1"], "typo.py", _NO_SCRIPT),
+        (["python", "-u", "-W", "ignore", "-X", "dev", "typo.py"], "typo.py", _NO_SCRIPT),
+        ([_TORCHRUN, "--nproc-per-node", "2", "typo.py", "--lr", "1"], "typo.py", _NO_SCRIPT),
+        (
+            ["python", "-m", "torch.distributed.run", "--standalone", "typo.py"],
+            "typo.py",
+            _NO_SCRIPT,
+        ),
+        (
+            ["no-such-trainer-program"],
+            "no-such-trainer-program",
+            "a program on PATH or the path of an executable file",
+        ),
     ],
-    ids=["script", "python-script", "program"],
+    ids=["script", "python-script", "python-options", "torchrun", "python-m-torchrun", "program"],
 )
 def test_a_command_that_cannot_start_is_refused_before_the_job_starts(
-    tmp_path: Path, command: list[str], allowed: str
+    tmp_path: Path, command: list[str], missing: str, allowed: str
 ) -> None:
     job_dir = tmp_path / "job"
     result = _stepscope("run", "--job-dir", str(job_dir), "--", *command, cwd=tmp_path)
     assert result.returncode == 2
-    missing = next(word for word in command if word != "python")
     assert f"command must be {allowed}, got {missing!r}" in result.stderr
     assert "Profiling into" not in result.stderr
     assert not job_dir.exists()
