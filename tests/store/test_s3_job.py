@@ -18,6 +18,7 @@ from tests.servers import free_port
 
 from stepscope.errors import StorageAccessError, UnsupportedFormatError
 from stepscope.store import open_job
+from stepscope.store.filesystem import source_files
 from stepscope.testing import TINY_JOB, generate_job
 
 pytest.importorskip("s3fs")
@@ -101,6 +102,23 @@ def test_storage_options_reach_s3fs(s3_endpoint: str, tmp_path: Path) -> None:
     )
     rows = data.connect().execute("SELECT timestamp_us, value FROM system").fetchall()
     assert rows == [(1700000040250000, 3.5)]
+
+
+def test_retries_follow_the_environment_when_it_sets_them(
+    s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    client.create_bucket(Bucket="retries")
+    client.put_object(Bucket="retries", Key="run/system/x.json", Body=b"")
+
+    def attempts() -> int:
+        files = source_files("s3://retries/run")
+        assert [info.path for info in files.walk()] == ["system/x.json"]
+        return int(files.fs.s3.meta.config.retries["total_max_attempts"])
+
+    assert attempts() == 3  # stepscope's own: a request fails within about half a minute
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "7")
+    assert attempts() == 7
 
 
 def test_a_missing_prefix_is_job_not_found(s3_endpoint: str) -> None:

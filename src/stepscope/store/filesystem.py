@@ -217,18 +217,24 @@ class RemoteFiles:
 #: attempts waiting up to 15 s for an answer) make an endpoint that accepts connections and never
 #: answers take about 7 minutes to fail. Here botocore alone retries (its standard mode, which
 #: also backs off on throttling: SlowDown, 503), and a request fails within about half a minute;
-#: ``storage_options={"config_kwargs": {...}}`` overrides each value.
+#: ``storage_options={"config_kwargs": {...}}`` overrides each value, and the retries are left to
+#: the environment when it sets them (:data:`_RETRY_VARIABLES`).
 _S3_CONFIG: dict[str, Any] = {
     "connect_timeout": 5,
     "read_timeout": 10,
     "retries": {"mode": "standard", "total_max_attempts": 3},
 }
+#: botocore's environment variables for retries: a user who sets one gets botocore's own rules
+_RETRY_VARIABLES = ("AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE")
 
 
 def _with_s3_patience(options: dict[str, Any]) -> dict[str, Any]:
     """``options`` with :data:`_S3_CONFIG` wherever their ``config_kwargs`` say nothing (a copy:
     botocore may edit the retry settings it is given)."""
-    config = {**copy.deepcopy(_S3_CONFIG), **(options.get("config_kwargs") or {})}
+    ours = copy.deepcopy(_S3_CONFIG)
+    if any(os.environ.get(variable) for variable in _RETRY_VARIABLES):
+        del ours["retries"]
+    config = {**ours, **(options.get("config_kwargs") or {})}
     return {**options, "config_kwargs": config}
 
 
