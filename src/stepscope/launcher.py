@@ -148,7 +148,7 @@ def launch(
         or nproc_per_node < 1
     ):
         raise ConfigError("nproc_per_node", nproc_per_node, "an integer >= 1")
-    _check_command(command)
+    _check_command(command, nproc_per_node)
     from stepscope.rules import build_rules
 
     build_rules(rules)  # a bad rule list fails now, not after hours of training
@@ -179,10 +179,11 @@ def launch(
     return job
 
 
-def _check_command(command: list[str]) -> None:
-    """A script or program that is not there fails now, before a job folder, monitor and report
-    are made for a command that cannot start: a leading ``*.py`` script, the script a Python
-    interpreter or ``torchrun`` is given, and any other program."""
+def _check_command(command: list[str], nproc_per_node: int) -> None:
+    """A command that cannot start fails now, before a job folder, monitor and report are made
+    for it: a script or program that is not there (a leading ``*.py`` script, the script a
+    Python interpreter or ``torchrun`` is given, any other program), and, with
+    ``nproc_per_node`` above 1, a command that ``torchrun`` cannot take."""
     program = command[0]
     if not program.endswith(".py") and shutil.which(program) is None:
         raise ConfigError("command", program, "a program on PATH or the path of an executable file")
@@ -191,42 +192,80 @@ def _check_command(command: list[str]) -> None:
         raise ConfigError(
             "command", script, "a Python script that exists", f"No file {Path(script).resolve()}."
         )
+    if nproc_per_node == 1:
+        return
+    if _torchrun_arguments(command) is not None:
+        raise ConfigError(
+            "nproc_per_node",
+            nproc_per_node,
+            "1 when the command is torchrun itself",
+            "It starts its own ranks: give it --nproc-per-node instead.",
+        )
+    words = command[1:]
+    rest = _after_python_options(words)
+    if Path(program).name.startswith("python") and (
+        rest != words or not rest or rest[0] in ("-c", "-")
+    ):
+        raise ConfigError(
+            "command",
+            " ".join(command),
+            "a script (or -m module) right after the interpreter when several processes run per node",
+            "torchrun starts the ranks' interpreters itself; set the interpreter's options "
+            "through the environment (PYTHONUNBUFFERED=1, PYTHONWARNINGS=..., PYTHONDEVMODE=1).",
+        )
 
 
 #: the interpreter's options that take the next word as their value (``-W ignore``)
 _PYTHON_VALUE_OPTIONS = ("-W", "-X")
+#: the interpreter's options after which its own options end
+_PYTHON_LAST_OPTIONS = ("-", "-m", "-c")
 #: ``python -m`` modules that are ``torchrun``
 _TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def _after_python_options(words: list[str]) -> list[str]:
+    """What follows a Python interpreter's own options: ``[script, ...]``, ``["-m", module,
+    ...]``, ``["-c", code, ...]`` or ``["-", ...]``."""
+    index = 0
+    while (
+        index < len(words)
+        and words[index].startswith("-")
+        and words[index] not in _PYTHON_LAST_OPTIONS
+    ):
+        index += 2 if words[index] in _PYTHON_VALUE_OPTIONS else 1
+    return words[index:]
+
+
+def _torchrun_arguments(command: list[str]) -> list[str] | None:
+    """``torchrun``'s arguments when ``command`` is ``torchrun`` (or ``python -m
+    torch.distributed.run``); else None."""
+    name = Path(command[0]).name
+    if name == "torchrun":
+        return command[1:]
+    if name.startswith("python"):
+        words = _after_python_options(command[1:])
+        if words[:1] == ["-m"] and words[1:2] and words[1] in _TORCHRUN_MODULES:
+            return words[2:]
+    return None
 
 
 def _script_of(command: list[str]) -> str:
     """The Python script ``command`` runs, or "" when it runs none or it cannot tell: a
     leading script, the first word after a Python interpreter's options (``python -u
-    train.py``), and the first ``*.py`` word given to ``torchrun`` (or ``python -m
-    torch.distributed.run``) when it is not told to run a module (``-m``) or a program."""
-    program, words = command[0], command[1:]
+    train.py``), and the first ``*.py`` word given to ``torchrun`` when it is not told to run a
+    module (``-m``) or a program."""
+    program = command[0]
     if program.endswith(".py"):
         return program
+    torchrun = _torchrun_arguments(command)
+    if torchrun is not None:
+        if any(word in ("-m", "--module", "--no-python", "--no_python") for word in torchrun):
+            return ""
+        return next((w for w in torchrun if w.endswith(".py") and not w.startswith("-")), "")
     if Path(program).name.startswith("python"):
-        index = 0
-        while index < len(words) and words[index].startswith("-") and words[index] != "-":
-            option = words[index]
-            if option == "-m":
-                module = words[index + 1] if index + 1 < len(words) else ""
-                return _torchrun_script(words[index + 2 :]) if module in _TORCHRUN_MODULES else ""
-            if option == "-c":
-                return ""
-            index += 2 if option in _PYTHON_VALUE_OPTIONS else 1
-        return words[index] if index < len(words) else ""
-    if Path(program).name == "torchrun":
-        return _torchrun_script(words)
+        words = _after_python_options(command[1:])
+        return words[0] if words[:1] and words[0] not in _PYTHON_LAST_OPTIONS else ""
     return ""
-
-
-def _torchrun_script(words: list[str]) -> str:
-    if any(word in ("-m", "--module", "--no-python", "--no_python") for word in words):
-        return ""
-    return next((word for word in words if word.endswith(".py") and not word.startswith("-")), "")
 
 
 # -- the job folder and job.json -------------------------------------------------------------

@@ -331,6 +331,35 @@ def test_a_command_that_cannot_start_is_refused_before_the_job_starts(
     assert not job_dir.exists()
 
 
+@pytest.mark.parametrize(
+    ("command", "error"),
+    [
+        (
+            [_TORCHRUN, "--nproc-per-node", "2", "train.py"],
+            "--nproc-per-node must be 1 when the command is torchrun itself",
+        ),
+        (
+            ["python", "-m", "torch.distributed.run", "train.py"],
+            "--nproc-per-node must be 1 when the command is torchrun itself",
+        ),
+        (["python", "-u", "train.py"], "command must be a script (or -m module) right after"),
+        (["python", "-c", "pass"], "command must be a script (or -m module) right after"),
+    ],
+    ids=["torchrun", "python-m-torchrun", "python-options", "python-c"],
+)
+def test_a_command_torchrun_cannot_take_is_refused_with_several_processes(
+    tmp_path: Path, command: list[str], error: str
+) -> None:
+    (tmp_path / "train.py").write_text("print('trained')\n")
+    job_dir = tmp_path / "job"
+    result = _stepscope(
+        "run", "--nproc-per-node", "2", "--job-dir", str(job_dir), "--", *command, cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert error in result.stderr
+    assert not job_dir.exists()
+
+
 def test_the_profiled_command_gets_its_arguments_unchanged(tmp_path: Path) -> None:
     # words that look like stepscope's own options with a value starting with '-' stay the
     # command's, in the form they were given
