@@ -232,3 +232,37 @@ def test_recorded_kineto_job_start_reads_as_its_first_event(
     analysis = PandasFrameAnalysis(pf.get_all_system_metrics(), framework)
     assert analysis.get_job_statistics()["start_time"] == first["start_time"]
     assert job_statistics(job)["start_time"] == first["start_time"]
+
+
+def _two_rank_connection() -> object:
+    """Rank 0 on algo-1 and rank 1 on algo-2, each with TRAIN steps 0, 1, 2 of 1 s; rank 1 starts
+    0.5 s later and runs a Forward (no step) inside its own step 0."""
+    rows = []
+    for rank, node, offset in ((0, "algo-1", 1.0), (1, "algo-2", 1.5)):
+        for step in range(3):
+            row = hb.event(
+                "pythontimeline",
+                "Step:ModeKeys.TRAIN",
+                "Step:ModeKeys.TRAIN",
+                offset + step,
+                1.0,
+                step,
+            )
+            rows.append({**row, "node": node, "rank": rank})
+    forward = hb.event("pythontimeline", "Forward", "Net", 2.1, 0.3)
+    rows.append({**forward, "node": "algo-2", "rank": 1})
+    return hb.connect(events=hb.events_table(rows))
+
+
+def test_steps_of_several_ranks_are_timed_and_back_filled_per_rank() -> None:
+    con = _two_rank_connection()
+    pf = PandasFrame(con)
+    analysis = PandasFrameAnalysis(pf.get_all_system_metrics(), pf.get_all_framework_metrics())
+    for stats in (analysis.get_step_statistics(), step_statistics(con)):
+        train = stats.set_index("training_phase").loc["Step:ModeKeys.TRAIN"]
+        # Every step of every rank lasts 1 s; the ranks being 0.5 s apart changes nothing.
+        assert train["duration_max_us"] == 1 * S
+        assert train["duration_mean_us"] == 1 * S
+    fw = analysis.framework_metrics_df
+    # Rank 1's Forward at 2.1 s lies in rank 1's step 0 [1.5, 2.5], not rank 0's step 1.
+    assert fw.loc[fw.framework_metric == "Net", "step"].tolist() == [0]

@@ -13,8 +13,9 @@ Where we differ from SageMaker, on purpose:
 
 * An event without a step that lies outside every step keeps ``step == -1`` (SageMaker raised
   ``IndexError`` on it, e.g. on data-loader worker events); per-step statistics ignore such events.
-  A step is one Step event of one phase: SageMaker merged TRAIN step 3 and EVAL step 3 into one
-  interval, though each mode counts its steps from zero.
+  A step is one Step event of one phase and one rank: SageMaker merged TRAIN step 3 and EVAL
+  step 3 into one interval, though each mode counts its steps from zero, and each rank of a
+  distributed job runs its own step 3.
 * Utilization statistics are per resource **and dimension** and node: ``cpu`` CPUUtilization and
   ``cpu`` I/OWaitPercentage are separate rows (SageMaker pooled them). Resources match ``type``
   exactly, not by substring.
@@ -139,7 +140,8 @@ class _Statistics:
 
     :param con: the DuckDB connection to run on.
     :param framework_sql: a query with columns ``process``, ``framework_metric``, ``step``,
-        ``s``, ``e`` (start and end, µs since the epoch).
+        ``s``, ``e`` (start and end, µs since the epoch), ``node`` and ``rank`` (each rank counts
+        its own steps, so a step is timed and back-filled within its rank).
     :param system_sql: a query with columns ``t`` (µs since the epoch), ``type``, ``dimension``,
         ``nodeID``, ``value``.
     :param offset_us: what the relative ``*_us`` output columns count from.
@@ -152,12 +154,13 @@ class _Statistics:
         self.offset_us = offset_us
         self._with = (
             f"WITH fw AS ({framework_sql}), sysr AS ({system_sql}), "
-            "steps AS (SELECT step AS sstep, min(s) AS ss, max(e) AS se FROM fw "
-            f"WHERE framework_metric LIKE '{_STEP_PHASE_PATTERN}' AND step <> -1 "
-            "GROUP BY framework_metric, step), "
+            "steps AS (SELECT node AS snode, rank AS srank, step AS sstep, min(s) AS ss, "
+            f"max(e) AS se FROM fw WHERE framework_metric LIKE '{_STEP_PHASE_PATTERN}' "
+            "AND step <> -1 GROUP BY node, rank, framework_metric, step), "
             "filled AS (SELECT fw.* EXCLUDE (step), CASE "
             "WHEN fw.step <> -1 THEN fw.step WHEN st.se > fw.e THEN st.sstep ELSE -1 END AS step "
-            "FROM fw ASOF LEFT JOIN steps st ON fw.s > st.ss) "
+            "FROM fw ASOF LEFT JOIN steps st "
+            "ON fw.node = st.snode AND fw.rank = st.srank AND fw.s > st.ss) "
         )
 
     def _df(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
@@ -237,8 +240,9 @@ class _Statistics:
             "min(d) AS duration_min_us, max(d) AS duration_max_us, "
             "quantile_cont(d, 0.5) AS duration_p50_us, quantile_cont(d, 0.95) AS duration_p95_us, "
             "quantile_cont(d, 0.99) AS duration_p99_us FROM ("
-            f"SELECT {key}, step, max(e) - min(s) AS d FROM filled WHERE step <> -1 AND {where} "
-            f"GROUP BY {key}, step) GROUP BY 1 ORDER BY 1"
+            f"SELECT {key}, node, rank, step, max(e) - min(s) AS d FROM filled "
+            f"WHERE step <> -1 AND {where} GROUP BY {key}, node, rank, step) "
+            "GROUP BY 1 ORDER BY 1"
         )
 
     # -- training phases ------------------------------------------------------------------------
@@ -410,7 +414,8 @@ class PandasFrameAnalysis:
     :param system_df: ``PandasFrame.get_all_system_metrics()`` (or any frame with ``timestamp_us``,
         ``value``, ``dimension``, ``nodeID``, ``type``).
     :param framework_df: ``PandasFrame.get_all_framework_metrics()`` (or any frame with
-        ``start_time_us``, ``end_time_us``, ``framework_metric``, ``step``, ``process``).
+        ``start_time_us``, ``end_time_us``, ``framework_metric``, ``step``, ``process``; its
+        ``nodeID`` and ``rank``, when present, keep the steps of each rank apart).
 
     The frames are copied; the copies get ``duration_us`` and the back-filled ``step`` as in
     SageMaker (``self.sys_metrics_df``, ``self.framework_metrics_df``).
@@ -446,11 +451,14 @@ class PandasFrameAnalysis:
         self._con.register("_fw", fw.assign(_row=range(len(fw))))
         self._con.register("_sys", sm)
         t = "timestamp_epoch_us" if "timestamp_epoch_us" in sm else f"timestamp_us + {offset}"
+        node = '"nodeID"' if "nodeID" in fw else "''"
+        rank = "rank" if "rank" in fw else "-1"
         self._stats = _Statistics(
             self._con,
             framework_sql=(
                 "SELECT process, framework_metric, step, start_time_us + "
-                f"{offset} AS s, end_time_us + {offset} AS e, _row FROM _fw"
+                f"{offset} AS s, end_time_us + {offset} AS e, {node} AS node, {rank} AS rank, "
+                "_row FROM _fw"
             ),
             system_sql=f"SELECT {t} AS t, type, dimension, nodeID, value FROM _sys",
             offset_us=offset,
@@ -531,7 +539,7 @@ class PandasFrameAnalysis:
 
 _JOB_FRAMEWORK_SQL = (
     f"SELECT category AS process, {FRAMEWORK_METRIC_SQL} AS framework_metric, step, "
-    "start_us AS s, start_us + dur_us AS e FROM events WHERE ph <> 'C'"
+    "start_us AS s, start_us + dur_us AS e, node, rank FROM events WHERE ph <> 'C'"
 )
 _JOB_SYSTEM_SQL = "SELECT timestamp_us AS t, type, dimension, node AS nodeID, value FROM system"
 
