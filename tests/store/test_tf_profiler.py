@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from stepscope.errors import CorruptFileError, UnsupportedFormatError
+from stepscope.errors import UnsupportedFormatError
 from stepscope.store.tfprofiler import parse_tf_metadata_name, read_tf_profiler_trace
 
 
@@ -92,9 +92,56 @@ def test_gpu_device_events_carry_the_device_index() -> None:
     assert {(r["node"], r["rank"], r["source"]) for r in rows} == {("algo-2", 7, "tfprofiler")}
 
 
-def test_damaged_and_foreign_gzip_files_raise_clear_errors(tmp_path: Path) -> None:
-    good = gzip.compress(b'{"traceEvents": []}')
-    with pytest.raises(CorruptFileError, match="broken.trace.json.gz"):
-        list(read_tf_profiler_trace(good[:-6], path="broken.trace.json.gz", marker=None))
-    with pytest.raises(UnsupportedFormatError, match="traceEvents"):
-        list(read_tf_profiler_trace(gzip.compress(b"[1, 2]"), path="x.trace.json.gz", marker=None))
+def test_files_that_are_not_tf_profiler_traces_raise_clear_errors() -> None:
+    for content in (
+        gzip.compress(b"[1, 2]"),
+        gzip.compress(b'{"displayTimeUnit": "ns"}'),
+        gzip.compress(b"hello"),
+        b"hello, not gzip",
+    ):
+        with pytest.raises(UnsupportedFormatError, match="x.trace.json.gz.*traceEvents"):
+            list(read_tf_profiler_trace(content, path="x.trace.json.gz", marker=None))
+
+
+def _marker_events(n: int) -> list[dict]:
+    metadata = {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}}
+    spans = [
+        {"ph": "X", "pid": 1, "tid": 2, "ts": 10 * i, "dur": 5, "name": f"op{i}"} for i in range(n)
+    ]
+    return [metadata, *spans]
+
+
+def test_damaged_events_are_skipped_one_by_one_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    events = _marker_events(4)
+    events[2] = {"ph": "X", "pid": 1, "tid": 2, "dur": 5, "name": "no ts"}
+    events.insert(4, {"ph": "X", "pid": 1, "tid": 2, "ts": "soon", "dur": 5, "name": "text ts"})
+    events.insert(5, 7)
+    data = gzip.compress(json.dumps({"traceEvents": events}).encode())
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        batches = list(read_tf_profiler_trace(data, path="d.trace.json.gz", marker=None))
+    names = pa.Table.from_batches(batches).column("name").to_pylist()
+    assert names == ["op0", "op2", "op3"]
+    damage = [r.getMessage() for r in caplog.records if "corrupt data" in r.getMessage()]
+    assert len(damage) == 1
+    assert "d.trace.json.gz" in damage[0] and "event 2" in damage[0] and "3 damaged" in damage[0]
+
+
+def test_truncated_trace_keeps_the_events_before_the_cut(
+    shared_fixtures: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    step = (
+        shared_fixtures
+        / "smdebug/tfprofiler_timeline_traces/framework/tensorflow/detailed_profiling/2020080513/000000000"
+    )
+    (trace,) = step.rglob("*.trace.json.gz")
+    data = trace.read_bytes()
+    spans = _plain_spans(trace)
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        batches = list(read_tf_profiler_trace(data[: len(data) * 2 // 3], path="t", marker=None))
+    names = pa.Table.from_batches(batches).column("name").to_pylist()
+    assert 0 < len(names) < len(spans)
+    assert names == [e["name"] for e in spans[: len(names)]]
+    (warning,) = [r.getMessage() for r in caplog.records if "ends early" in r.getMessage()]
+    assert warning.startswith("t: ") and "compressed byte" in warning

@@ -24,6 +24,7 @@ grows with the size of the file it parses; a document without them is copied who
 
 from __future__ import annotations
 
+import io
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -77,9 +78,10 @@ class TraceDocument:
     phases: Counter[bytes] = field(default_factory=Counter)
 
 
-def _decompressed_blocks(path: Path, document: TraceDocument) -> Iterator[bytes]:
-    """Yield the file's bytes, gunzipped when it starts with the gzip magic number."""
-    with open(path, "rb") as raw:
+def _decompressed_blocks(path: Path | bytes, document: TraceDocument) -> Iterator[bytes]:
+    """Yield the file's bytes (or the given content), gunzipped when they start with the gzip
+    magic number."""
+    with io.BytesIO(path) if isinstance(path, bytes) else open(path, "rb") as raw:
         first = raw.read(_READ_BYTES)
         if not first.startswith(b"\x1f\x8b"):
             while first:
@@ -206,11 +208,11 @@ def _parse_tail(tail: bytes, document: TraceDocument) -> None:
 
 
 def iter_event_chunks(
-    path: Path, document: TraceDocument, parse: Callable[[bytes], T]
+    path: Path | bytes, document: TraceDocument, parse: Callable[[bytes], T]
 ) -> Iterator[T]:
     """Yield the trace's events chunk by chunk, each parsed by ``parse``, filling ``document``.
 
-    :param path: a ``.json`` or ``.json.gz`` Chrome-trace file.
+    :param path: a ``.json`` or ``.json.gz`` Chrome-trace file, or such a file's content.
     :param document: receives the header keys, the array flag and any damage found.
     :param parse: turns the JSON text of an array of events into a chunk; raises
         :class:`ValueError` when the text is not valid JSON.

@@ -1,7 +1,8 @@
 """The damaged records of one raw file: counted as they are met, reported once.
 
 A reader skips a record it cannot read and keeps the rest; the user gets one warning per file
-that names the file, the first bad record's line and byte offset, and how many were skipped.
+that names the file, the first bad record's position (its line and byte offset, or its index
+in a one-line document), and how many were skipped.
 """
 
 from __future__ import annotations
@@ -28,9 +29,13 @@ class DamagedRecords:
 
     def add(self, line_no: int, offset: int, reason: str) -> None:
         """Count one bad record, at line ``line_no`` starting at byte ``offset``."""
+        self.add_at(f"line {line_no} (byte {offset})", reason)
+
+    def add_at(self, position: str, reason: str) -> None:
+        """Count one bad record at ``position`` (e.g. ``"event 12 of traceEvents"``)."""
         self.count += 1
         if self.first is None:
-            self.first = CorruptFileError(self.path, f"line {line_no} (byte {offset})", reason)
+            self.first = CorruptFileError(self.path, position, reason)
 
     def report(self) -> None:
         """Log the warning, if any record was bad."""

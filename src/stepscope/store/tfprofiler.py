@@ -15,18 +15,19 @@ time, at one-second resolution), and say so once.
 from __future__ import annotations
 
 import calendar
-import gzip
+import itertools
 import logging
 import re
 import time
-import zlib
 from collections.abc import Iterator
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stepscope.errors import CorruptFileError, UnsupportedFormatError
+from stepscope.errors import UnsupportedFormatError
+from stepscope.store._kineto_json import TraceDocument, iter_event_chunks
+from stepscope.store.damaged_records import DamagedRecords
 from stepscope.store.sagemaker import BATCH_ROWS, EventColumns, TraceEventConverter, node_and_rank
 
 __all__ = ["TfProfileMarker", "parse_tf_metadata_name", "read_tf_profiler_trace"]
@@ -70,19 +71,21 @@ def read_tf_profiler_trace(
     The category is the TF device (``/host:CPU``, ``/device:GPU:0``); GPU events also get the
     ``device`` column. The node comes from the marker, else from the file name (the host).
 
+    Damage costs only what it touches: an event that cannot be read (a field of the wrong type,
+    not an object) is skipped, and a file cut short (a truncated ``.gz``, a document ending
+    mid-event) keeps every event before the cut. Each file logs one warning for its skipped
+    events and one for a cut, naming the file and where the damage is.
+
     :param data: the gzipped file content.
     :param path: the file's path (relative to the profiler output) for messages and the fallback
         start time.
     :param marker: the ``.metadata`` marker of the same step folder, or None when missing.
-    :raises CorruptFileError: when the gzip stream or its JSON is damaged.
-    :raises UnsupportedFormatError: when the JSON holds no ``traceEvents``.
+    :raises UnsupportedFormatError: when the content is not a JSON object with ``traceEvents``.
     """
-    try:
-        document = orjson.loads(gzip.decompress(data))
-    except (OSError, EOFError, zlib.error, orjson.JSONDecodeError) as exc:
-        raise CorruptFileError(path, "the gzip/JSON stream", str(exc)) from exc
-    events = document.get("traceEvents") if isinstance(document, dict) else None
-    if not isinstance(events, list):
+    document = TraceDocument()
+    chunks = iter_event_chunks(data, document, orjson.loads)
+    first = next(chunks, None)
+    if not document.found_events or document.is_array:
         raise UnsupportedFormatError(path, "a TensorFlow profiler trace with 'traceEvents'")
     if marker is not None:
         node, rank = node_and_rank(marker.node_id)
@@ -101,11 +104,26 @@ def read_tf_profiler_trace(
         )
     columns = EventColumns("tfprofiler", node, rank)
     converter = TraceEventConverter(columns, start_us=start_us)
-    for event in events:
-        if isinstance(event, dict):
-            converter.feed(event)
-        if len(columns) >= BATCH_ROWS:
-            yield _with_devices(columns.flush())
+    damaged = DamagedRecords(path)
+    index = 0
+    for chunk in itertools.chain([first] if first is not None else [], chunks):
+        for event in chunk:
+            try:
+                if not isinstance(event, dict):
+                    raise TypeError(f"expected an event object, got {event!r:.40}")
+                converter.feed(event)
+            except (TypeError, ValueError, KeyError) as exc:
+                damaged.add_at(f"event {index} of traceEvents", f"{type(exc).__name__}: {exc}")
+            index += 1
+            if len(columns) >= BATCH_ROWS:
+                yield _with_devices(columns.flush())
+    damaged.report()
+    if document.problems:
+        logger.warning(
+            "%s: %s; the events read before it are kept.",
+            path,
+            "; ".join(f"{reason} at {position}" for position, reason in document.problems),
+        )
     if len(columns):
         yield _with_devices(columns.flush())
 
