@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from tests.analysis import _handbuilt as hb
 from stepscope.analysis.pandas_frame import PandasFrame
 from stepscope.errors import ConfigError
 from stepscope.store import open_job
+from stepscope.testing import TINY_JOB, generate_job
 
 S = hb.S
 
@@ -190,6 +192,23 @@ def test_an_empty_job_gives_empty_frames() -> None:
     assert empty.get_all_system_metrics().empty
     assert empty.get_all_framework_metrics().empty
     assert empty.get_all_dataloader_metrics([".*"]).empty
+
+
+def test_a_frame_made_before_the_first_data_counts_from_that_data_once_it_comes(
+    tmp_path: Path,
+) -> None:
+    job = tmp_path / "job"
+    (job / "profiler-output").mkdir(parents=True)
+    pf = PandasFrame(job)  # a job just started: nothing written yet
+    assert pf.get_all_system_metrics().empty
+    written = generate_job(tmp_path / "written", **TINY_JOB)
+    shutil.copytree(written / "profiler-output" / "system", job / "profiler-output" / "system")
+    system = pf.get_all_system_metrics()
+    first_us = int(system["timestamp_epoch_us"].min())
+    assert pf.start_time == first_us // 60_000_000 * 60_000_000
+    relative = system["timestamp_epoch_us"] - pf.start_time
+    assert system["timestamp_us"].tolist() == relative.tolist()
+    assert 0 <= system["timestamp_us"].min() < 60_000_000
 
 
 # -- recorded SageMaker output -------------------------------------------------------------------

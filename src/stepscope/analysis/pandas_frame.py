@@ -188,8 +188,17 @@ class PandasFrame:
         self.use_in_memory_cache = use_in_memory_cache
         self.interval = scan_interval
         self._job, self._con = connect_source(path)
-        #: µs since the epoch that the SageMaker ``*_us`` columns count from.
-        self.start_time = self._first_minute_us()
+        self._start_time = self._first_minute_us()
+
+    @property
+    def start_time(self) -> int:
+        """µs since the epoch that the SageMaker ``*_us`` columns count from: the minute of the
+        first system sample (of the first event when there is none). Fixed by the first data
+        seen, so a frame made before a job wrote anything counts from that job's start too
+        (0 while there is no data)."""
+        if self._start_time is None:
+            self._start_time = self._first_minute_us()
+        return self._start_time or 0
 
     # -- access ----------------------------------------------------------------------------------
 
@@ -204,13 +213,13 @@ class PandasFrame:
         frame: pd.DataFrame = relation.to_arrow_table().to_pandas()  # pyarrow is untyped
         return frame
 
-    def _first_minute_us(self) -> int:
+    def _first_minute_us(self) -> int | None:
         con = self.connection()
         value = con.sql("SELECT min(timestamp_us) FROM system").fetchall()[0][0]
         if value is None:
             value = con.sql("SELECT min(start_us) FROM events").fetchall()[0][0]
         if value is None:
-            return 0
+            return None
         return int(value) // 60_000_000 * 60_000_000
 
     # -- system ----------------------------------------------------------------------------------
