@@ -184,6 +184,15 @@ def test_listing_and_node_ids(cprofile_job: Path) -> None:
     assert analysis.list_available_node_ids() == ["0-algo-1"]
 
 
+def test_listing_has_sagemaker_column_names(cprofile_job: Path) -> None:
+    listing = cProfileAnalysis(cprofile_job).list_profile_stats()
+    # A notebook written for smdebug filters this table by smdebug's column names.
+    assert listing["start_time_since_epoch_in_micros"].tolist() == [T, T + 20, T + 40, T + 60]
+    assert listing["end_time_since_epoch_in_micros"].tolist() == [T + 10, T + 30, T + 50, T + 70]
+    assert set(listing["profiler_name"]) == {"cprofile"}
+    assert all(Path(p).name == "python_stats" and Path(p).is_file() for p in listing["stats_path"])
+
+
 def test_a_job_opened_by_the_store_is_accepted(cprofile_job: Path, tmp_path: Path) -> None:
     job = open_job(cprofile_job, cache_dir=tmp_path / "cache")
     assert len(cProfileAnalysis(job).fetch_profile_stats_by_step(1, 2).records) == 2

@@ -497,19 +497,34 @@ class _PythonProfileAnalysis:
         return {name: self._aggregate_stats(records, name) for name, records in phases.items()}
 
     def list_profile_stats(self, refresh_stats: bool = True) -> pd.DataFrame:
-        """One row per profiled interval (the :class:`PythonStatsRecord` fields)."""
+        """One row per profiled interval: the :class:`PythonStatsRecord` fields, then the same
+        values under smdebug's names for those named otherwise (``profiler_name``,
+        ``start_time_since_epoch_in_micros``, ``end_time_since_epoch_in_micros``, ``stats_path``),
+        so that a notebook filtering smdebug's table runs unchanged."""
         import pandas as pd
 
         self._refresh_python_profile_stats(refresh_stats)
         columns = list(PythonStatsRecord.__dataclass_fields__)
         if not self.python_profile_stats:
             self._empty_message("any query")
-        return pd.DataFrame([r.to_dict() for r in self.python_profile_stats], columns=columns)
+        listing = pd.DataFrame([r.to_dict() for r in self.python_profile_stats], columns=columns)
+        for sagemaker_name, ours in _SAGEMAKER_LISTING_NAMES.items():
+            listing[sagemaker_name] = listing[ours]
+        return listing
 
     def list_available_node_ids(self, refresh_stats: bool = True) -> list[str]:
         """The node ids that have profiles, sorted."""
         self._refresh_python_profile_stats(refresh_stats)
         return sorted({r.node_id for r in self.python_profile_stats})
+
+
+#: smdebug's ``list_profile_stats`` column -> ours, where they differ.
+_SAGEMAKER_LISTING_NAMES = {
+    "profiler_name": "profiler",
+    "start_time_since_epoch_in_micros": "start_time_us",
+    "end_time_since_epoch_in_micros": "end_time_us",
+    "stats_path": "path",
+}
 
 
 def _with_paths(record: PythonStatsRecord, path: str, html_path: str) -> PythonStatsRecord:
