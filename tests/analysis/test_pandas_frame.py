@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -118,6 +119,18 @@ def test_data_by_time_window(pf: PandasFrame) -> None:
     )
     only_system, none = pf.get_profiler_data_by_time(hb.T0, hb.T0 + S, get_framework_metrics=False)
     assert none.empty and len(only_system) == 8
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e-3])
+def test_a_window_in_other_units_says_where_the_data_is(
+    pf: PandasFrame, scale: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    # seconds or ms since the epoch select nothing; that must not pass for a quiet window
+    with caplog.at_level(logging.WARNING, logger="stepscope.analysis"):
+        system, fw = pf.get_profiler_data_by_time(hb.T0 * scale, (hb.T0 + 3 * S) * scale)
+    assert system.empty and fw.empty
+    assert "holds none of the job's data" in caplog.text
+    assert "µs since the epoch" in caplog.text and f"{hb.T0:.0f}" in caplog.text
 
 
 @pytest.mark.parametrize("fraction_us", [0.3, 0.7])

@@ -42,6 +42,7 @@ __all__ = [
     "regex_any",
     "text_time_sql",
     "to_epoch_us",
+    "warn_if_outside_the_data",
     "window_bound_us",
 ]
 
@@ -167,6 +168,40 @@ def text_time_sql(column: str) -> str:
     """SQL for µs since the epoch as SageMaker text; every text timestamp is made by it, so a
     fractional µs (Kineto's) rounds the same way everywhere (the cast rounds to nearest)."""
     return f"strftime(make_timestamp(CAST({column} AS BIGINT)), '{TIMESTAMP_FORMAT}')"
+
+
+def warn_if_outside_the_data(
+    con: duckdb.DuckDBPyConnection,
+    start_timestamp: Any,
+    end_timestamp: Any,
+    start_us: float,
+    end_us: float,
+) -> None:
+    """Warn when the window lies outside all of the job's data, saying where the data is: bounds
+    in seconds, or taken from the relative ``*_us`` columns, select nothing and would otherwise
+    read as a quiet window.
+
+    :param start_timestamp: the window's start as the caller gave it (for the message).
+    :param end_timestamp: likewise for its end.
+    :param start_us: the start in µs since the epoch.
+    :param end_us: the end in µs since the epoch.
+    """
+    first, last = con.sql(
+        "SELECT min(t), max(t) FROM (SELECT timestamp_us AS t FROM system "
+        "UNION ALL SELECT start_us FROM events WHERE ph <> 'C' "
+        "UNION ALL SELECT start_us + dur_us FROM events WHERE ph <> 'C')"
+    ).fetchall()[0]
+    if first is None or (start_us <= last and end_us >= first):
+        return
+    logger.warning(
+        "The window %s .. %s holds none of the job's data (bounds are µs since the epoch, e.g. "
+        "the *_epoch_us columns, or text timestamps); its data runs from %.0f to %.0f µs since "
+        "the epoch.",
+        start_timestamp,
+        end_timestamp,
+        first,
+        last,
+    )
 
 
 class PandasFrame:
@@ -333,6 +368,8 @@ class PandasFrame:
                 self._framework_sql(f"start_us <= ? AND start_us + dur_us >= ? AND ({where})"),
                 [hi, lo, *params],
             )
+        if system.empty and framework.empty:
+            warn_if_outside_the_data(self.connection(), start_time_us, end_time_us, lo, hi)
         return system, framework
 
     def get_profiler_data_by_step(

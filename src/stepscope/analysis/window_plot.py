@@ -17,7 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from stepscope._optional import require
-from stepscope.analysis.pandas_frame import connect_source, regex_any, to_epoch_us
+from stepscope.analysis.pandas_frame import (
+    connect_source,
+    regex_any,
+    to_epoch_us,
+    warn_if_outside_the_data,
+)
 from stepscope.errors import ConfigError
 
 __all__ = ["MAX_EVENTS", "MAX_POINTS_PER_LINE", "plot_the_window"]
@@ -95,7 +100,7 @@ def plot_the_window(
         ],
     ).df()
     if system.empty and framework.empty:
-        _say_where_the_data_is(con, start_timestamp, end_timestamp, start_us, end_us)
+        warn_if_outside_the_data(con, start_timestamp, end_timestamp, start_us, end_us)
     if len(framework) > MAX_EVENTS:
         logger.warning(
             "More than %d framework events in the window: drawing the %d longest. "
@@ -154,26 +159,3 @@ def plot_the_window(
         len(framework),
     )
     return path
-
-
-def _say_where_the_data_is(
-    con: Any, start_timestamp: Any, end_timestamp: Any, start_us: int, end_us: int
-) -> None:
-    """Warn when the window lies outside all of the job's data, saying where the data is: bounds
-    in seconds, or taken from the relative ``*_us`` columns, would draw an empty chart."""
-    first, last = con.sql(
-        "SELECT min(t), max(t) FROM (SELECT timestamp_us AS t FROM system "
-        "UNION ALL SELECT start_us FROM events WHERE ph <> 'C' "
-        "UNION ALL SELECT start_us + dur_us FROM events WHERE ph <> 'C')"
-    ).fetchall()[0]
-    if first is None or (start_us <= last and end_us >= first):
-        return
-    logger.warning(
-        "The window %s .. %s holds none of the job's data (bounds are µs since the epoch, e.g. "
-        "the *_epoch_us columns, or text timestamps); its data runs from %.0f to %.0f µs since "
-        "the epoch.",
-        start_timestamp,
-        end_timestamp,
-        first,
-        last,
-    )
