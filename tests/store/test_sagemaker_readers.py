@@ -19,7 +19,7 @@ from stepscope.store.sagemaker import (
     parse_pevents_name,
     read_pevents_file,
 )
-from stepscope.store.sagemaker_scan import ScanFile, scan_system_files
+from stepscope.store.sagemaker_scan import ScanFile, scan_pevents_files, scan_system_files
 from stepscope.store.sagemaker_system import read_system_file
 from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
 
@@ -293,6 +293,24 @@ def test_whole_file_and_line_by_line_paths_give_the_same_rows(tmp_path: Path) ->
     ]
     assert [r["category"] for r in a[5:]] == ["DataLoaderIter", "Unknown", "Step:ModeKeys.TRAIN"]
     assert a[-1]["dur_us"] == 0.0 and a[-1]["start_us"] == 1_700_000_000_000_006.5
+
+
+def test_args_that_are_not_an_object_are_ignored_by_every_reader(tmp_path: Path) -> None:
+    # "rapid" holds "pid": read as an object it crashed the per-file reader
+    events = [{**_step(i), "args": args} for i, args in enumerate(["rapid", ["pid", 1], 7])]
+    text = _pevents_text(events)
+    whole = tmp_path / "1_0-algo-1_model_timeline.json"
+    whole.write_text(text)
+    unclosed = tmp_path / "2_0-algo-1_model_timeline.json"
+    unclosed.write_text(text.removesuffix("\n]") + ",\n")
+    (scanned,) = scan_pevents_files(duckdb.connect(), [ScanFile(str(whole), "algo-1", "x", 0)])
+    horovod = read_horovod_timeline(io.BytesIO(text.encode()), path="h.json", node="algo-1", rank=0)
+    assert scanned is not None
+    tables = [_events_table(whole), _events_table(unclosed), pa.Table.from_batches(list(horovod))]
+    for table in [*tables, scanned]:
+        rows = table.to_pylist()
+        got = [(r["start_us"], r["pid"], r["step"], r["args"]) for r in rows]
+        assert got == [(1_700_000_000_000_000 + 1000 * i, -1, -1, "") for i in range(3)]
 
 
 def test_files_too_large_to_parse_whole_are_read_line_by_line(

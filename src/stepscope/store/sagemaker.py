@@ -157,6 +157,13 @@ class EventColumns:
         return batch
 
 
+def _args_of(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The event's ``args`` when it is a non-empty object, else None: args of another JSON type
+    (text, a list) are not the trace format's and are ignored, as DuckDB's scan ignores them."""
+    args = event.get("args")
+    return args if isinstance(args, dict) and args else None
+
+
 def _as_int(value: Any) -> int:
     """An id or count from an event (often a string); -1 when it is not an integer."""
     if isinstance(value, bool):
@@ -202,8 +209,8 @@ class TraceEventConverter:
                 self.unmatched += 1
                 return
             begin = stack.pop()
-            args = dict(begin.get("args") or {})
-            args.update(event.get("args") or {})
+            args = dict(_args_of(begin) or {})
+            args.update(_args_of(event) or {})
             span = dict(begin)
             span["args"] = args
             try:
@@ -229,7 +236,7 @@ class TraceEventConverter:
         cols = self.columns
         start_us = float(ts) + self.start_us  # raises on a missing ts: a damaged record
         dur_us = float(event.get("dur") or 0.0) if ph == "X" else 0.0
-        args = event.get("args")
+        args = _args_of(event)
         pid = tid = step = device = nbytes = -1
         if "tid" in event:
             tid = _as_int(event["tid"])
@@ -506,7 +513,7 @@ def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBa
         return None
     n = len(spans)
     pid, tid, step, device, nbytes, args = args_columns(
-        [e.get("args") or None for e in spans], [e.get("tid") for e in spans]
+        [_args_of(e) for e in spans], [e.get("tid") for e in spans]
     )
     minus_one = pa.array([-1] * n, pa.int64())
     return pa.record_batch(
