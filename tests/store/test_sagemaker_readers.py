@@ -295,9 +295,9 @@ def test_whole_file_and_line_by_line_paths_give_the_same_rows(tmp_path: Path) ->
     assert a[-1]["dur_us"] == 0.0 and a[-1]["start_us"] == 1_700_000_000_000_006.5
 
 
-def test_args_that_are_not_an_object_are_ignored_by_every_reader(tmp_path: Path) -> None:
-    # "rapid" holds "pid": read as an object it crashed the per-file reader
-    events = [{**_step(i), "args": args} for i, args in enumerate(["rapid", ["pid", 1], 7])]
+def _every_reader(tmp_path: Path, events: list[dict]) -> list[pa.Table]:
+    """The rows of the same events read by each reader: whole file, line by line, the DuckDB
+    scan (when it takes the file) and the Horovod timeline reader."""
     text = _pevents_text(events)
     whole = tmp_path / "1_0-algo-1_model_timeline.json"
     whole.write_text(text)
@@ -305,12 +305,51 @@ def test_args_that_are_not_an_object_are_ignored_by_every_reader(tmp_path: Path)
     unclosed.write_text(text.removesuffix("\n]") + ",\n")
     (scanned,) = scan_pevents_files(duckdb.connect(), [ScanFile(str(whole), "algo-1", "x", 0)])
     horovod = read_horovod_timeline(io.BytesIO(text.encode()), path="h.json", node="algo-1", rank=0)
-    assert scanned is not None
     tables = [_events_table(whole), _events_table(unclosed), pa.Table.from_batches(list(horovod))]
-    for table in [*tables, scanned]:
+    return tables if scanned is None else [*tables, scanned]
+
+
+def test_args_that_are_not_an_object_are_ignored_by_every_reader(tmp_path: Path) -> None:
+    # "rapid" holds "pid": read as an object it crashed the per-file reader
+    events = [{**_step(i), "args": args} for i, args in enumerate(["rapid", ["pid", 1], 7])]
+    events.insert(1, {"name": "process_name", "ph": "M", "pid": 1, "args": "name"})
+    tables = _every_reader(tmp_path, events)
+    assert len(tables) == 4  # the scan takes such files too
+    for table in tables:
         rows = table.to_pylist()
         got = [(r["start_us"], r["pid"], r["step"], r["args"]) for r in rows]
         assert got == [(1_700_000_000_000_000 + 1000 * i, -1, -1, "") for i in range(3)]
+
+
+@pytest.mark.parametrize("start", ["soon", None, [1]])
+def test_a_damaged_metadata_record_is_skipped_with_a_warning(
+    tmp_path: Path, start: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    damaged = {
+        "name": "process_name",
+        "ph": "M",
+        "pid": 0,
+        "args": {"start_time_since_epoch_in_micros": start},
+    }
+    events = [_step(0), damaged, _step(1)]
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        tables = _every_reader(tmp_path, events)
+    for table in tables:
+        got = [(r["start_us"], r["step"]) for r in table.to_pylist()]
+        assert got == [(1_700_000_000_000_000, 0), (1_700_000_000_001_000, 1)]
+    assert "corrupt data at line 7" in caplog.text
+
+
+def test_integers_beyond_64_bits_read_as_missing(tmp_path: Path) -> None:
+    huge = 10**22
+    events = [
+        {**_step(0), "args": {"step_num": str(huge), "pid": huge, "worker_id": 1}},
+        {**_step(1), "args": {"bytes": -huge}},
+    ]
+    for table in _every_reader(tmp_path, events):
+        rows = table.to_pylist()
+        assert [(r["step"], r["pid"], r["bytes"]) for r in rows] == [(-1, -1, -1), (-1, -1, -1)]
+        assert rows[0]["args"] == '{"worker_id":1}'
 
 
 def test_files_too_large_to_parse_whole_are_read_line_by_line(

@@ -60,6 +60,8 @@ FRAMEWORK_SOURCES: dict[str, str] = {
     "smdataparallel_timeline.json": "smdataparallel",
 }
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
 _PID_HOST_NODE = re.compile(r"^(?P<pid>\d+)[-_](?P<host>.+)$")
 
 
@@ -165,15 +167,15 @@ def _args_of(event: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _as_int(value: Any) -> int:
-    """An id or count from an event (often a string); -1 when it is not an integer."""
+    """An id or count from an event (often a string); -1 when it is not an integer that a 64-bit
+    column holds."""
     if isinstance(value, bool):
         return -1
-    if isinstance(value, int):
-        return value
     try:
-        return int(value)
+        number = value if isinstance(value, int) else int(value)
     except (TypeError, ValueError):
         return -1
+    return number if _INT64_MIN <= number <= _INT64_MAX else -1
 
 
 class TraceEventConverter:
@@ -226,7 +228,7 @@ class TraceEventConverter:
     def _metadata(self, event: dict[str, Any]) -> None:
         if event.get("name") != "process_name":
             return
-        args = event.get("args") or {}
+        args = _args_of(event) or {}
         if "start_time_since_epoch_in_micros" in args:
             self.start_us = float(args["start_time_since_epoch_in_micros"])
         if "name" in args:
@@ -404,8 +406,8 @@ def _int_column(values: list[Any]) -> pa.Array:
             return pc.cast(array, pa.int64())
         if pa.types.is_null(array.type):
             return pa.nulls(len(values), pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        pass  # mixed or non-numeric values: convert one by one
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        pass  # mixed, non-numeric or out-of-range values: convert one by one
     return pa.array([None if v is None else _as_int(v) for v in values], pa.int64())
 
 
@@ -415,8 +417,10 @@ def process_names(metadata: Iterable[dict[str, Any]]) -> tuple[float, dict[Any, 
 
     :param metadata: the file's ``M`` events, in order; those not named ``process_name`` are
         ignored.
-    :returns: None when two of them disagree (two start times, a pid renamed): such a file
-        needs the event-by-event path, where each event takes what the events before it said.
+    :returns: None when two of them disagree (two start times, a pid renamed) or one cannot be
+        read (a start time that is not a number, a pid that is a list): such a file needs the
+        event-by-event path, where each event takes what the events before it said and a
+        damaged record is skipped.
     """
     phases: dict[Any, str] = {}
     start_us = 0.0
@@ -424,16 +428,19 @@ def process_names(metadata: Iterable[dict[str, Any]]) -> tuple[float, dict[Any, 
     for event in metadata:
         if event.get("name") != "process_name":
             continue
-        args = event.get("args") or {}
-        if "start_time_since_epoch_in_micros" in args:
-            value = float(args["start_time_since_epoch_in_micros"])
-            if seen_start and value != start_us:
-                return None
-            start_us, seen_start = value, True
-        if "name" in args:
-            name = str(args["name"])
-            if phases.setdefault(event.get("pid"), name) != name:
-                return None
+        args = _args_of(event) or {}
+        try:
+            if "start_time_since_epoch_in_micros" in args:
+                value = float(args["start_time_since_epoch_in_micros"])
+                if seen_start and value != start_us:
+                    return None
+                start_us, seen_start = value, True
+            if "name" in args:
+                name = str(args["name"])
+                if phases.setdefault(event.get("pid"), name) != name:
+                    return None
+        except (TypeError, ValueError):
+            return None
     return start_us, phases
 
 
@@ -486,7 +493,8 @@ def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBa
     pevents files hold.
 
     :returns: None when the array needs the event-by-event path: ``B``/``E`` or instant events,
-        two different start times, a pid renamed, a non-object item or a ``ts`` not a number.
+        two different start times, a pid renamed, a metadata record that cannot be read, a
+        non-object item, a ``ts`` not a number or a ``pid`` that is a list or an object.
     """
     spans = []
     metadata = []
@@ -507,7 +515,8 @@ def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBa
     try:
         ts = pc.cast(pa.array([e.get("ts") for e in spans]), pa.float64())
         durations = pc.cast(pa.array([e.get("dur") for e in spans]), pa.float64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        categories = pa.array([phases.get(e.get("pid"), "Unknown") for e in spans], pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
         return None
     if ts.null_count:
         return None
@@ -521,7 +530,7 @@ def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBa
             pa.array([columns.source] * n, pa.string()),
             pa.array([columns.node] * n, pa.string()),
             pa.array([columns.rank] * n, pa.int32()),
-            pa.array([phases.get(e.get("pid"), "Unknown") for e in spans], pa.string()),
+            categories,
             pa.array([str(e.get("name", "")) for e in spans], pa.string()),
             pa.array(["X"] * n, pa.string()),
             pc.add(ts, start_us),
