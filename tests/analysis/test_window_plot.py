@@ -9,9 +9,11 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from tests.analysis import _handbuilt as hb
 
+from stepscope import testing
 from stepscope.analysis.dataloader import PT_dataloader_analysis
 from stepscope.analysis.pandas_frame import PandasFrame
 from stepscope.analysis.window_plot import plot_the_window
@@ -54,6 +56,29 @@ def test_the_window_is_a_self_contained_html_page(tmp_path: Path) -> None:
     bars = [t for t in traces if t["type"] == "bar"]
     phases = {t["y"][0] for t in bars}
     assert "Step:ModeKeys.TRAIN" in phases and "Step:ModeKeys.EVAL" not in phases
+
+
+def test_each_kind_of_system_metric_has_its_own_axis(tmp_path: Path) -> None:
+    # Throughputs in the millions on the axis of 0-100 % utilizations would flatten the latter.
+    network = testing.system_table(
+        timestamp_us=[hb.T0 + k * S for k in range(10)],
+        type="network",
+        name="TransmitBytesPerSecond",
+        dimension="Algorithm",
+        value=3e8,
+    )
+    system = pa.concat_tables([hb.system_table(), network])
+    path = plot_the_window(
+        hb.connect(system=system), hb.T0, hb.T0 + 9 * S, output=tmp_path / "w.html"
+    )
+    traces = _figure_data(path.read_text(encoding="utf-8"))
+    axis = {t["name"]: t.get("yaxis", "y") for t in traces if t["type"] == "scattergl"}
+    cpu, gpu = axis["algo-1 CPUUtilization cpu0"], axis["algo-1 GPUUtilization gpu0"]
+    net = axis["algo-1 Algorithm TransmitBytesPerSecond"]
+    assert len({cpu, gpu, net}) == 3
+    assert axis["algo-1 I/OWaitPercentage cpu0"] == cpu
+    bars = {t.get("yaxis", "y") for t in traces if t["type"] == "bar"}
+    assert len(bars) == 1 and bars.isdisjoint(axis.values())
 
 
 def test_events_are_selected_by_regex_and_clipped_to_the_window(tmp_path: Path) -> None:

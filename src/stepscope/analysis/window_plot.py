@@ -3,10 +3,12 @@
 SageMaker's version built a bokeh widget that only lived in a notebook. This one writes a file
 that opens anywhere: a self-contained HTML page (plotly, with plotly.js inlined from the installed
 package, so it works offline) or, when the output name ends in ``.png`` and kaleido is installed,
-an image. The top panel has one line per system metric (node, dimension, name), averaged into at
-most :data:`MAX_POINTS_PER_LINE` time buckets; the bottom panel has one bar per framework event,
-one row per phase, keeping the :data:`MAX_EVENTS` longest when there are more. The x axis is
-seconds since the window start.
+an image. Each kind of system metric (``cpu``, ``gpu``, ``memory``, ``i/o``, ``network``) has a
+panel of its own, since their units differ by orders of magnitude (percentages beside bytes per
+second would read as flat lines at zero), with one line per metric (node, dimension, name),
+averaged into at most :data:`MAX_POINTS_PER_LINE` time buckets; the bottom panel has one bar per
+framework event, one row per phase, keeping the :data:`MAX_EVENTS` longest when there are more.
+The x axis is seconds since the window start.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ logger = logging.getLogger(__name__)
 MAX_POINTS_PER_LINE = 2000
 #: Framework events drawn; the longest are kept.
 MAX_EVENTS = 20_000
+#: The order of the system-metric panels, top down; other kinds follow by name.
+_KIND_ORDER = {"cpu": 0, "gpu": 1, "memory": 2, "i/o": 3, "network": 4}
 
 
 def plot_the_window(
@@ -74,10 +78,10 @@ def plot_the_window(
     dimensions = regex_any(con, select_dimensions, "plot_the_window.select_dimensions")
     events = regex_any(con, select_events, "plot_the_window.select_events")
     system = con.sql(
-        "SELECT node, dimension, name, "
+        "SELECT type, node, dimension, name, "
         "(min(timestamp_us) - ?) / 1e6 AS t_s, avg(value) AS value FROM system "
         "WHERE timestamp_us BETWEEN ? AND ? AND (regexp_matches(dimension, ?) OR "
-        "regexp_matches(name, ?)) GROUP BY node, dimension, name, (timestamp_us - ?) // ? "
+        "regexp_matches(name, ?)) GROUP BY type, node, dimension, name, (timestamp_us - ?) // ? "
         "ORDER BY node, dimension, name, t_s",
         params=[start_us, start_us, end_us, dimensions, dimensions, start_us, bucket_us],
     ).df()
@@ -110,21 +114,25 @@ def plot_the_window(
         )
         framework = framework.head(MAX_EVENTS)
 
+    kinds = sorted(system["type"].unique(), key=lambda kind: (_KIND_ORDER.get(kind, 99), kind))
+    events_row = len(kinds) + 1
     figure = make_subplots(
-        rows=2,
+        rows=events_row,
         cols=1,
         shared_xaxes=True,
-        row_heights=[0.55, 0.45],
-        vertical_spacing=0.06,
-        subplot_titles=("System metrics", "Framework events"),
+        row_heights=[0.55 / len(kinds)] * len(kinds) + [0.45] if kinds else None,
+        vertical_spacing=0.06 / max(1, len(kinds)),
+        subplot_titles=[f"System metrics: {kind}" for kind in kinds] + ["Framework events"],
     )
-    for (node, dimension, name), line in system.groupby(["node", "dimension", "name"], sort=True):
-        label = f"{node} {dimension} {name}".replace("  ", " ").strip()
-        figure.add_trace(
-            go.Scattergl(x=line["t_s"], y=line["value"], mode="lines", name=label),
-            row=1,
-            col=1,
-        )
+    for row, kind in enumerate(kinds, start=1):
+        lines = system[system["type"] == kind].groupby(["node", "dimension", "name"], sort=True)
+        for (node, dimension, name), line in lines:
+            label = f"{node} {dimension} {name}".replace("  ", " ").strip()
+            figure.add_trace(
+                go.Scattergl(x=line["t_s"], y=line["value"], mode="lines", name=label),
+                row=row,
+                col=1,
+            )
     for category, bars in framework.groupby("category", sort=True):
         figure.add_trace(
             go.Bar(
@@ -136,16 +144,16 @@ def plot_the_window(
                 hovertext=bars["name"],
                 showlegend=False,
             ),
-            row=2,
+            row=events_row,
             col=1,
         )
     figure.update_layout(
         title=f"Window {start_us} .. {end_us} µs since the epoch "
         f"({(end_us - start_us) / 1e6:.3f} s)",
         barmode="overlay",
-        height=800,
+        height=360 + 220 * len(kinds),
     )
-    figure.update_xaxes(title_text="seconds since the window start", row=2, col=1)
+    figure.update_xaxes(title_text="seconds since the window start", row=events_row, col=1)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".png":
         require("kaleido", extra="ui", feature="plot_the_window to PNG")
