@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 
+import pyarrow as pa
 import pytest
 from tests.analysis import _handbuilt as hb
 
+from stepscope import testing
 from stepscope.analysis.dataloader import PT_dataloader_analysis
 from stepscope.analysis.pandas_frame import PandasFrame
 from stepscope.errors import ConfigError
@@ -80,6 +82,11 @@ def _getnext_job(fractions_us: dict[int, float] | None = None) -> PT_dataloader_
 
     :param fractions_us: a fraction of a µs to add to the start of the call at that second.
     """
+    events = hb.events_table(_getnext_rows(fractions_us))
+    return PT_dataloader_analysis(PandasFrame(hb.connect(events=events)))
+
+
+def _getnext_rows(fractions_us: dict[int, float] | None = None) -> list[dict]:
     rows = [r for r in hb.event_rows() if r["category"] != "DataLoaderIter"]
     for start_s in (0, 1, 2, 3, 6, 7):
         row = hb.event(
@@ -92,7 +99,7 @@ def _getnext_job(fractions_us: dict[int, float] | None = None) -> PT_dataloader_
         )
         row["start_us"] += (fractions_us or {}).get(start_s, 0.0)
         rows.append(row)
-    return PT_dataloader_analysis(PandasFrame(hb.connect(events=hb.events_table(rows))))
+    return rows
 
 
 def test_batch_time_outliers_and_what_happened_during_them() -> None:
@@ -110,6 +117,42 @@ def test_batch_time_outliers_and_what_happened_during_them() -> None:
         ["CPUUtilization", 45.0, 60.0, 4]
     ]
     # Framework events overlapping [3, 6] s whose name or phase matches "Forward": Net of step 2.
+    assert result.framework_metrics[
+        ["process", "framework_metric", "count", "total_us"]
+    ].values.tolist() == [["Forward", "Net", 1, 0.5 * S]]
+
+
+def test_what_happened_during_an_outlier_batch_is_taken_from_its_own_node_and_rank() -> None:
+    # Another node, busy during algo-1's slow batch [3, 6] s, with steady batches of its own.
+    other = [hb.event("pythontimeline", "Forward", "Net", 3.5, 2.0)]
+    other += [
+        hb.event("model_timeline", "DataLoaderIter", "DataLoaderIter::GetNext", t, 0.001)
+        for t in range(8)
+    ]
+    other_system = testing.system_table(
+        timestamp_us=[hb.T0 + k * S for k in range(10)],
+        node="algo-2",
+        type="cpu",
+        name="cpu0",
+        dimension="CPUUtilization",
+        value=99.0,
+    )
+    both = PandasFrame(
+        hb.connect(
+            system=pa.concat_tables([hb.system_table(), other_system]),
+            events=hb.events_table(
+                _getnext_rows() + [{**r, "node": "algo-2", "rank": 1} for r in other]
+            ),
+        )
+    )
+    result = PT_dataloader_analysis(both).analyze_batchtime(
+        select_events=["Forward"], select_dimensions=["CPUUtilization"]
+    )
+    (outlier,) = result.outliers.itertuples()
+    assert outlier.node_id == "algo-1"
+    assert result.system_metrics[["nodeID", "mean", "samples"]].values.tolist() == [
+        ["algo-1", 45.0, 4]
+    ]
     assert result.framework_metrics[
         ["process", "framework_metric", "count", "total_us"]
     ].values.tolist() == [["Forward", "Net", 1, 0.5 * S]]

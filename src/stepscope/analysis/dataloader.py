@@ -130,14 +130,16 @@ class BatchTimeAnalysis:
     """Time between consecutive GetNext calls (one batch of training work) and its outliers.
 
     :ivar batches: the GetNext calls of the window with ``BatchTime_in_seconds`` (start to next
-        start, per node and process) and ``previous_batch_start``.
+        start, per node, rank and process) and ``previous_batch_start``.
     :ivar outliers: batches of at least twice the median time, longest first, with ``outlier``
         (their number), ``previous_batch_start``, ``start_time``, ``BatchTime_in_seconds``,
-        ``worker_id`` and the same bounds in µs since the epoch.
-    :ivar system_metrics: per outlier (longest :data:`MAX_CORRELATED_OUTLIERS`), node, type and
-        dimension: ``mean``, ``max`` and ``samples`` of the system metrics during the batch.
+        ``worker_id``, ``node_id``, ``rank`` and the same bounds in µs since the epoch.
+    :ivar system_metrics: per outlier (longest :data:`MAX_CORRELATED_OUTLIERS`), type and
+        dimension: ``mean``, ``max`` and ``samples`` of the system metrics of the outlier's node
+        during the batch.
     :ivar framework_metrics: per outlier, phase and event name: ``count`` and ``total_us`` of the
-        framework events overlapping the batch.
+        framework events of the outlier's node and rank overlapping the batch (another rank was
+        busy with its own batches).
     """
 
     batches: pd.DataFrame = field(default_factory=_empty_frame)
@@ -275,8 +277,9 @@ class PT_dataloader_analysis:
         select_events: Sequence[str] | str = (".*",),
         select_dimensions: Sequence[str] | str = (".*",),
     ) -> BatchTimeAnalysis:
-        """Time per batch (start of one GetNext to the start of the next, per node and process),
-        its outliers (>= 2x median), and what the system and the framework did during them.
+        """Time per batch (start of one GetNext to the start of the next, per node, rank and
+        process), its outliers (>= 2x median), and what the system and the framework of that node
+        and rank did during them.
 
         :param start_timestamp: window start: µs since the epoch, or a SageMaker text timestamp
             (standing for its whole µs); None means the first GetNext.
@@ -310,8 +313,9 @@ class PT_dataloader_analysis:
             if calls.empty and len(self.dataIter_metric) >= 2:
                 _say_where_the_calls_are(self.dataIter_metric, start_timestamp, end_timestamp)
             return result
-        batches = calls.sort_values(["node_id", "pid", "end_time_epoch_us"], kind="stable").copy()
-        grouped = batches.groupby(["node_id", "pid"], sort=False)
+        by = ["node_id", "rank", "pid"]
+        batches = calls.sort_values([*by, "end_time_epoch_us"], kind="stable").copy()
+        grouped = batches.groupby(by, sort=False)
         batches["BatchTime_in_seconds"] = grouped["start_time_epoch_us"].diff() / 1e6
         batches["previous_batch_start"] = grouped["start_time"].shift()
         batches["previous_batch_start_epoch_us"] = grouped["start_time_epoch_us"].shift()
@@ -325,6 +329,7 @@ class PT_dataloader_analysis:
                     "BatchTime_in_seconds",
                     "worker_id",
                     "node_id",
+                    "rank",
                     "previous_batch_start_epoch_us",
                     "start_time_epoch_us",
                 ],
@@ -359,6 +364,8 @@ class PT_dataloader_analysis:
         windows = pa.table(
             {
                 "outlier": pa.array(top["outlier"].tolist(), pa.int64()),
+                "node": pa.array(top["node_id"].tolist(), pa.string()),
+                "rank": pa.array(top["rank"].tolist(), pa.int64()),
                 "lo": pa.array(top["previous_batch_start_epoch_us"].tolist(), pa.float64()),
                 "hi": pa.array(top["start_time_epoch_us"].tolist(), pa.float64()),
             }
@@ -371,7 +378,8 @@ class PT_dataloader_analysis:
             system = con.sql(
                 "SELECT w.outlier, s.node AS nodeID, s.type, s.dimension, avg(s.value) AS mean, "
                 "max(s.value) AS max, count(*) AS samples FROM system s "
-                "JOIN _stepscope_batches w ON s.timestamp_us BETWEEN w.lo AND w.hi "
+                "JOIN _stepscope_batches w ON s.node = w.node "
+                "AND s.timestamp_us BETWEEN w.lo AND w.hi "
                 "WHERE regexp_matches(s.dimension, ?) OR regexp_matches(s.name, ?) "
                 "GROUP BY ALL ORDER BY ALL",
                 params=[dimensions, dimensions],
@@ -379,7 +387,8 @@ class PT_dataloader_analysis:
             framework = con.sql(
                 f"SELECT w.outlier, e.category AS process, {FRAMEWORK_METRIC_SQL} "
                 "AS framework_metric, count(*) AS count, sum(e.dur_us) AS total_us FROM events e "
-                "JOIN _stepscope_batches w ON e.start_us <= w.hi AND e.start_us + e.dur_us >= w.lo "
+                "JOIN _stepscope_batches w ON e.node = w.node AND e.rank = w.rank "
+                "AND e.start_us <= w.hi AND e.start_us + e.dur_us >= w.lo "
                 "WHERE e.ph <> 'C' AND (regexp_matches(e.name, ?) OR regexp_matches(e.category, ?)) "
                 "GROUP BY ALL ORDER BY w.outlier, total_us DESC",
                 params=[events, events],
