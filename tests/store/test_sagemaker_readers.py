@@ -6,13 +6,16 @@ import io
 import json
 import logging
 import math
+import os
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from stepscope.errors import UnsupportedFormatError
+from stepscope.store import open_job
 from stepscope.store.horovod import read_horovod_timeline
 from stepscope.store.sagemaker import (
     node_and_rank,
@@ -407,6 +410,33 @@ def test_horovod_timelines_pair_begin_and_end_and_keep_instants(shared_fixtures:
     for path in sorted((shared_fixtures / "smdebug" / "horovod_timeline_traces").rglob("*.json")):
         spans, pairs, instants = _expected_horovod(_plain_array(path))
         assert _events_table(path).num_rows == spans + pairs + instants
+
+
+def test_a_raw_horovod_timeline_is_placed_at_the_time_it_was_written(
+    shared_fixtures: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Horovod's ts count from its own clock (the machine's uptime here: about 21 hours).
+    small = shared_fixtures / "smdebug" / "horovod_timeline_small.json"
+    timeline = tmp_path / "job" / "framework" / "horovod_timeline.json"
+    timeline.parent.mkdir(parents=True)
+    timeline.write_bytes(small.read_bytes())
+    written_s = 1_700_000_000
+    os.utime(timeline, (written_s, written_s))
+    raw = pa.Table.from_batches(
+        list(read_horovod_timeline(io.BytesIO(small.read_bytes()), path="h"))
+    )
+    raw_ends = pc.add(raw.column("start_us"), raw.column("dur_us"))
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        job = open_job(tmp_path / "job", cache_dir=tmp_path / "cache")
+        events = job.table("events")
+    ends = pc.add(events.column("start_us"), events.column("dur_us"))
+    # the last event ends when the file was last written; the spacing is Horovod's
+    assert pc.max(ends).as_py() == written_s * 1_000_000
+    shift = written_s * 1_000_000 - pc.max(raw_ends).as_py()
+    assert sorted(events.column("start_us").to_pylist()) == sorted(
+        t + shift for t in raw.column("start_us").to_pylist()
+    )
+    assert "horovod_timeline.json" in caplog.text and "modification time" in caplog.text
 
 
 def test_instants_and_begin_end_pairs_in_a_pevents_file(tmp_path: Path) -> None:

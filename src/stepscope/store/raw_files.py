@@ -235,7 +235,7 @@ class RawReading:
                     stream, path=display, source=raw.source, node=raw.node, rank=raw.rank
                 )
             else:
-                yield read_horovod_timeline(stream, path=display)
+                yield read_horovod_timeline(stream, path=display, ends_at_us=raw.info.mtime * 1e6)
 
     def _scan_batch(self, batch: list[RawFile]) -> dict[int, pa.Table | None]:
         """The rows of the batch's files a scan converted, by position in ``batch``; runs in a
