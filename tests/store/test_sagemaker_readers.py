@@ -146,6 +146,23 @@ def test_damaged_system_lines_in_the_middle_are_skipped_not_fatal(
     assert "line 2 (byte " in warning and "skipped 2 damaged record(s)" in warning
 
 
+@pytest.mark.parametrize("timestamp", ["inf", 1e300, -1e300])
+def test_a_system_timestamp_out_of_range_is_a_damaged_record(
+    tmp_path: Path, timestamp: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "1700000040.algo-1.json"
+    good = {"Type": "cpu", "Name": "cpu0", "Dimension": "CPUUtilization", "Value": 5}
+    lines = [{**good, "Timestamp": 1700000040.0}, {**good, "Timestamp": timestamp}]
+    lines.append({**good, "Timestamp": 1700000041.0})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        (scanned,) = _scanned_system_tables([path])
+        tables = [_system_table(path)] if scanned is None else [_system_table(path), scanned]
+    for table in tables:
+        assert table.column("timestamp_us").to_pylist() == [1700000040000000, 1700000041000000]
+    assert f"{path}: corrupt data at line 2" in caplog.text
+
+
 # --------------------------------------------------------------------------- framework events
 
 

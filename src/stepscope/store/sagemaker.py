@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from stepscope.errors import UnsupportedFormatError
 from stepscope.store import layout
 from stepscope.store.damaged_records import DamagedRecords
-from stepscope.store.schema import EVENT_SCHEMA
+from stepscope.store.schema import EVENT_SCHEMA, INT64_MAX, INT64_MIN
 
 __all__ = [
     "FRAMEWORK_SOURCES",
@@ -59,8 +59,6 @@ FRAMEWORK_SOURCES: dict[str, str] = {
     "horovod_timeline.json": "horovod",
     "smdataparallel_timeline.json": "smdataparallel",
 }
-
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 _PID_HOST_NODE = re.compile(r"^(?P<pid>\d+)[-_](?P<host>.+)$")
 
@@ -175,7 +173,7 @@ def _as_int(value: Any) -> int:
         number = value if isinstance(value, int) else int(value)
     except (TypeError, ValueError):
         return -1
-    return number if _INT64_MIN <= number <= _INT64_MAX else -1
+    return number if INT64_MIN <= number <= INT64_MAX else -1
 
 
 class TraceEventConverter:

@@ -20,7 +20,7 @@ import orjson
 import pyarrow as pa
 
 from stepscope.store.damaged_records import DamagedRecords
-from stepscope.store.schema import SYSTEM_SCHEMA
+from stepscope.store.schema import INT64_MAX, INT64_MIN, SYSTEM_SCHEMA
 
 __all__ = ["read_system_file"]
 
@@ -31,8 +31,8 @@ def read_system_file(stream: IO[bytes], *, path: str, node: str) -> Iterator[pa.
     ``Timestamp`` (float seconds) becomes ``timestamp_us`` rounded to the nearest microsecond
     (halves up). A record without ``NodeId`` (or with an empty one) gets ``node`` (from the file
     name); one without ``Name`` or ``Dimension`` gets ``""``. A record without ``Type``,
-    ``Value`` or ``Timestamp``, or that is not JSON, is damaged: it is skipped, and the file
-    logs one warning naming the first bad line and its byte offset.
+    ``Value`` or ``Timestamp``, with a time no µs column holds, or that is not JSON, is damaged:
+    it is skipped, and the file logs one warning naming the first bad line and its byte offset.
 
     :param stream: the file, opened in binary mode.
     :param path: the file's name for messages.
@@ -51,9 +51,11 @@ def read_system_file(stream: IO[bytes], *, path: str, node: str) -> Iterator[pa.
         try:
             record = orjson.loads(line)
             ts_us = math.floor(float(record["Timestamp"]) * 1e6 + 0.5)
+            if not INT64_MIN <= ts_us <= INT64_MAX:
+                raise ValueError(f"Timestamp {record['Timestamp']!r} is out of range")
             value = float(record["Value"])
             kind = str(record["Type"])
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, OverflowError) as exc:
             damaged.add(line_no, start, f"{type(exc).__name__}: {exc}")
             continue
         timestamps.append(ts_us)

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-__all__ = ["EVENT_SCHEMA", "SYSTEM_SCHEMA"]
+__all__ = ["EVENT_SCHEMA", "INT64_MAX", "INT64_MIN", "SYSTEM_SCHEMA"]
+
+#: The range of the int64 columns: a value read from a file outside it is not one they can hold.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 #: One system-metric sample (SageMaker's system record, ``Timestamp`` converted to µs).
 SYSTEM_SCHEMA = pa.schema(
