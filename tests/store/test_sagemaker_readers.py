@@ -360,6 +360,21 @@ def test_a_damaged_metadata_record_is_skipped_with_a_warning(
     assert "corrupt data at line 7" in caplog.text
 
 
+@pytest.mark.parametrize(
+    "bad", [{"ts": 1e300}, {"ts": "nan"}, {"ts": "-inf"}, {"dur": 1e300}, {"dur": "nan"}]
+)
+def test_an_event_time_no_timestamp_holds_is_a_damaged_record(
+    tmp_path: Path, bad: dict, caplog: pytest.LogCaptureFixture
+) -> None:
+    # such a time broke every query that shows times as text (PandasFrame's frames)
+    events = [_step(0), {**_step(1), **bad}, _step(2)]
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        tables = _every_reader(tmp_path, events)
+    for table in tables:
+        assert table.column("step").to_pylist() == [0, 2]
+    assert "corrupt data at line 7" in caplog.text
+
+
 def test_integers_beyond_64_bits_read_as_missing(tmp_path: Path) -> None:
     huge = 10**22
     events = [

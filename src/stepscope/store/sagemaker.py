@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from stepscope.errors import UnsupportedFormatError
 from stepscope.store import layout
 from stepscope.store.damaged_records import DamagedRecords
-from stepscope.store.schema import EVENT_SCHEMA, INT64_MAX, INT64_MIN
+from stepscope.store.schema import EVENT_SCHEMA, INT64_MAX, INT64_MIN, TIME_LIMIT_US
 
 __all__ = [
     "FRAMEWORK_SOURCES",
@@ -45,6 +45,7 @@ __all__ = [
     "process_names",
     "read_event_lines",
     "read_pevents_file",
+    "times_out_of_range",
 ]
 
 logger = logging.getLogger(__name__)
@@ -236,6 +237,8 @@ class TraceEventConverter:
         cols = self.columns
         start_us = float(ts) + self.start_us  # raises on a missing ts: a damaged record
         dur_us = float(event.get("dur") or 0.0) if ph == "X" else 0.0
+        if not (abs(start_us) < TIME_LIMIT_US and abs(start_us + dur_us) < TIME_LIMIT_US):
+            raise ValueError(f"ts {ts!r} and dur {event.get('dur')!r} are beyond any timestamp")
         args = _args_of(event)
         pid = tid = step = device = nbytes = -1
         if "tid" in event:
@@ -484,6 +487,13 @@ def args_columns(
     )
 
 
+def times_out_of_range(starts: pa.Array, ends: pa.Array) -> pa.Array:
+    """Where an event's start or end (µs) is not a number or lies beyond
+    :data:`~stepscope.store.schema.TIME_LIMIT_US`: a damaged record."""
+    in_range = pc.and_(pc.less(pc.abs(starts), TIME_LIMIT_US), pc.less(pc.abs(ends), TIME_LIMIT_US))
+    return pc.invert(pc.fill_null(in_range, True))
+
+
 def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBatch | None:
     """Convert a parsed array of metadata and ``X`` events column by column.
 
@@ -492,7 +502,8 @@ def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBa
 
     :returns: None when the array needs the event-by-event path: ``B``/``E`` or instant events,
         two different start times, a pid renamed, a metadata record that cannot be read, a
-        non-object item, a ``ts`` not a number or a ``pid`` that is a list or an object.
+        non-object item, a ``ts`` not a number, a time beyond any timestamp or a ``pid`` that
+        is a list or an object.
     """
     spans = []
     metadata = []
@@ -518,6 +529,10 @@ def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBa
         return None
     if ts.null_count:
         return None
+    starts = pc.add(ts, start_us)
+    durations = pc.fill_null(durations, 0.0)
+    if pc.any(times_out_of_range(starts, pc.add(starts, durations))).as_py():
+        return None
     n = len(spans)
     pid, tid, step, device, nbytes, args = args_columns(
         [_args_of(e) for e in spans], [e.get("tid") for e in spans]
@@ -531,8 +546,8 @@ def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBa
             categories,
             pa.array([str(e.get("name", "")) for e in spans], pa.string()),
             pa.array(["X"] * n, pa.string()),
-            pc.add(ts, start_us),
-            pc.fill_null(durations, 0.0),
+            starts,
+            durations,
             pid,
             tid,
             step,

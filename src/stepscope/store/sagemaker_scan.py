@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stepscope._sql import sql_text
-from stepscope.store.sagemaker import args_columns, process_names
+from stepscope.store.sagemaker import args_columns, process_names, times_out_of_range
 from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
 
 __all__ = ["ScanFile", "scan_pevents_files", "scan_system_files"]
@@ -245,17 +245,20 @@ def _events_tables(
     spans, file_of_span = table.filter(is_span), file_of_row[span_rows]
     pid_key, odd_pid = _plain_ints(spans.column("pid").combine_chunks())
     event_tid, odd_tid = _plain_ints(spans.column("tid").combine_chunks())
+    start_us = [m[0] if m else 0.0 for m in metadata]
+    n = spans.num_rows
+    on_file = pa.array(file_of_span)
+    starts = pc.add(spans.column("ts"), pa.array(start_us, pa.float64()).take(on_file))
+    durations = pc.fill_null(spans.column("dur"), 0.0)
     for damaged in (
         pc.is_null(spans.column("ts")),
         pc.is_null(spans.column("name")),
         odd_pid,
         odd_tid,
+        times_out_of_range(starts, pc.add(starts, durations)),
     ):
         if damaged is not None:
             skip |= _files_with(damaged, file_of_span, n_files)
-    start_us = [m[0] if m else 0.0 for m in metadata]
-    n = spans.num_rows
-    on_file = pa.array(file_of_span)
     columns = _args_of_spans(spans, event_tid)
     events = pa.table(
         [
@@ -265,8 +268,8 @@ def _events_tables(
             _categories(metadata, pid_key, file_of_span),
             spans.column("name").combine_chunks().fill_null(""),
             pa.repeat(pa.scalar("X", pa.string()), n),
-            pc.add(spans.column("ts"), pa.array(start_us, pa.float64()).take(on_file)),
-            pc.fill_null(spans.column("dur"), 0.0),
+            starts,
+            durations,
             *columns[:4],
             *[pa.repeat(pa.scalar(-1, pa.int64()), n)] * 3,
             *columns[4:],

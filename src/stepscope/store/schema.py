@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-__all__ = ["EVENT_SCHEMA", "INT64_MAX", "INT64_MIN", "SYSTEM_SCHEMA"]
+__all__ = ["EVENT_SCHEMA", "INT64_MAX", "INT64_MIN", "SYSTEM_SCHEMA", "TIME_LIMIT_US"]
 
 #: The range of the int64 columns: a value read from a file outside it is not one they can hold.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: An event's start and end (µs) lie strictly within this of zero: the analyses turn them into
+#: 64-bit timestamps, which a time beyond it (or one that is not a number) would break.
+TIME_LIMIT_US = 2.0**63
 
 #: One system-metric sample (SageMaker's system record, ``Timestamp`` converted to µs).
 SYSTEM_SCHEMA = pa.schema(
