@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from stepscope.errors import UnsupportedFormatError
+from stepscope.errors import CorruptFileError, UnsupportedFormatError
 from stepscope.store.tfprofiler import parse_tf_metadata_name, read_tf_profiler_trace
 
 
@@ -145,3 +145,6 @@ def test_truncated_trace_keeps_the_events_before_the_cut(
     assert names == [e["name"] for e in spans[: len(names)]]
     (warning,) = [r.getMessage() for r in caplog.records if "ends early" in r.getMessage()]
     assert warning.startswith("t: ") and "compressed byte" in warning
+    # cut before its first event: a damaged trace, not some other kind of file
+    with pytest.raises(CorruptFileError, match="t: corrupt data at compressed byte .* early"):
+        list(read_tf_profiler_trace(data[:60], path="t", marker=None))

@@ -25,7 +25,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stepscope.errors import UnsupportedFormatError
+from stepscope.errors import CorruptFileError, UnsupportedFormatError
 from stepscope.store._kineto_json import TraceDocument, iter_event_chunks
 from stepscope.store.damaged_records import DamagedRecords
 from stepscope.store.sagemaker import BATCH_ROWS, EventColumns, TraceEventConverter, node_and_rank
@@ -80,11 +80,15 @@ def read_tf_profiler_trace(
     :param path: the file's path (relative to the profiler output) for messages and the fallback
         start time.
     :param marker: the ``.metadata`` marker of the same step folder, or None when missing.
+    :raises CorruptFileError: when the file is cut or damaged before its first event.
     :raises UnsupportedFormatError: when the content is not a JSON object with ``traceEvents``.
     """
     document = TraceDocument()
     chunks = iter_event_chunks(data, document, orjson.loads)
     first = next(chunks, None)
+    if not document.found_events and document.problems:
+        position, reason = document.problems[0]
+        raise CorruptFileError(path, position, reason)  # cut before its events: a damaged trace
     if not document.found_events or document.is_array:
         raise UnsupportedFormatError(path, "a TensorFlow profiler trace with 'traceEvents'")
     if marker is not None:
