@@ -7,7 +7,10 @@ import json
 import logging
 import shutil
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
 from tests.analysis import _handbuilt as hb
 
@@ -93,6 +96,35 @@ def test_framework_metrics_filter_by_exact_name_or_phase(pf: PandasFrame) -> Non
     by_name = pf.get_all_framework_metrics(["worker_loop"])
     assert len(by_name) == 2
     assert pf.get_all_framework_metrics(["Step"]).empty
+
+
+@pytest.mark.parametrize("kind", [pd.Series, np.array])
+def test_selections_may_be_a_series_or_an_array(pf: PandasFrame, kind: Any) -> None:
+    # e.g. names picked from a frame: system[system.type == "cpu"].system_metric.drop_duplicates()
+    assert (
+        len(pf.get_all_system_metrics(kind(["cpu0"])))
+        == len(pf.get_all_system_metrics(["cpu0"]))
+        > 0
+    )
+    phases = ["Forward", "DataLoaderWorker"]
+    assert (
+        len(pf.get_all_framework_metrics(kind(phases)))
+        == len(pf.get_all_framework_metrics(phases))
+        > 0
+    )
+    assert (
+        len(pf.get_all_dataloader_metrics(kind(["Worker"])))
+        == len(pf.get_all_dataloader_metrics(["Worker"]))
+        > 0
+    )
+    system, fw = pf.get_profiler_data_by_time(
+        hb.T0,
+        hb.T0 + 9 * S,
+        selected_framework_metrics=kind(phases),
+        selected_system_metrics=kind(["cpu0"]),
+    )
+    assert set(system["system_metric"]) == {"cpu0"} and set(fw["process"]) == set(phases)
+    assert len(pf.get_all_system_metrics(kind([]))) == len(pf.get_all_system_metrics())
 
 
 def test_layer_name_argument_names_the_metric() -> None:

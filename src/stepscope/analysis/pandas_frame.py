@@ -138,7 +138,9 @@ def window_bound_us(timestamp: Any, parameter: str, *, end: bool) -> float:
 
 
 def _names(selected: Sequence[str] | str) -> list[str]:
-    """The names to keep; a string is one name (``list()`` would split it into characters)."""
+    """The names to keep as a list; a string is one name (``list()`` would split it into
+    characters). Any iterable works: a Series or an array of names, which cannot be asked
+    whether it is empty, comes as it is when picked from a frame."""
     return [selected] if isinstance(selected, str) else list(selected)
 
 
@@ -282,10 +284,11 @@ class PandasFrame:
         return self._query(self._system_sql(where), params)
 
     @staticmethod
-    def _names_filter(column: str, names: Sequence[str] | str) -> tuple[str, list[Any]]:
+    def _names_filter(column: str, selected: Sequence[str] | str) -> tuple[str, list[Any]]:
+        names = _names(selected)
         if not names:
             return "TRUE", []
-        return f"list_contains(?, {column})", [_names(names)]
+        return f"list_contains(?, {column})", [names]
 
     # -- framework -------------------------------------------------------------------------------
 
@@ -306,12 +309,10 @@ class PandasFrame:
 
     @staticmethod
     def _exact_filter(selected: Sequence[str] | str) -> tuple[str, list[Any]]:
-        if not selected:
+        names = _names(selected)
+        if not names:
             return "TRUE", []
-        return "list_contains(?, name) OR list_contains(?, category)", [
-            _names(selected),
-            _names(selected),
-        ]
+        return "list_contains(?, name) OR list_contains(?, category)", [names, names]
 
     def get_all_framework_metrics(
         self, selected_framework_metrics: Sequence[str] | str = ()
@@ -411,12 +412,11 @@ class PandasFrame:
         :param selected_framework_metrics: regular expressions searched in the event name or phase
             (e.g. ``".*DataLoaderIter::GetNext"``); empty keeps every event.
         """
-        if selected_framework_metrics:
+        patterns = _names(selected_framework_metrics)
+        if patterns:
             where = "regexp_matches(name, ?) OR regexp_matches(category, ?)"
             pattern = regex_any(
-                self.connection(),
-                selected_framework_metrics,
-                "get_all_dataloader_metrics.selected_framework_metrics",
+                self.connection(), patterns, "get_all_dataloader_metrics.selected_framework_metrics"
             )
             params: list[Any] = [pattern, pattern]
         else:
