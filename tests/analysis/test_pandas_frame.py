@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,17 @@ def test_a_window_in_other_units_says_where_the_data_is(
     assert system.empty and fw.empty
     assert "holds none of the job's data" in caplog.text
     assert "µs since the epoch" in caplog.text and f"{hb.T0:.0f}" in caplog.text
+
+
+@pytest.mark.parametrize("missing", [math.nan, math.inf, -math.inf, pd.NaT])
+def test_a_bound_that_is_not_a_time_is_a_config_error(pf: PandasFrame, missing: object) -> None:
+    # e.g. training_loop_start_epoch_us of a job without TRAIN steps is NaN
+    with pytest.raises(ConfigError, match="get_profiler_data_by_time.start_time_us"):
+        pf.get_profiler_data_by_time(missing, hb.T0)
+    with pytest.raises(ConfigError, match="get_profiler_data_by_time.end_time_us"):
+        pf.get_profiler_data_by_time(hb.T0, missing)
+    with pytest.raises(ConfigError, match="timestep_list"):
+        pf.get_framework_metrics_by_timesteps([hb.T0, missing])
 
 
 @pytest.mark.parametrize("fraction_us", [0.3, 0.7])

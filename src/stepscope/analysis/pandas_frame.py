@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import math
 import numbers
 import os
 from collections.abc import Iterable, Sequence
@@ -93,8 +94,8 @@ def connect_source(source: Any) -> tuple[Any, duckdb.DuckDBPyConnection]:
 
 
 def to_epoch_us(timestamp: Any, parameter: str = "timestamp") -> int:
-    """A SageMaker text timestamp (``%Y-%m-%dT%H:%M:%S:%f``, UTC), a datetime or a number of
-    µs since the epoch, as integer µs since the epoch.
+    """A SageMaker text timestamp (``%Y-%m-%dT%H:%M:%S:%f``, UTC), a datetime or a finite number
+    of µs since the epoch, as integer µs since the epoch.
 
     :param parameter: the caller's parameter, named in the error.
     :raises ConfigError: ``timestamp`` is none of these.
@@ -103,6 +104,8 @@ def to_epoch_us(timestamp: Any, parameter: str = "timestamp") -> int:
     if isinstance(timestamp, bool):
         raise ConfigError(parameter, timestamp, allowed)
     if isinstance(timestamp, (float, numbers.Integral)):  # Integral: numpy's too
+        if not math.isfinite(timestamp):  # a missing value (NaN) is no time
+            raise ConfigError(parameter, timestamp, allowed)
         return int(timestamp)
     if isinstance(timestamp, str):
         try:
@@ -111,6 +114,8 @@ def to_epoch_us(timestamp: Any, parameter: str = "timestamp") -> int:
             raise ConfigError(parameter, timestamp, allowed) from None
     if hasattr(timestamp, "to_pydatetime"):
         timestamp = timestamp.to_pydatetime()
+        if timestamp != timestamp:  # pandas' NaT, a missing time, equals nothing
+            raise ConfigError(parameter, timestamp, allowed)
     if isinstance(timestamp, _dt.datetime):
         if timestamp.tzinfo is None:
             timestamp = timestamp.replace(tzinfo=_dt.timezone.utc)
