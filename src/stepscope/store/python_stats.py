@@ -170,7 +170,7 @@ def list_python_stats(root: str | os.PathLike[str], *, fs: Any = None) -> list[P
     :param root: a job folder, its ``profiler-output`` folder (SageMaker's ``LocalPath``), a
         ``framework`` folder, or a ``<framework>/<profiler>`` folder such as SageMaker's
         ``local_profile_dir``. Folders whose names are not in the current layout (for example the
-        2020 ``<start>_<end>_<node>_<step>`` naming) are skipped, with one log line saying how many.
+        2020 ``<start>_<end>_<node>_<step>`` naming) are skipped, with one warning saying how many.
     :param fs: an fsspec filesystem for remote roots (e.g. ``s3fs.S3FileSystem()``); None reads
         the local disk.
     """
@@ -205,8 +205,8 @@ def list_python_stats(root: str | os.PathLike[str], *, fs: Any = None) -> list[P
             skipped += 1
             continue
         records.append(record)
-    if skipped:
-        logger.info(
+    if skipped:  # a warning: a listing that finds nothing should say why
+        logger.warning(
             "Skipped %d python-stats folder(s) under %s whose names are not "
             "<mode>-<step>-<phase>-<us>_<mode>-<step>-<phase>-<us> in a <profiler>/<node_id> folder.",
             skipped,
