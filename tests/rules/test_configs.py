@@ -94,6 +94,14 @@ def test_profiler_report_keys_match_rule_names_case_insensitively():
     assert subrules["LowGPUUtilization"].parameters["window"] == 10
 
 
+def test_a_customised_profiler_report_shows_its_customisation_when_printed():
+    # a notebook cell ending in the rules list prints them: that must not raise
+    rule = ProfilerRule.stepscope(rule_configs.ProfilerReport(CPUBottleneck_cpu_threshold=90))
+    assert repr(rule) == "ProfilerRule(ProfilerReport(CPUBottleneck_cpu_threshold=90))"
+    quick = ProfilerRule.stepscope(rule_configs.ProfilerReport(scan_interval_us=5_000_000))
+    assert repr(quick) == "ProfilerRule(ProfilerReport(scan_interval_us=5000000))"
+
+
 def test_profiler_report_scan_interval_reaches_every_sub_rule():
     built = ProfilerRule.stepscope(rule_configs.ProfilerReport(scan_interval_us=5_000_000)).build()
     assert {sub.parameters["scan_interval_us"] for sub in built.subrules()} == {5_000_000}

@@ -226,8 +226,10 @@ class Rule:
         return self.evaluate()
 
     def __repr__(self) -> str:
+        specs = self.all_parameter_specs()
+        # a rule may hold parameters it passes on (ProfilerReport's <Rule>_<parameter> keys)
         changed = {
-            k: v for k, v in self.parameters.items() if v != self.all_parameter_specs()[k].default
+            k: v for k, v in self.parameters.items() if k not in specs or v != specs[k].default
         }
         args = ", ".join(f"{k}={v!r}" for k, v in changed.items())
         return f"{self.rule_name()}({args})"
