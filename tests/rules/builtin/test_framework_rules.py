@@ -192,8 +192,8 @@ def test_overall_framework_metrics_totals_and_labels(job):
     assert not result.triggered
 
 
-def starving_loader(job, workers: int, cores: int = 32, seconds: int = 60):
-    machine(job, seconds, cores=cores, gpu_util_pct=[20.0])
+def starving_loader(job, workers: int, cores: int = 32, seconds: int = 60, gpus: int = 1):
+    machine(job, seconds, cores=cores, gpu_util_pct=[20.0] * gpus)
     start, _ = training_steps(job, seconds * 5, step_s=0.2)
     add_events(
         job,
@@ -225,6 +225,15 @@ def test_starved_data_loader_triggers_dataloader(job):
     assert "raise num_workers from 2 to 23" in result.recommendation
     assert "pin_memory=True" in result.recommendation
     assert result.details["getnext_ms"]["p50"] == pytest.approx(150, rel=0.02)
+
+
+def test_pin_memory_is_advised_only_on_a_node_with_gpus(job):
+    # pinned memory speeds up copies to a GPU; a CPU-only node has nothing to copy to
+    starving_loader(job, workers=2, gpus=0)
+    result = verdict(job, Dataloader())
+    assert result.status == "IssuesFound"
+    assert "raise num_workers from 2 to 23" in result.recommendation
+    assert "pin_memory" not in result.recommendation
 
 
 def test_enough_loaders_do_not_trigger(job):

@@ -77,6 +77,7 @@ class Dataloader(Rule):
             )
         self.loaders: dict[str, dict[int, int]] = {}
         self.cores: dict[str, int] = {}
+        self.gpus: dict[str, int] = {}
         self.getnext = QuantileSketch()
         self.wait: dict[str, list[float]] = {}
         self.init: dict[str, dict[str, Any]] = {}
@@ -85,6 +86,7 @@ class Dataloader(Rule):
     def scan(self, window: ScanWindow) -> None:
         for (node,), rows in split_by(window.snapshots(), "node"):
             self.cores[node] = max(self.cores.get(node, 0), int(rows["cores"].max()))
+            self.gpus[node] = max(self.gpus.get(node, 0), int(rows["gpus"].max()))
         events = window.query(_EVENTS_SQL)
         category = events["category"]
         loading = (category == "DataLoaderWorker") | (category == "DataLoaderIter")
@@ -132,6 +134,7 @@ class Dataloader(Rule):
             getnext_us, step_us = self.wait.get(node, [0.0, 0.0])
             entry = {
                 "cores": cores,
+                "gpus": self.gpus.get(node, 0),
                 "dataloaders": median,
                 "seconds": buckets,
                 "num_workers": init.get("num_workers"),
@@ -202,7 +205,7 @@ class Dataloader(Rule):
                 f"{node}: a median of {entry['dataloaders']:g} processes loaded data on {cores} "
                 f"cores: lower num_workers from {workers} to {target}."
             )
-        if entry["pin_memory"] is False:
+        if entry["pin_memory"] is False and entry["gpus"]:  # nothing to pin for on a CPU node
             text += " Set pin_memory=True to copy batches to the GPU faster."
         return text
 
