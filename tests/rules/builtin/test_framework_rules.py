@@ -236,6 +236,24 @@ def test_pin_memory_is_advised_only_on_a_node_with_gpus(job):
     assert "pin_memory" not in result.recommendation
 
 
+def test_getnext_share_holds_when_only_a_few_steps_are_profiled(job):
+    # data-loader profiling covers a few steps (SageMaker's default: step 7 only) while step
+    # events cover every step: the share compares the wait per batch with the time per step
+    machine(job, 60, cores=32, gpu_util_pct=[20.0])
+    start, _ = training_steps(job, 300, step_s=0.2)
+    add_events(
+        job,
+        "algo-1",
+        "DataLoaderIter",
+        start[7:9] + 1000,
+        150_000,
+        name="DataLoaderIter::GetNext",
+        args={"worker_id": 0},
+    )
+    node = verdict(job, Dataloader()).details["nodes"]["algo-1"]
+    assert node["getnext_share_of_step_pct"] == pytest.approx(75, abs=3)
+
+
 def test_enough_loaders_do_not_trigger(job):
     starving_loader(job, workers=4, cores=4)
     assert verdict(job, Dataloader()).status == "NoIssuesFound"

@@ -8,7 +8,9 @@ it counts the distinct processes loading data (each event counted in the second 
 second is never split between two scan windows, which end on whole seconds); it triggers once more than ``patience`` seconds
 were seen and the median count is below ``min_threshold`` % or above ``max_threshold`` % of the
 cores. It also reports GetNext durations (how long the training loop waited for a batch) and
-their share of step time. This is SageMaker's twelfth, undocumented rule, with its defaults.
+their share of step time: the mean wait per batch over the mean step time, because data-loader
+profiling usually covers a few steps (SageMaker's default: step 7) while every step is recorded.
+This is SageMaker's twelfth, undocumented rule, with its defaults.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class Dataloader(Rule):
         self.cores: dict[str, int] = {}
         self.gpus: dict[str, int] = {}
         self.getnext = QuantileSketch()
+        #: per node: GetNext time and calls, step time and steps
         self.wait: dict[str, list[float]] = {}
         self.init: dict[str, dict[str, Any]] = {}
         self.ranks: dict[str, set[int]] = {}
@@ -104,9 +107,11 @@ class Dataloader(Rule):
             values, times = np.unique(per_second, return_counts=True)
             for value, n in zip(values.tolist(), times.tolist(), strict=True):
                 counts[value] = counts.get(value, 0) + n
-            wait = self.wait.setdefault(node, [0.0, 0.0])
+            wait = self.wait.setdefault(node, [0.0, 0.0, 0.0, 0.0])
             wait[0] += float(events["dur_us"][getnext & mine].sum())
-            wait[1] += float(events["dur_us"][steps & mine].sum())
+            wait[1] += float((getnext & mine).sum())
+            wait[2] += float(events["dur_us"][steps & mine].sum())
+            wait[3] += float((steps & mine).sum())
         init = np.flatnonzero(category == "DataLoaderIterInitialize")
         for index in init.tolist():
             node = str(events["node"][index])
@@ -131,7 +136,7 @@ class Dataloader(Rule):
             median = _median(counts)
             cores = self.cores.get(node, 0)
             init = self.init.get(node, {})
-            getnext_us, step_us = self.wait.get(node, [0.0, 0.0])
+            getnext_us, getnexts, step_us, steps = self.wait.get(node, [0.0, 0.0, 0.0, 0.0])
             entry = {
                 "cores": cores,
                 "gpus": self.gpus.get(node, 0),
@@ -140,8 +145,10 @@ class Dataloader(Rule):
                 "num_workers": init.get("num_workers"),
                 "pin_memory": init.get("pin_memory"),
                 "loader": init.get("name"),
-                "getnext_share_of_step_pct": round(100 * getnext_us / step_us, 2)
-                if step_us
+                "getnext_share_of_step_pct": round(
+                    100 * (getnext_us / getnexts) / (step_us / steps), 2
+                )
+                if getnexts and step_us
                 else None,
                 "min_dataloaders": round(cores * p["min_threshold"] / 100, 2),
                 "max_dataloaders": round(cores * p["max_threshold"] / 100, 2),
