@@ -254,6 +254,66 @@ def test_getnext_share_holds_when_only_a_few_steps_are_profiled(job):
     assert node["getnext_share_of_step_pct"] == pytest.approx(75, abs=3)
 
 
+def slow_steps_with_four_workers(job, seconds: int = 64):
+    """4 cores, steps of 2 s, 4 workers taking turns to deliver a batch; returns the workers'
+    lifetime spans, for the test to add (a span is written when its worker stops)."""
+    machine(job, seconds, cores=4, gpu_util_pct=[80.0])
+    start, _ = training_steps(job, (seconds - 4) // 2, step_s=2.0, start_us=T0_US + 2_000_000)
+    add_events(
+        job,
+        "algo-1",
+        "DataLoaderIter",
+        start + 1000,
+        5_000,
+        name="DataLoaderIter::GetNext",
+        args=[{"worker_id": i % 4} for i in range(len(start))],
+    )
+    add_events(
+        job,
+        "algo-1",
+        "DataLoaderIterInitialize",
+        [T0_US + 500_000],
+        1000,
+        name="_MultiProcessingDataLoaderIter.__init__",
+        args={"num_workers": 4, "pin_memory": True},
+    )
+    return lambda: add_events(
+        job,
+        "algo-1",
+        "DataLoaderWorker",
+        [T0_US + 1_000_000] * 4,
+        (seconds - 2) * 1_000_000,
+        args=[{"worker_id": w} for w in range(4)],
+    )
+
+
+def test_workers_count_in_every_second_they_load_not_only_when_a_batch_arrives(job):
+    # a batch arrives every 2 s, but the 4 workers prefetch all the time; counting only the
+    # seconds batches arrived in saw 1 loader and advised "raise num_workers from 4 to 3"
+    slow_steps_with_four_workers(job)()
+    result = verdict(job, Dataloader())
+    assert result.details["nodes"]["algo-1"]["dataloaders"] == 4
+    assert result.status == "NoIssuesFound"
+
+
+def test_a_worker_span_written_at_its_end_counts_in_seconds_scanned_before(job):
+    # the live engine has scanned a worker's seconds long before its span is written: the
+    # verdict must still be the one an offline pass gives
+    add_workers = slow_steps_with_four_workers(job, seconds=300)
+    live = RuleSession(job, [Dataloader()])
+    for minute in range(1, 6):
+        job.visible_until_us = T0_US + minute * 60_000_000
+        live.advance()
+    job.visible_until_us = None
+    add_workers()
+    live.advance(final=True)
+    offline = RuleSession(job, [Dataloader()])
+    offline.advance(final=True)
+    nodes = offline.results()["Dataloader"].details["nodes"]
+    assert nodes["algo-1"]["dataloaders"] == 4
+    assert live.results()["Dataloader"].details["nodes"] == nodes
+
+
 def test_enough_loaders_do_not_trigger(job):
     starving_loader(job, workers=4, cores=4)
     assert verdict(job, Dataloader()).status == "NoIssuesFound"

@@ -4,10 +4,13 @@ Reads the node's core count (distinct ``CPUUtilization`` names), the PyTorch dat
 (``DataLoaderWorker`` and ``DataLoaderIter`` GetNext, whose ``worker_id`` names the worker that
 made the batch; without one, the event's process id) and
 ``DataLoaderIterInitialize`` (``num_workers``, ``pin_memory``). Per node and second of data time
-it counts the distinct processes loading data (each event counted in the second it ended, so a
-second is never split between two scan windows, which end on whole seconds); it triggers once more than ``patience`` seconds
-were seen and the median count is below ``min_threshold`` % or above ``max_threshold`` % of the
-cores. It also reports GetNext durations (how long the training loop waited for a batch) and
+it counts the distinct processes loading data: a process loads in every second one of its events
+covers, so a worker whose ``DataLoaderWorker`` span lasts the epoch counts in each of its seconds,
+not only when a batch of its arrives (with steps longer than a second, at most one batch arrives
+per second however many workers prefetch). The rule keeps, per process, the runs of seconds it was
+active, merged as spans arrive (a worker's span is written when it ends); it triggers once more
+than ``patience`` seconds were seen and the median count is below ``min_threshold`` % or above
+``max_threshold`` % of the cores. It also reports GetNext durations (how long the training loop waited for a batch) and
 their share of step time: the mean wait per batch over the mean step time, because data-loader
 profiling usually covers a few steps (SageMaker's default: step 7) while every step is recorded.
 This is SageMaker's twelfth, undocumented rule, with its defaults.
@@ -41,7 +44,8 @@ _LOADER = (
 # One pass over the window's events: every data-loader event and every step (for the wait share).
 _EVENTS_SQL = f"""
 SELECT node, rank, category, name, dur_us,
-    CAST(floor((start_us + dur_us) / 1e6) AS BIGINT) AS second,
+    CAST(floor(start_us / 1e6) AS BIGINT) AS first_second,
+    CAST(floor((start_us + dur_us) / 1e6) AS BIGINT) AS last_second,
     CASE WHEN category IN ('DataLoaderWorker', 'DataLoaderIter') THEN {_LOADER} ELSE '' END AS loader,
     CASE WHEN category = 'DataLoaderIterInitialize' THEN args ELSE '' END AS args
 FROM {{events}}
@@ -77,7 +81,8 @@ class Dataloader(Rule):
             raise ConfigError(
                 "Dataloader.min_threshold", low, f"a number <= max_threshold ({high:g})"
             )
-        self.loaders: dict[str, dict[int, int]] = {}
+        #: per node and loading process: the runs of seconds it was active, ``[first, last]``
+        self.active: dict[str, dict[str, np.ndarray]] = {}
         self.cores: dict[str, int] = {}
         self.gpus: dict[str, int] = {}
         self.getnext = QuantileSketch()
@@ -98,15 +103,13 @@ class Dataloader(Rule):
         self.getnext.add(events["dur_us"][getnext] / 1e3)
         for node in np.unique(events["node"]).tolist():
             mine = events["node"] == node
-            # distinct (second, loader) pairs, then how many loaders each second had
-            _, loader = np.unique(events["loader"][loading & mine], return_inverse=True)
-            second = events["second"][loading & mine].astype(np.int64)
-            pairs = np.unique(second * (int(loader.max(initial=0)) + 1) + loader)
-            per_second = np.unique(pairs // (int(loader.max(initial=0)) + 1), return_counts=True)[1]
-            counts = self.loaders.setdefault(node, {})
-            values, times = np.unique(per_second, return_counts=True)
-            for value, n in zip(values.tolist(), times.tolist(), strict=True):
-                counts[value] = counts.get(value, 0) + n
+            runs = self.active.setdefault(node, {})
+            for loader in np.unique(events["loader"][loading & mine]).tolist():
+                rows = loading & mine & (events["loader"] == loader)
+                new = np.column_stack([events["first_second"][rows], events["last_second"][rows]])
+                old = runs.get(loader)
+                merged = new if old is None else np.concatenate([old, new])
+                runs[loader] = _merge_runs(merged.astype(np.int64))
             wait = self.wait.setdefault(node, [0.0, 0.0, 0.0, 0.0])
             wait[0] += float(events["dur_us"][getnext & mine].sum())
             wait[1] += float((getnext & mine).sum())
@@ -122,15 +125,16 @@ class Dataloader(Rule):
             self.ranks.setdefault(node, set()).add(int(events["rank"][index]))
 
     def evaluate(self) -> Verdict:
-        if not any(self.loaders.values()):
+        if not any(self.active.values()):
             return Verdict(applicable=False, message="No PyTorch data-loader events.")
         p = self.parameters
         nodes: dict[str, Any] = {}
         problems = []
         datapoints = 0
-        for node, counts in sorted(self.loaders.items()):
-            if not counts:
+        for node, runs in sorted(self.active.items()):
+            if not runs:
                 continue
+            counts = _seconds_per_count(list(runs.values()))
             buckets = sum(counts.values())
             datapoints += buckets
             median = _median(counts)
@@ -215,6 +219,27 @@ class Dataloader(Rule):
         if entry["pin_memory"] is False and entry["gpus"]:  # nothing to pin for on a CPU node
             text += " Set pin_memory=True to copy batches to the GPU faster."
         return text
+
+
+def _merge_runs(runs: np.ndarray) -> np.ndarray:
+    """Inclusive ``[first, last]`` runs of seconds, sorted and joined where they overlap or touch."""
+    runs = runs[np.argsort(runs[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(runs[:, 1])
+    fresh = np.ones(len(runs), dtype=bool)
+    fresh[1:] = runs[1:, 0] > reach[:-1] + 1
+    starts = np.flatnonzero(fresh)
+    return np.column_stack([runs[starts, 0], np.maximum.reduceat(runs[:, 1], starts)])
+
+
+def _seconds_per_count(runs: list[np.ndarray]) -> dict[int, int]:
+    """How many seconds had each number (at least 1) of processes active, given each process's
+    merged runs of seconds."""
+    table = np.concatenate(runs)
+    bounds, at = np.unique(np.concatenate([table[:, 0], table[:, 1] + 1]), return_inverse=True)
+    change = np.concatenate([np.ones(len(table)), -np.ones(len(table))])
+    active = np.cumsum(np.bincount(at, weights=change))[:-1].round().astype(np.int64)
+    seconds = np.bincount(active, weights=np.diff(bounds))
+    return {count: int(n) for count, n in enumerate(seconds.tolist()) if count and n}
 
 
 def _median(counts: dict[int, int]) -> float:
