@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from stepscope.cli import main as cli_main
@@ -13,7 +14,14 @@ from stepscope.report import write_report
 from stepscope.rules import Rule, Verdict, run_rules
 from stepscope.testing import TINY_JOB, TableJob, generate_job
 from tests.browser import ARTIFACTS, chromium, needs_chromium, page_errors
-from tests.rules.tablejob import T0_US, add_events, machine, training_steps
+from tests.rules.tablejob import (
+    T0_US,
+    add_events,
+    add_metric,
+    machine,
+    snapshot_times,
+    training_steps,
+)
 
 
 class AlwaysWarns(Rule):
@@ -142,6 +150,22 @@ def test_cpu_and_gpu_operator_overviews_each_have_a_table_and_a_pie(tmp_path):
     }
     assert pies["Overview: CPU operators (s)"] == {"aten::mm": 0.004, "aten::add": 0.001}
     assert pies["Overview: GPU operators (s)"] == {"volta_sgemm": 0.0005}
+
+
+def test_utilization_charts_share_the_jobs_time_origin(tmp_path):
+    # GPU metrics that start a minute after the CPU's (a monitor that found the GPUs late) are
+    # drawn a minute in, on the same axis as the CPU chart and the rules' intervals
+    job = TableJob(tmp_path / "job")
+    machine(job, 120)
+    later = snapshot_times(60, start_us=T0_US + 60_000_000)
+    add_metric(job, "algo-1", later, "gpu", "gpu0", "GPUUtilization", np.full(len(later), 50.0))
+    text = write_report(job, output=tmp_path / "out" / "report.html").read_text()
+    figures = json.loads(re.search(r'id="figures">(.*?)</script>', text, re.DOTALL).group(1))
+    charts = {f["layout"]["title"]["text"]: f for f in figures}
+    cpu, gpu = charts["CPU utilization over time"], charts["GPU utilization over time"]
+    assert cpu["data"][0]["x"][0] == pytest.approx(0, abs=1)
+    assert gpu["data"][0]["x"][0] == pytest.approx(60, abs=1)
+    assert cpu["layout"]["xaxis"]["title"] == gpu["layout"]["xaxis"]["title"]
 
 
 def test_step_outliers_are_shown_per_rank_of_a_node(tmp_path):

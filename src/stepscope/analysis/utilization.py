@@ -98,8 +98,9 @@ def system_utilization_timeline(
     :param kind: ``"gpu"`` or ``"cpu"``, as in :func:`system_active_time`.
     :param max_points: upper bound on the number of bins per node (>= 1); the bin width is the
         job's sampled span divided by it, never less than 1 µs.
-    :returns: ``node, timestamp_us`` (bin start), ``time_s`` (seconds since the first sample of
-        the job), ``utilization_pct``, ``samples``; sorted by node and time.
+    :returns: ``node, timestamp_us`` (bin start), ``time_s`` (seconds since the job's first
+        sample of this ``kind``: GPU and CPU origins may differ, so charts that share an axis
+        use ``timestamp_us``), ``utilization_pct``, ``samples``; sorted by node and time.
     """
     if not isinstance(max_points, int) or isinstance(max_points, bool) or max_points < 1:
         raise ConfigError("system_utilization_timeline.max_points", max_points, "an integer >= 1")

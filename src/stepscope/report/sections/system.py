@@ -54,19 +54,32 @@ class SystemUsage(Section):
             return ""
         from stepscope.analysis import system_utilization_timeline
 
+        frames = {
+            kind: system_utilization_timeline(context.job, kind=kind, max_points=300)
+            for kind, _ in _KINDS
+        }
+        # one time axis for both charts and the rules' intervals: each frame's own time_s counts
+        # from its first sample, and GPU samples may start later than the CPU's
+        origin = context.details("MaxInitializationTime").get("job_start_us") or min(
+            (frame["timestamp_us"].min() for frame in frames.values() if len(frame)), default=0
+        )
         charts = []
         for kind, label in _KINDS:
-            frame = system_utilization_timeline(context.job, kind=kind, max_points=300)
             series = {
                 f"{node} {label}": (
-                    group["time_s"].tolist(),
+                    ((group["timestamp_us"] - origin) / 1e6).round(3).tolist(),
                     group["utilization_pct"].round(2).tolist(),
                 )
-                for node, group in frame.groupby("node")
+                for node, group in frames[kind].groupby("node")
             }
             charts.append(
                 context.chart(
-                    line_chart(f"{label} utilization over time", series, "seconds since start", "%")
+                    line_chart(
+                        f"{label} utilization over time",
+                        series,
+                        "seconds since the job's first data",
+                        "%",
+                    )
                 )
             )
         return f'<div class="split">{"".join(f"<div>{c}</div>" for c in charts if c)}</div>'
