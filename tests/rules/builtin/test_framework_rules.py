@@ -98,6 +98,14 @@ def test_step_outlier_not_applicable_without_steps(job):
     assert verdict(job, StepOutlier()).status == "NotApplicable"
 
 
+def test_a_mode_the_job_never_ran_is_named_not_reported_as_missing_steps(job):
+    # "No step events." sent the user looking for a collection problem: the job has TRAIN steps
+    training_steps(job, 100)
+    result = verdict(job, StepOutlier(mode="EVAL"))
+    assert result.status == "NotApplicable"
+    assert "EVAL" in result.message and "TRAIN" in result.message
+
+
 def test_kineto_profiler_steps_count_as_train_steps_on_a_rank_without_step_events(job):
     # a PyTorch profiler trace read on its own: its ProfilerStep ranges are the steps
     dur = np.full(120, 50_000.0)

@@ -75,12 +75,15 @@ class StepOutlier(Rule):
     def __init__(self, **parameters: object) -> None:
         super().__init__(**parameters)
         self.series: dict[tuple[str, ...], dict[str, Any]] = {}
+        #: the modes of steps left out by ``mode``, to name them when no step is left
+        self.other_modes: set[str] = set()
 
     def scan(self, window: ScanWindow) -> None:
         steps = window.query(_STEPS_SQL)
         mode = self.parameters["mode"]
         for key, rows in split_by(steps, "node", "rank", "phase"):
             if mode is not None and key[2] != mode:
+                self.other_modes.add(key[2])
                 continue
             self._add(key, rows)
 
@@ -116,7 +119,13 @@ class StepOutlier(Rule):
 
     def evaluate(self) -> Verdict:
         if not self.series:
-            return Verdict(applicable=False, message="No step events.")
+            message = "No step events."
+            if self.other_modes:
+                message = (
+                    f"No {self.parameters['mode']} steps (mode={self.parameters['mode']}); the "
+                    f"job's steps are {', '.join(sorted(self.other_modes))}."
+                )
+            return Verdict(applicable=False, message=message)
         k = self.parameters["stddev"]
         details: dict[str, Any] = {}
         outliers_all: list[tuple[float, float, float, float]] = []
