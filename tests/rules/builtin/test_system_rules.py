@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from stepscope.rules.builtin import (
@@ -13,7 +15,7 @@ from stepscope.rules.builtin import (
     LowGPUUtilization,
     OverallSystemUsage,
 )
-from tests.rules.tablejob import add_metric, machine, verdict
+from tests.rules.tablejob import T0_US, add_metric, machine, verdict
 
 EIGHT = [30.0] + [80.0] * 7
 
@@ -178,6 +180,26 @@ def test_batch_size_light_everything(job):
 def test_batch_size_not_when_memory_is_full(job):
     machine(job, 300, cpu_pct=20.0, gpu_util_pct=[30.0], gpu_memory_pct=[90.0])
     assert verdict(job, BatchSize(patience=100, window=100)).status == "NoIssuesFound"
+
+
+def test_batch_size_quotes_the_figures_of_a_light_block(job):
+    # light for 5 minutes, then busy: the figures quoted must be the light ones, not the last
+    machine(job, 300, cpu_pct=20.0, gpu_util_pct=[30.0], gpu_memory_pct=[20.0])
+    machine(
+        job, 300, cpu_pct=20.0, gpu_util_pct=[90.0], gpu_memory_pct=[20.0], start_us=T0_US + 3e8
+    )
+    result = verdict(job, BatchSize(patience=0, window=100))
+    assert result.status == "IssuesFound"
+    quoted = re.search(r"p95 GPU utilization (\d+) %", result.message)
+    assert quoted and int(quoted.group(1)) < 70, result.message
+
+
+def test_batch_size_without_gpu_memory_metrics_quotes_no_memory_figure(job):
+    machine(job, 300, cpu_pct=20.0, gpu_util_pct=[30.0])
+    result = verdict(job, BatchSize(patience=100, window=100))
+    assert result.status == "IssuesFound"
+    assert "nan" not in result.message + result.recommendation
+    assert "memory" not in result.message
 
 
 def test_overall_system_usage_percentiles(job):

@@ -85,6 +85,13 @@ class BatchSize(Rule):
         )
         if light:
             entry["violations"] += 1
+            entry.update(
+                {
+                    "light_cpu_p95": _r(cpu95),
+                    "light_gpu_p95": _r(util95),
+                    "light_memory_p95": _r(mem95),
+                }
+            )
             self.intervals.add([block[0, 0]], [block[-1, 0]])
 
     def evaluate(self) -> Verdict:
@@ -110,10 +117,12 @@ class BatchSize(Rule):
                 details=details,
                 message=f"No block with CPU, GPU and GPU memory all light ({datapoints} blocks).",
             )
-        first = self.judged[flagged[0]]
+        first = self.judged[flagged[0]]  # figures of its last light block
+        memory = first["light_memory_p95"]
         figures = (
-            f"p95 GPU utilization {first['last_gpu_p95']:.0f} %, GPU memory "
-            f"{first['last_memory_p95']:.0f} %, CPU {first['last_cpu_p95']:.0f} %"
+            f"p95 GPU utilization {first['light_gpu_p95']:.0f} %, "
+            + (f"GPU memory {memory:.0f} %, " if np.isfinite(memory) else "")
+            + f"CPU {first['light_cpu_p95']:.0f} %"
         )
         return Verdict(
             triggered=True,
