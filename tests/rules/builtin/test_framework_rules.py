@@ -200,6 +200,20 @@ def test_overall_framework_metrics_totals_and_labels(job):
     assert not result.triggered
 
 
+def test_gpu_annotation_ranges_are_not_counted_as_gpu_operators(job):
+    # a trace's gpu_user_annotation spans the kernels launched under an annotation: counted as
+    # a GPU operator it doubled the GPU time and topped the GPU operators (all of a DDP forward)
+    start, _ = training_steps(job, 10, step_s=0.1)
+    add_events(job, "algo-1", "kernel", start, 30_000, name="sgemm", source="kineto")
+    for name in ("DistributedDataParallel.forward", "nccl:all_reduce"):
+        add_events(job, "algo-1", "gpu_user_annotation", start, 60_000, name=name, source="kineto")
+    d = verdict(job, OverallFrameworkMetrics()).details
+    assert d["ratio"]["GPU"] == pytest.approx(0.3)
+    assert [row["name"] for row in d["GPU"]] == ["sgemm"]
+    assert d["horovod"] == {}
+    assert d["general"] == {}  # the same ranges on the CPU (user_annotation) are counted there
+
+
 def starving_loader(job, workers: int, cores: int = 32, seconds: int = 60, gpus: int = 1):
     machine(job, seconds, cores=cores, gpu_util_pct=[20.0] * gpus)
     start, _ = training_steps(job, seconds * 5, step_s=0.2)

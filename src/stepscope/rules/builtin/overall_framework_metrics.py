@@ -5,8 +5,10 @@ per mode versus the rest of the loop ("others"), forward versus backward, CPU ve
 operators (with the top operators of each), general framework operations (data loading,
 annotations) and collectives (Horovod, smdataparallel, torch.distributed). Operator totals are
 kept per name; past 5,000 names only the 2,000 largest are kept (a Kineto trace has thousands of
-kernel names), which can only under-count the smallest ones. SageMaker swapped the CPU and GPU
-labels of its ratio; here ``ratio`` is ``{"CPU": cpu_us, "GPU": gpu_us}``.
+kernel names), which can only under-count the smallest ones. A trace's ``gpu_user_annotation``
+ranges are left out: they project an annotation (counted as ``user_annotation``) onto the GPU,
+spanning its kernels, so as GPU operators they would count those kernels twice. SageMaker swapped
+the CPU and GPU labels of its ratio; here ``ratio`` is ``{"CPU": cpu_us, "GPU": gpu_us}``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ SELECT
     node, rank,
     sum(dur_us) AS total_us, count(*) AS n, min(start_us) AS first_us, max(start_us + dur_us) AS last_us
 FROM {events}
-WHERE ph = 'X' AND NOT {repeated_steps}
+WHERE ph = 'X' AND NOT {repeated_steps} AND category <> 'gpu_user_annotation'
 GROUP BY ALL
 """
 
