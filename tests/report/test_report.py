@@ -236,6 +236,28 @@ def test_report_opens_offline_in_a_browser(report):
 
 @pytest.mark.browser
 @needs_chromium
+def test_long_kernel_names_stay_inside_the_page(tmp_path):
+    # a C++ template kernel name is one unbroken word of hundreds of characters: the GPU
+    # operators table grew to 12,000 px and pushed its figures out of sight
+    job = TableJob(tmp_path / "job")
+    machine(job, 60)
+    name = "_ZN19cutlass_cudnn_train6KernelINS_4conv6kernel23ImplicitGemm" + "x" * 600
+    add_events(job, "algo-1", "kernel", [T0_US + 2000], 500, name=name, source="kineto")
+    report = write_report(job, output=tmp_path / "out" / "report.html")
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        errors = page_errors(page)
+        page.goto(report.as_uri())
+        page.wait_for_function("document.querySelectorAll('.chart .main-svg').length > 0")
+        widths = page.evaluate(
+            "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+    assert errors == []
+    assert widths[0] <= widths[1]
+
+
+@pytest.mark.browser
+@needs_chromium
 def test_rule_status_badges_hold_their_text(report):
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1440, "height": 900})
