@@ -167,6 +167,16 @@ def test_gpu_memory_flat_does_not_trigger(job):
     assert result.status == "NoIssuesFound" and result.datapoints == 2
 
 
+def test_gpu_memory_too_short_to_compare_says_so(job):
+    # 4 minutes of a 20 -> 95 % climb do not fill the two blocks of 500 samples a rise is
+    # measured between, which "No GPU memory rise above 10 points in 0 blocks." did not say
+    machine(job, 240, gpu_util_pct=[80.0], gpu_memory_pct=[np.linspace(20, 95, 480)])
+    result = verdict(job, GPUMemoryIncrease())
+    assert result.status == "NoIssuesFound"
+    assert "No GPU memory rise" not in result.message
+    assert "480 samples" in result.message and "100 + 2 x 500" in result.message
+
+
 def test_batch_size_light_everything(job):
     machine(job, 300, cpu_pct=20.0, gpu_util_pct=[30.0, 90.0], gpu_memory_pct=[20.0, 20.0])
     result = verdict(job, BatchSize(patience=100, window=100))

@@ -91,6 +91,14 @@ class GPUMemoryIncrease(Rule):
         violations = sum(e["violations"] for _, e in flagged)
         datapoints = sum(e["blocks"] for e in gpus.values())
         details = {"gpus": gpus, "flagged": [name for name, _ in flagged]}
+        if not any(entry["blocks"] >= 2 for entry in gpus.values()):
+            samples = max(self.gpus.blocks.total(key) for key in sketches)
+            return Verdict(
+                datapoints=datapoints,
+                details=details,
+                message=f"{samples} samples per GPU so far; a rise is measured between two "
+                f"blocks, after {p['patience']} + 2 x {p['window']} samples.",
+            )
         if not flagged:
             return Verdict(
                 datapoints=datapoints,
