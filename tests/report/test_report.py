@@ -180,6 +180,17 @@ def test_step_outliers_are_shown_per_rank_of_a_node(tmp_path):
     assert _row_cells(section, "50")[:1] == ["0"]  # the outlier step and its rank
 
 
+def test_job_summary_says_its_step_count_adds_up_every_rank(tmp_path):
+    # two ranks of 100 steps: "Steps 200" read as a job of 200 steps
+    job = TableJob(tmp_path / "job")
+    machine(job, 60)
+    training_steps(job, 100, step_s=0.1, rank=0)
+    training_steps(job, 100, step_s=0.1, rank=1, seed=1)
+    text = write_report(job, output=tmp_path / "out" / "report.html").read_text()
+    summary = text[text.index('id="summary"') : text.index('id="system"')]
+    assert _row_cells(summary, "Steps (sum over 2 ranks)") == ["200"]
+
+
 def test_report_of_custom_rules_and_command(tmp_path, capsys):
     job = generate_job(tmp_path / "custom", minutes=2, gpus=1, cpus=4)
     run_rules(job, [AlwaysWarns, "StepOutlier"])

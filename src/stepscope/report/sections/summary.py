@@ -42,7 +42,7 @@ class JobSummary(Section):
             ("Initialization (%)", d.get("initialization_pct")),
             ("Training loop (%)", d.get("training_loop_pct")),
             ("Finalization (%)", d.get("finalization_pct")),
-            ("Steps", d.get("steps")),
+            (_steps_label(d.get("step_ranks") or 1), d.get("steps")),
         ]
         hardware = meta.get("hardware") or {}
         for node, info in sorted(hardware.items()):
@@ -64,3 +64,8 @@ class JobSummary(Section):
         message = context.results.get("MaxInitializationTime")
         note = paragraph(message.message if message is not None else "")
         return f'<div class="split"><div>{table(["", ""], rows, numeric_from=2)}</div><div>{chart}</div></div>{note}'
+
+
+def _steps_label(ranks: int) -> str:
+    """Each rank records its own steps: with several ranks the count is theirs added up."""
+    return "Steps" if ranks <= 1 else f"Steps (sum over {ranks} ranks)"

@@ -23,6 +23,8 @@ _STEP = "ph = 'X' AND {steps}"
 
 _SYSTEM_SQL = "SELECT min(timestamp_us), max(timestamp_us) FROM {system}"
 
+_RANKS_SQL = f"SELECT DISTINCT node, rank FROM {{events}} WHERE {_STEP}"
+
 _EVENTS_SQL = f"""
 SELECT min(start_us), max(start_us + dur_us),
     min(start_us) FILTER (WHERE {_STEP}), max(start_us + dur_us) FILTER (WHERE {_STEP}),
@@ -46,6 +48,8 @@ class MaxInitializationTime(Rule):
         super().__init__(**parameters)
         self.bounds: dict[str, float] = {}
         self.steps = 0
+        #: the (node, rank) pairs that ran steps: the step count adds up all of them
+        self.ranks: set[tuple[str, int]] = set()
 
     def scan(self, window: ScanWindow) -> None:
         system = window.query_row(_SYSTEM_SQL.format(system=window.system_sql()))
@@ -56,6 +60,9 @@ class MaxInitializationTime(Rule):
             name: math.nan if v is None else float(v) for name, v in zip(names, row, strict=True)
         }
         self.steps += int(events[-1] or 0)
+        if events[-1]:
+            ranks = window.query(_RANKS_SQL)
+            self.ranks.update(zip(ranks["node"].tolist(), ranks["rank"].tolist(), strict=True))
         for name in ("sys_first", "ev_first", "step_first"):
             self._keep(name, values[name], min)
         for name in ("sys_last", "ev_last", "step_last"):
@@ -79,6 +86,7 @@ class MaxInitializationTime(Rule):
             "job_end_us": int(job_end),
             "job_duration_s": round((job_end - job_start) / 1e6, 3),
             "steps": self.steps,
+            "step_ranks": len(self.ranks),
         }
         if "step_first" not in b:
             waited_min = (job_end - job_start) / 60e6
