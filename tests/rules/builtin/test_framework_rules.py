@@ -86,6 +86,15 @@ def test_each_rank_is_judged_on_its_own_steps(job):
     assert {o["rank"] for o in details["0-algo-1"]["TRAIN"]["outliers"]} == {0}
 
 
+def test_outlier_steps_of_several_ranks_are_named_with_their_rank(job):
+    # every rank numbers its steps from 0: "(steps 50, 50)" did not say whose steps they were
+    training_steps(job, 100, step_s=0.1, rank=0, slow={50: 1.0})
+    training_steps(job, 100, step_s=0.1, rank=1, slow={50: 1.0}, seed=1)
+    result = verdict(job, StepOutlier(n_outliers=0))
+    assert "50 of rank 0" in result.message and "50 of rank 1" in result.message
+    assert "step 50 of rank " in result.recommendation
+
+
 def test_ranks_of_traces_that_name_no_host_are_labelled_by_rank(job):
     for rank in (0, 1):
         start = T0_US + np.arange(30) * 50_000.0

@@ -176,7 +176,13 @@ class StepOutlier(Rule):
             intervals.add([t], [t + d * 1e6])
         n_allowed = self.parameters["n_outliers"]
         triggered = count > n_allowed
-        steps_text = ", ".join(str(int(s)) for _, s, _, _ in outliers_all[:12])
+        # every rank numbers its steps from 0: with several, a step is named with its rank
+        several = len({key[:2] for key in self.series}) > 1
+
+        def step_name(step: float, rank: float) -> str:
+            return f"{int(step)} of rank {int(rank)}" if several else str(int(step))
+
+        steps_text = ", ".join(step_name(s, r) for _, s, _, r in outliers_all[:12])
         if count > 12:
             steps_text += ", ..."
         message = (
@@ -188,8 +194,8 @@ class StepOutlier(Rule):
         if triggered:
             worst = max(outliers_all, key=lambda row: row[0])
             recommendation = (
-                f"{count} steps were outliers, the slowest step {int(worst[1])} took "
-                f"{worst[0]:.3f} s. Look at what runs at those steps (checkpoints, evaluation, "
+                f"{count} steps were outliers, the slowest step "
+                f"{step_name(worst[1], worst[3])} took {worst[0]:.3f} s. Look at what runs at those steps (checkpoints, evaluation, "
                 "logging, data-loader restarts, garbage collection) in the timeline, and move it "
                 "off the training loop or make it asynchronous."
             )
