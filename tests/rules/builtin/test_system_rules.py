@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 
+from stepscope.rules import RuleSession
 from stepscope.rules.builtin import (
     BatchSize,
     CPUBottleneck,
@@ -53,6 +54,23 @@ def test_fluctuating_gpu(job):
     assert gpus["algo-1/gpu2"]["fluctuating"] == 4 and gpus["algo-1/gpu2"]["underused"] == 0
     assert gpus["algo-1/gpu0"]["underused"] == 4
     assert gpus["algo-1/gpu1"]["underused"] == gpus["algo-1/gpu1"]["fluctuating"] == 0
+
+
+def test_a_partial_block_is_judged_only_when_the_job_has_ended(job):
+    # 150 s at 20 % (say, a slow warm-up), then 250 s at 90 %: the first block of 400 samples
+    # is well used. While the job ran, the idle samples scanned so far were judged as a partial
+    # block and the rule reported IssuesFound, then took it back.
+    times = T0_US + np.arange(800) * 500_000
+    values = np.concatenate([np.full(300, 20.0), np.full(500, 90.0)])
+    add_metric(job, "algo-1", times, "gpu", "gpu0", "GPUUtilization", values)
+    session = RuleSession(job, [LowGPUUtilization(patience=0, window=400)])
+    job.visible_until_us = T0_US + 270_000_000  # scans reach 150 s: 300 idle samples
+    session.advance()
+    assert session.results()["LowGPUUtilization"].status == "InProgress"
+    job.visible_until_us = None
+    session.advance(final=True)
+    result = session.results()["LowGPUUtilization"]
+    assert result.status == "NoIssuesFound" and result.datapoints == 2
 
 
 def test_fluctuating_needs_a_p95_above_threshold_p95(job):

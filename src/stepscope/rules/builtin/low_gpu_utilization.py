@@ -5,8 +5,9 @@ Reads every ``GPUUtilization`` sample per (node, GPU). After skipping each GPU's
 block is judged once: *underused* when its p95 is below ``threshold_p95``, *fluctuating* when its
 p95 is above ``threshold_p95`` and its p5 below ``threshold_p5`` (as the AWS documentation says;
 a p95 exactly at ``threshold_p95`` is neither). A violation is one judged
-block; the rule triggers on the first one. At the end, a last partial block of at least half a
-window is judged too, so a short job is not left unjudged by a few samples. SageMaker re-judged
+block; the rule triggers on the first one. Once the job has ended, a last partial block of at
+least half a window is judged too, so a short job is not left unjudged by a few samples (while it
+runs, that block's samples are still coming). SageMaker re-judged
 the last ``window`` samples on every scan, so its counts depended on the scan interval; blocks
 make the verdict the same live and offline. Box-plot figures are over all samples of each GPU.
 """
@@ -51,9 +52,12 @@ class LowGPUUtilization(Rule):
             "util_pct", window=p["window"], patience=p["patience"], judge=self._record
         )
         self.judged: dict[GpuKey, dict[str, Any]] = {}
+        #: the job's last window was scanned: its last partial block may be judged
+        self.ended = False
 
     def scan(self, window: ScanWindow) -> None:
         self.gpus.scan(window)
+        self.ended = self.ended or window.final
 
     def _record(self, key: GpuKey, block: np.ndarray) -> bool:
         return bool(self._judge(key, block, record=True))
@@ -88,7 +92,7 @@ class LowGPUUtilization(Rule):
         for key in sorted(sketches):
             entry = dict(self.judged.get(key, {"blocks": 0, "underused": 0, "fluctuating": 0}))
             tail = self.gpus.blocks.unfinished(key)
-            if len(tail) >= max(1, p["window"] // 2) and tail.shape[1] == 2:
+            if self.ended and len(tail) >= max(1, p["window"] // 2) and tail.shape[1] == 2:
                 kind = self._judge(key, tail, record=False)
                 entry["blocks"] += 1
                 if kind:
@@ -103,11 +107,12 @@ class LowGPUUtilization(Rule):
         details = {"gpus": gpus, "flagged": ["/".join(k) for k, _ in flagged]}
         if datapoints == 0:
             samples = max(self.gpus.blocks.total(k) for k in sketches)
+            needed = p["window"] // 2 if self.ended else p["window"]
             return Verdict(
                 datapoints=0,
                 details=details,
                 message=f"{samples} samples per GPU so far; judging starts after "
-                f"{p['patience']} + {p['window'] // 2} samples.",
+                f"{p['patience']} + {needed} samples.",
             )
         if not flagged:
             return Verdict(
