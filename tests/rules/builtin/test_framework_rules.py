@@ -209,6 +209,14 @@ def test_overall_framework_metrics_totals_and_labels(job):
     assert not result.triggered
 
 
+def test_step_time_of_several_ranks_is_said_to_be_summed(job):
+    # two ranks of 10 s each: "20.0 s in steps" read as more time than the job lasted
+    training_steps(job, 100, step_s=0.1, rank=0)
+    training_steps(job, 100, step_s=0.1, rank=1, seed=1)
+    message = verdict(job, OverallFrameworkMetrics()).message
+    assert "in steps summed over 2 ranks" in message
+
+
 def test_gpu_annotation_ranges_are_not_counted_as_gpu_operators(job):
     # a trace's gpu_user_annotation spans the kernels launched under an annotation: counted as
     # a GPU operator it doubled the GPU time and topped the GPU operators (all of a DDP forward)

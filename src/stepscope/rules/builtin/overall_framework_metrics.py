@@ -136,8 +136,11 @@ class OverallFrameworkMetrics(Rule):
         total_steps = sum(v for k, v in phase.items() if k != "others")
         message = f"{self.events} framework events"
         if phase:
+            ranks = len(self.step_spans)
+            summed = f" summed over {ranks} ranks" if ranks > 1 else ""
             message += (
-                f"; {_duration(total_steps)} in steps, {_duration(phase['others'])} between steps"
+                f"; {_duration(total_steps)} in steps{summed}, "
+                f"{_duration(phase['others'])} between steps"
             )
         return Verdict(datapoints=self.events, details=details, message=message + ".")
 
