@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from stepscope.errors import ConfigError
@@ -52,6 +53,17 @@ def test_bad_values_name_the_parameter_and_what_is_allowed(rule, parameter, valu
         rule_configs.by_name(rule)(**{parameter: value})
     assert err.value.parameter == f"{rule}.{parameter}"
     assert "must be" in str(err.value)
+
+
+def test_numpy_numbers_are_accepted_as_parameter_values():
+    # a threshold computed with numpy (a percentile, a count) is a number like any other
+    rule = ProfilerRule.stepscope(
+        rule_configs.StepOutlier(n_outliers=np.int64(3), stddev=np.float32(2.5))
+    ).build()
+    assert rule.parameters["n_outliers"] == 3 and type(rule.parameters["n_outliers"]) is int
+    assert rule.parameters["stddev"] == 2.5 and type(rule.parameters["stddev"]) is float
+    with pytest.raises(ConfigError):
+        rule_configs.StepOutlier(n_outliers=np.bool_(True))
 
 
 def test_dataloader_min_threshold_may_not_exceed_max_threshold():

@@ -10,6 +10,7 @@ parameters.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -88,11 +89,13 @@ def _number(value: Any, kind: type) -> int | float | None:
             value = float(value.strip())
         except ValueError:
             return None
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
+    # numbers.Real: NumPy's numbers too (a threshold computed with numpy); not NumPy's bool
+    if not isinstance(value, numbers.Real) or not math.isfinite(value):
         return None
+    number = float(value)
     if kind is int:
-        return int(value) if float(value).is_integer() else None
-    return float(value)
+        return int(number) if number.is_integer() else None
+    return number
 
 
 #: Every rule has it: how much data time one live scan covers (SageMaker's scan_interval_us).
