@@ -214,6 +214,23 @@ def test_reports_written_elsewhere_show_each_jobs_own_rule_results(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["first.html", "second.html"]
 
 
+def test_reports_of_read_only_inputs_in_one_folder_show_each_inputs_results(tmp_path):
+    # a trace has no rule-output of its own: its results go beside the report, and the report
+    # of a second trace written there showed the first trace's results
+    out = tmp_path / "reports"
+    texts = {}
+    for name, steps in (("a", 30), ("b", 70)):
+        job = TableJob(tmp_path / name)
+        machine(job, 60)
+        training_steps(job, steps, step_s=0.1)
+        texts[name] = write_report(job, output=out / f"{name}.html").read_text()
+    assert "TRAIN: 30 steps" in texts["a"] and "TRAIN: 70 steps" in texts["b"]
+    # results computed there for the same input (custom rules, parameters) are the report's
+    run_rules(job, [AlwaysWarns], output_dir=out)
+    again = write_report(job, output=out / "b-again.html").read_text()
+    assert 'id="rule-AlwaysWarns"' in again
+
+
 def test_read_only_input_needs_an_output(shared_fixtures, tmp_path):
     trace = shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz"
     out = write_report(trace, output=tmp_path / "report.html")

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output",
         help="HTML file to write (default <job>/rule-output/profiler-report.html); the rule "
         "results are the job's own, or, for a read-only input (a trace, s3://), read from or "
-        "computed into this file's folder",
+        "computed into this file's folder (computed again when they are another input's)",
     )
 
 

@@ -22,7 +22,8 @@ from stepscope._optional import require
 from stepscope.errors import ConfigError
 from stepscope.report.sections import SECTIONS, ReportContext
 from stepscope.rules import BUILTIN_RULES, read_results, run_rules
-from stepscope.rules.engine import open_input, rule_output_dir
+from stepscope.rules.engine import input_name, open_input, rule_output_dir
+from stepscope.rules.status import read_source
 
 __all__ = ["REPORT_NAME", "write_report"]
 
@@ -41,7 +42,8 @@ def write_report(job_or_path: Any, *, output: str | os.PathLike[str] | None = No
         (required for read-only inputs). The rule results are the job's own, in its
         ``rule-output/`` (computed there first when there are none), wherever the report goes; a
         read-only input (a trace, an ``s3://`` path) has none, so its results are read beside
-        ``output``, in the same folder, and computed there first when there are none.
+        ``output``, in the same folder, and computed there first when there are none or when
+        they are another input's.
     """
     plotly = require("plotly.offline", extra="ui", feature="the HTML profiling report")
     job = open_input(job_or_path)
@@ -63,8 +65,13 @@ def write_report(job_or_path: Any, *, output: str | os.PathLike[str] | None = No
             f"{job.path} is not a writable job folder; pass -o FILE.html (or output=...).",
         )
     results = read_results(results_dir)
+    if own_results_dir is None and read_source(results_dir) not in (None, input_name(job)):
+        # the folder holds another input's results (two traces' reports side by side)
+        logger.info("%s holds another input's rule results; computing this one's", results_dir)
+        results = {}
     if not results:
-        results = run_rules(job, output_dir=results_dir)
+        # a job's own rule-output is found without a record of the input
+        results = run_rules(job, output_dir=results_dir if own_results_dir is None else None)
     context = ReportContext(
         name=str(getattr(job, "name", "") or Path(str(job.path)).name),
         metadata=dict(getattr(job, "metadata", {}) or {}),

@@ -27,10 +27,10 @@ from typing import Any
 from stepscope.errors import ConfigError
 from stepscope.rules.base import Rule, RuleResult, Verdict
 from stepscope.rules.configs import build_rules
-from stepscope.rules.status import write_results
+from stepscope.rules.status import write_results, write_source
 from stepscope.rules.window import ScanWindow, earliest_event_start
 
-__all__ = ["RuleSession", "open_input", "rule_output_dir", "run_rules"]
+__all__ = ["RuleSession", "input_name", "open_input", "rule_output_dir", "run_rules"]
 
 logger = logging.getLogger(__name__)
 
@@ -260,6 +260,13 @@ def open_input(path_or_job: Any) -> Any:
     return open_job(path_or_job)
 
 
+def input_name(job: Any) -> str:
+    """What ``job`` was read from, as a results folder records it: a local path resolved, a URL
+    as it is."""
+    path = str(getattr(job, "path", ""))
+    return path if not path or "://" in path else str(Path(path).resolve())
+
+
 def rule_output_dir(job: Any, output_dir: str | os.PathLike[str] | None) -> Path:
     """Where results go: ``output_dir``, else ``<job>/rule-output`` for a writable job folder.
 
@@ -303,5 +310,7 @@ def run_rules(
     session.advance(final=True)
     results = session.results()
     write_results(destination, results)
+    if output_dir is not None:
+        write_source(destination, input_name(job))
     logger.debug("ran %d rules in %.2f s", len(results), time.perf_counter() - started)
     return results

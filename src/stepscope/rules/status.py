@@ -16,11 +16,14 @@ import orjson
 from stepscope._atomic import write_atomic
 from stepscope.rules.base import RuleResult
 
-__all__ = ["read_results", "write_json_atomic", "write_results"]
+__all__ = ["read_results", "read_source", "write_json_atomic", "write_results", "write_source"]
 
 logger = logging.getLogger(__name__)
 
 _JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+#: In a results folder outside its job (a trace's, an S3 output's): the input they are of.
+_SOURCE = "source.json"
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -47,3 +50,21 @@ def read_results(output_dir: Path) -> dict[str, RuleResult]:
         result = RuleResult.from_report(data)
         results[result.rule or report.stem] = result
     return results
+
+
+def write_source(output_dir: Path, source: str) -> None:
+    """Record that ``output_dir`` holds the results of the input ``source``.
+
+    A read-only input keeps its results in a folder of the user's, which may hold another
+    input's results already; the record tells the report whose they are.
+    """
+    write_json_atomic(output_dir / _SOURCE, {"input": source})
+
+
+def read_source(output_dir: Path) -> str | None:
+    """The input recorded by :func:`write_source`; None when there is no (readable) record."""
+    try:
+        source = orjson.loads((output_dir / _SOURCE).read_bytes()).get("input")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return None
+    return str(source) if source is not None else None
