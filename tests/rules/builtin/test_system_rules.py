@@ -179,6 +179,15 @@ def test_gpu_memory_slow_leak_triggers(job):
     assert result.details["gpus"]["algo-1/gpu0"]["max_increase_pct"] > 10
 
 
+def test_gpu_memory_advice_quotes_the_peak_not_the_last_block(job):
+    # memory jumps from 20 to 50 % and comes back: "rose from 20.0 % to 20.0 %" said nothing
+    memory = np.concatenate([np.full(600, 20.0), np.full(500, 50.0), np.full(500, 20.0)])
+    machine(job, 800, gpu_util_pct=[80.0], gpu_memory_pct=[memory])
+    result = verdict(job, GPUMemoryIncrease())
+    assert result.status == "IssuesFound"
+    assert "from 20.0 % to 50.0 %" in result.recommendation
+
+
 def test_gpu_memory_flat_does_not_trigger(job):
     machine(job, 600, gpu_util_pct=[80.0], gpu_memory_pct=[30.0])
     result = verdict(job, GPUMemoryIncrease())

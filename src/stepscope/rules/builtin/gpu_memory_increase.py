@@ -64,7 +64,9 @@ class GPUMemoryIncrease(Rule):
         baseline = entry["baseline_pct"]
         if baseline is not None:
             rise = mean - baseline
-            entry["max_increase_pct"] = round(max(entry["max_increase_pct"], rise), 2)
+            if rise > entry["max_increase_pct"]:  # the largest rise, from and to what
+                entry["max_increase_pct"] = round(rise, 2)
+                entry["rise_from_pct"], entry["rise_to_pct"] = round(baseline, 2), round(mean, 2)
             violation = rise > self.parameters["increase"]
             entry["violations"] += violation
         entry["baseline_pct"] = mean if baseline is None else min(baseline, mean)
@@ -109,11 +111,11 @@ class GPUMemoryIncrease(Rule):
         message = (
             f"GPU memory grew on {len(flagged)} GPU(s); {worst_name} rose "
             f"{worst['max_increase_pct']:.1f} points above its baseline of "
-            f"{worst['baseline_pct']:.1f} % (limit {p['increase']:g})."
+            f"{worst['rise_from_pct']:.1f} % (limit {p['increase']:g})."
         )
         recommendation = (
-            f"Memory on {worst_name} rose from {worst['baseline_pct']:.1f} % to "
-            f"{worst['last_mean_pct']:.1f} %. Look for tensors kept across steps (e.g. "
+            f"Memory on {worst_name} rose from {worst['rise_from_pct']:.1f} % to "
+            f"{worst['rise_to_pct']:.1f} %. Look for tensors kept across steps (e.g. "
             "accumulating a loss without .item() or .detach()), growing caches or lists of "
             "outputs; if the growth is expected, make sure the peak fits in memory."
         )
