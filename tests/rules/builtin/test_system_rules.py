@@ -56,6 +56,17 @@ def test_fluctuating_gpu(job):
     assert gpus["algo-1/gpu1"]["underused"] == gpus["algo-1/gpu1"]["fluctuating"] == 0
 
 
+def test_low_gpu_quotes_the_figures_of_the_block_it_flagged(job):
+    # busy at 80 % but for one idle block: "underused (p95 84 %, ...)" contradicted itself
+    times = T0_US + np.arange(600) * 500_000
+    values = np.concatenate([np.full(100, 80.0), np.full(100, 5.0), np.full(400, 80.0)])
+    add_metric(job, "algo-1", times, "gpu", "gpu0", "GPUUtilization", values)
+    result = verdict(job, LowGPUUtilization(patience=0, window=100))
+    assert result.status == "IssuesFound"
+    quoted = re.search(r"underused \(block p95 (\d+) %", result.message)
+    assert quoted and int(quoted.group(1)) < 70, result.message
+
+
 def test_a_partial_block_is_judged_only_when_the_job_has_ended(job):
     # 150 s at 20 % (say, a slow warm-up), then 250 s at 90 %: the first block of 400 samples
     # is well used. While the job ran, the idle samples scanned so far were judged as a partial

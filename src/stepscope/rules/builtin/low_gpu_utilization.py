@@ -60,9 +60,12 @@ class LowGPUUtilization(Rule):
         self.ended = self.ended or window.final
 
     def _record(self, key: GpuKey, block: np.ndarray) -> bool:
-        return bool(self._judge(key, block, record=True))
+        entry = self.judged.setdefault(key, {"blocks": 0, "underused": 0, "fluctuating": 0})
+        return bool(self._judge(entry, block))
 
-    def _judge(self, key: GpuKey, block: np.ndarray, *, record: bool) -> str:
+    def _judge(self, entry: dict[str, Any], block: np.ndarray) -> str:
+        """Judge one block into ``entry``: the counts, and the figures of the last flagged block
+        (those a message quotes; the GPU's overall figures may look fine)."""
         p = self.parameters
         p95, p5 = np.percentile(block[:, 1], [95, 5])
         kind = ""
@@ -70,15 +73,11 @@ class LowGPUUtilization(Rule):
             kind = "underused"
         elif p95 > p["threshold_p95"] and p5 < p["threshold_p5"]:
             kind = "fluctuating"
-        if record:
-            entry = self.judged.setdefault(
-                key,
-                {"blocks": 0, "underused": 0, "fluctuating": 0, "last_p95": 0.0, "last_p5": 0.0},
-            )
-            entry["blocks"] += 1
-            entry["last_p95"], entry["last_p5"] = round(float(p95), 2), round(float(p5), 2)
-            if kind:
-                entry[kind] += 1
+        entry["blocks"] += 1
+        entry["last_p95"], entry["last_p5"] = round(float(p95), 2), round(float(p5), 2)
+        if kind:
+            entry[kind] += 1
+            entry["flagged_p95"], entry["flagged_p5"] = entry["last_p95"], entry["last_p5"]
         return kind
 
     def evaluate(self) -> Verdict:
@@ -93,10 +92,7 @@ class LowGPUUtilization(Rule):
             entry = dict(self.judged.get(key, {"blocks": 0, "underused": 0, "fluctuating": 0}))
             tail = self.gpus.blocks.unfinished(key)
             if self.ended and len(tail) >= max(1, p["window"] // 2) and tail.shape[1] == 2:
-                kind = self._judge(key, tail, record=False)
-                entry["blocks"] += 1
-                if kind:
-                    entry[kind] += 1
+                self._judge(entry, tail)
             entry.update(box_stats(sketches[key]))
             gpus["/".join(key)] = entry
             datapoints += entry["blocks"]
@@ -124,10 +120,14 @@ class LowGPUUtilization(Rule):
         for key, entry in flagged:
             what = "underused" if entry["underused"] >= entry["fluctuating"] else "fluctuating"
             parts.append(
-                f"{'/'.join(key)} {what} (p95 {entry['p95']:.0f} %, p50 {entry['p50']:.0f} %)"
+                f"{'/'.join(key)} {what} (block p95 {entry['flagged_p95']:.0f} %, "
+                f"p5 {entry['flagged_p5']:.0f} %; overall p50 {entry['p50']:.0f} %)"
             )
         names = ", ".join(parts[:8]) + (" ..." if len(parts) > 8 else "")
-        message = f"{len(flagged)} of {len(gpus)} GPUs had low or fluctuating utilization: {names}."
+        message = (
+            f"{len(flagged)} of {len(gpus)} GPUs had low or fluctuating utilization in blocks of "
+            f"{p['window']} samples: {names}."
+        )
         recommendation = (
             f"{names}. If only some GPUs are affected, check the work split between GPUs "
             "(LoadBalancing) and the data each rank gets; if all are, increase the batch size or "
