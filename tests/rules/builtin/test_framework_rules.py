@@ -92,7 +92,14 @@ def test_outlier_steps_of_several_ranks_are_named_with_their_rank(job):
     training_steps(job, 100, step_s=0.1, rank=1, slow={50: 1.0}, seed=1)
     result = verdict(job, StepOutlier(n_outliers=0))
     assert "50 of rank 0" in result.message and "50 of rank 1" in result.message
-    assert "step 50 of rank " in result.recommendation
+    assert result.recommendation.startswith("2 steps were outliers; the slowest, step 50 of rank ")
+
+
+def test_a_single_outlier_is_spoken_of_in_the_singular(job):
+    training_steps(job, 100, step_s=0.1, slow={50: 1.0})
+    result = verdict(job, StepOutlier(n_outliers=0))
+    assert result.violations == 1
+    assert result.recommendation.startswith("1 step was an outlier; the slowest, step 50, took ")
 
 
 def test_ranks_of_traces_that_name_no_host_are_labelled_by_rank(job):

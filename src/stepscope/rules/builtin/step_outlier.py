@@ -193,9 +193,10 @@ class StepOutlier(Rule):
         recommendation = ""
         if triggered:
             worst = max(outliers_all, key=lambda row: row[0])
+            outliers = "1 step was an outlier" if count == 1 else f"{count} steps were outliers"
             recommendation = (
-                f"{count} steps were outliers, the slowest step "
-                f"{step_name(worst[1], worst[3])} took {worst[0]:.3f} s. Look at what runs at those steps (checkpoints, evaluation, "
+                f"{outliers}; the slowest, step {step_name(worst[1], worst[3])}, took "
+                f"{worst[0]:.3f} s. Look at what runs at such steps (checkpoints, evaluation, "
                 "logging, data-loader restarts, garbage collection) in the timeline, and move it "
                 "off the training loop or make it asynchronous."
             )
