@@ -211,3 +211,20 @@ def test_a_span_with_a_negative_duration_ends_where_it_starts(tmp_path: Path) ->
     write_perfetto_trace(con, tmp_path / "t.pftrace", Window())
     begin = (T0 + 10) * 1000
     assert ("conv1", begin, begin) in _perfetto_intervals(tmp_path / "t.pftrace")
+
+
+def test_allocator_counters_of_a_lone_trace_sit_with_its_host(tmp_path: Path) -> None:
+    # A lone PyTorch profiler trace names no node: its slices show under "host", and its
+    # allocator totals must too, not under a process or track tree with an empty name.
+    rows = [{**row, "node": ""} for row in SAMPLE_EVENTS]
+    con = connect(events_table(rows))
+    write_chrome_trace(con, tmp_path / "t.json", Window())
+    events = load_chrome(tmp_path / "t.json")
+    processes = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    allocated = next(e for e in events if e["name"] == "GPU-0 rank 0 allocated (bytes)")
+    assert processes[allocated["pid"]] == "host · system"
+    assert all(name.startswith("host · ") for name in processes.values())
+    write_perfetto_trace(con, tmp_path / "t.pftrace", Window())
+    paths = check_perfetto(tmp_path / "t.pftrace")["paths"]
+    assert ["host", "GPUs", "GPU-0", "rank 0 allocated (bytes)"] in paths
+    assert {path[0] for path in paths} == {"host"}

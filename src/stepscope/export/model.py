@@ -20,7 +20,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stepscope.analysis.tracks import Track, assign_lanes, tracked_events_sql
+from stepscope.analysis.tracks import UNKNOWN_NODE, Track, assign_lanes, tracked_events_sql
 from stepscope.export.window import Window
 
 __all__ = [
@@ -240,10 +240,12 @@ def iter_counters(con: duckdb.DuckDBPyConnection, window: Window) -> Iterator[Co
 
 
 def _allocator_totals(con: duckdb.DuckDBPyConnection, window: Window) -> pa.Table:
-    """``[memory]`` instants of PyTorch profiler traces: allocated and reserved bytes per GPU."""
+    """``[memory]`` instants of PyTorch profiler traces: allocated and reserved bytes per GPU,
+    on the node their trace's slices show under (a lone trace names none)."""
     query = f"""
         WITH m AS (
-            SELECT node, rank, device, start_us AS t,
+            SELECT CASE WHEN node = '' THEN '{UNKNOWN_NODE}' ELSE node END AS node, rank, device,
+                   start_us AS t,
                    TRY_CAST(json_extract_string(args, '$."Total Allocated"') AS DOUBLE) AS allocated,
                    TRY_CAST(json_extract_string(args, '$."Total Reserved"') AS DOUBLE) AS reserved
             FROM events
