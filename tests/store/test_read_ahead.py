@@ -100,3 +100,29 @@ def test_a_folder_of_ranks_is_read_whole_beside_a_truncated_trace(tmp_path, capl
     assert {rank: counts[rank] for rank in (0, 1, 3)} == {0: per_rank, 1: per_rank, 3: per_rank}
     assert counts.get(2, 0) < per_rank  # what precedes the cut is kept, the rest is lost
     assert any("rank-2.json" in r.getMessage() for r in caplog.records)
+
+
+def test_a_gzipped_trace_cut_short_is_read_not_passed_over(tmp_path, caplog):
+    # A small .json.gz cut short (a job killed while writing it) ends before the 256 KB that
+    # the trace sniffer reads: it was taken for "not a trace", left out of its folder without
+    # a word and refused on its own, though the reader keeps every event before the cut.
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "rank-0.json.gz").write_bytes(gzip.compress(_rank_document(0)))
+    compressed = gzip.compress(_rank_document(1))
+    (folder / "rank-1.json.gz").write_bytes(compressed[: len(compressed) * 2 // 3])
+    per_rank = len([e for e in synthetic.events() if e["ph"] in ("X", "i", "C")])
+
+    job = open_job(folder, cache_dir=tmp_path / "cache")
+    with caplog.at_level(logging.WARNING, logger="stepscope"):
+        job.refresh()
+    con = job.connect()
+    try:
+        counts = dict(con.sql("SELECT rank, count(*) FROM events GROUP BY rank").fetchall())
+    finally:
+        con.close()
+    assert counts[0] == per_rank
+    assert 0 < counts.get(1, 0) < per_rank
+    assert any("rank-1.json.gz" in r.getMessage() for r in caplog.records)
+    single = open_job(folder / "rank-1.json.gz", cache_dir=tmp_path / "cache-1")
+    assert single.kind == "kineto"

@@ -44,7 +44,6 @@ before its end) is read on its own clock, with a warning.
 
 from __future__ import annotations
 
-import gzip
 import logging
 import re
 import zlib
@@ -153,7 +152,7 @@ def is_kineto_trace(source: str | Path | IO[bytes]) -> bool:
                 head = _head(raw)
         else:
             head = _head(source)
-    except (OSError, EOFError, zlib.error):
+    except OSError:
         return False
     if head.lstrip()[:1] != b"{" or b'"traceEvents"' not in head:
         return False
@@ -161,13 +160,29 @@ def is_kineto_trace(source: str | Path | IO[bytes]) -> bool:
 
 
 def _head(raw: IO[bytes]) -> bytes:
-    """The first :data:`_SNIFF_BYTES` of the file, gunzipped when it is gzip."""
+    """The first :data:`_SNIFF_BYTES` of the file, gunzipped when it is gzip.
+
+    A gzip stream cut short or damaged gives what it holds before the damage: the reader keeps
+    those events, so the sniff must not pass the file over.
+    """
     magic = raw.read(2)
     raw.seek(0)
     if magic != b"\x1f\x8b":
         return raw.read(_SNIFF_BYTES)
-    with gzip.GzipFile(fileobj=raw) as handle:
-        return handle.read(_SNIFF_BYTES)
+    inflater = zlib.decompressobj(wbits=31)
+    head = b""
+    block = raw.read(_SNIFF_BYTES)
+    while block and len(head) < _SNIFF_BYTES:
+        try:
+            head += inflater.decompress(block, _SNIFF_BYTES - len(head))
+        except zlib.error:
+            break
+        if inflater.eof:  # a second gzip member (concatenated .gz files) goes on
+            block = inflater.unused_data
+            inflater = zlib.decompressobj(wbits=31)
+        else:
+            block = raw.read(_SNIFF_BYTES)
+    return head
 
 
 def read_kineto_trace(
