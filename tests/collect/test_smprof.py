@@ -148,3 +148,38 @@ def test_cpu_profiling_duration_closes_the_window(tmp_path: Path, source: str) -
     events = json.loads(gzip.decompress(traces[0].read_bytes()))["traceEvents"]
     names = {e.get("name") for e in events}
     assert {n for n in names if n and n.startswith("ProfilerStep#")} == {"ProfilerStep#0"}
+
+
+TWICE_EXAMPLE = """
+import torch
+import stepscope.smprof as smprof
+
+SMProf = smprof.SMProfiler.instance()
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+SMProf.start_profiling()
+for step in range(4):
+    if step == 2:
+        SMProf.start_profiling()  # again, while profiling
+    with smprof.annotate("step_" + str(step)):
+        loss = model(torch.randn(2, 4)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+SMProf.stop_profiling()
+SMProf.stop_profiling()  # again, after stopping
+print("done")
+"""
+
+
+def test_starting_or_stopping_twice_warns_and_training_goes_on(tmp_path: Path) -> None:
+    result = _run_script(tmp_path / "train.py", TWICE_EXAMPLE)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done"
+    assert "already profiling" in result.stderr
+    traces = list((tmp_path / "stepscope-jobs").rglob("*.pt.trace.json.gz"))
+    assert len(traces) == 1  # the window opened first goes on to stop_profiling
+    names = {
+        e.get("name") for e in json.loads(gzip.decompress(traces[0].read_bytes()))["traceEvents"]
+    }
+    assert {f"step_{n}" for n in range(4)} <= names

@@ -32,7 +32,7 @@ from typing import Any
 
 from stepscope.collect.session import get_active_session
 from stepscope.config import Profiler
-from stepscope.errors import ConfigError, SessionError
+from stepscope.errors import ConfigError
 
 __all__ = [
     "Config",
@@ -90,9 +90,17 @@ class SMProfiler:
         self.config = config
 
     def start_profiling(self) -> None:
-        """Open the detailed window now (starting a session first if none runs)."""
+        """Open the detailed window now (starting a session first if none runs).
+
+        Called again before :meth:`stop_profiling`, it warns and the open window goes on: a
+        profiler's slip must not stop the training script.
+        """
         if self._detailed is not None:
-            raise SessionError("SageMaker Profiler is already profiling; call stop_profiling first")
+            logger.warning(
+                "stepscope: SageMaker Profiler is already profiling; start_profiling() does "
+                "nothing until stop_profiling() is called"
+            )
+            return
         session = get_active_session()
         if session is None:
             from stepscope.collect.explicit import profile
