@@ -228,3 +228,33 @@ def test_allocator_counters_of_a_lone_trace_sit_with_its_host(tmp_path: Path) ->
     paths = check_perfetto(tmp_path / "t.pftrace")["paths"]
     assert ["host", "GPUs", "GPU-0", "rank 0 allocated (bytes)"] in paths
     assert {path[0] for path in paths} == {"host"}
+
+
+def test_counters_keep_their_sample_times(tmp_path: Path) -> None:
+    # Samples taken off a 20 ms grid: snapped to it, the first one came before the origin
+    # (Perfetto UI drops negative timestamps of a JSON trace, so each counter lost a sample)
+    # and every sample showed up to 10 ms away from when it was taken.
+    taken_us = [int(T0) + 3_000 + 500_000 * k for k in range(3)]
+    rows = [
+        {"timestamp_us": t, "node": "algo-1", "type": kind, "name": name, "dimension": dim}
+        for t in taken_us
+        for kind, name, dim in [
+            ("cpu", "cpu0", "CPUUtilization"),
+            ("gpu", "gpu0", "GPUUtilization"),
+        ]
+    ]
+    con = connect(events_table([event("cpu_op", "aten::mm", 20_000, 100)]), system_table(rows))
+    write_chrome_trace(con, tmp_path / "t.json", Window())
+    document = json.loads((tmp_path / "t.json").read_text())
+    origin = document["otherData"]["origin_epoch_us"]
+    assert origin == taken_us[0]
+    for name in ("CPU utilization (%)", "GPU-0 utilization (%)"):
+        times = [e["ts"] for e in document["traceEvents"] if e["name"] == name]
+        assert times == [t - origin for t in taken_us]
+    write_perfetto_trace(con, tmp_path / "t.pftrace", Window())
+    counter_us = set()
+    for _, packet in _fields((tmp_path / "t.pftrace").read_bytes()):
+        fields = dict(_fields(packet))
+        if 11 in fields and dict(_fields(fields[11]))[9] == 4:
+            counter_us.add(round(fields[8] / 1000))
+    assert counter_us == set(taken_us)

@@ -203,11 +203,16 @@ def _split_lanes(track: Track, table: pa.Table) -> Iterator[TrackSlices]:
 
 
 def iter_counters(con: duckdb.DuckDBPyConnection, window: Window) -> Iterator[CounterSeries]:
-    """System metrics per node as counters, and the PyTorch allocator's totals per GPU."""
-    snapshot = f"CAST(round(timestamp_us / {SNAPSHOT_US}.0) AS BIGINT) * {SNAPSHOT_US}"
+    """System metrics per node as counters, and the PyTorch allocator's totals per GPU.
+
+    A snapshot's records share its first record's time, the time it was taken: snapped to a
+    grid instead, the first sample could fall before the export's origin.
+    """
+    snapshot = f"round(timestamp_us / {SNAPSHOT_US}.0)"
     where = window.sql("timestamp_us", "0")
     query = f"""
-        WITH s AS (SELECT node, {snapshot} AS t, type, name, dimension, value
+        WITH s AS (SELECT node, min(timestamp_us) OVER (PARTITION BY node, {snapshot}) AS t,
+                          type, name, dimension, value
                    FROM system WHERE {where})
         SELECT node, -1 AS gpu, 'CPU utilization' AS series, '%' AS unit, t, avg(value) AS v
             FROM s WHERE dimension = 'CPUUtilization' GROUP BY ALL
