@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
@@ -132,3 +133,18 @@ def test_a_parameter_profiler_report_does_not_pass_on_says_what_to_set_instead(
     assert "has no parameters" not in err
     assert "not customised through ProfilerReport" in err
     assert "ProfilerReport's own scan_interval_us applies to it" in err
+
+
+def test_an_export_onto_the_trace_it_reads_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `stepscope export trace.json -o trace.json` replaced the recorded trace with its export.
+    trace = tmp_path / "rank-0.json"
+    event = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "dur": 5}
+    trace.write_text(json.dumps({"schemaVersion": 1, "traceEvents": [{**event, "ts": 1.0}]}))
+    recorded = trace.read_bytes()
+    assert main(["export", str(trace), "-o", str(tmp_path / "." / "rank-0.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stepscope: error: output must be a file other than the trace")
+    assert "rank-0.json" in err
+    assert trace.read_bytes() == recorded

@@ -46,7 +46,8 @@ def export_trace(
     """Export a job, SageMaker output folder or PyTorch profiler trace(s) as one trace file.
 
     :param source: anything :func:`stepscope.store.open_job` reads.
-    :param output: the file to write; default ``<job name><suffix>`` in the current folder.
+    :param output: the file to write (never the trace being exported); default
+        ``<job name><suffix>`` in the current folder.
     :param format: ``perfetto`` (protobuf TrackEvent) or ``chrome`` (trace-event JSON); default
         :func:`format_for` the output's name.
     :param steps: only steps ``A <= step < B`` (either bound may be ``None``).
@@ -64,4 +65,11 @@ def export_trace(
     con = job.connect()
     window = resolve_window(con, steps=steps, time_s=time_s)
     path = Path(output) if output is not None else Path(f"{job.name}{suffix}")
+    if isinstance(job.path, Path) and path.exists() and path.samefile(job.path):
+        raise ConfigError(
+            "output",
+            str(path),
+            "a file other than the trace it exports",
+            "Writing there would replace the recorded trace with its export.",
+        )
     return writer(con, path, window)
