@@ -183,3 +183,33 @@ def test_starting_or_stopping_twice_warns_and_training_goes_on(tmp_path: Path) -
         e.get("name") for e in json.loads(gzip.decompress(traces[0].read_bytes()))["traceEvents"]
     }
     assert {f"step_{n}" for n in range(4)} <= names
+
+
+def test_under_stepscope_run_with_sagemaker_profiler_config_the_window_goes_into_the_job(
+    tmp_path: Path,
+) -> None:
+    # SageMaker's launcher configures SageMaker Profiler with profile_params alone. Under
+    # `stepscope run` that config profiles no framework, so the ranks have no session, and
+    # start_profiling() used to start one of its own in ./stepscope-jobs/<script>-<time>: the
+    # run's job folder (its UI, report) held no trace, and the job's duration was ignored.
+    config = tmp_path / "profiler.json"
+    config.write_text(json.dumps({"profile_params": {"cpu_profiling_duration": 1}}))
+    script = tmp_path / "train_with_profiler_demo.py"
+    script.write_text(DURATION_EXAMPLE.replace("SMProf.configure(", "# SMProf.configure("))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPSCOPE_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "run", "--job-dir", "job", "--config", str(config)]
+        + ["--no-report", "--", sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "stepscope-jobs").exists()
+    traces = list((tmp_path / "job" / "profiler-output").rglob("*.pt.trace.json.gz"))
+    assert len(traces) == 1
+    events = json.loads(gzip.decompress(traces[0].read_bytes()))["traceEvents"]
+    names = {e.get("name") for e in events}
+    assert {n for n in names if n and n.startswith("ProfilerStep#")} == {"ProfilerStep#0"}

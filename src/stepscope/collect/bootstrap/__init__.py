@@ -26,6 +26,7 @@ unprofiled; nothing here raises into the script.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import importlib
 import importlib.abc
@@ -50,10 +51,15 @@ logger = logging.getLogger(__name__)
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "site"
 
 
-def install(environ: Mapping[str, str] | None = None) -> Session | None:
+def install(
+    environ: Mapping[str, str] | None = None, *, framework_default: bool = False
+) -> Session | None:
     """Start profiling this process as the environment says; returns the session or ``None``.
 
     :param environ: the environment to read; default ``os.environ``.
+    :param framework_default: profile the framework with ``FrameworkProfile()`` when the
+        configuration has no ``framework_profile_params`` (SageMaker Profiler's launcher config
+        has ``profile_params`` alone, and its ``start_profiling`` still needs a session).
     """
     env = os.environ if environ is None else environ
     job_dir = env.get("STEPSCOPE_JOB_DIR")
@@ -68,8 +74,14 @@ def install(environ: Mapping[str, str] | None = None) -> Session | None:
             "stepscope: not profiling this process: its configuration is invalid (%s)", exc
         )
         return None
-    if config is None or not config.framework_profiling_enabled:
+    if config is None or config.disable_profiler:
         return None
+    if config.framework_profile_params is None:
+        if not framework_default:
+            return None
+        from stepscope.config import FrameworkProfile
+
+        config = dataclasses.replace(config, framework_profile_params=FrameworkProfile())
     framework = config.framework_profile_params
     local_path = getattr(framework, "local_path", None)
     output = Path(local_path) if local_path else Path(job_dir) / "profiler-output"

@@ -16,9 +16,11 @@ Scripts written for SageMaker Profiler run with only their import changed
 range says; annotations inside become ``record_function`` ranges and timeline events. The window
 also closes at the first step end after ``cpu_profiling_duration`` seconds (SageMaker SDK's
 ``Profiler(cpu_profiling_duration=3600)``, default 3600): the script's ``Config`` says, else the
-job's ``ProfilerConfig(profile_params=...)``. Under ``stepscope run`` the running
-session records it; otherwise ``start_profiling`` starts a session of its own (output under
-``./stepscope-jobs/``) and ``stop_profiling`` stops it.
+job's ``ProfilerConfig(profile_params=...)``. Under ``stepscope run`` the run's session records
+it, started into the run's job folder by ``start_profiling`` when the run's configuration
+profiles no framework (SageMaker's launcher config: ``profile_params`` alone); otherwise
+``start_profiling`` starts a session of its own (output under ``./stepscope-jobs/``) and
+``stop_profiling`` stops it.
 
 Global state: the one :class:`SMProfiler` of the process, from :meth:`SMProfiler.instance`.
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +105,10 @@ class SMProfiler:
             )
             return
         session = get_active_session()
+        if session is None and os.environ.get("STEPSCOPE_JOB_DIR"):
+            session = _session_of_the_run()
+            if session is None:
+                return
         if session is None:
             from stepscope.collect.explicit import profile
 
@@ -125,6 +132,20 @@ class SMProfiler:
         owned, self._owned = self._owned, None
         if owned is not None:
             owned.__exit__(None, None, None)
+
+
+def _session_of_the_run() -> Any:
+    """Under ``stepscope run`` with no framework profiling configured (SageMaker Profiler's
+    launcher config), this rank's session, started into the run's job folder now."""
+    from stepscope.collect.bootstrap import install
+
+    session = install(framework_default=True)
+    if session is None:
+        logger.warning(
+            "stepscope: the run's profiler is disabled or its configuration unreadable: "
+            "start_profiling() records nothing"
+        )
+    return session
 
 
 def _profile_params(config: Config, session: Any) -> Profiler:
