@@ -101,6 +101,14 @@ def test_a_time_range_past_the_job_is_an_error_naming_its_span(con, time_s: tupl
         resolve_window(con, time_s=time_s)
 
 
+def test_a_time_range_of_a_job_with_no_records_is_an_error() -> None:
+    # A job that holds nothing yet: a time range gave an empty trace, where a step range and a
+    # time range past a job's end are errors.
+    empty = connect(events_table([]), system_table([]))
+    with pytest.raises(ConfigError, match=r"time_s must be .*The job records nothing yet\."):
+        resolve_window(empty, time_s=(0.0, 5.0))
+
+
 def _perfetto_intervals(path: Path) -> set[tuple[str, int, int]]:
     """Every slice of a Perfetto export as (name, begin ns, end ns), its end found by nesting."""
     intervals, open_slices = set(), []

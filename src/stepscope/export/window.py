@@ -77,7 +77,7 @@ def resolve_window(
             "(SELECT max(timestamp_us) FROM system))"
         ).fetchone() or (None, None)
         if first is None:
-            return Window()
+            raise _selects_nothing("time_s", time_s, "record", "nothing yet")
         low, high = time_s
         window = Window(
             None if low is None else first + low * 1e6,
