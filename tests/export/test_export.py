@@ -266,3 +266,26 @@ def test_counters_keep_their_sample_times(tmp_path: Path) -> None:
         if 11 in fields and dict(_fields(fields[11]))[9] == 4:
             counter_us.add(round(fields[8] / 1000))
     assert counter_us == set(taken_us)
+
+
+def test_a_chrome_export_is_json_a_browser_parses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 2021 Kineto memcpy of 0 µs has "memory bandwidth (GB/s)": inf (pytorch/kineto#105);
+    # copied as is, the export was no JSON, and chrome://tracing and Perfetto UI refused it.
+    from stepscope.export import export_trace
+
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+
+    memcpy = {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": "stream 7"}
+    text = json.dumps({"schemaVersion": 1, "traceEvents": [{**memcpy, "ts": T0, "dur": 0}]})
+    trace = tmp_path / "rank-0.json"
+    trace.write_text(text.replace('"dur": 0', '"dur": 0, "args": {"bandwidth": inf}'))
+    export_trace(trace, tmp_path / "t.json")
+
+    def refuse(token: str) -> None:
+        raise AssertionError(f"{token} in the export")
+
+    document = json.loads((tmp_path / "t.json").read_text(), parse_constant=refuse)
+    spans = [e for e in document["traceEvents"] if e["ph"] == "X"]
+    assert [span["args"]["bandwidth"] for span in spans] == ["inf"]

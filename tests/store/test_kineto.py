@@ -8,6 +8,7 @@ import logging
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -391,3 +392,41 @@ def test_events_with_no_time_are_skipped_with_a_warning(tmp_path, monkeypatch, c
     warning = next(w for w in trace.metadata["warnings"] if "skipped" in w)
     assert str(path) in warning and "skipped 3 event(s)" in warning and "'no ts'" in warning
     assert warning in caplog.text
+
+
+def _strict_json(text: str) -> Any:
+    """Parse ``text`` as browsers do: NaN and Infinity are no JSON."""
+
+    def refuse(token: str) -> None:
+        raise ValueError(f"{token} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+#: A 2021 Kineto memcpy of zero duration (pytorch/kineto#105): its bandwidth is written ``inf``.
+INFINITE_BANDWIDTH = """{"schemaVersion": 1, "traceEvents": [
+  {"ph": "X", "cat": "Runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": "1",
+   "ts": 1614800519473210, "dur": 5, "args": {"correlation": 20002, "external id": 3981}},
+  {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0,
+   "tid": "stream 7", "ts": 1614800519473220, "dur": 0,
+   "args": {"device": 0, "context": 1, "stream": 7, "correlation": 20002,
+            "external id": 3981, "bytes": 200, "memory bandwidth (GB/s)": inf,
+            "other": [nan, -Infinity, NaN], "note": "a:nan,b"}},
+  {"ph": "X", "cat": "Operator", "name": "no length", "pid": 1, "tid": "1",
+   "ts": 1614800519473300, "dur": nan},
+  {"ph": "X", "cat": "Operator", "name": "no time", "pid": 1, "tid": "1",
+   "ts": Infinity, "dur": 3}
+]}"""
+
+
+def test_numbers_json_cannot_hold_become_text_or_skip_their_event(tmp_path, caplog):
+    path = tmp_path / "rank-0.json"
+    path.write_text(INFINITE_BANDWIDTH)
+    with caplog.at_level(logging.WARNING, logger="stepscope.store.kineto"):
+        table = read_kineto_trace(path).table()
+    assert table["name"].to_pylist() == ["cudaMemcpyAsync", "Memcpy HtoD (Pageable -> Device)"]
+    assert "skipped 2 event(s)" in caplog.text and str(path) in caplog.text
+    memcpy = _strict_json(table["args"][1].as_py())
+    assert memcpy["memory bandwidth (GB/s)"] == "inf"
+    assert memcpy["other"] == ["nan", "-Infinity", "NaN"]
+    assert memcpy["note"] == "a:nan,b"

@@ -36,8 +36,9 @@ What a row holds:
 Rank: ``distributedInfo.rank``; else ``rank_hint``; else the file name (``rank-3``, ``rank_3``,
 ``rank3``, or the SageMaker node id ``3-algo-1``); else 0, with a warning. A damaged file (a
 truncated ``.gz``, a document cut mid-event) keeps every event read before the damage and logs a
-warning naming the file and the position. An event with no numeric ``ts``, or a negative
-``dur``, has no place in time: it is skipped, with one warning naming the file and the first.
+warning naming the file and the position. An event with no finite ``ts``, or a ``dur`` that is
+negative or not finite, has no place in time: it is skipped, with one warning naming the file
+and the first. A number JSON cannot hold in ``args`` (``inf``, ``NaN``) is kept as its text.
 A trace whose times are relative but that has no ``baseTimeNanoseconds`` (a newer trace cut
 before its end) is read on its own clock, with a warning.
 """
@@ -85,7 +86,7 @@ BATCH_ROWS = 65_536
 #: the cache's manifest, and a cache built by another version is read again
 #: (:class:`~stepscope.store.cache.ColumnarCache`): bump it whenever a trace would give
 #: different rows or metadata.
-READER_VERSION = 3
+READER_VERSION = 4
 
 #: 2001-01-01 in µs since the Unix epoch: a trace whose first time is earlier has relative times
 _UNIX_TIMES_FROM_US = 978_307_200e6
@@ -229,6 +230,7 @@ def read_kineto_trace(
     for message in warnings:
         logger.warning("%s; the events read before it are kept", message)
     raw = _drop_damaged_events(raw, path, warnings)
+    raw = _finite_args(raw)
     rank = _resolve_rank(header, path, rank_hint, warnings)
     base_ns = header.get("baseTimeNanoseconds")
     base_time_ns = int(base_ns) if isinstance(base_ns, (int, float)) else None
@@ -292,18 +294,48 @@ def _drop_damaged_events(raw: pa.Table, path: Path, warnings: list[str]) -> pa.T
     """The events without those that have no place in time: no numeric ``ts``, or a negative
     ``dur`` (a span that ends before it starts). One warning names the file, the first of
     them and how many there were."""
-    damaged = pc.or_(pc.is_null(raw["ts"]), pc.less(raw["dur_us"], 0.0))
+    placed = pc.and_(pc.is_finite(raw["ts"]), pc.greater_equal(raw["dur_us"], 0.0))
+    damaged = pc.fill_null(pc.invert(placed), True)  # NaN >= 0 is false, as inf is not finite
     count = pc.sum(damaged).as_py()
     if not count:
         return raw
     first = pc.index(damaged, True).as_py()
     message = (
-        f"{path}: skipped {count} event(s) with no numeric ts or a negative dur, the first "
+        f"{path}: skipped {count} event(s) with no finite ts or a negative or not finite "
+        f"dur, the first "
         f"{raw['name'][first].as_py()!r} (span, instant or counter #{first + 1} of the file); "
         "the other events are kept"
     )
     _warn(message, warnings)
     return raw.filter(pc.invert(damaged))
+
+
+#: A number JSON has no word for, where a value starts: Kineto wrote ``inf`` for the bandwidth
+#: of a 0 µs memcpy (pytorch/kineto#105), Python writes ``NaN``.
+_NON_FINITE_VALUE = r"[:,\[]-?(?:Infinity|inf|NaN|nan)[,\]}]"
+#: A string (kept whole, whatever it holds) or such a number.
+_STRING_OR_NON_FINITE = re.compile(r'"(?:[^"\\]|\\.)*"|-?(?:Infinity|inf|NaN|nan)')
+
+
+def _finite_args(raw: pa.Table) -> pa.Table:
+    """``args`` that every JSON parser reads (a browser's, the exports' readers): a number
+    JSON cannot hold becomes its text, ``"inf"``. Only the rare args that hold one are
+    rewritten."""
+    args = raw["args"]
+    suspect = pc.fill_null(pc.match_substring_regex(args, _NON_FINITE_VALUE), False)
+    if not pc.any(suspect).as_py():
+        return raw
+    fixed = [
+        _STRING_OR_NON_FINITE.sub(_quoted, text) if bad else text
+        for text, bad in zip(args.to_pylist(), suspect.to_pylist(), strict=True)
+    ]
+    index = raw.schema.get_field_index("args")
+    return raw.set_column(index, "args", pa.array(fixed, args.type))
+
+
+def _quoted(match: re.Match[str]) -> str:
+    token = match.group()
+    return token if token.startswith('"') else f'"{token}"'
 
 
 def _assign_steps(raw: pa.Table) -> pa.Array:
