@@ -136,9 +136,10 @@ def test_a_parameter_profiler_report_does_not_pass_on_says_what_to_set_instead(
 
 
 def test_an_export_onto_the_trace_it_reads_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # `stepscope export trace.json -o trace.json` replaced the recorded trace with its export.
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     trace = tmp_path / "rank-0.json"
     event = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "dur": 5}
     trace.write_text(json.dumps({"schemaVersion": 1, "traceEvents": [{**event, "ts": 1.0}]}))
