@@ -430,3 +430,25 @@ def test_numbers_json_cannot_hold_become_text_or_skip_their_event(tmp_path, capl
     assert memcpy["memory bandwidth (GB/s)"] == "inf"
     assert memcpy["other"] == ["nan", "-Infinity", "NaN"]
     assert memcpy["note"] == "a:nan,b"
+
+
+def test_a_damaged_trace_keeps_its_events_with_inf_or_nan_up_to_the_damage(tmp_path):
+    # A damaged file is read chunk by chunk with orjson, which refuses inf and NaN: the first
+    # memcpy of 0 µs was taken for the damage, and it and every event after it were lost.
+    launch = {"ph": "X", "cat": "Runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1}
+    memcpy = {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7}
+    bandwidth = {"memory bandwidth (GB/s)": "INF"}
+    events = [
+        {**event, "ts": 1614800519473210 + 10 * i, "dur": 0, "args": bandwidth}
+        for i in range(50)
+        for event in (launch, memcpy)
+    ]
+    text = json.dumps({"schemaVersion": 1, "traceEvents": events}).replace('"INF"', "inf")
+    cut = tmp_path / "rank-0.json"
+    cut.write_text(text[: len(text) - 100])  # cut inside the last event
+    table = read_kineto_trace(cut).table()
+    assert table.num_rows == 99
+    bandwidths = {
+        _strict_json(args)["memory bandwidth (GB/s)"] for args in table["args"].to_pylist()
+    }
+    assert bandwidths == {"inf"}

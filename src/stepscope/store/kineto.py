@@ -213,7 +213,10 @@ def read_kineto_trace(
 
         def parse(text: bytes) -> pa.RecordBatch:
             # orjson.JSONDecodeError is a ValueError: the chunker then tries an earlier cut.
-            events = orjson.loads(text)
+            try:
+                events = orjson.loads(text)
+            except orjson.JSONDecodeError:  # a bad cut, or inf and NaN (see _finite_args)
+                events = orjson.loads(_finite_json(text.decode("utf-8", "replace")))
             try:
                 return convert_chunk(events if isinstance(events, list) else [], counts)
             except ValueError as exc:  # not a bad cut: a value no column could hold
@@ -326,11 +329,16 @@ def _finite_args(raw: pa.Table) -> pa.Table:
     if not pc.any(suspect).as_py():
         return raw
     fixed = [
-        _STRING_OR_NON_FINITE.sub(_quoted, text) if bad else text
+        _finite_json(text) if bad else text
         for text, bad in zip(args.to_pylist(), suspect.to_pylist(), strict=True)
     ]
     index = raw.schema.get_field_index("args")
     return raw.set_column(index, "args", pa.array(fixed, args.type))
+
+
+def _finite_json(text: str) -> str:
+    """``text`` with every number JSON cannot hold outside a string written as a string."""
+    return _STRING_OR_NON_FINITE.sub(_quoted, text)
 
 
 def _quoted(match: re.Match[str]) -> str:
