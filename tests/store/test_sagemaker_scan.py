@@ -107,6 +107,8 @@ def test_args_left_over_or_not_integers_are_converted_as_the_per_file_reader_doe
         [{"pid": 2, "ph": "X", "ts": 1}],
         [_span(1), {"name": "no time", "pid": 2, "ph": "X", "dur": 1}],
         [{**_span(1), "ts": None}],
+        # Python's json writes NaN, which is no JSON: the scan raised out of every reader
+        [_span(1, args={"step_num": 1, "loss": float("nan")})],
     ],
     ids=[
         "begin-end",
@@ -117,6 +119,7 @@ def test_args_left_over_or_not_integers_are_converted_as_the_per_file_reader_doe
         "no-name",
         "no-ts",
         "null-ts",
+        "nan-arg",
     ],
 )
 def test_files_the_scan_cannot_convert_exactly_are_left_to_the_per_file_reader(

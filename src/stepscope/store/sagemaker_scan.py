@@ -259,7 +259,8 @@ def _events_tables(
     ):
         if damaged is not None:
             skip |= _files_with(damaged, file_of_span, n_files)
-    columns = _args_of_spans(spans, event_tid)
+    columns, unreadable = _args_of_spans(spans, event_tid)
+    skip[file_of_span[unreadable]] = True  # the per-file reader says what it cannot read
     events = pa.table(
         [
             pa.array([f.source for f in files], pa.string()).take(on_file),
@@ -292,8 +293,9 @@ def _categories(
     return pa.array(names, pa.string()).take(pa.array(file_of_span * len(pids) + codes))
 
 
-def _args_of_spans(spans: pa.Table, event_tid: pa.Array) -> list[pa.Array]:
-    """``pid``, ``tid``, ``step``, ``device``, ``bytes`` and ``args`` of the spans.
+def _args_of_spans(spans: pa.Table, event_tid: pa.Array) -> tuple[list[pa.Array], np.ndarray]:
+    """``pid``, ``tid``, ``step``, ``device``, ``bytes`` and ``args`` of the spans, and the
+    spans whose args are no JSON (their files are left to the per-file reader).
 
     Spans whose args are plain (only keys that become columns, each an integer) are converted
     here; the others (a key left over, a value that is not an integer) go through
@@ -337,12 +339,20 @@ def _args_of_spans(spans: pa.Table, event_tid: pa.Array) -> list[pa.Array]:
         pa.repeat(pa.scalar("", pa.string()), n),
     ]
     rows = pc.indices_nonzero(special)
+    unreadable: list[int] = []
     if len(rows) == 0:
-        return columns
+        return columns, np.array(unreadable, np.int64)
     texts = spans.column("args").take(rows).to_pylist()
-    parsed = [orjson.loads(text) if text is not None else None for text in texts]
+    parsed = []
+    for row, text in zip(rows.to_pylist(), texts, strict=True):
+        try:
+            parsed.append(orjson.loads(text) if text is not None else None)
+        except orjson.JSONDecodeError:  # NaN, which DuckDB reads: no JSON orjson takes
+            parsed.append(None)
+            unreadable.append(row)
     exact = args_columns(parsed, event_tid.take(rows).to_pylist())
-    return [
+    fixed = [
         pc.replace_with_mask(column, special, fix)
         for column, fix in zip(columns, exact, strict=True)
     ]
+    return fixed, np.array(unreadable, np.int64)
