@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import re
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -452,3 +453,23 @@ def test_a_damaged_trace_keeps_its_events_with_inf_or_nan_up_to_the_damage(tmp_p
         _strict_json(args)["memory bandwidth (GB/s)"] for args in table["args"].to_pylist()
     }
     assert bandwidths == {"inf"}
+
+
+def test_the_warning_of_a_trace_cut_short_says_where_its_events_end(tmp_path):
+    # It read "the event array ends early; the events after this point are lost at
+    # decompressed byte N", "decompressed" for a plain .json too.
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+        for i in range(100)
+    ]
+    text = json.dumps({"schemaVersion": 1, "traceEvents": events})
+    cut = tmp_path / "rank-0.json"
+    cut.write_text(text[: len(text) // 2])
+    trace = read_kineto_trace(cut)
+    (warning,) = [w for w in trace.metadata["warnings"] if "ends early" in w]
+    match = re.fullmatch(
+        rf"{re.escape(str(cut))}: the event array ends early at byte (\d+)", warning
+    )
+    assert match, warning
+    kept_text = cut.read_text()[: int(match.group(1))]
+    assert kept_text.count('"ph"') == trace.metadata["event_count"]

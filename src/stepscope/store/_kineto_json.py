@@ -67,12 +67,15 @@ class TraceDocument:
     :param header: top-level keys other than ``traceEvents`` (before and after the array).
     :param is_array: the document is a bare JSON array of events (the oldest Chrome-trace form).
     :param problems: ``(position, reason)`` pairs for damage that was skipped; ``position`` names
-        the decompressed byte offset and the index of the first event that could not be read.
+        the byte offset (in the decompressed text of a ``.gz``) where the events that could not
+        be read start.
+    :param compressed: the file is gzip.
     """
 
     header: dict[str, Any] = field(default_factory=dict)
     is_array: bool = False
     found_events: bool = False
+    compressed: bool = False
     problems: list[tuple[str, str]] = field(default_factory=list)
     #: Events per ``ph`` value, counted by :func:`extract_event_array` on the raw text.
     phases: Counter[bytes] = field(default_factory=Counter)
@@ -88,6 +91,7 @@ def _decompressed_blocks(path: Path | bytes, document: TraceDocument) -> Iterato
                 yield first
                 first = raw.read(_READ_BYTES)
             return
+        document.compressed = True
         # ISA-L inflates the same gzip streams as zlib, about three times faster
         inflater = isal_zlib.decompressobj(wbits=31)
         compressed_offset = 0
@@ -289,12 +293,8 @@ def iter_event_chunks(
         if chunk is not None:
             yield chunk
             offset += used
-        document.problems.append(
-            (
-                f"decompressed byte {offset}",
-                "the event array ends early; the events after this point are lost",
-            )
-        )
+        where = "decompressed byte" if document.compressed else "byte"
+        document.problems.append((f"{where} {offset}", "the event array ends early"))
         return
 
 
