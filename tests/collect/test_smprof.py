@@ -213,3 +213,45 @@ def test_under_stepscope_run_with_sagemaker_profiler_config_the_window_goes_into
     events = json.loads(gzip.decompress(traces[0].read_bytes()))["traceEvents"]
     names = {e.get("name") for e in events}
     assert {n for n in names if n and n.startswith("ProfilerStep#")} == {"ProfilerStep#0"}
+
+
+WINDOWS_EXAMPLE = """
+import torch
+import stepscope.smprof as smprof
+
+SMProf = smprof.SMProfiler.instance()
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(6):
+    if step in (0, 3):
+        SMProf.start_profiling()
+    loss = model(torch.randn(2, 4)).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step in (1, 4):
+        SMProf.stop_profiling()
+print("done")
+"""
+
+
+def test_the_windows_of_one_script_go_into_one_job_with_steps_numbered_on(
+    tmp_path: Path,
+) -> None:
+    # Each start_profiling() outside a session started a job of its own: a job folder per
+    # window, or, within one second, the same folder with its steps numbered from 0 again
+    # and a warning to "give profile() a new job_dir", a call the script never made. Steps
+    # are those the windows saw: the one trained between them is not counted.
+    from stepscope.store import open_job
+
+    result = _run_script(tmp_path / "train.py", WINDOWS_EXAMPLE)
+    assert result.returncode == 0, result.stderr
+    assert "already holds a run" not in result.stderr
+    jobs = list((tmp_path / "stepscope-jobs").iterdir())
+    assert len(jobs) == 1
+    assert len(list(jobs[0].rglob("*.pt.trace.json.gz"))) == 2
+    con = open_job(jobs[0], cache_dir=tmp_path / "cache").connect()
+    steps = con.sql(
+        "SELECT step FROM events WHERE name = 'Step:ModeKeys.TRAIN' ORDER BY start_us"
+    ).fetchall()
+    assert [step for (step,) in steps] == [0, 1, 2, 3]

@@ -20,7 +20,7 @@ job's ``ProfilerConfig(profile_params=...)``. Under ``stepscope run`` the run's 
 it, started into the run's job folder by ``start_profiling`` when the run's configuration
 profiles no framework (SageMaker's launcher config: ``profile_params`` alone); otherwise
 ``start_profiling`` starts a session of its own (output under ``./stepscope-jobs/``) and
-``stop_profiling`` stops it.
+``stop_profiling`` stops it, and a later window goes on in the same job, its steps numbered on.
 
 Global state: the one :class:`SMProfiler` of the process, from :meth:`SMProfiler.instance`.
 """
@@ -76,6 +76,7 @@ class SMProfiler:
     def __init__(self) -> None:
         self.config = Config()
         self._owned: Any = None  # the profile() context this profiler started, if any
+        self._stopped: Any = None  # the session of the last such context, once it stopped
         self._detailed: Any = None
 
     @staticmethod
@@ -110,9 +111,11 @@ class SMProfiler:
             if session is None:
                 return
         if session is None:
-            from stepscope.collect.explicit import profile
+            # a later window goes into the same job, its steps numbered on
+            from stepscope.collect.explicit import profile, profile_again
 
-            self._owned = profile()
+            stopped = self._stopped
+            self._owned = profile() if stopped is None else profile_again(stopped)
             session = self._owned.__enter__()
         from stepscope.collect.torch.instrumentation import installed, instrument
 
@@ -131,6 +134,7 @@ class SMProfiler:
             detailed.stop_manual()
         owned, self._owned = self._owned, None
         if owned is not None:
+            self._stopped = get_active_session()
             owned.__exit__(None, None, None)
 
 
