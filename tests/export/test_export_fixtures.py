@@ -84,3 +84,17 @@ def test_a_sagemaker_job_exports_its_counters_and_steps(
     counts = check_chrome(events)
     assert counts["counters"] > 0 and summary.counters > 0
     assert counts["slices"] == summary.slices
+
+
+def test_an_export_left_in_a_folder_of_traces_is_not_read_as_one_of_them(
+    shared_fixtures: Path, tmp_path: Path
+) -> None:
+    # An export written into the folder it exports was taken for one more rank's trace (on
+    # its own clock): the next export of that folder held every slice twice.
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for trace in (shared_fixtures / "kineto" / "two_ranks_one_job").glob("*.json.gz"):
+        (folder / trace.name).write_bytes(trace.read_bytes())
+    first = export_trace(folder, folder / "merged.json", format="chrome")
+    again = export_trace(folder, tmp_path / "again.json", format="chrome")
+    assert again.slices == first.slices == _spans(shared_fixtures / "kineto" / "two_ranks_one_job")

@@ -99,6 +99,9 @@ _RANK_IN_NAME = (
     re.compile(r"(?:^|[^0-9A-Za-z])(\d+)-algo-\d+"),
 )
 _SNIFF_BYTES = 256 << 10
+#: The header key of stepscope's own Chrome export (:mod:`stepscope.export.chrome`), which holds
+#: Kineto's categories too: left in a folder of traces, it is no rank's trace.
+_EXPORT_HEADER_KEY = b'"origin_epoch_us"'
 _KINETO_HEADER_KEYS = (b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"')
 _KINETO_CATEGORY = re.compile(
     rb'"cat"\s*:\s*"(cpu_op|user_annotation|cuda_runtime|cuda_driver|kernel|gpu_memcpy|'
@@ -142,7 +145,8 @@ def is_kineto_trace(source: str | Path | IO[bytes]) -> bool:
 
     Reads at most the first 256 KB (decompressed): the document must be a JSON object with a
     ``traceEvents`` array and either Kineto's header keys or a Kineto event category, which
-    tells it apart from TensorFlow profiler traces and SageMaker's event arrays.
+    tells it apart from TensorFlow profiler traces and SageMaker's event arrays; stepscope's
+    own Chrome export, which has such categories, is no Kineto trace either.
 
     :param source: a path, or a seekable binary file at its start (a remote file is sniffed
         without downloading it whole).
@@ -156,6 +160,8 @@ def is_kineto_trace(source: str | Path | IO[bytes]) -> bool:
     except OSError:
         return False
     if head.lstrip()[:1] != b"{" or b'"traceEvents"' not in head:
+        return False
+    if _EXPORT_HEADER_KEY in head[: head.find(b'"traceEvents"')]:
         return False
     return any(key in head for key in _KINETO_HEADER_KEYS) or bool(_KINETO_CATEGORY.search(head))
 
