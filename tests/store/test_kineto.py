@@ -416,7 +416,9 @@ INFINITE_BANDWIDTH = """{"schemaVersion": 1, "traceEvents": [
   {"ph": "X", "cat": "Operator", "name": "no length", "pid": 1, "tid": "1",
    "ts": 1614800519473300, "dur": nan},
   {"ph": "X", "cat": "Operator", "name": "no time", "pid": 1, "tid": "1",
-   "ts": Infinity, "dur": 3}
+   "ts": Infinity, "dur": 3},
+  {"ph": "X", "cat": "Operator", "name": "no end", "pid": 1, "tid": "1",
+   "ts": 1614800519473400, "dur": Infinity}
 ]}"""
 
 
@@ -426,7 +428,7 @@ def test_numbers_json_cannot_hold_become_text_or_skip_their_event(tmp_path, capl
     with caplog.at_level(logging.WARNING, logger="stepscope.store.kineto"):
         table = read_kineto_trace(path).table()
     assert table["name"].to_pylist() == ["cudaMemcpyAsync", "Memcpy HtoD (Pageable -> Device)"]
-    assert "skipped 2 event(s)" in caplog.text and str(path) in caplog.text
+    assert "skipped 3 event(s)" in caplog.text and str(path) in caplog.text
     memcpy = _strict_json(table["args"][1].as_py())
     assert memcpy["memory bandwidth (GB/s)"] == "inf"
     assert memcpy["other"] == ["nan", "-Infinity", "NaN"]

@@ -300,11 +300,14 @@ def _warn_if_times_are_relative(
 
 
 def _drop_damaged_events(raw: pa.Table, path: Path, warnings: list[str]) -> pa.Table:
-    """The events without those that have no place in time: no numeric ``ts``, or a negative
-    ``dur`` (a span that ends before it starts). One warning names the file, the first of
-    them and how many there were."""
-    placed = pc.and_(pc.is_finite(raw["ts"]), pc.greater_equal(raw["dur_us"], 0.0))
-    damaged = pc.fill_null(pc.invert(placed), True)  # NaN >= 0 is false, as inf is not finite
+    """The events without those that have no place in time: no finite ``ts``, or a ``dur``
+    that is negative (a span that ends before it starts) or not finite. One warning names the
+    file, the first of them and how many there were."""
+    dur = raw["dur_us"]
+    placed = pc.and_(
+        pc.is_finite(raw["ts"]), pc.and_(pc.is_finite(dur), pc.greater_equal(dur, 0.0))
+    )
+    damaged = pc.fill_null(pc.invert(placed), True)  # a null ts is no place either
     count = pc.sum(damaged).as_py()
     if not count:
         return raw
