@@ -251,7 +251,10 @@ def test_the_windows_of_one_script_go_into_one_job_with_steps_numbered_on(
     assert len(jobs) == 1
     assert len(list(jobs[0].rglob("*.pt.trace.json.gz"))) == 2
     con = open_job(jobs[0], cache_dir=tmp_path / "cache").connect()
-    steps = con.sql(
-        "SELECT step FROM events WHERE name = 'Step:ModeKeys.TRAIN' ORDER BY start_us"
-    ).fetchall()
+    try:
+        steps = con.sql(
+            "SELECT step FROM events WHERE name = 'Step:ModeKeys.TRAIN' ORDER BY start_us"
+        ).fetchall()
+    finally:
+        con.close()
     assert [step for (step,) in steps] == [0, 1, 2, 3]
