@@ -15,12 +15,14 @@ import pyarrow as pa
 import pytest
 from tests.analysis import _kineto_synthetic as synthetic
 
+from stepscope.analysis import PandasFrame
 from stepscope.errors import UnsupportedFormatError
 from stepscope.store import (
     EVENT_SCHEMA,
     _kineto_columns,
     _kineto_json,
     is_kineto_trace,
+    open_job,
     read_kineto_trace,
 )
 from stepscope.store._kineto_json import extract_event_array
@@ -433,6 +435,23 @@ def test_numbers_json_cannot_hold_become_text_or_skip_their_event(tmp_path, capl
     assert memcpy["memory bandwidth (GB/s)"] == "inf"
     assert memcpy["other"] == ["nan", "-Infinity", "NaN"]
     assert memcpy["note"] == "a:nan,b"
+
+
+def test_an_event_beyond_any_timestamp_is_skipped_and_the_trace_queried(tmp_path, caplog):
+    # A ts or dur of 1e300 is finite: it reached the store and broke every query that turns
+    # start_us into a timestamp (PandasFrame's text times among them).
+    op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "dur": 5}
+    events = [{**op, "ts": 1614800519473210 + 10 * i} for i in range(10)]
+    events += [{**op, "name": "far", "ts": 1e300}, {**op, "name": "long", "dur": 1e300, "ts": 1}]
+    path = tmp_path / "rank-0.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    with caplog.at_level(logging.WARNING, logger="stepscope.store.kineto"):
+        table = read_kineto_trace(path).table()
+    assert table["name"].to_pylist() == ["aten::mm"] * 10
+    assert "skipped 2 event(s)" in caplog.text and "'far'" in caplog.text
+    frame = PandasFrame(open_job(path, cache_dir=tmp_path / "cache")).get_all_framework_metrics()
+    assert sorted(frame["framework_metric"].unique()) == ["aten::mm"]
+    assert len(frame) == 10
 
 
 def test_a_damaged_trace_keeps_its_events_with_inf_or_nan_up_to_the_damage(tmp_path):

@@ -66,7 +66,7 @@ from stepscope.store._kineto_columns import (
     read_whole_array,
 )
 from stepscope.store._kineto_json import TraceDocument, iter_event_chunks
-from stepscope.store.schema import EVENT_SCHEMA
+from stepscope.store.schema import EVENT_SCHEMA, TIME_LIMIT_US
 
 __all__ = [
     "GPU_CATEGORIES",
@@ -86,7 +86,7 @@ BATCH_ROWS = 65_536
 #: the cache's manifest, and a cache built by another version is read again
 #: (:class:`~stepscope.store.cache.ColumnarCache`): bump it whenever a trace would give
 #: different rows or metadata.
-READER_VERSION = 4
+READER_VERSION = 5
 
 #: 2001-01-01 in µs since the Unix epoch: a trace whose first time is earlier has relative times
 _UNIX_TIMES_FROM_US = 978_307_200e6
@@ -300,12 +300,17 @@ def _warn_if_times_are_relative(
 
 
 def _drop_damaged_events(raw: pa.Table, path: Path, warnings: list[str]) -> pa.Table:
-    """The events without those that have no place in time: no finite ``ts``, or a ``dur``
-    that is negative (a span that ends before it starts) or not finite. One warning names the
-    file, the first of them and how many there were."""
-    dur = raw["dur_us"]
+    """The events without those that have no place in time: no finite ``ts``, a ``dur`` that
+    is negative (a span that ends before it starts) or not finite, or a start or end beyond
+    what a 64-bit timestamp holds (the analyses' timestamps would fail on it). One warning
+    names the file, the first of them and how many there were."""
+    ts, dur = raw["ts"], raw["dur_us"]
+    in_range = pc.and_(
+        pc.less(pc.abs(ts), TIME_LIMIT_US), pc.less(pc.abs(pc.add(ts, dur)), TIME_LIMIT_US)
+    )
     placed = pc.and_(
-        pc.is_finite(raw["ts"]), pc.and_(pc.is_finite(dur), pc.greater_equal(dur, 0.0))
+        pc.and_(pc.is_finite(ts), pc.is_finite(dur)),
+        pc.and_(pc.greater_equal(dur, 0.0), in_range),
     )
     damaged = pc.fill_null(pc.invert(placed), True)  # a null ts is no place either
     count = pc.sum(damaged).as_py()
@@ -314,7 +319,7 @@ def _drop_damaged_events(raw: pa.Table, path: Path, warnings: list[str]) -> pa.T
     first = pc.index(damaged, True).as_py()
     message = (
         f"{path}: skipped {count} event(s) with no finite ts or a negative or not finite "
-        f"dur, the first "
+        f"dur, or beyond any timestamp, the first "
         f"{raw['name'][first].as_py()!r} (span, instant or counter #{first + 1} of the file); "
         "the other events are kept"
     )
