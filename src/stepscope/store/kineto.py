@@ -459,7 +459,8 @@ def _resolve_rank(
             return int(match.group(1))
     message = (
         f"{path}: trace {missing} and its file name names no rank; assuming rank 0. "
-        "Pass rank_hint=, or name the file like 'rank-3.json.gz', to set it"
+        "Name the file like 'rank-3.json.gz' (or pass rank_hint= to read_kineto_trace) to "
+        "set it"
     )
     _warn(message, warnings)
     return 0
