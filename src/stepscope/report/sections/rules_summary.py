@@ -41,7 +41,7 @@ class RulesSummary(Section):
             "<thead><tr><th>Rule</th><th>Description</th><th>Recommendation</th>"
             '<th class="num">Triggers</th><th class="num">Datapoints</th><th>Parameters</th></tr></thead>'
         )
-        intro = f"<p>{found} of {len(results)} rules found issues.</p>"
+        intro = f"<p>{found} of the {len(results)} rules below found issues.</p>"
         origin = context.details("MaxInitializationTime").get("job_start_us") or min(
             (i[0] for r in results for i in r.intervals), default=0
         )
