@@ -38,9 +38,20 @@ class BottleneckTally:
         self.metric = metric
         self.per_node: dict[str, dict[str, Any]] = {}
         self.intervals = IntervalList(interval_gap_us)
+        #: the job's last window was counted: no more snapshots will come
+        self.ended = False
 
-    def add(self, snapshots: dict[str, np.ndarray], high_pct: float, gpu_low_pct: float) -> None:
-        """Count the snapshots of one window (only those that have GPU metrics)."""
+    def add(
+        self,
+        snapshots: dict[str, np.ndarray],
+        high_pct: float,
+        gpu_low_pct: float,
+        *,
+        final: bool = False,
+    ) -> None:
+        """Count the snapshots of one window (only those that have GPU metrics); ``final``: the
+        job's last."""
+        self.ended = self.ended or final
         if len(snapshots["node"]) == 0:
             return
         has_gpu = snapshots["gpus"] > 0
@@ -120,7 +131,12 @@ class BottleneckTally:
             f"{hits} of {points} snapshots ({pct:.1f} %) had GPUs below {low:g} % while mean "
             f"{label} was above {high:g} % (threshold {parameters['threshold']:g} %)."
         )
-        if points <= parameters["patience"]:
+        if points <= parameters["patience"] and self.ended:
+            message += (
+                f" The job ended before the rule could decide: it needs more than "
+                f"{parameters['patience']} snapshots (patience)."
+            )
+        elif points <= parameters["patience"]:
             message += f" Waiting for {parameters['patience']} snapshots before deciding."
         worst_node, worst = max(
             self.per_node.items(),

@@ -45,7 +45,9 @@ class CPUBottleneck(Rule):
 
     def scan(self, window: ScanWindow) -> None:
         p = self.parameters
-        self.tally.add(window.snapshots(), p["cpu_threshold"], p["gpu_threshold"])
+        self.tally.add(
+            window.snapshots(), p["cpu_threshold"], p["gpu_threshold"], final=window.final
+        )
 
     def evaluate(self) -> Verdict:
         return self.tally.verdict(self.parameters, "CPU", "cpu_threshold")

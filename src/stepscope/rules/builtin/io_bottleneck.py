@@ -42,7 +42,9 @@ class IOBottleneck(Rule):
 
     def scan(self, window: ScanWindow) -> None:
         p = self.parameters
-        self.tally.add(window.snapshots(), p["io_threshold"], p["gpu_threshold"])
+        self.tally.add(
+            window.snapshots(), p["io_threshold"], p["gpu_threshold"], final=window.final
+        )
 
     def evaluate(self) -> Verdict:
         return self.tally.verdict(self.parameters, "I/O wait", "io_threshold")
