@@ -67,17 +67,21 @@ def _run_script(script: Path, source: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _names_in_the_one_trace(folder: Path) -> set[str]:
+    """The event names of the one Kineto trace under ``folder``."""
+    traces = list(folder.rglob("*.pt.trace.json.gz"))
+    assert len(traces) == 1, traces
+    events = json.loads(gzip.decompress(traces[0].read_bytes()))["traceEvents"]
+    return {e.get("name") for e in events}
+
+
 def test_the_sagemaker_profiler_example_runs_and_records_its_annotations(tmp_path: Path) -> None:
     result = _run_script(tmp_path / "train_with_profiler_demo.py", EXAMPLE)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "done"
     jobs = list((tmp_path / "stepscope-jobs").iterdir())
     assert len(jobs) == 1
-    traces = list(jobs[0].rglob("*.pt.trace.json.gz"))
-    assert len(traces) == 1
-    names = {
-        e.get("name") for e in json.loads(gzip.decompress(traces[0].read_bytes()))["traceEvents"]
-    }
+    names = _names_in_the_one_trace(jobs[0])
     assert {"step_0", "step_3", "Forward", "Loss", "Backward", "Optimizer"} <= names
     assert {f"ProfilerStep#{n}" for n in range(4)} <= names
 
@@ -143,10 +147,7 @@ JOB_DURATION_EXAMPLE = DURATION_EXAMPLE.replace(
 def test_cpu_profiling_duration_closes_the_window(tmp_path: Path, source: str) -> None:
     result = _run_script(tmp_path / "train.py", source)
     assert result.returncode == 0, result.stderr
-    traces = list((tmp_path / "stepscope-jobs").rglob("*.pt.trace.json.gz"))
-    assert len(traces) == 1
-    events = json.loads(gzip.decompress(traces[0].read_bytes()))["traceEvents"]
-    names = {e.get("name") for e in events}
+    names = _names_in_the_one_trace(tmp_path / "stepscope-jobs")
     assert {n for n in names if n and n.startswith("ProfilerStep#")} == {"ProfilerStep#0"}
 
 
@@ -177,11 +178,8 @@ def test_starting_or_stopping_twice_warns_and_training_goes_on(tmp_path: Path) -
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "done"
     assert "already profiling" in result.stderr
-    traces = list((tmp_path / "stepscope-jobs").rglob("*.pt.trace.json.gz"))
-    assert len(traces) == 1  # the window opened first goes on to stop_profiling
-    names = {
-        e.get("name") for e in json.loads(gzip.decompress(traces[0].read_bytes()))["traceEvents"]
-    }
+    # the window opened first goes on to stop_profiling: one trace
+    names = _names_in_the_one_trace(tmp_path / "stepscope-jobs")
     assert {f"step_{n}" for n in range(4)} <= names
 
 
@@ -208,10 +206,7 @@ def test_under_stepscope_run_with_sagemaker_profiler_config_the_window_goes_into
     )
     assert result.returncode == 0, result.stderr
     assert not (tmp_path / "stepscope-jobs").exists()
-    traces = list((tmp_path / "job" / "profiler-output").rglob("*.pt.trace.json.gz"))
-    assert len(traces) == 1
-    events = json.loads(gzip.decompress(traces[0].read_bytes()))["traceEvents"]
-    names = {e.get("name") for e in events}
+    names = _names_in_the_one_trace(tmp_path / "job" / "profiler-output")
     assert {n for n in names if n and n.startswith("ProfilerStep#")} == {"ProfilerStep#0"}
 
 

@@ -79,6 +79,18 @@ def _rank_document(rank: int) -> bytes:
     return json.dumps(document).encode()
 
 
+def _events_per_rank(folder, cache_dir, caplog) -> dict[int, int]:
+    """The events of each rank of the folder of traces, its warnings in ``caplog``."""
+    job = open_job(folder, cache_dir=cache_dir)
+    with caplog.at_level(logging.WARNING, logger="stepscope"):
+        job.refresh()
+    con = job.connect()
+    try:
+        return dict(con.sql("SELECT rank, count(*) FROM events GROUP BY rank").fetchall())
+    finally:
+        con.close()
+
+
 def test_a_folder_of_ranks_is_read_whole_beside_a_truncated_trace(tmp_path, caplog):
     folder = tmp_path / "traces"
     folder.mkdir()
@@ -88,15 +100,7 @@ def test_a_folder_of_ranks_is_read_whole_beside_a_truncated_trace(tmp_path, capl
     (folder / "rank-2.json").write_bytes(document[: len(document) * 2 // 3])
     per_rank = len([e for e in synthetic.events() if e["ph"] in ("X", "i", "C")])
 
-    job = open_job(folder, cache_dir=tmp_path / "cache")
-    with caplog.at_level(logging.WARNING, logger="stepscope"):
-        job.refresh()
-
-    con = job.connect()
-    try:
-        counts = dict(con.sql("SELECT rank, count(*) FROM events GROUP BY rank").fetchall())
-    finally:
-        con.close()
+    counts = _events_per_rank(folder, tmp_path / "cache", caplog)
     assert {rank: counts[rank] for rank in (0, 1, 3)} == {0: per_rank, 1: per_rank, 3: per_rank}
     assert counts.get(2, 0) < per_rank  # what precedes the cut is kept, the rest is lost
     assert any("rank-2.json" in r.getMessage() for r in caplog.records)
@@ -113,14 +117,7 @@ def test_a_gzipped_trace_cut_short_is_read_not_passed_over(tmp_path, caplog):
     (folder / "rank-1.json.gz").write_bytes(compressed[: len(compressed) * 2 // 3])
     per_rank = len([e for e in synthetic.events() if e["ph"] in ("X", "i", "C")])
 
-    job = open_job(folder, cache_dir=tmp_path / "cache")
-    with caplog.at_level(logging.WARNING, logger="stepscope"):
-        job.refresh()
-    con = job.connect()
-    try:
-        counts = dict(con.sql("SELECT rank, count(*) FROM events GROUP BY rank").fetchall())
-    finally:
-        con.close()
+    counts = _events_per_rank(folder, tmp_path / "cache", caplog)
     assert counts[0] == per_rank
     assert 0 < counts.get(1, 0) < per_rank
     assert any("rank-1.json.gz" in r.getMessage() for r in caplog.records)
