@@ -29,6 +29,7 @@ from stepscope.rules.base import Rule, RuleResult, Verdict
 from stepscope.rules.configs import build_rules
 from stepscope.rules.status import write_results, write_source
 from stepscope.rules.window import ScanWindow, earliest_event_start
+from stepscope.store.filesystem import LocalFiles
 
 __all__ = ["RuleSession", "input_name", "open_input", "rule_output_dir", "run_rules"]
 
@@ -277,7 +278,8 @@ def rule_output_dir(job: Any, output_dir: str | os.PathLike[str] | None) -> Path
         return Path(output_dir)
     path = getattr(job, "path", None)
     local = Path(str(path)) if path is not None and "://" not in str(path) else None
-    if local is not None and local.is_dir() and os.access(local, os.W_OK):
+    # by its permission bits, as the cache judges it: root may write anywhere
+    if local is not None and local.is_dir() and LocalFiles(local).writable():
         return local / "rule-output"
     raise ConfigError(
         "output_dir",
