@@ -278,6 +278,56 @@ def test_launch_takes_a_script_alone_and_its_arguments(tmp_path: Path, train_scr
         launch(str(train_script), args="--steps 3", job_dir=tmp_path / "other")
 
 
+_LAUNCHER = textwrap.dedent(
+    """
+    import sys
+    from stepscope import ProfilerRule, Rule, launch, rule_configs
+    from stepscope.rules import Verdict
+
+    class Custom(Rule):
+        description = "A rule of the script's own."
+
+        def scan(self, window):
+            pass
+
+        def evaluate(self):
+            return Verdict(triggered=False, message="custom rule ran")
+
+    def main(rules):
+        job = launch(["python", "train.py", "--steps", "3"], rules=rules, report=False)
+        print(job.status, sorted(job.rule_statuses()))
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "main([ProfilerRule.stepscope(rule_configs.StepOutlier(stddev=3))])",
+        'if __name__ == "__main__":\n    main(["StepOutlier", Custom])',
+    ],
+    ids=["unguarded", "guarded-with-own-rule"],
+)
+def test_a_script_that_calls_launch_runs_its_job_once(
+    tmp_path: Path, train_script: Path, call: str
+) -> None:
+    # README example: launch(...) at the top of a script, without `if __name__ == "__main__"`;
+    # a rule class of the script's own needs the guard (the engine imports the script for it)
+    (tmp_path / "launcher.py").write_text(_LAUNCHER + call + "\n")
+    result = subprocess.run(
+        [sys.executable, "launcher.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "rule engine failed" not in result.stderr, result.stderr
+    rules = ["Custom", "StepOutlier"] if "Custom" in call else ["StepOutlier"]
+    assert result.stdout.splitlines()[-1] == f"Completed {rules}"
+    assert len(list((tmp_path / "stepscope-jobs").iterdir())) == 1
+
+
 def test_a_bad_rule_list_is_refused_before_the_job_starts(tmp_path: Path) -> None:
     job_dir = tmp_path / "job"
     rules = ["--rule", "StepOutlier", "--rule", "stepoutlier"]

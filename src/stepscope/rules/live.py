@@ -19,9 +19,12 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
-from collections.abc import Sequence
+import types
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -133,12 +136,35 @@ def start_rule_engine(
     # SIGINT ignored, which Python keeps (no KeyboardInterrupt) from its first instruction on.
     restore = _ignore_sigint()
     try:
-        process.start()
+        with _main_script_not_rerun(built):
+            process.start()
     finally:
         if restore is not None:
             signal.signal(signal.SIGINT, restore)
     finish_received.close()  # the engine has its own end
     return RuleEngineHandle(process, finish)
+
+
+@contextmanager
+def _main_script_not_rerun(rules: Sequence[Rule]) -> Iterator[None]:
+    """Start the engine without running the user's script again, unless a rule comes from it.
+
+    ``spawn`` runs the parent's main script in the child, as ``__mp_main__``, so that what it
+    defines can be unpickled there. A script that calls ``launch()`` at its top level, without
+    ``if __name__ == "__main__":``, would then launch its job a second time from the engine
+    (a stray job folder, left ``Running``) and the engine would fail. Only a rule class the
+    script defines needs the script; otherwise the engine starts as from an interactive
+    session, which has no main script to run.
+    """
+    main = sys.modules.get("__main__")
+    if main is None or any(type(rule).__module__ == "__main__" for rule in rules):
+        yield
+        return
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
 
 
 def _ignore_sigint() -> Any:
