@@ -108,6 +108,33 @@ def test_text_timestamps_and_a_default_file_name(
     assert (tmp_path / path).is_file()
 
 
+def test_without_bounds_the_window_is_the_whole_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the seed's call: pt_analysis.plot_the_window()
+    monkeypatch.chdir(tmp_path)
+    path = PT_dataloader_analysis(PandasFrame(hb.connect())).plot_the_window()
+    # the data runs from the first system sample (0 s) to the last (9 s)
+    assert path.name == f"stepscope-window-{hb.T0}-{hb.T0 + 9 * S}.html"
+    traces = _figure_data((tmp_path / path).read_text(encoding="utf-8"))
+    cpu = next(t for t in traces if t["name"] == "algo-1 CPUUtilization cpu0")
+    assert _values(cpu["y"]) == [10.0 * k for k in range(10)]
+    # one bound alone: the other is the data's
+    path = plot_the_window(hb.connect(), hb.T0 + 5 * S, output=tmp_path / "late.html")
+    cpu = next(
+        t for t in _figure_data(path.read_text(encoding="utf-8")) if t["name"] == cpu["name"]
+    )
+    assert _values(cpu["y"]) == [10.0 * k for k in range(5, 10)]
+
+
+def test_a_job_without_data_has_no_window_to_plot(tmp_path: Path) -> None:
+    empty = hb.connect(system=hb.system_table().slice(0, 0), events=hb.events_table().slice(0, 0))
+    with pytest.raises(
+        ConfigError, match="start_timestamp must be a timestamp, got None. The job holds no data"
+    ):
+        plot_the_window(empty, output=tmp_path / "x.html")
+
+
 def test_an_end_before_the_start_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="end_timestamp"):
         plot_the_window(hb.connect(), hb.T0 + S, hb.T0, output=tmp_path / "x.html")

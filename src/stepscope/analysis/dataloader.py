@@ -399,8 +399,8 @@ class PT_dataloader_analysis:
 
     def plot_the_window(
         self,
-        start_timestamp: Any,
-        end_timestamp: Any,
+        start_timestamp: Any = None,
+        end_timestamp: Any = None,
         select_events: Sequence[str] | str = (".*",),
         select_dimensions: Sequence[str] | str = (".*",),
         output: str | Path | None = None,

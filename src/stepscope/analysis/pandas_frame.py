@@ -177,6 +177,17 @@ def text_time_sql(column: str) -> str:
     return f"strftime(make_timestamp(CAST({column} AS BIGINT)), '{TIMESTAMP_FORMAT}')"
 
 
+def data_span_us(con: duckdb.DuckDBPyConnection) -> tuple[float, float] | None:
+    """The first and last instant of the job's data (system samples, events' starts and ends)
+    in µs since the epoch; None when it holds none."""
+    first, last = con.sql(
+        "SELECT min(t), max(t) FROM (SELECT timestamp_us AS t FROM system "
+        "UNION ALL SELECT start_us FROM events WHERE ph <> 'C' "
+        "UNION ALL SELECT start_us + dur_us FROM events WHERE ph <> 'C')"
+    ).fetchall()[0]
+    return None if first is None else (first, last)
+
+
 def warn_if_outside_the_data(
     con: duckdb.DuckDBPyConnection,
     start_timestamp: Any,
@@ -193,13 +204,10 @@ def warn_if_outside_the_data(
     :param start_us: the start in µs since the epoch.
     :param end_us: the end in µs since the epoch.
     """
-    first, last = con.sql(
-        "SELECT min(t), max(t) FROM (SELECT timestamp_us AS t FROM system "
-        "UNION ALL SELECT start_us FROM events WHERE ph <> 'C' "
-        "UNION ALL SELECT start_us + dur_us FROM events WHERE ph <> 'C')"
-    ).fetchall()[0]
-    if first is None or (start_us <= last and end_us >= first):
+    span = data_span_us(con)
+    if span is None or (start_us <= span[1] and end_us >= span[0]):
         return
+    first, last = span
     logger.warning(
         "The window %s .. %s holds none of the job's data (bounds are µs since the epoch, e.g. "
         "the *_epoch_us columns, or text timestamps); its data runs from %.0f to %.0f µs since "

@@ -14,18 +14,23 @@ The x axis is seconds since the window start.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepscope._optional import require
 from stepscope.analysis.pandas_frame import (
     connect_source,
+    data_span_us,
     regex_any,
     to_epoch_us,
     warn_if_outside_the_data,
 )
 from stepscope.errors import ConfigError
+
+if TYPE_CHECKING:
+    import duckdb
 
 __all__ = ["MAX_EVENTS", "MAX_POINTS_PER_LINE", "plot_the_window"]
 
@@ -41,8 +46,8 @@ _KIND_ORDER = {"cpu": 0, "gpu": 1, "memory": 2, "i/o": 3, "network": 4}
 
 def plot_the_window(
     source: Any,
-    start_timestamp: Any,
-    end_timestamp: Any,
+    start_timestamp: Any = None,
+    end_timestamp: Any = None,
     *,
     select_events: Sequence[str] | str = (".*",),
     select_dimensions: Sequence[str] | str = (".*",),
@@ -52,8 +57,9 @@ def plot_the_window(
 
     :param source: a :class:`~stepscope.analysis.PandasFrame`, a job path, a ``JobData`` or a
         DuckDB connection with ``system`` and ``events`` views.
-    :param start_timestamp: µs since the epoch, or a SageMaker text timestamp.
-    :param end_timestamp: likewise; must be after the start.
+    :param start_timestamp: µs since the epoch, or a SageMaker text timestamp; None means the
+        first instant of the job's data (``plot_the_window()`` charts the whole job).
+    :param end_timestamp: likewise, after the start; None means the last instant of the data.
     :param select_events: regular expressions; events whose name or phase matches are drawn.
     :param select_dimensions: regular expressions; system metrics whose dimension or name matches
         are drawn.
@@ -64,16 +70,17 @@ def plot_the_window(
     from plotly.subplots import make_subplots
 
     go = plotly.graph_objects
-    start_us = to_epoch_us(start_timestamp, "plot_the_window.start_timestamp")
-    end_us = to_epoch_us(end_timestamp, "plot_the_window.end_timestamp")
+    con = connect_source(source)[1]
+    start_us, end_us = _window_us(con, start_timestamp, end_timestamp)
     if end_us <= start_us:
         raise ConfigError(
-            "plot_the_window.end_timestamp", end_timestamp, f"after the start ({start_timestamp!r})"
+            "plot_the_window.end_timestamp",
+            end_timestamp,
+            f"after the start ({start_us if start_timestamp is None else start_timestamp!r})",
         )
     path = (
         Path(output) if output is not None else Path(f"stepscope-window-{start_us}-{end_us}.html")
     )
-    con = connect_source(source)[1]
     bucket_us = max(1, (end_us - start_us) // MAX_POINTS_PER_LINE)
     dimensions = regex_any(con, select_dimensions, "plot_the_window.select_dimensions")
     events = regex_any(con, select_events, "plot_the_window.select_events")
@@ -167,3 +174,27 @@ def plot_the_window(
         len(framework),
     )
     return path
+
+
+def _window_us(
+    con: duckdb.DuckDBPyConnection, start_timestamp: Any, end_timestamp: Any
+) -> tuple[int, int]:
+    """The window's bounds in µs since the epoch; a bound that is None is the data's own."""
+    bounds = []
+    for parameter, timestamp in (
+        ("start_timestamp", start_timestamp),
+        ("end_timestamp", end_timestamp),
+    ):
+        if timestamp is not None:
+            bounds.append(to_epoch_us(timestamp, f"plot_the_window.{parameter}"))
+            continue
+        span = data_span_us(con)
+        if span is None:
+            raise ConfigError(
+                f"plot_the_window.{parameter}",
+                None,
+                "a timestamp",
+                "The job holds no data to take the window from.",
+            )
+        bounds.append(math.floor(span[0]) if parameter == "start_timestamp" else math.ceil(span[1]))
+    return bounds[0], bounds[1]
