@@ -69,6 +69,27 @@ def test_a_step_range_selects_the_steps_time(con, tmp_path: Path) -> None:
     assert names == {"ProfilerStep#4", "aten::mul"}
 
 
+def _steps(mode: str, first_s: float, count: int) -> list[dict[str, Any]]:
+    """``count`` one-second steps of ``mode`` numbered from 0, the first at ``first_s``."""
+    name = f"Step:ModeKeys.{mode}"
+    return [
+        event_row(category=name, name=name, start_us=T0 + (first_s + k) * 1e6, dur_us=1e6, step=k)
+        for k in range(count)
+    ]
+
+
+def test_a_step_range_is_of_training_steps_when_evaluation_steps_come_after() -> None:
+    # Each mode numbers its steps from 0: the evaluation loop after training has steps 2-4 too,
+    # and the range must not stretch to them over every training step in between.
+    con = connect(events_table(_steps("TRAIN", 0, 10) + _steps("EVAL", 10, 5)))
+    window = resolve_window(con, steps=(2, 5))
+    assert (window.start_us, window.end_us) == (T0 + 2e6, T0 + 5e6)
+    # a job that only evaluates has its evaluation steps
+    only_eval = connect(events_table(_steps("EVAL", 10, 5)))
+    window = resolve_window(only_eval, steps=(2, 5))
+    assert (window.start_us, window.end_us) == (T0 + 12e6, T0 + 15e6)
+
+
 def test_a_time_range_counts_seconds_from_the_first_record(con) -> None:
     window = resolve_window(con, time_s=(0.5, 1.0))
     assert (window.start_us, window.end_us) == (T0 + 500_000, T0 + 1_000_000)

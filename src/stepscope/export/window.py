@@ -65,7 +65,8 @@ def resolve_window(
     """Turn a step range ``[A, B)`` or a time range in seconds from the job's first event into µs.
 
     Steps are the ``Step:ModeKeys.*`` events of a stepscope or SageMaker job and the
-    ``ProfilerStep#N`` ranges of a PyTorch profiler trace.
+    ``ProfilerStep#N`` ranges of a PyTorch profiler trace. A step range is of one mode: the
+    training steps when it holds some, else the mode whose steps in it come first.
     """
     if steps is not None and time_s is not None:
         raise ConfigError("steps", steps, "left out when a time range is given", "Pick one.")
@@ -100,8 +101,13 @@ def resolve_window(
             condition.append(f"step >= {int(low)}")
         if high is not None:
             condition.append(f"step < {int(high)}")
+        # Each mode numbers its steps from 0, so steps 2-4 of an evaluation loop after training
+        # are no part of training steps 2-4: the range is of one mode, training when it has some.
         row = con.execute(
-            f"SELECT min(start_us), max(start_us + dur_us) FROM events WHERE {' AND '.join(condition)}"
+            "SELECT min(start_us), max(start_us + dur_us) FROM events "
+            f"WHERE {' AND '.join(condition)} "
+            "GROUP BY CASE WHEN name LIKE 'ProfilerStep#%' THEN 'ProfilerStep' ELSE name END "
+            "ORDER BY bool_and(name <> 'Step:ModeKeys.TRAIN'), min(start_us) LIMIT 1"
         ).fetchone()
         if row is None or row[0] is None:
             seen = con.execute(
