@@ -21,7 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", type=Path, help="the file to write")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--steps", metavar="A:B", help="only steps A <= step < B")
-    which.add_argument("--time", metavar="A:B", help="only seconds A to B from the job's start")
+    which.add_argument(
+        "--time", metavar="A:B", help="only seconds A to B from the job's first record"
+    )
 
 
 def main(args: argparse.Namespace) -> int:
