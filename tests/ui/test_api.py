@@ -338,6 +338,34 @@ def test_the_real_store_serves_a_generated_job(tmp_path: Path, make_client):
     assert "Nodes and hardware" in {s["title"] for s in info["sections"]}
 
 
+def test_a_loaded_job_without_job_json_shows_when_its_data_ran(tmp_path: Path, make_client):
+    """Before loading, a folder of profiler output alone (``stepscope.profile()``, smprof, a
+    SageMaker download) is timed by the whole minutes its system files are named after; once
+    loaded, by its data."""
+    from stepscope.store import open_job
+
+    root = tmp_path / "jobs"
+    start_s = 1_700_000_070  # half a minute into the minute its first system file is named after
+    job_dir = generate_job(root / "notebook", gpus=0, cpus=1, minutes=1, start_time_s=start_s)
+    (job_dir / "job.json").unlink()
+    client = make_client([root], job_opener=open_job)
+    job = job_ids(client)["notebook"]
+    listed = {j["name"]: j for j in client.get("/api/jobs").json()["jobs"]}["notebook"]
+    assert listed["start_us"] == (start_s - 30) * 1e6  # the minute, before loading
+    loaded = load_and_wait(client, job)
+    assert loaded["state"] == "loaded"
+    # the generated job's first sample is at its start; it runs for a minute
+    assert loaded["start_us"] == start_s * 1e6
+    assert loaded["duration_s"] == pytest.approx(60.0, abs=1.0)
+    assert loaded["end_us"] == pytest.approx(loaded["start_us"] + loaded["duration_s"] * 1e6)
+    listed = {j["name"]: j for j in client.get("/api/jobs").json()["jobs"]}["notebook"]
+    assert [listed[key] for key in ("start_us", "end_us", "duration_s")] == [
+        loaded[key] for key in ("start_us", "end_us", "duration_s")
+    ]
+    info = client.get(f"/api/jobs/{job}/info").json()["sections"][0]["rows"]
+    assert dict(map(tuple, info))["Start"] == "2023-11-14 22:14:30 UTC"  # start_s, in UTC
+
+
 def _training_so_far(root: Path, later: Path) -> tuple[Path, Callable[[], None]]:
     """A generated job as it is while training: running, only its first minute written.
 

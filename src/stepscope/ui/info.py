@@ -163,6 +163,9 @@ def job_information(
     :param data: facts measured from the views: ``first_us``, ``last_us``, ``system_samples``,
         ``events``, ``data_nodes``, ``data_ranks``.
     """
+    start_us, end_us = entry.start_us, entry.end_us
+    if entry.kind == "sagemaker":  # its file names time it to the minute, its data to the µs
+        start_us, end_us = data.get("first_us", start_us), data.get("last_us", end_us)
     sections = [
         _rows(
             "Job",
@@ -178,8 +181,8 @@ def job_information(
                 ),
                 ("Location", entry.to_json()["location"]),
                 ("Status", str(metadata.get("status") or entry.status)),
-                ("Start", _time(metadata.get("start_time_us", entry.start_us))),
-                ("End", _time(metadata.get("end_time_us", entry.end_us))),
+                ("Start", _time(metadata.get("start_time_us", start_us))),
+                ("End", _time(metadata.get("end_time_us", end_us))),
                 ("Exit code", metadata.get("exit_code")),
                 (
                     "Command",

@@ -84,8 +84,11 @@ class LoadedProfile:
         before its ``baseTimeNanoseconds``): start and end are then ``None``, not 1970 dates,
         and only the duration is known.
         """
-        start_us = self.entry.start_us if self.entry.start_us is not None else self.first_us
-        end_us = self.entry.end_us if self.entry.end_us is not None else self.last_us
+        start_us, end_us = self.entry.start_us, self.entry.end_us
+        if self.first_us is not None and (start_us is None or self.entry.kind == "sagemaker"):
+            # a trace is timed only by its data; profiler output without job.json only by the
+            # whole minutes its system files are named after, until its data is read
+            start_us, end_us = self.first_us, self.last_us
         duration_s = (end_us - start_us) / 1e6 if start_us and end_us else None
         own_clock = start_us is not None and not is_unix_time(start_us)
         return {

@@ -27,8 +27,9 @@ def list_jobs(state: State) -> dict[str, Any]:
         item["load_state"] = profile.state if profile else "not_loaded"
         item["load_error"] = profile.error if profile else ""
         item["own_clock"] = False
-        if profile is not None and entry.start_us is None:
-            # a bare trace's time range is known only once loaded, and may have no date
+        if profile is not None and (entry.start_us is None or entry.kind == "sagemaker"):
+            # a bare trace's time range is known only once loaded, and may have no date; that of
+            # profiler output without job.json, to the second
             loaded = profile.to_json()
             for key in ("start_us", "end_us", "duration_s", "own_clock"):
                 item[key] = loaded[key]
