@@ -294,7 +294,7 @@ _LAUNCHER = textwrap.dedent(
             return Verdict(triggered=False, message="custom rule ran")
 
     def main(rules):
-        job = launch(["python", "train.py", "--steps", "3"], rules=rules, report=False)
+        job = launch([sys.executable, "train.py", "--steps", "3"], rules=rules, report=False)
         print(job.status, sorted(job.rule_statuses()))
     """
 )
