@@ -56,7 +56,9 @@ def test_invalid_values_keep_the_old_config(tmp_path, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger=WATCHER_LOGGER):
         path.write_text("system_monitor_interval_millis: 7\n")
         assert watcher.poll() is None
-    assert "system_monitor_interval_millis" in caplog.records[0].getMessage()
+    message = caplog.records[0].getMessage()
+    assert "system_monitor_interval_millis" in message
+    assert ".;" not in message  # the error's full stop does not end the warning's sentence
     assert watcher.config == ProfilerConfig()
 
 

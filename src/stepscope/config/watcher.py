@@ -73,7 +73,8 @@ class ConfigWatcher:
         try:
             config = ProfilerConfig.from_dict(parse_config_bytes(content, self.path))
         except StepscopeError as exc:
-            logger.warning("ignoring %s: %s; keeping the current configuration", self.path, exc)
+            reason = str(exc).rstrip(".")  # errors end with a full stop; the sentence goes on
+            logger.warning("ignoring %s: %s; keeping the current configuration", self.path, reason)
             return None
         except Exception:  # a bug must not stop the training job: report it with the traceback
             logger.exception(
