@@ -597,11 +597,13 @@ def _run_rules_offline(job: Job, rules: Sequence[Any] | None) -> None:
 
 
 def _write_report(job: Job) -> None:
+    """The report is the last thing written: a full disk or an unwritable ``rule-output/`` is
+    a warning, and the job still ends with its command's exit status and its summary."""
     from stepscope.report import write_report
 
     try:
         write_report(job.path)
-    except StepscopeError as exc:
+    except (OSError, StepscopeError) as exc:
         logger.warning("the profiling report could not be written: %s", exc)
 
 

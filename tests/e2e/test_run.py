@@ -110,6 +110,18 @@ def test_no_report_leaves_the_job_without_an_html_report(
     assert "Report:" not in result.stdout
 
 
+def test_a_report_that_cannot_be_written_leaves_the_commands_exit_status(
+    tmp_path: Path, train_script: Path
+) -> None:
+    job_dir = tmp_path / "job"
+    (job_dir / "rule-output" / "profiler-report.html").mkdir(parents=True)  # in the report's way
+    result = _stepscope("run", "--job-dir", str(job_dir), "--", sys.executable, str(train_script))
+    assert result.returncode == 0, result.stderr
+    assert "the profiling report could not be written" in result.stderr
+    assert "Job Completed (exit code 0)" in result.stderr  # the summary is still printed
+    assert _job(job_dir)["status"] == "Completed"
+
+
 def test_a_crashing_script_leaves_a_complete_failed_job(tmp_path: Path, train_script: Path) -> None:
     job_dir = tmp_path / "job"
     result = _stepscope(
