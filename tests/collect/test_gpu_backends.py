@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import types
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pynvml
 import pytest
 
 from stepscope.collect.monitor import (
@@ -17,6 +17,7 @@ from stepscope.collect.monitor import (
     GpuSample,
     NvmlGpuBackend,
     ScriptedGpuBackend,
+    SystemSampler,
     describe_hardware,
     gpu_backend_from_spec,
 )
@@ -53,16 +54,26 @@ def test_nvml_without_the_package_reports_zero_gpus(
     assert len(caplog.records) == 1 and "nvidia-ml-py is not installed" in caplog.messages[0]
 
 
-class _FakeNvmlError(Exception):
-    pass
+#: (total, used) bytes of the two GPUs the driver below answers for
+_MEMORY = {0: (16 * 2**30, 4 * 2**30), 1: (80 * 2**30, 60 * 2**30)}
 
 
-def _fake_pynvml(broken_device: int | None) -> tuple[types.ModuleType, dict[str, Any]]:
-    """A stand-in for the pynvml module: two GPUs, one of which can be made to fail."""
-    calls: dict[str, Any] = {"init": 0, "shutdown": 0}
-    memory = {0: (16 * 2**30, 4 * 2**30), 1: (80 * 2**30, 60 * 2**30)}  # (total, used)
-    module = types.ModuleType("pynvml")
-    module.NVMLError = _FakeNvmlError  # type: ignore[attr-defined]
+def _driver(
+    monkeypatch: pytest.MonkeyPatch, failures: dict[tuple[str, int], int] | None = None
+) -> dict[str, int]:
+    """The real ``pynvml`` module, its driver calls answered here for two GPUs, with its own
+    result structures and errors: ``failures`` maps (function, device index) to the NVML error
+    code (``pynvml.NVML_ERROR_*``) that call raises. Returns the init/shutdown call counts."""
+    failures = failures if failures is not None else {}
+    calls = {"init": 0, "shutdown": 0}
+
+    def answered(function: str, answer: Any) -> Any:
+        def call(device: int) -> Any:
+            if (function, device) in failures:
+                raise pynvml.NVMLError(failures[function, device])
+            return answer(device)
+
+        return call
 
     def init() -> None:
         calls["init"] += 1
@@ -70,29 +81,31 @@ def _fake_pynvml(broken_device: int | None) -> tuple[types.ModuleType, dict[str,
     def shutdown() -> None:
         calls["shutdown"] += 1
 
-    def utilization(handle: int) -> Any:
-        if handle == broken_device:
-            raise _FakeNvmlError("GPU is lost")
-        # .memory is bandwidth activity: deliberately different from the memory in use
-        return types.SimpleNamespace(gpu=[35, 90][handle], memory=3)
+    def memory_info(device: int) -> Any:
+        total, used = _MEMORY[device]
+        return pynvml.c_nvmlMemory_t(total=total, free=total - used, used=used)
 
-    def memory_info(handle: int) -> Any:
-        total, used = memory[handle]
-        return types.SimpleNamespace(total=total, used=used, free=total - used)
+    # .memory is bandwidth activity: deliberately different from the memory in use
+    def utilization(device: int) -> Any:
+        return pynvml.c_nvmlUtilization_t(gpu=[35, 90][device], memory=3)
 
-    module.nvmlInit = init  # type: ignore[attr-defined]
-    module.nvmlShutdown = shutdown  # type: ignore[attr-defined]
-    module.nvmlDeviceGetCount = lambda: 2  # type: ignore[attr-defined]
-    module.nvmlDeviceGetHandleByIndex = lambda index: index  # type: ignore[attr-defined]
-    module.nvmlDeviceGetName = lambda h: [b"Tesla V100-SXM2-16GB", "NVIDIA A100 80GB"][h]  # type: ignore[attr-defined]
-    module.nvmlDeviceGetUtilizationRates = utilization  # type: ignore[attr-defined]
-    module.nvmlDeviceGetMemoryInfo = memory_info  # type: ignore[attr-defined]
-    return module, calls
+    names = [b"Tesla V100-SXM2-16GB", "NVIDIA A100 80GB"]  # older releases return bytes
+    for function, replacement in {
+        "nvmlInit": init,
+        "nvmlShutdown": shutdown,
+        "nvmlDeviceGetCount": lambda: 2,
+        "nvmlDeviceGetHandleByIndex": answered("nvmlDeviceGetHandleByIndex", lambda i: i),
+        "nvmlDeviceGetName": answered("nvmlDeviceGetName", lambda d: names[d]),
+        "nvmlDeviceGetUtilizationRates": answered("nvmlDeviceGetUtilizationRates", utilization),
+        "nvmlDeviceGetMemoryInfo": answered("nvmlDeviceGetMemoryInfo", memory_info),
+    }.items():
+        assert hasattr(pynvml, function), f"pynvml has no {function}"
+        monkeypatch.setattr(pynvml, function, replacement)
+    return calls
 
 
 def test_nvml_reads_utilization_and_memory_in_use(monkeypatch: pytest.MonkeyPatch) -> None:
-    module, calls = _fake_pynvml(broken_device=None)
-    monkeypatch.setitem(sys.modules, "pynvml", module)
+    calls = _driver(monkeypatch)
     backend = NvmlGpuBackend()
     assert backend.open() == [
         GpuInfo(0, "Tesla V100-SXM2-16GB", 16 * 2**30),
@@ -103,30 +116,70 @@ def test_nvml_reads_utilization_and_memory_in_use(monkeypatch: pytest.MonkeyPatc
     assert calls == {"init": 1, "shutdown": 1}
 
 
-def test_nvml_skips_a_failing_device_and_warns_once(
+def test_a_metric_one_gpu_does_not_support_leaves_its_other_metric_and_warns_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    module, _ = _fake_pynvml(broken_device=1)
-    monkeypatch.setitem(sys.modules, "pynvml", module)
+    # utilization is "Not Supported" on some devices (MIG instances): memory still is
+    _driver(monkeypatch, {("nvmlDeviceGetUtilizationRates", 1): pynvml.NVML_ERROR_NOT_SUPPORTED})
     backend = NvmlGpuBackend()
     backend.open()
+    sampler = SystemSampler(backend)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        first, second = sampler.sample(), sampler.sample()
+    backend.close()
+    gpu_records = {(r.name, r.dimension): r.value for r in second if r.type == "gpu"}
+    assert gpu_records == {
+        ("gpu0", "GPUUtilization"): 35.0,
+        ("gpu0", "GPUMemoryUtilization"): 25.0,
+        ("gpu1", "GPUMemoryUtilization"): 75.0,
+    }
+    assert [r.name for r in first if r.type == "gpu"] == [name for name, _ in gpu_records]
+    assert len(caplog.records) == 1
+    assert "GPUUtilization of gpu1 (Not Supported)" in caplog.messages[0]
+
+
+def test_a_gpu_that_is_lost_is_left_out_and_the_others_go_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _driver(monkeypatch)
+    backend = NvmlGpuBackend()
+    backend.open()
+    assert len(backend.sample()) == 2
+    lost = pynvml.NVML_ERROR_GPU_IS_LOST
+    _driver(
+        monkeypatch,
+        {("nvmlDeviceGetUtilizationRates", 1): lost, ("nvmlDeviceGetMemoryInfo", 1): lost},
+    )
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         first, second = backend.sample(), backend.sample()
     backend.close()
     assert first == second == [GpuSample(0, 35.0, 25.0)]
-    assert len(caplog.records) == 1 and "gpu1" in caplog.messages[0]
+    assert caplog.messages and all("gpu1 (GPU is lost)" in m for m in caplog.messages)
+    assert len(caplog.messages) <= 2  # not once per sample
+
+
+def test_a_gpu_that_cannot_be_opened_leaves_the_others_listed(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a container may see a GPU it is not allowed to use
+    _driver(monkeypatch, {("nvmlDeviceGetHandleByIndex", 0): pynvml.NVML_ERROR_NO_PERMISSION})
+    backend = NvmlGpuBackend()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert backend.open() == [GpuInfo(1, "NVIDIA A100 80GB", 80 * 2**30)]
+    assert backend.sample() == [GpuSample(1, 90.0, 75.0)]
+    backend.close()
+    assert len(caplog.records) == 1 and "gpu0" in caplog.messages[0]
 
 
 def test_nvml_with_a_broken_library_reports_zero_gpus(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    module, _ = _fake_pynvml(broken_device=None)
+    _driver(monkeypatch)
 
     def broken_init() -> None:
         raise OSError("libnvidia-ml.so.1: undefined symbol")
 
-    module.nvmlInit = broken_init  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "pynvml", module)
+    monkeypatch.setattr(pynvml, "nvmlInit", broken_init)
     with caplog.at_level(logging.INFO, logger=LOGGER):
         backend = NvmlGpuBackend()
         assert backend.open() == [] and backend.sample() == []

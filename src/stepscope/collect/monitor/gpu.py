@@ -18,7 +18,7 @@ import dataclasses
 import json
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +50,14 @@ class GpuSample:
     """One reading of one GPU.
 
     :param index: the device index; records are named ``gpu<index>``.
-    :param utilization_pct: ``GPUUtilization``: % of the last sample period a kernel ran.
-    :param memory_pct: ``GPUMemoryUtilization``: % of the device memory in use.
+    :param utilization_pct: ``GPUUtilization``: % of the last sample period a kernel ran;
+        ``None`` when the device could not report it (NVML's "Not Supported", for one).
+    :param memory_pct: ``GPUMemoryUtilization``: % of the device memory in use; ``None`` as above.
     """
 
     index: int
-    utilization_pct: float
-    memory_pct: float
+    utilization_pct: float | None
+    memory_pct: float | None
 
 
 class GpuBackend(ABC):
@@ -68,7 +69,8 @@ class GpuBackend(ABC):
 
     @abstractmethod
     def sample(self) -> list[GpuSample]:
-        """Read every device once; a device that cannot be read is left out of this sample."""
+        """Read every device once; a device that cannot be read is left out of this sample, a
+        metric it cannot report is ``None``."""
 
     def close(self) -> None:  # noqa: B027 - most backends hold nothing to release
         """Release the devices."""
@@ -95,7 +97,7 @@ class NvmlGpuBackend(GpuBackend):
     def __init__(self) -> None:
         self._nvml: Any = None
         self._handles: list[tuple[int, Any]] = []
-        self._failed_devices: set[int] = set()
+        self._failed_reads: set[tuple[int, str]] = set()
 
     def spec(self) -> str:
         return "nvml"
@@ -115,40 +117,62 @@ class NvmlGpuBackend(GpuBackend):
             logger.warning("NVML failed to start: no GPU metrics on this node.", exc_info=True)
             return []
         self._nvml = pynvml
-        devices = []
         try:
-            for index in range(pynvml.nvmlDeviceGetCount()):
+            count = pynvml.nvmlDeviceGetCount()
+        except pynvml.NVMLError as exc:
+            logger.warning("NVML could not count the GPUs (%s): no GPU metrics on this node.", exc)
+            return []
+        devices = []
+        for index in range(count):
+            # one GPU that cannot be opened (no permission in this container, lost) leaves the
+            # others measured
+            try:
                 handle = pynvml.nvmlDeviceGetHandleByIndex(index)
                 name = pynvml.nvmlDeviceGetName(handle)
                 if isinstance(name, bytes):  # older nvidia-ml-py releases return bytes
                     name = name.decode(errors="replace")
                 total_bytes = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
-                self._handles.append((index, handle))
-                devices.append(GpuInfo(index, str(name), total_bytes))
-        except pynvml.NVMLError as exc:
-            logger.warning(
-                "NVML could not list the GPUs (%s); metrics of %d GPU(s) only.", exc, len(devices)
-            )
+            except pynvml.NVMLError as exc:
+                logger.warning("NVML could not open gpu%d (%s): no metrics of it.", index, exc)
+                continue
+            self._handles.append((index, handle))
+            devices.append(GpuInfo(index, str(name), total_bytes))
         return devices
 
     def sample(self) -> list[GpuSample]:
         samples = []
         for index, handle in self._handles:
-            try:
-                rates = self._nvml.nvmlDeviceGetUtilizationRates(handle)
-                memory = self._nvml.nvmlDeviceGetMemoryInfo(handle)
-            except self._nvml.NVMLError as exc:
-                if index not in self._failed_devices:
-                    self._failed_devices.add(index)
-                    logger.warning(
-                        "NVML could not read gpu%d (%s); its samples are skipped while this lasts.",
-                        index,
-                        exc,
-                    )
-                continue
-            memory_pct = 100.0 * memory.used / memory.total if memory.total else 0.0
-            samples.append(GpuSample(index, float(rates.gpu), round(memory_pct, 2)))
+            # each metric on its own: a GPU that does not support one (utilization under MIG,
+            # say) still reports the other
+            utilization_pct = self._read(index, "GPUUtilization", self._utilization_pct, handle)
+            memory_pct = self._read(index, "GPUMemoryUtilization", self._memory_pct, handle)
+            if utilization_pct is not None or memory_pct is not None:
+                samples.append(GpuSample(index, utilization_pct, memory_pct))
         return samples
+
+    def _utilization_pct(self, handle: Any) -> float:
+        return float(self._nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+
+    def _memory_pct(self, handle: Any) -> float:
+        memory = self._nvml.nvmlDeviceGetMemoryInfo(handle)
+        return round(100.0 * memory.used / memory.total, 2) if memory.total else 0.0
+
+    def _read(
+        self, index: int, metric: str, read: Callable[[Any], float], handle: Any
+    ) -> float | None:
+        """One metric of one GPU, or ``None`` with one warning per GPU and metric."""
+        try:
+            return read(handle)
+        except self._nvml.NVMLError as exc:
+            if (index, metric) not in self._failed_reads:
+                self._failed_reads.add((index, metric))
+                logger.warning(
+                    "NVML could not read %s of gpu%d (%s); it is left out while this lasts.",
+                    metric,
+                    index,
+                    exc,
+                )
+            return None
 
     def close(self) -> None:
         if self._nvml is not None:

@@ -59,13 +59,14 @@ class SystemSampler:
         self._sample_cpu(records)
         now_s = self._clock_s()
         for gpu in self._gpu.sample():
-            name = f"gpu{gpu.index}"
-            records.append(
-                SystemRecord("gpu", name, "GPUUtilization", round(gpu.utilization_pct, 2), now_s)
-            )
-            records.append(
-                SystemRecord("gpu", name, "GPUMemoryUtilization", round(gpu.memory_pct, 2), now_s)
-            )
+            for dimension, value in (
+                ("GPUUtilization", gpu.utilization_pct),
+                ("GPUMemoryUtilization", gpu.memory_pct),
+            ):
+                if value is not None:  # a metric this GPU could not report
+                    records.append(
+                        SystemRecord("gpu", f"gpu{gpu.index}", dimension, round(value, 2), now_s)
+                    )
         memory_pct = psutil.virtual_memory().percent
         records.append(
             SystemRecord("memory", "MemoryUsedPercent", "", round(memory_pct, 2), self._clock_s())
