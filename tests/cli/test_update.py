@@ -84,9 +84,22 @@ def test_bad_arguments_exit_2_and_keep_the_file(job, arguments) -> None:
     assert (job / "profiler-config.json").read_bytes() == before
 
 
-def test_an_invalid_value_is_a_config_error_exit_2(job, capsys) -> None:
-    assert main(["update", str(job), "--detailed", "3:0"]) == 2
-    assert "DetailedProfilingConfig.num_steps must be an integer >= 1" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--detailed", "3:0"], "--detailed NUM must be an integer >= 1, got 0"),
+        (["--python=-1:2"], "--python START must be an integer >= 0, got -1"),
+        (["--distributed=4:-2"], "--distributed NUM must be an integer >= 1, got -2"),
+        (["--python", "off", "--cprofile-timer", "cpu_time"], "--cprofile-timer must be set"),
+    ],
+)
+def test_an_invalid_value_is_a_config_error_naming_the_flag(
+    job, capsys, arguments, message
+) -> None:
+    before = (job / "profiler-config.json").read_bytes()
+    assert main(["update", str(job), *arguments]) == 2
+    assert message in capsys.readouterr().err
+    assert (job / "profiler-config.json").read_bytes() == before
 
 
 def test_a_folder_that_is_not_a_job_exits_1(tmp_path, capsys) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,13 +70,14 @@ _FLAGS = {"job_dir": "--job-dir", "nproc_per_node": "--nproc-per-node"}
 
 
 @contextmanager
-def naming_flags() -> Iterator[None]:
-    """launch()'s error about a value the user gave as a flag names the flag they typed, as
-    every other command's errors do, not the Python parameter."""
+def naming_flags(flags: Mapping[str, str] = _FLAGS) -> Iterator[None]:
+    """An error about a value the user gave as a flag names the flag they typed, as every
+    other command's errors do, not the Python parameter: ``flags`` maps the parameters the
+    errors name (launch()'s by default) to the flags."""
     try:
         yield
     except ConfigError as exc:
-        flag = _FLAGS.get(exc.parameter)
+        flag = flags.get(exc.parameter)
         if flag is None:
             raise
         raise ConfigError(flag, exc.value, exc.allowed, exc.hint) from None

@@ -136,22 +136,38 @@ def _unreached(job_dir: Path, after: Any) -> str | None:
     return None
 
 
+def _flags() -> dict[str, str]:
+    """The flag behind each parameter a configuration error can name (``--python START`` for
+    ``PythonProfilingConfig.start_step``)."""
+    from stepscope.config import option_class
+
+    flags = {"python_profiler": "--python-profiler", "cprofile_timer": "--cprofile-timer"}
+    for option in ("detailed", "dataloader", "python", "smdataparallel"):
+        flag = f"--{_FLAG_NAMES.get(option, option)}"
+        name = option_class(option).__name__
+        flags[f"{name}.start_step"] = f"{flag} START"
+        flags[f"{name}.num_steps"] = f"{flag} NUM"
+    return flags
+
+
 def main(args: argparse.Namespace) -> int:
+    from stepscope.cli.run import naming_flags
     from stepscope.config import ProfilerConfig, job_config_path, update_job_config
 
     path = job_config_path(args.job_dir)
     before = ProfilerConfig.from_file(path) if path.is_file() else None
-    after = update_job_config(
-        args.job_dir,
-        detailed=args.detailed,
-        dataloader=args.dataloader,
-        python=args.python,
-        smdataparallel=args.distributed,
-        python_profiler=args.python_profiler,
-        cprofile_timer=args.cprofile_timer,
-        system_monitor_interval_millis=args.system_interval_ms,
-        disable_profiler=True if args.disable else (False if args.enable else None),
-    )
+    with naming_flags(_flags()):
+        after = update_job_config(
+            args.job_dir,
+            detailed=args.detailed,
+            dataloader=args.dataloader,
+            python=args.python,
+            smdataparallel=args.distributed,
+            python_profiler=args.python_profiler,
+            cprofile_timer=args.cprofile_timer,
+            system_monitor_interval_millis=args.system_interval_ms,
+            disable_profiler=True if args.disable else (False if args.enable else None),
+        )
     old = _summary(before) if before is not None else {}
     new = _summary(after)
     changes = [key for key in new if old.get(key) != new[key]]
