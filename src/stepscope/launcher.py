@@ -563,6 +563,13 @@ def _finish(
 ) -> None:
     from stepscope.store import recover_timeline_files, write_job_end_marker
 
+    if engine is not None and engine.exitcode not in (None, 0):
+        # killed (the OOM killer) or crashed while the job ran: its verdicts would stay InProgress
+        logger.warning(
+            "the rule engine stopped while the job ran (exit code %s): the rules run now instead",
+            engine.exitcode,
+        )
+        engine = None
     # a rank killed before it closed its timeline files leaves .tmp files: close them now
     recover_timeline_files(job.profiler_output)
     write_job_end_marker(job.profiler_output)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from stepscope.errors import ConfigError
@@ -338,6 +339,36 @@ def test_a_script_that_calls_launch_runs_its_job_once(
     rules = ["Custom", "StepOutlier"] if "Custom" in call else ["StepOutlier"]
     assert result.stdout.splitlines()[-1] == f"Completed {rules}"
     assert len(list((tmp_path / "stepscope-jobs").iterdir())) == 1
+
+
+def test_a_rule_engine_killed_while_the_job_trains_still_leaves_final_verdicts(
+    tmp_path: Path, train_script: Path
+) -> None:
+    from stepscope.launcher import launch
+
+    def kill_the_rule_engine(job: object) -> None:
+        # as the OOM killer would; the launcher reaps it, so wait for a zombie, not a reaped pid
+        engine = next(
+            child
+            for child in psutil.Process().children()
+            if "spawn_main" in " ".join(child.cmdline())
+        )
+        engine.kill()
+        deadline = time.monotonic() + 60
+        while engine.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    job = launch(
+        str(train_script),
+        job_dir=tmp_path / "job",
+        rules=["StepOutlier"],
+        report=False,
+        on_start=kill_the_rule_engine,
+    )
+    assert job.status == "Completed", job.info
+    verdict = job.rule_statuses()["StepOutlier"]
+    assert verdict["status"] != "InProgress", verdict
+    assert verdict["datapoints"] > 0  # judged on the job's steps, after the job
 
 
 def test_a_bad_rule_list_is_refused_before_the_job_starts(tmp_path: Path) -> None:

@@ -59,6 +59,11 @@ class RuleEngineHandle:
     def is_alive(self) -> bool:
         return self._process.is_alive()
 
+    @property
+    def exitcode(self) -> int | None:
+        """The engine's exit code (``-N`` when signal N ended it); ``None`` while it runs."""
+        return self._process.exitcode
+
     def finish(self, timeout_s: float = 120.0) -> bool:
         """Ask for the final pass and wait for it; True when the engine finished in time."""
         try:
