@@ -5,6 +5,7 @@ from __future__ import annotations
 import calendar
 import json
 import logging
+import shutil
 import signal
 import subprocess
 import sys
@@ -91,6 +92,20 @@ def test_unwritable_folder_drops_with_one_warning(
             assert writer.write([SystemRecord("cpu", "cpu0", "CPUUtilization", 1.0, T0_S + i)]) == 0
     assert writer.dropped_records == 5
     assert len(caplog.records) == 1 and "could not be written" in caplog.records[0].getMessage()
+
+
+def test_a_removed_system_folder_is_made_again_within_the_minute(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with SystemMetricsWriter(tmp_path) as writer:
+        writer.write([SystemRecord("cpu", "cpu0", "CPUUtilization", 1.0, T0_S)])
+        shutil.rmtree(tmp_path / "system")  # a user cleaning up while the job runs
+        with caplog.at_level(logging.WARNING, logger="stepscope.store.system_writer"):
+            assert writer.write([SystemRecord("cpu", "cpu0", "CPUUtilization", 2.0, T0_S + 1)])
+            writer.write([SystemRecord("cpu", "cpu0", "CPUUtilization", 3.0, T0_S + 2)])
+    [path] = tmp_path.rglob("*.json")
+    assert [json.loads(line)["Value"] for line in path.read_text().splitlines()] == [2.0, 3.0]
+    assert len(caplog.records) == 1 and "removed" in caplog.messages[0]
 
 
 _KILLED_WRITER = textwrap.dedent(

@@ -9,7 +9,8 @@ record's own timestamp, UTC). Files are only appended to, and each :meth:`System
 call ends with one ``write`` system call per file it touches, so a reader sees whole lines and a
 ``kill -9`` loses at most the records of the call in progress (a torn last line is what every
 reader of this format tolerates). A failing disk logs one warning and drops records; nothing is
-raised, and the part of a failed write that reached the file is cut off again.
+raised, and the part of a failed write that reached the file is cut off again. A file removed
+while it is written (its folder deleted) is made again at the next write, with a warning.
 """
 
 from __future__ import annotations
@@ -126,6 +127,12 @@ class SystemMetricsWriter:
         path = system_file_path(self._output_dir, self._node, minute_s)
         size_before = None
         try:
+            if self._fd is not None and self._fd_minute_s == minute_s and _removed(self._fd):
+                # its folder was deleted: writing on would lose the rest of the minute unseen
+                logger.warning(
+                    "The system metrics file %s was removed; writing into a new one.", path
+                )
+                self.close()
             if self._fd_minute_s != minute_s:
                 self.close()
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -187,6 +194,11 @@ def write_job_end_marker(profiler_output_dir: str | Path) -> Path:
             "Could not write %s (%s); smdebug will not see the job end.", system_marker, exc
         )
     return root_marker
+
+
+def _removed(fd: int) -> bool:
+    """Whether the file open at ``fd`` no longer has a name (deleted, or its folder was)."""
+    return os.fstat(fd).st_nlink == 0
 
 
 def _close_fd(fd: int) -> None:
