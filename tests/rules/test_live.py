@@ -108,6 +108,18 @@ def test_finish_on_a_finished_job_makes_the_final_pass_and_writes_the_report(tmp
     assert 'id="rule-StepOutlier"' in report.read_text()
 
 
+def test_a_report_that_cannot_be_written_is_one_line_in_the_terminal(tmp_path, capfd):
+    # a full disk or an unwritable folder while the job trains: no traceback in the user's way
+    job = generate_job(tmp_path / "done", minutes=2, gpus=1, cpus=4)
+    (job / "rule-output" / "profiler-report.html").mkdir(parents=True)
+    handle = start_rule_engine(job, ["StepOutlier"])
+    assert handle.finish(timeout_s=120)
+    err = capfd.readouterr().err
+    assert "the profiling report could not be updated: [Errno" in err
+    assert "profiler-report.html" in err and "Traceback" not in err
+    assert status(job, "StepOutlier")["status"] in ("NoIssuesFound", "IssuesFound")
+
+
 def test_a_ctrl_c_leaves_the_engine_to_its_final_pass(tmp_path):
     # a terminal's Ctrl-C reaches every process of the group, the engine included, at any moment
     job = generate_job(tmp_path / "interrupted", minutes=2, gpus=1, cpus=4)

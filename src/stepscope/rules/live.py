@@ -225,5 +225,7 @@ def _write_report(hook: str, root: Path) -> None:
     module, _, function = hook.partition(":")
     try:
         getattr(importlib.import_module(module), function)(root)
+    except OSError as exc:  # a full disk, an unwritable folder: the message says it all
+        logger.warning("the profiling report could not be updated: %s", exc)
     except Exception:
         logger.exception("the profiling report could not be updated")
