@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -369,6 +370,35 @@ def test_a_rule_engine_killed_while_the_job_trains_still_leaves_final_verdicts(
     verdict = job.rule_statuses()["StepOutlier"]
     assert verdict["status"] != "InProgress", verdict
     assert verdict["datapoints"] > 0  # judged on the job's steps, after the job
+
+
+def test_a_system_monitor_killed_while_the_job_trains_is_reported(
+    tmp_path: Path, train_script: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from stepscope.launcher import launch
+
+    def kill_the_monitor(job: object) -> None:
+        monitor = next(
+            child
+            for child in psutil.Process().children()
+            if "stepscope.collect.monitor" in child.cmdline()
+        )
+        monitor.kill()  # as the OOM killer would
+        deadline = time.monotonic() + 60
+        while monitor.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    with caplog.at_level(logging.WARNING, logger="stepscope.launcher"):
+        job = launch(
+            str(train_script),
+            job_dir=tmp_path / "job",
+            rules=["StepOutlier"],
+            report=False,
+            on_start=kill_the_monitor,
+        )
+    assert job.status == "Completed", job.info
+    [warning] = [m for m in caplog.messages if "system monitor" in m]
+    assert "exit code -9" in warning and "monitor.log" in warning
 
 
 def test_a_bad_rule_list_is_refused_before_the_job_starts(tmp_path: Path) -> None:
