@@ -196,6 +196,19 @@ def test_scripted_backend_cycles_through_its_script() -> None:
     assert readings[2] == readings[0]
 
 
+def test_scripted_backend_plays_unsupported_metrics_and_lost_gpus_as_nvml_does() -> None:
+    # None: NVML's "Not Supported" for one metric; both None: a GPU that is lost for a sample
+    script = [[(None, 20), (None, None)], [(30, 40), (50, 60)]]
+    rebuilt = gpu_backend_from_spec(ScriptedGpuBackend(script).spec())
+    assert len(rebuilt.open()) == 2
+    sampler = SystemSampler(rebuilt)
+    sampler.sample()  # primes, and plays the first entry
+    complete = {(r.name, r.dimension) for r in sampler.sample() if r.type == "gpu"}
+    partial = {(r.name, r.dimension) for r in sampler.sample() if r.type == "gpu"}
+    assert len(complete) == 4
+    assert partial == {("gpu0", "GPUMemoryUtilization")}
+
+
 def test_specs_rebuild_backends_in_another_process(tmp_path: Path) -> None:
     backend = ScriptedGpuBackend([[(10, 20)], [(30, 40)]], names=["x"], memory_bytes=1024)
     rebuilt = gpu_backend_from_spec(backend.spec())

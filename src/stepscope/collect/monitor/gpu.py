@@ -189,7 +189,8 @@ class ScriptedGpuBackend(GpuBackend):
 
     :param samples: one entry per sample call, each a list with one ``(utilization_pct,
         memory_pct)`` pair per GPU; after the last entry the script starts again. An empty list
-        means no GPUs.
+        means no GPUs. ``None`` (JSON ``null``) is a metric the GPU cannot report, as NVML's
+        "Not Supported"; a GPU with both ``None`` is left out of that sample, as a lost GPU is.
     :param names: device names (default ``"Scripted GPU"``).
     :param memory_bytes: the memory size reported for every device (default 16 GiB).
     :raises ConfigError: when entries have different GPU counts or a value is outside 0-100.
@@ -197,12 +198,12 @@ class ScriptedGpuBackend(GpuBackend):
 
     def __init__(
         self,
-        samples: Sequence[Sequence[Sequence[float]]],
+        samples: Sequence[Sequence[Sequence[float | None]]],
         *,
         names: Sequence[str] | None = None,
         memory_bytes: int = 16 * 1024**3,
     ) -> None:
-        self._samples = [[(float(u), float(m)) for u, m in entry] for entry in samples]
+        self._samples = [[(_number(u), _number(m)) for u, m in entry] for entry in samples]
         counts = {len(entry) for entry in self._samples}
         if len(counts) > 1:
             raise ConfigError(
@@ -210,7 +211,7 @@ class ScriptedGpuBackend(GpuBackend):
             )
         for entry in self._samples:
             for pair in entry:
-                if not all(0.0 <= value <= 100.0 for value in pair):
+                if not all(value is None or 0.0 <= value <= 100.0 for value in pair):
                     raise ConfigError("ScriptedGpuBackend.samples", pair, "percentages in 0-100")
         self._count = counts.pop() if counts else 0
         self._names = list(names) if names is not None else ["Scripted GPU"] * self._count
@@ -235,7 +236,15 @@ class ScriptedGpuBackend(GpuBackend):
             return []
         entry = self._samples[self._position % len(self._samples)]
         self._position += 1
-        return [GpuSample(index, u, m) for index, (u, m) in enumerate(entry)]
+        return [
+            GpuSample(index, u, m)
+            for index, (u, m) in enumerate(entry)
+            if u is not None or m is not None
+        ]
+
+
+def _number(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 _SPEC_ALLOWED = "'nvml', 'none', 'scripted:<JSON>' or 'scripted:<path to a JSON file>'"
