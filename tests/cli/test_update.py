@@ -138,6 +138,14 @@ def test_the_config_file_itself_points_to_its_job_folder(job, capsys) -> None:
     assert config_file.read_bytes() == before
 
 
+def test_the_profiler_output_folder_points_to_its_job_folder(job, capsys) -> None:
+    (job / "profiler-output" / "system").mkdir(parents=True)
+    assert main(["update", str(job / "profiler-output"), "--detailed", "1:1"]) == 2
+    err = capsys.readouterr().err
+    assert f"Give the job folder that holds it: {job}." in err
+    assert "stepscope.profile()" not in err
+
+
 def test_the_console_command_runs_in_its_own_process(job) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "stepscope", "update", str(job), "--python", "20:2"],

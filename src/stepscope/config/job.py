@@ -50,6 +50,13 @@ def _not_updatable(job_dir: Path) -> ConfigError | JobNotFoundError:
         named = job_dir.name == JOB_CONFIG_FILENAME
         hint = f"Give the job folder that holds it: {job_dir.parent}." if named else ""
         return ConfigError("job_dir", str(job_dir), allowed, hint)
+    if job_config_path(job_dir.parent).is_file():  # its profiler output, SageMaker's LocalPath
+        return ConfigError(
+            "job_dir",
+            str(job_dir),
+            allowed,
+            f"Give the job folder that holds it: {job_dir.parent}.",
+        )
     if any((job_dir / name).exists() for name in _RECORDED_JOB_ENTRIES):
         return ConfigError(
             "job_dir",
