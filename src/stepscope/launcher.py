@@ -597,7 +597,10 @@ def _finish(
         nproc_per_node=_processes_per_node(ranks, job.info["nproc_per_node"]),
         ranks=ranks,
     )
-    _write_job_file(job)
+    try:
+        _write_job_file(job)
+    except OSError as exc:  # a full disk: the job is over all the same, with its exit status
+        logger.warning("%s could not record the job's end (%s)", job.path / JOB_FILE, exc)
     if report:
         _write_report(job)
 

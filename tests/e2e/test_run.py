@@ -13,6 +13,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -122,6 +123,27 @@ def test_a_report_that_cannot_be_written_leaves_the_commands_exit_status(
     assert "the profiling report could not be written" in result.stderr
     assert "Job Completed (exit code 0)" in result.stderr  # the summary is still printed
     assert _job(job_dir)["status"] == "Completed"
+
+
+def test_a_job_file_that_cannot_be_rewritten_leaves_the_commands_exit_status(
+    tmp_path: Path, train_script: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from stepscope.launcher import launch
+
+    def block_the_job_file(job: Any) -> None:  # as a full disk would at the job's end
+        (job.path / "job.json").unlink()
+        (job.path / "job.json").mkdir()
+
+    with caplog.at_level(logging.WARNING, logger="stepscope.launcher"):
+        job = launch(
+            str(train_script),
+            job_dir=tmp_path / "job",
+            rules=["StepOutlier"],
+            report=False,
+            on_start=block_the_job_file,
+        )
+    assert (job.status, job.exit_code) == ("Completed", 0)
+    assert any("could not record the job's end" in m for m in caplog.messages)
 
 
 def test_a_crashing_script_leaves_a_complete_failed_job(tmp_path: Path, train_script: Path) -> None:
