@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import textwrap
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -253,6 +256,57 @@ def test_sampler_stamps_records_with_its_clock_and_sees_a_busy_core() -> None:
     busy = [r.value for r in records if r.dimension == "CPUUtilization"]
     # our half second of CPU ran on some core(s) in that interval, whatever else ran
     assert len(busy) == psutil.cpu_count() and sum(busy) >= 50.0
+
+
+def _disk_bytes_read() -> int:
+    """Bytes read from the node's disks, from /proc/diskstats: whole disks with a device behind
+    them, each read counted once whatever stack of devices it went through."""
+    total = 0
+    for line in Path("/proc/diskstats").read_text().splitlines():
+        name, sectors_read = line.split()[2], int(line.split()[5])
+        if Path("/sys/block", name.replace("/", "!"), "device").exists():
+            total += sectors_read * 512
+    return total
+
+
+@contextlib.contextmanager
+def _loop_device(image: Path) -> Iterator[str]:
+    """``image`` attached as a loop device whose reads go to the disk (direct I/O)."""
+    if os.geteuid() != 0 or shutil.which("losetup") is None:
+        pytest.skip("attaching a loop device needs root and losetup")
+    attached = subprocess.run(
+        ["losetup", "--find", "--show", "--direct-io=on", str(image)],
+        capture_output=True,
+        text=True,
+    )
+    if attached.returncode != 0:
+        pytest.skip(f"no loop device here: {attached.stderr.strip()}")
+    device = attached.stdout.strip()
+    try:
+        yield device
+    finally:
+        subprocess.run(["losetup", "--detach", device], check=False)
+
+
+def test_disk_reads_through_a_loop_device_are_counted_once(tmp_path: Path) -> None:
+    image = tmp_path / "disk.img"
+    size = 64 * 2**20
+    with open(image, "wb") as handle:
+        handle.write(os.urandom(size))
+        os.fsync(handle.fileno())
+    with _loop_device(image) as device:
+        sampler = SystemSampler(ScriptedGpuBackend([]))
+        started_s, read_before = time.monotonic(), _disk_bytes_read()
+        sampler.sample()
+        subprocess.run(
+            ["dd", f"if={device}", "of=/dev/null", "bs=1M", "iflag=direct", "status=none"],
+            check=True,
+        )
+        [rate] = [r.value for r in sampler.sample() if r.name == "ReadThroughputInBytesPerSecond"]
+        elapsed_s, read_from_disks = time.monotonic() - started_s, _disk_bytes_read() - read_before
+    # the 64 MiB reached the disk once; before, the loop device's share was added to it
+    assert read_from_disks >= size * 0.9
+    assert size * 0.8 <= rate * elapsed_s <= read_from_disks * 1.3
 
 
 def test_a_long_interval_still_notices_the_job_end(tmp_path: Path) -> None:

@@ -17,14 +17,18 @@ network    ReceiveBytesPerSecond, TransmitBytesPerSecond                   Algor
 
 ``CPUUtilization`` counts iowait as idle (like ``top`` and ``psutil.cpu_percent``), and guest time
 once (Linux already includes it in user time). Network rates sum every interface except loopback:
-traffic between processes of one node is not network traffic of the job.
+traffic between processes of one node is not network traffic of the job. Disk rates sum the disks
+with a device behind them (``/sys/block/<disk>/device`` on Linux): the I/O of a stacked device
+(LVM, RAID, dm-crypt, a loop file) is counted once, at the disks it reaches, and a RAM disk's (zram
+swap) not at all, where ``psutil``'s total counts both layers.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import psutil
 
@@ -33,6 +37,7 @@ from stepscope.store import SystemRecord
 
 __all__ = ["SystemSampler"]
 
+_SYS_BLOCK = Path("/sys/block")
 _IDLE_FIELDS = ("idle", "iowait")
 _DOUBLE_COUNTED_FIELDS = ("guest", "guest_nice")  # already part of user / nice on Linux
 
@@ -50,7 +55,8 @@ class SystemSampler:
         self._gpu = gpu_backend
         self._clock_s = clock_s
         self._cpu: list[Any] | None = None
-        self._disk: tuple[float, Any] | None = None
+        self._disk: tuple[float, _DiskCounters] | None = None
+        self._is_disk: dict[str, bool] = {}
         self._net: tuple[float, int, int] | None = None
 
     def sample(self) -> list[SystemRecord]:
@@ -94,9 +100,9 @@ class SystemSampler:
             records.append(SystemRecord("cpu", name, "I/OWaitPercentage", iowait_pct, now_s))
 
     def _sample_disk(self, records: list[SystemRecord]) -> None:
-        counters = psutil.disk_io_counters()
+        counters = self._disk_counters()
         now_s = self._clock_s()
-        if counters is None:  # no disk the kernel reports (some containers)
+        if counters is None:
             return
         previous, self._disk = self._disk, (time.monotonic(), counters)
         if previous is None:
@@ -116,6 +122,22 @@ class SystemSampler:
             records.append(
                 SystemRecord("i/o", name, "", round(max(delta, 0) / elapsed_s, 2), now_s)
             )
+
+    def _disk_counters(self) -> _DiskCounters | None:
+        """The I/O counters summed over the node's disks (see the module docstring); psutil's
+        own total where no disk shows its device (not Linux); ``None`` without any disk."""
+        per_disk = psutil.disk_io_counters(perdisk=True) or {}
+        for name in per_disk.keys() - self._is_disk.keys():
+            # a partition (sda1) has no folder of its own there: its disk counts its I/O
+            self._is_disk[name] = (_SYS_BLOCK / name.replace("/", "!") / "device").exists()
+        disks = [counters for name, counters in per_disk.items() if self._is_disk[name]]
+        if not disks and (total := psutil.disk_io_counters()) is not None:
+            disks = [total]
+        if not disks:  # no disk the kernel reports (some containers)
+            return None
+        return _DiskCounters(
+            *(sum(getattr(disk, field) for disk in disks) for field in _DiskCounters._fields)
+        )
 
     def _sample_network(self, records: list[SystemRecord]) -> None:
         received = sent = 0
@@ -139,6 +161,13 @@ class SystemSampler:
                     "network", name, "Algorithm", round(max(delta, 0) / elapsed_s, 2), now_s
                 )
             )
+
+
+class _DiskCounters(NamedTuple):
+    read_count: int
+    write_count: int
+    read_bytes: int
+    write_bytes: int
 
 
 def _total_s(times: Any) -> float:
