@@ -309,6 +309,61 @@ def test_disk_reads_through_a_loop_device_are_counted_once(tmp_path: Path) -> No
     assert size * 0.8 <= rate * elapsed_s <= read_from_disks * 1.3
 
 
+def _bytes_sent() -> dict[str, int]:
+    """Bytes each network interface sent, from /proc/net/dev."""
+    sent = {}
+    for line in Path("/proc/net/dev").read_text().splitlines()[2:]:
+        name, _, fields = line.partition(":")
+        sent[name.strip()] = int(fields.split()[8])
+    return sent
+
+
+@contextlib.contextmanager
+def _container_network() -> Iterator[tuple[str, str]]:
+    """A veth pair whose far end is in a network namespace of its own, as a container's is;
+    yields the near end's name and the far end's address."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("making a network namespace needs root and iproute2")
+    namespace, near, far = f"stepscope{os.getpid()}", f"ssa{os.getpid()}", f"ssb{os.getpid()}"
+    try:
+        for command in (
+            ["netns", "add", namespace],
+            ["link", "add", near, "type", "veth", "peer", "name", far],
+            ["link", "set", far, "netns", namespace],
+            ["addr", "add", "10.213.77.1/30", "dev", near],
+            ["link", "set", near, "up"],
+            ["-n", namespace, "addr", "add", "10.213.77.2/30", "dev", far],
+            ["-n", namespace, "link", "set", far, "up"],
+        ):
+            done = subprocess.run(["ip", *command], capture_output=True, text=True)
+            if done.returncode != 0:
+                pytest.skip(f"cannot make a network namespace here: {done.stderr.strip()}")
+        yield near, "10.213.77.2"
+    finally:
+        subprocess.run(["ip", "link", "del", near], capture_output=True)
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+
+
+def test_traffic_to_a_container_of_the_node_is_not_network_traffic(tmp_path: Path) -> None:
+    import socket
+
+    with _container_network() as (near, address):
+        physical = [
+            name for name in _bytes_sent() if Path("/sys/class/net", name, "device").exists()
+        ]
+        sampler = SystemSampler(ScriptedGpuBackend([]))
+        started_s, before = time.monotonic(), _bytes_sent()
+        sampler.sample()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            for _ in range(8 * 1024):
+                udp.sendto(bytes(1024), (address, 9))
+        [rate] = [r.value for r in sampler.sample() if r.name == "TransmitBytesPerSecond"]
+        elapsed_s, after = time.monotonic() - started_s, _bytes_sent()
+    assert after[near] - before[near] >= 8 * 2**20  # the 8 MiB went to the container
+    sent_out = sum(after[name] - before[name] for name in physical)
+    assert rate * elapsed_s <= sent_out * 1.3 + 2**20
+
+
 def test_a_long_interval_still_notices_the_job_end(tmp_path: Path) -> None:
     frozen_s = 1_800_000_000.5  # the clock never reaches the next tick: only the checks can end it
     result: list[str] = []

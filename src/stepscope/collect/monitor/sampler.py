@@ -16,11 +16,15 @@ network    ReceiveBytesPerSecond, TransmitBytesPerSecond                   Algor
 =========  ==============================================================  ==============
 
 ``CPUUtilization`` counts iowait as idle (like ``top`` and ``psutil.cpu_percent``), and guest time
-once (Linux already includes it in user time). Network rates sum every interface except loopback:
-traffic between processes of one node is not network traffic of the job. Disk rates sum the disks
-with a device behind them (``/sys/block/<disk>/device`` on Linux): the I/O of a stacked device
-(LVM, RAID, dm-crypt, a loop file) is counted once, at the disks it reaches, and a RAM disk's (zram
-swap) not at all, where ``psutil``'s total counts both layers.
+once (Linux already includes it in user time).
+
+Disk and network rates sum the devices with hardware behind them (``/sys/block/<disk>/device``,
+``/sys/class/net/<interface>/device`` on Linux), where ``psutil``'s totals add every layer: the
+I/O of a stacked disk (LVM, RAID, dm-crypt, a loop file) counts once, at the disks it reaches, and
+a RAM disk's (zram swap) not at all; traffic counts once, where it enters or leaves the node, not
+again on each bridge, veth, bond or VLAN it crosses, and traffic between containers or processes
+of the node not at all. Where no device shows hardware (inside a container, not Linux), every disk
+counts, and every interface but loopback.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from stepscope.store import SystemRecord
 __all__ = ["SystemSampler"]
 
 _SYS_BLOCK = Path("/sys/block")
+_SYS_NET = Path("/sys/class/net")
 _IDLE_FIELDS = ("idle", "iowait")
 _DOUBLE_COUNTED_FIELDS = ("guest", "guest_nice")  # already part of user / nice on Linux
 
@@ -56,7 +61,7 @@ class SystemSampler:
         self._clock_s = clock_s
         self._cpu: list[Any] | None = None
         self._disk: tuple[float, _DiskCounters] | None = None
-        self._is_disk: dict[str, bool] = {}
+        self._hardware: dict[Path, bool] = {}
         self._net: tuple[float, int, int] | None = None
 
     def sample(self) -> list[SystemRecord]:
@@ -127,10 +132,8 @@ class SystemSampler:
         """The I/O counters summed over the node's disks (see the module docstring); psutil's
         own total where no disk shows its device (not Linux); ``None`` without any disk."""
         per_disk = psutil.disk_io_counters(perdisk=True) or {}
-        for name in per_disk.keys() - self._is_disk.keys():
-            # a partition (sda1) has no folder of its own there: its disk counts its I/O
-            self._is_disk[name] = (_SYS_BLOCK / name.replace("/", "!") / "device").exists()
-        disks = [counters for name, counters in per_disk.items() if self._is_disk[name]]
+        # a partition (sda1) has no folder of its own there: its disk counts its I/O
+        disks = [c for name, c in per_disk.items() if self._has_hardware(_SYS_BLOCK, name)]
         if not disks and (total := psutil.disk_io_counters()) is not None:
             disks = [total]
         if not disks:  # no disk the kernel reports (some containers)
@@ -140,11 +143,12 @@ class SystemSampler:
         )
 
     def _sample_network(self, records: list[SystemRecord]) -> None:
-        received = sent = 0
-        for interface, counters in psutil.net_io_counters(pernic=True).items():
-            if interface != "lo":
-                received += counters.bytes_recv
-                sent += counters.bytes_sent
+        per_nic = psutil.net_io_counters(pernic=True)
+        nics = [c for name, c in per_nic.items() if self._has_hardware(_SYS_NET, name)]
+        if not nics:
+            nics = [counters for name, counters in per_nic.items() if name != "lo"]
+        received = sum(counters.bytes_recv for counters in nics)
+        sent = sum(counters.bytes_sent for counters in nics)
         now_s = self._clock_s()
         previous, self._net = self._net, (time.monotonic(), received, sent)
         if previous is None:
@@ -161,6 +165,14 @@ class SystemSampler:
                     "network", name, "Algorithm", round(max(delta, 0) / elapsed_s, 2), now_s
                 )
             )
+
+    def _has_hardware(self, folder: Path, name: str) -> bool:
+        """Whether the disk or interface ``name`` listed in ``folder`` has a device behind it."""
+        path = folder / name.replace("/", "!") / "device"
+        known = self._hardware.get(path)
+        if known is None:
+            known = self._hardware[path] = path.exists()
+        return known
 
 
 class _DiskCounters(NamedTuple):
