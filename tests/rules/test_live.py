@@ -120,6 +120,16 @@ def test_a_report_that_cannot_be_written_is_one_line_in_the_terminal(tmp_path, c
     assert status(job, "StepOutlier")["status"] in ("NoIssuesFound", "IssuesFound")
 
 
+def test_results_that_cannot_be_written_are_one_line_in_the_terminal(tmp_path, capfd):
+    job = generate_job(tmp_path / "done", minutes=2, gpus=1, cpus=4)
+    (job / "rule-output" / "StepOutlier" / "status.json").mkdir(parents=True)
+    handle = start_rule_engine(job, ["StepOutlier"], report_hook=None)
+    assert not handle.finish(timeout_s=120)  # the final pass could not write its verdicts
+    err = capfd.readouterr().err
+    assert "the rules' final pass failed: [Errno" in err and "status.json" in err
+    assert "Traceback" not in err
+
+
 def test_a_ctrl_c_leaves_the_engine_to_its_final_pass(tmp_path):
     # a terminal's Ctrl-C reaches every process of the group, the engine included, at any moment
     job = generate_job(tmp_path / "interrupted", minutes=2, gpus=1, cpus=4)

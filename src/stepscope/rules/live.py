@@ -208,6 +208,11 @@ def _run(
                 if report_hook and (ended or time.monotonic() - last_report >= report_interval_s):
                     _write_report(report_hook, root)
                     last_report = time.monotonic()
+        except OSError as exc:  # a full disk, an unwritable rule-output: the error says it all
+            if ended:
+                logger.warning("the rules' final pass failed: %s", exc)
+                raise SystemExit(1) from None
+            logger.warning("rule engine scan failed (%s); retrying at the next interval", exc)
         except Exception:
             logger.exception("rule engine scan failed; retrying at the next interval")
             if ended:
