@@ -495,3 +495,25 @@ def test_a_teachers_forwards_are_part_of_the_training_steps(
     for forward, step in pairs:
         assert step["start_us"] <= forward["start_us"] <= forward["end_us"] <= step["end_us"]
         assert forward["args"]["step_num"] == step["args"]["step_num"]
+
+
+@pytest.mark.parametrize(
+    "optimizer", [(), ("--no-optimizer",)], ids=["optimizer", "forward-to-forward"]
+)
+def test_every_forward_lies_inside_the_step_it_belongs_to(
+    tmp_path: Path, optimizer: tuple[str, ...]
+) -> None:
+    job_dir, _ = run_script(
+        tmp_path, TRAIN_SCRIPT, QUIET, "--steps", "5", "--eval-steps", "2", *optimizer
+    )
+    events = read_events(job_dir)
+    forwards = [e for e in events if e["phase"] == "Forward"]
+    assert len(forwards) == 7
+    all_steps = steps(events, "TRAIN") + steps(events, "EVAL")
+    for forward in forwards:
+        holding = [
+            s
+            for s in all_steps
+            if s["start_us"] <= forward["start_us"] and forward["end_us"] <= s["end_us"]
+        ]
+        assert [s["args"]["step_num"] for s in holding] == [forward["args"]["step_num"]]

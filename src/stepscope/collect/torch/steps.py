@@ -327,10 +327,10 @@ class ModuleHooks:
             # (DataParallel): part of that pass
             stack.append((module, _perf_counter() if self._sub_handles is not None else 0.0, _SUB))
             return
-        now = now_us()
         kind = self._model_forward_begins(module)
         self._running_model_forwards += 1
-        stack.append((module, now, kind))
+        # timed after the step boundary it may have made: the step it opens holds it whole
+        stack.append((module, now_us(), kind))
 
     def _sub_pre(self, module: torch.nn.Module, args: Any) -> None:
         # Only while sub-module events are on, before every call of a model's sub-module.
