@@ -517,3 +517,40 @@ def test_every_forward_lies_inside_the_step_it_belongs_to(
             if s["start_us"] <= forward["start_us"] and forward["end_us"] <= s["end_us"]
         ]
         assert [s["args"]["step_num"] for s in holding] == [forward["args"]["step_num"]]
+
+
+def test_an_evaluation_after_a_partial_accumulation_makes_eval_steps(tmp_path: Path) -> None:
+    # Gradient accumulation over 3 micro-batches of an epoch of 5: the last 2 micro-batches
+    # reach no optimizer step before the evaluation loop. That loop's forwards are EVAL steps,
+    # not part of a training step left open until the next epoch's first optimizer step.
+    import torch
+
+    import stepscope
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    train = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(20, 4)), 4)
+    val = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(12, 4)), 4)
+    optimizer_steps = evaluations = 0
+    with stepscope.profile(QUIET, job_dir=tmp_path / "job"):
+        for _ in range(2):
+            model.train()
+            for i, (x,) in enumerate(train):
+                model(x).pow(2).mean().backward()
+                if (i + 1) % 3 == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    optimizer_steps += 1
+            model.eval()
+            with torch.no_grad():
+                for (x,) in val:
+                    model(x)
+                    evaluations += 1
+    events = read_events(tmp_path / "job")
+    eval_steps = steps(events, "EVAL")
+    assert len(eval_steps) == evaluations
+    for step in steps(events, "TRAIN")[3:]:  # the first optimizer step is split (documented)
+        inside = [e for e in eval_steps if step["start_us"] <= e["start_us"] <= step["end_us"]]
+        assert inside == []
+    assert optimizer_steps == 2

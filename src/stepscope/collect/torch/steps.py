@@ -15,7 +15,9 @@ Step boundaries (SageMaker's global step counts every mode; ``step_num`` counts 
   SageMaker's forward-to-forward steps. Scripts without an optimizer fall back
   to SageMaker's rule: the next training forward ends the step.
 * **EVAL** (model in eval mode or under ``no_grad``), **PREDICT** (``stepscope.set_mode``): one
-  step per forward of the model; an eval-mode forward inside an open TRAIN step belongs to it,
+  step per forward of the model; an eval-mode forward inside an open TRAIN step belongs to it
+  (unless it follows the step's backward in a new data-loader loop: an evaluation after an
+  epoch's last micro-batches, which no optimizer step closed, ends that step),
   and so does one of a model that is not trained (a distillation teacher, a frozen encoder)
   called between two training steps of the same data-loader loop: it belongs to the next one.
 
@@ -356,6 +358,10 @@ class ModuleHooks:
         mode = session.mode_override or ("TRAIN" if training else "EVAL")
         if session.in_step:
             if session.mode != "TRAIN":
+                session.end_step()
+            elif mode != "TRAIN" and self._new_loop and self._backward_seen:
+                # an evaluation loop after micro-batches that no optimizer step closed (an
+                # epoch's last, partial accumulation): the training step ends where it begins
                 session.end_step()
             elif self.optimizer_seen or not self._backward_seen:
                 # part of the open training step: accumulation, a frozen tower, several
