@@ -554,3 +554,45 @@ def test_an_evaluation_after_a_partial_accumulation_makes_eval_steps(tmp_path: P
         inside = [e for e in eval_steps if step["start_us"] <= e["start_us"] <= step["end_us"]]
         assert inside == []
     assert optimizer_steps == 2
+
+
+#: trains a model and, after every epoch, evaluates a copy it never trains (an EMA of its
+#: weights), with data loaders that keep their workers from one epoch to the next
+EMA_SCRIPT = """
+import copy
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+ema = copy.deepcopy(model).eval()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loading = dict(batch_size=4, num_workers=1, persistent_workers=True)
+train = DataLoader(TensorDataset(torch.randn(12, 4)), **loading)
+val = DataLoader(TensorDataset(torch.randn(8, 4)), **loading)
+evaluations = 0
+for epoch in range(3):
+    for (x,) in train:
+        optimizer.zero_grad()
+        model(x).pow(2).mean().backward()
+        optimizer.step()
+        with torch.no_grad():
+            for kept, trained in zip(ema.parameters(), model.parameters()):
+                kept.mul_(0.9).add_(trained, alpha=0.1)
+    with torch.no_grad():
+        for (x,) in val:
+            ema(x)
+            evaluations += 1
+print("evaluations", evaluations)
+"""
+
+
+def test_every_epochs_evaluation_makes_eval_steps_with_persistent_workers(tmp_path: Path) -> None:
+    # A persistent-workers loader starts each epoch after the first on the iterator it kept:
+    # that is a new loop too, so the evaluation of a model never trained is not taken for a
+    # teacher's forwards inside the training steps.
+    job_dir, result = run_script(tmp_path, EMA_SCRIPT, QUIET)
+    evaluations = int(result.stdout.split("evaluations")[1])
+    events = read_events(job_dir)
+    assert len(steps(events, "EVAL")) == evaluations
+    assert len(steps(events, "TRAIN")) == 9

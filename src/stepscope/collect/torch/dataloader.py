@@ -116,6 +116,7 @@ class DataLoaderHooks:
             _dataloader._MultiProcessingDataLoaderIter,
         ):
             self._patches.wrap(cls, "__init__", self._wrap_init)
+        self._patches.wrap(_dataloader._MultiProcessingDataLoaderIter, "_reset", self._wrap_reset)
         self._patches.wrap(_dataloader._BaseDataLoaderIter, "__next__", self._wrap_next)
         self._patches.replace(_worker_module, "_worker_loop", self._worker_loop)
 
@@ -168,6 +169,28 @@ class DataLoaderHooks:
         __init__.__wrapped__ = original  # type: ignore[attr-defined]
         return __init__
 
+    def _wrap_reset(self, original: Any) -> Any:
+        """A persistent-workers loader starts every epoch after its first on the iterator it
+        kept (``_reset``, no ``__init__``): a new loop all the same."""
+        new_loop = self.session.guard.wrap("torch.dataloader_init", self._new_loop)
+
+        def _reset(iterator: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+            start = now_us()
+            original(iterator, loader, *args, **kwargs)
+            if not kwargs.get("first_iter", args[0] if args else False):  # else __init__ runs it
+                new_loop(start)
+
+        _reset.__wrapped__ = original  # type: ignore[attr-defined]
+        return _reset
+
+    def _new_loop(self, start_us: float) -> None:
+        """A loop over a data loader begins (an epoch, an evaluation) at ``start_us``."""
+        if not self.session.enabled:
+            return
+        if self._on_new_iterator is not None:
+            self._on_new_iterator()
+        self.session.mark_boundary(start_us)
+
     def _make_report_file(self, loader: Any) -> None:
         """Make the report file for a loader's workers, if it has workers and there is none."""
         if self._worker_loop.report_path or self._report_file_failed:
@@ -186,11 +209,9 @@ class DataLoaderHooks:
         session = self.session
         if not session.enabled:
             return
-        if self._on_new_iterator is not None:
-            self._on_new_iterator()
         if getattr(iterator, "_num_workers", 0):
             self._workers_started = True
-        session.mark_boundary(start_us)
+        self._new_loop(start_us)
         if not session.active["dataloader"]:
             return
         self._note_active(end_us)

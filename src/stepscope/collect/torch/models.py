@@ -16,8 +16,8 @@ no new one, and it is *re-armed* whenever a new model may appear:
 * when a module gets a sub-module or a parameter (a model being built, wrapped in
   ``DistributedDataParallel`` or ``torch.compile``'s ``OptimizedModule``): torch's registration
   hooks, which cost nothing per call;
-* when a data-loader iterator is created (a new epoch or an evaluation loop starts, perhaps with
-  another model);
+* when a data-loader iterator is created, or a persistent-workers one is reset (a new epoch or
+  an evaluation loop starts, perhaps with another model);
 * while no model is known.
 
 What this misses: a model built before the last re-arming and called for the first time in the
