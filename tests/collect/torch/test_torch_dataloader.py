@@ -219,3 +219,48 @@ def test_workers_started_by_spawn_or_forkserver_are_recorded(
     profiles = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
     windows = sorted(path.name.split("-", 1)[0] for path in profiles.iterdir())
     assert windows == ["posthookclose", "prestepzero", "train"]
+
+
+#: batches that say which worker made them, from an iterable dataset whose worker 0 runs out
+#: first, or from a map-style one delivered as workers finish (``in_order=False``); prints the
+#: worker of every batch, in the order the loop got them
+WORKER_IDS_SCRIPT = """
+import sys
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+
+class Uneven(IterableDataset):
+    def __iter__(self):
+        worker = get_worker_info().id
+        for _ in range(8 if worker == 0 else 24):
+            yield torch.tensor([worker])
+
+class Slow(Dataset):
+    def __len__(self):
+        return 40
+    def __getitem__(self, i):
+        worker = get_worker_info().id
+        if worker == 0:
+            torch.randn(200, 200) @ torch.randn(200, 200)
+        return torch.tensor([worker])
+
+dataset = Uneven() if sys.argv[1] == "iterable" else Slow()
+loader = DataLoader(dataset, batch_size=4, num_workers=2, in_order=sys.argv[1] == "iterable")
+model = torch.nn.Linear(1, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+workers = []
+for batch in loader:
+    workers.append(int(batch[0, 0]))
+    model(batch.float()).sum().backward()
+    optimizer.step()
+print("workers", *workers)
+"""
+
+
+@pytest.mark.parametrize("dataset", ["iterable", "out of order"])
+def test_every_getnext_names_the_worker_that_made_its_batch(tmp_path: Path, dataset: str) -> None:
+    job_dir, result = run_script(tmp_path, WORKER_IDS_SCRIPT, _config(), dataset.split()[0])
+    made_by = [int(w) for w in result.stdout.split("workers")[1].split()]
+    events = read_events(job_dir, "model_timeline.json")
+    getnexts = [e for e in events if e["phase"] == "DataLoaderIter"]
+    assert [e["args"]["worker_id"] for e in getnexts] == made_by

@@ -58,6 +58,9 @@ _MAX_REPORT_READ_BYTES = 65536
 #: Seconds between two reads of the worker report file at step ends (a worker reports as it
 #: starts and as it ends)
 _DRAIN_INTERVAL_S = 1.0
+#: the attribute of a multi-process iterator that holds the worker of its last batch (an
+#: iterator in the main process has none: ``-1``)
+_WORKER_ATTR = "_stepscope_worker_id"
 
 
 class DataLoaderHooks:
@@ -96,7 +99,6 @@ class DataLoaderHooks:
         self._open_report_file = guard.wrap("torch.dataloader_workers", self._make_report_file)
         self._record_init = guard.wrap("torch.dataloader_init", self._on_init)
         self._record_next = guard.wrap("torch.dataloader_getnext", self._on_next)
-        self._peek_worker = guard.wrap("torch.dataloader_worker_id", _next_worker_id)
         self.drain = guard.wrap("torch.dataloader_workers", self._drain)
 
     def wanted(self, name: str, phase: str) -> bool:
@@ -117,6 +119,9 @@ class DataLoaderHooks:
         ):
             self._patches.wrap(cls, "__init__", self._wrap_init)
         self._patches.wrap(_dataloader._MultiProcessingDataLoaderIter, "_reset", self._wrap_reset)
+        self._patches.wrap(
+            _dataloader._MultiProcessingDataLoaderIter, "_process_data", _noting_the_worker
+        )
         self._patches.wrap(_dataloader._BaseDataLoaderIter, "__next__", self._wrap_next)
         self._patches.replace(_worker_module, "_worker_loop", self._worker_loop)
 
@@ -238,16 +243,15 @@ class DataLoaderHooks:
         def __next__(iterator: Any) -> Any:
             if not (session.enabled and session.active["dataloader"]):
                 return original(iterator)
-            worker_id = hooks._peek_worker(iterator)
             start = now_us()
             batch = original(iterator)
-            hooks._record_next(start, now_us(), worker_id)
+            hooks._record_next(start, now_us(), getattr(iterator, _WORKER_ATTR, -1))
             return batch
 
         __next__.__wrapped__ = original  # type: ignore[attr-defined]
         return __next__
 
-    def _on_next(self, start_us: float, end_us: float, worker_id: int | None) -> None:
+    def _on_next(self, start_us: float, end_us: float, worker_id: int) -> None:
         self._note_active(end_us)
         if not self.wanted(_GETNEXT_NAME, _GETNEXT_PHASE):
             return
@@ -257,7 +261,7 @@ class DataLoaderHooks:
             _GETNEXT_NAME,
             start_us,
             end_us - start_us,
-            {"worker_id": -1 if worker_id is None else worker_id, "pid": session.pid},
+            {"worker_id": worker_id, "pid": session.pid},
             suffix=SUFFIX,
         )
 
@@ -372,10 +376,15 @@ def _report_worker(
         logger.debug("data-loader worker report dropped", exc_info=True)
 
 
-def _next_worker_id(iterator: Any) -> int:
-    """The worker whose batch ``__next__`` returns next (``-1`` in the main process)."""
-    task_info = getattr(iterator, "_task_info", None)
-    if task_info is None:
-        return -1
-    info = task_info.get(iterator._rcvd_idx)
-    return int(info[0]) if info else -1
+def _noting_the_worker(original: Any) -> Any:
+    """``_MultiProcessingDataLoaderIter._process_data`` (``original``), which hands out every
+    batch with the worker that made it, noting that worker on the iterator: which batch comes
+    next cannot be told beforehand (workers of an iterable dataset run out, ``in_order=False``
+    takes batches as they come)."""
+
+    def _process_data(iterator: Any, data: Any, worker_idx: int) -> Any:
+        setattr(iterator, _WORKER_ATTR, int(worker_idx))
+        return original(iterator, data, worker_idx)
+
+    _process_data.__wrapped__ = original  # type: ignore[attr-defined]
+    return _process_data
