@@ -596,3 +596,51 @@ def test_every_epochs_evaluation_makes_eval_steps_with_persistent_workers(tmp_pa
     events = read_events(job_dir)
     assert len(steps(events, "EVAL")) == evaluations
     assert len(steps(events, "TRAIN")) == 9
+
+
+@pytest.mark.parametrize("output", ["distribution", "dataclass"])
+def test_a_model_that_returns_an_object_of_tensors_gets_its_backward(
+    tmp_path: Path, output: str
+) -> None:
+    # A policy returns a torch.distributions object, a model a dataclass of tensors: the
+    # backward of a loss computed from them is the model's backward pass.
+    import dataclasses
+
+    import torch
+
+    import stepscope
+
+    @dataclasses.dataclass
+    class Output:
+        logits: torch.Tensor
+
+    class Policy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = torch.nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> object:
+            logits = self.head(x)
+            if output == "distribution":
+                return torch.distributions.Categorical(logits=logits)
+            return Output(logits)
+
+    torch.manual_seed(0)
+    policy = Policy()
+    optimizer = torch.optim.SGD(policy.parameters(), lr=0.1)
+    backward_calls = 0
+    with stepscope.profile(QUIET, job_dir=tmp_path / "job"):
+        for _ in range(4):
+            result = policy(torch.randn(8, 4))
+            if isinstance(result, Output):
+                loss = result.logits.pow(2).mean()
+            else:
+                loss = -result.log_prob(torch.zeros(8, dtype=torch.long)).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            backward_calls += 1
+            optimizer.step()
+    events = read_events(tmp_path / "job")
+    backwards = [e for e in events if e["phase"] == "Backward(post-forward)"]
+    assert len(backwards) == backward_calls
+    assert {e["name"] for e in backwards} == {"Policy"}

@@ -83,7 +83,9 @@ _MODULE_HOOKS = "torch.module_hooks"
 
 
 def _first_grad_tensor(value: Any, depth: int = 0) -> torch.Tensor | None:
-    """The first tensor in an output/input structure that autograd will differentiate."""
+    """The first tensor in an output/input structure that autograd will differentiate: in a
+    tuple, list or dict, or an object's attributes (a policy's ``torch.distributions`` object,
+    a dataclass)."""
     if isinstance(value, torch.Tensor):
         return value if value.requires_grad else None
     if depth > 3:
@@ -93,7 +95,10 @@ def _first_grad_tensor(value: Any, depth: int = 0) -> torch.Tensor | None:
     elif isinstance(value, dict):
         items = value.values()
     else:
-        return None
+        attributes = getattr(value, "__dict__", None)
+        if not isinstance(attributes, dict):
+            return None
+        items = attributes.values()
     for item in items:
         found = _first_grad_tensor(item, depth + 1)
         if found is not None:
