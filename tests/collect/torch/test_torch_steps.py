@@ -644,3 +644,34 @@ def test_a_model_that_returns_an_object_of_tensors_gets_its_backward(
     backwards = [e for e in events if e["phase"] == "Backward(post-forward)"]
     assert len(backwards) == backward_calls
     assert {e["name"] for e in backwards} == {"Policy"}
+
+
+def test_a_backward_through_a_frozen_model_is_the_trained_models(tmp_path: Path) -> None:
+    # A perceptual loss: a frozen feature network in eval mode runs on the generator's output;
+    # the backward that follows trains the generator, and is named after it.
+    import torch
+
+    import stepscope
+
+    class Generator(torch.nn.Linear):
+        pass
+
+    class Features(torch.nn.Linear):
+        pass
+
+    torch.manual_seed(0)
+    generator, features = Generator(4, 8), Features(8, 8).eval().requires_grad_(False)
+    optimizer = torch.optim.Adam(generator.parameters(), lr=1e-3)
+    target = torch.randn(4, 8)
+    backward_calls = 0
+    with stepscope.profile(QUIET, job_dir=tmp_path / "job"):
+        for _ in range(4):
+            fake = generator(torch.randn(4, 4))
+            loss = torch.nn.functional.mse_loss(features(fake), features(target))
+            optimizer.zero_grad()
+            loss.backward()
+            backward_calls += 1
+            optimizer.step()
+    events = read_events(tmp_path / "job")
+    backwards = [e for e in events if e["phase"] == "Backward(post-forward)"]
+    assert [e["name"] for e in backwards] == ["Generator"] * backward_calls

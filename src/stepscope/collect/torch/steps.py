@@ -412,7 +412,13 @@ class ModuleHooks:
         self._node_slots = {}  # the nodes of this forward are hooked already
         if kind == _TOP_STEP and session.in_step:
             session.end_step(now)
-        elif torch.is_grad_enabled() and _first_grad_tensor(output) is not None:
+        elif (
+            torch.is_grad_enabled()
+            # a model in eval mode (a frozen feature network of a perceptual loss) passes the
+            # gradient on to the trained model whose forward fed it: that one's pass it is
+            and (entry[0].training or self._backward_of is None)
+            and _first_grad_tensor(output) is not None
+        ):
             self._backward_of = (name, step_num)
 
     def _post(self, name: str, module: torch.nn.Module, args: Any, output: Any) -> None:
