@@ -264,3 +264,36 @@ def test_every_getnext_names_the_worker_that_made_its_batch(tmp_path: Path, data
     events = read_events(job_dir, "model_timeline.json")
     getnexts = [e for e in events if e["phase"] == "DataLoaderIter"]
     assert [e["args"]["worker_id"] for e in getnexts] == made_by
+
+
+def test_an_older_torch_that_does_not_name_the_worker_gets_it_from_torchs_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torch before worker_idx was passed to _process_data: wrapping it with that argument
+    # would raise into the training loop; the worker of an in-order batch is torch's plan
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from stepscope.collect.session import Session
+    from stepscope.collect.torch import dataloader, instrument
+
+    class OlderIterator:
+        def _process_data(self, data: object) -> object:
+            return data
+
+    assert not dataloader.process_data_is_told_the_worker(OlderIterator)
+    monkeypatch.setattr(dataloader, "process_data_is_told_the_worker", lambda cls: False)
+    session = Session(_config(), tmp_path / "job" / "profiler-output").start()
+    try:
+        instrument(session)
+        loader = DataLoader(TensorDataset(torch.arange(16.0)), batch_size=2, num_workers=2)
+        batches = sum(1 for _ in loader)
+    finally:
+        session.stop()
+    getnexts = [
+        e
+        for e in read_events(tmp_path / "job", "model_timeline.json")
+        if e["phase"] == "DataLoaderIter"
+    ]
+    assert batches == 8
+    assert [e["args"]["worker_id"] for e in getnexts] == [0, 1] * 4

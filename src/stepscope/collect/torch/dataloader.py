@@ -99,6 +99,10 @@ class DataLoaderHooks:
         self._open_report_file = guard.wrap("torch.dataloader_workers", self._make_report_file)
         self._record_init = guard.wrap("torch.dataloader_init", self._on_init)
         self._record_next = guard.wrap("torch.dataloader_getnext", self._on_next)
+        self._told_the_worker = process_data_is_told_the_worker(
+            _dataloader._MultiProcessingDataLoaderIter
+        )
+        self._peek_worker = guard.wrap("torch.dataloader_worker_id", _next_worker_id)
         self.drain = guard.wrap("torch.dataloader_workers", self._drain)
 
     def wanted(self, name: str, phase: str) -> bool:
@@ -119,9 +123,10 @@ class DataLoaderHooks:
         ):
             self._patches.wrap(cls, "__init__", self._wrap_init)
         self._patches.wrap(_dataloader._MultiProcessingDataLoaderIter, "_reset", self._wrap_reset)
-        self._patches.wrap(
-            _dataloader._MultiProcessingDataLoaderIter, "_process_data", _noting_the_worker
-        )
+        if self._told_the_worker:
+            self._patches.wrap(
+                _dataloader._MultiProcessingDataLoaderIter, "_process_data", _noting_the_worker
+            )
         self._patches.wrap(_dataloader._BaseDataLoaderIter, "__next__", self._wrap_next)
         self._patches.replace(_worker_module, "_worker_loop", self._worker_loop)
 
@@ -240,18 +245,22 @@ class DataLoaderHooks:
         hooks = self
         session = self.session
 
+        # an older torch does not tell which worker made a batch: guess it beforehand
+        peek = None if self._told_the_worker else self._peek_worker
+
         def __next__(iterator: Any) -> Any:
             if not (session.enabled and session.active["dataloader"]):
                 return original(iterator)
+            worker_id = peek(iterator) if peek is not None else None
             start = now_us()
             batch = original(iterator)
-            hooks._record_next(start, now_us(), getattr(iterator, _WORKER_ATTR, -1))
+            hooks._record_next(start, now_us(), getattr(iterator, _WORKER_ATTR, worker_id))
             return batch
 
         __next__.__wrapped__ = original  # type: ignore[attr-defined]
         return __next__
 
-    def _on_next(self, start_us: float, end_us: float, worker_id: int) -> None:
+    def _on_next(self, start_us: float, end_us: float, worker_id: int | None) -> None:
         self._note_active(end_us)
         if not self.wanted(_GETNEXT_NAME, _GETNEXT_PHASE):
             return
@@ -261,7 +270,7 @@ class DataLoaderHooks:
             _GETNEXT_NAME,
             start_us,
             end_us - start_us,
-            {"worker_id": worker_id, "pid": session.pid},
+            {"worker_id": -1 if worker_id is None else worker_id, "pid": session.pid},
             suffix=SUFFIX,
         )
 
@@ -374,6 +383,26 @@ def _report_worker(
         # a full disk, a session that stopped, an unexpected signature: the worker must exit
         # cleanly whatever happens, and this is the only data it had to send
         logger.debug("data-loader worker report dropped", exc_info=True)
+
+
+def process_data_is_told_the_worker(iterator_class: type) -> bool:
+    """Whether ``iterator_class._process_data`` is given the worker of each batch
+    (``worker_idx``, in newer torch); older torch gives it the batch alone."""
+    try:
+        parameters = inspect.signature(iterator_class._process_data).parameters  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return "worker_idx" in parameters
+
+
+def _next_worker_id(iterator: Any) -> int:
+    """The worker whose batch ``__next__`` returns next (``-1`` in the main process), as torch
+    plans it: right for in-order loading from a map-style dataset (older torch only)."""
+    task_info = getattr(iterator, "_task_info", None)
+    if task_info is None:
+        return -1
+    info = task_info.get(iterator._rcvd_idx)
+    return int(info[0]) if info else -1
 
 
 def _noting_the_worker(original: Any) -> Any:
