@@ -38,6 +38,22 @@ def test_messages_and_paths_are_printed_as_they_are(
     assert f"Job Completed (exit code 0); data in {path}" in lines
 
 
+@pytest.mark.parametrize(
+    ("exit_code", "ending"),
+    [
+        (3, "exit code 3"),
+        (-9, "killed by SIGKILL, exit status 137"),
+        (-2, "killed by SIGINT, exit status 130"),
+    ],
+)
+def test_a_command_killed_by_a_signal_is_said_to_be_with_the_exit_status_run_gives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], exit_code: int, ending: str
+) -> None:
+    # "exit code -2" beside stepscope run's own exit status 130 read as two different endings
+    print_job_summary(Job(path=tmp_path, exit_code=exit_code, status=JobStatus.FAILED))
+    assert f"Job Failed ({ending}); data in {tmp_path}" in capsys.readouterr().err.splitlines()
+
+
 def test_only_what_a_rule_finds_is_printed_while_the_job_runs(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

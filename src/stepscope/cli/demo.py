@@ -13,8 +13,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stepscope.cli.output import print_job_start, print_job_summary, print_rule_finding
-from stepscope.cli.run import exit_status, naming_flags
+from stepscope.cli.output import (
+    exit_status,
+    print_job_start,
+    print_job_summary,
+    print_rule_finding,
+)
+from stepscope.cli.run import naming_flags
 
 if TYPE_CHECKING:
     from stepscope.config import ProfilerConfig

@@ -3,6 +3,7 @@ at the end."""
 
 from __future__ import annotations
 
+import signal
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -12,7 +13,13 @@ from rich.table import Table
 if TYPE_CHECKING:
     from stepscope.launcher import Job
 
-__all__ = ["print_job_start", "print_job_summary", "print_rule_finding", "print_rule_status"]
+__all__ = [
+    "exit_status",
+    "print_job_start",
+    "print_job_summary",
+    "print_rule_finding",
+    "print_rule_status",
+]
 
 #: what stepscope says about a job goes to stderr, beside the training's own output on stdout
 _console = Console(stderr=True, highlight=False)
@@ -80,7 +87,29 @@ def print_job_summary(job: Job) -> None:
                 escape(str(status.get("message") or "")),
             )
         _console.print(table)
-    _say(f"Job [bold]{job.status}[/] (exit code {job.exit_code}); data in {escape(str(job.path))}")
+    _say(f"Job [bold]{job.status}[/] ({_ending(job)}); data in {escape(str(job.path))}")
     if job.report_path.exists():
         _say(f"Report:  {job.report_path}", markup=False)
     _say(f"Open the Profiler UI:  stepscope ui {job.path.parent}", markup=False)
+
+
+def exit_status(job: Job) -> int:
+    """The command's exit status as a shell reports it, so scripts and schedulers that test it
+    (137 for a job the OOM killer ended) work unchanged: ``128 + N`` when signal ``N`` killed the
+    command (``job.exit_code`` is then ``-N``), 1 when it has no exit code."""
+    if job.exit_code is None:
+        return 1
+    return 128 - job.exit_code if job.exit_code < 0 else job.exit_code
+
+
+def _ending(job: Job) -> str:
+    """How the command ended: its exit code, or the signal that killed it with the exit status
+    ``stepscope run`` passes on (``job.json`` keeps ``-N``, as Python reports it)."""
+    code = job.exit_code
+    if code is None or code >= 0:
+        return f"exit code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"killed by {name}, exit status {exit_status(job)}"

@@ -6,15 +6,17 @@ import argparse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from stepscope.cli.output import print_job_start, print_job_summary, print_rule_finding
+from stepscope.cli.output import (
+    exit_status,
+    print_job_start,
+    print_job_summary,
+    print_rule_finding,
+)
 from stepscope.errors import ConfigError
 
-if TYPE_CHECKING:
-    from stepscope.launcher import Job
-
-__all__ = ["add_arguments", "exit_status", "main", "naming_flags"]
+__all__ = ["add_arguments", "main", "naming_flags"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,15 +83,6 @@ def naming_flags(flags: Mapping[str, str] = _FLAGS) -> Iterator[None]:
         if flag is None:
             raise
         raise ConfigError(flag, exc.value, exc.allowed, exc.hint) from None
-
-
-def exit_status(job: Job) -> int:
-    """The command's exit status as a shell reports it, so scripts and schedulers that test it
-    (137 for a job the OOM killer ended) work unchanged: ``128 + N`` when signal ``N`` killed the
-    command (``job.exit_code`` is then ``-N``), 1 when it has no exit code."""
-    if job.exit_code is None:
-        return 1
-    return 128 - job.exit_code if job.exit_code < 0 else job.exit_code
 
 
 def _rules(names: list[str] | None) -> list[Any] | None:
