@@ -196,6 +196,22 @@ def _watching_its_file(config: ProfilerConfig, tmp_path: Path) -> tuple[Session,
     return Session(config, tmp_path / "out", config_path=config_path).start(), config_path
 
 
+def _rewritten(config_path: Path, config: ProfilerConfig) -> None:
+    """Write ``config`` to the file a session watches, and wait until it may be read: the file
+    is checked at most once a second, at a step boundary."""
+    config.to_file(config_path)
+    time.sleep(1.1)
+
+
+def _active_per_step(session: Session, count: int, pause_s: float = 0.0) -> list[set[str]]:
+    seen = []
+    for _ in range(count):
+        with stepscope.step("TRAIN"):
+            seen.append({option for option, on in session.active.items() if on})
+        time.sleep(pause_s)
+    return seen
+
+
 def test_a_changed_config_file_applies_from_the_next_step(tmp_path: Path) -> None:
     from stepscope.config import DataloaderProfilingConfig
 
@@ -205,14 +221,9 @@ def test_a_changed_config_file_applies_from_the_next_step(tmp_path: Path) -> Non
             pass
         assert not session.active["dataloader"]
         later = DataloaderProfilingConfig(start_step=3, num_steps=2)
-        ProfilerConfig(
-            framework_profile_params=FrameworkProfile(dataloader_profiling_config=later)
-        ).to_file(config_path)
-        time.sleep(1.1)  # the file is checked at most once a second, at a step boundary
-        seen = []
-        for _ in range(5):
-            with stepscope.step("TRAIN"):
-                seen.append(session.active["dataloader"])
+        framework = FrameworkProfile(dataloader_profiling_config=later)
+        _rewritten(config_path, ProfilerConfig(framework_profile_params=framework))
+        seen = ["dataloader" in active for active in _active_per_step(session, 5)]
     finally:
         session.stop()
     assert seen == [False, False, True, True, False]  # steps 1-5: the new range is steps 3-4
@@ -237,12 +248,8 @@ def test_a_config_file_that_turns_profiling_off_applies_from_the_next_step(
     try:
         with stepscope.step("TRAIN"):
             assert session.active["python"]
-        switched_off.to_file(config_path)
-        time.sleep(1.1)  # the file is checked at most once a second, at a step boundary
-        seen = []
-        for _ in range(3):
-            with stepscope.step("TRAIN"):
-                seen.append(session.active["python"])
+        _rewritten(config_path, switched_off)
+        seen = ["python" in active for active in _active_per_step(session, 3)]
     finally:
         session.stop()
     # the file is read at a step's end: the step under way then is the last one profiled
@@ -271,12 +278,8 @@ def test_a_time_range_that_ran_does_not_restart_when_another_option_changes(
         framework = FrameworkProfile(
             python_profiling_config=python, detailed_profiling_config=detailed
         )
-        ProfilerConfig(framework_profile_params=framework).to_file(config_path)
-        time.sleep(1.1)  # the file is checked at most once a second, at a step boundary
-        later = []
-        for _ in range(4):
-            with stepscope.step("TRAIN"):
-                later.append(session.active["python"])
+        _rewritten(config_path, ProfilerConfig(framework_profile_params=framework))
+        later = ["python" in active for active in _active_per_step(session, 4)]
         assert session.range_for("detailed") is not None
     finally:
         session.stop()
@@ -322,15 +325,6 @@ def test_a_batch_of_events_is_handed_over_once_the_queue_holds_its_bound(tmp_pat
         session.stop()
     names = [event[0] for batch in writer.batches for event in batch]
     assert names == ["Net", *(f"layer{i}" for i in range(LATER_MAX_EVENTS)), "Net"]
-
-
-def _active_per_step(session: Session, count: int, pause_s: float = 0.0) -> list[set[str]]:
-    seen = []
-    for _ in range(count):
-        with stepscope.step("TRAIN"):
-            seen.append({option for option, on in session.active.items() if on})
-        time.sleep(pause_s)
-    return seen
 
 
 def test_each_option_is_active_on_exactly_its_own_steps(tmp_path: Path) -> None:

@@ -364,29 +364,32 @@ def test_a_script_that_calls_launch_runs_its_job_once(
     assert len(list((tmp_path / "stepscope-jobs").iterdir())) == 1
 
 
+def _killing_the_child(marked: str) -> Callable[[object], None]:
+    """An ``on_start`` that kills, as the OOM killer would, the child process whose command line
+    holds ``marked``, and waits for it to die (the launcher reaps it: a zombie, not a reaped
+    pid, is what to wait for)."""
+
+    def kill(job: object) -> None:
+        child = next(c for c in psutil.Process().children() if marked in " ".join(c.cmdline()))
+        child.kill()
+        deadline = time.monotonic() + 60
+        while child.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    return kill
+
+
 def test_a_rule_engine_killed_while_the_job_trains_still_leaves_final_verdicts(
     tmp_path: Path, train_script: Path
 ) -> None:
     from stepscope.launcher import launch
-
-    def kill_the_rule_engine(job: object) -> None:
-        # as the OOM killer would; the launcher reaps it, so wait for a zombie, not a reaped pid
-        engine = next(
-            child
-            for child in psutil.Process().children()
-            if "spawn_main" in " ".join(child.cmdline())
-        )
-        engine.kill()
-        deadline = time.monotonic() + 60
-        while engine.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
-            time.sleep(0.05)
 
     job = launch(
         str(train_script),
         job_dir=tmp_path / "job",
         rules=["StepOutlier"],
         report=False,
-        on_start=kill_the_rule_engine,
+        on_start=_killing_the_child("spawn_main"),
     )
     assert job.status == "Completed", job.info
     verdict = job.rule_statuses()["StepOutlier"]
@@ -399,24 +402,13 @@ def test_a_system_monitor_killed_while_the_job_trains_is_reported(
 ) -> None:
     from stepscope.launcher import launch
 
-    def kill_the_monitor(job: object) -> None:
-        monitor = next(
-            child
-            for child in psutil.Process().children()
-            if "stepscope.collect.monitor" in child.cmdline()
-        )
-        monitor.kill()  # as the OOM killer would
-        deadline = time.monotonic() + 60
-        while monitor.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
-            time.sleep(0.05)
-
     with caplog.at_level(logging.WARNING, logger="stepscope.launcher"):
         job = launch(
             str(train_script),
             job_dir=tmp_path / "job",
             rules=["StepOutlier"],
             report=False,
-            on_start=kill_the_monitor,
+            on_start=_killing_the_child("-m stepscope.collect.monitor"),
         )
     assert job.status == "Completed", job.info
     [warning] = [m for m in caplog.messages if "system monitor" in m]
