@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from tests.collect.torch.torchjob import (
     TRAIN_SCRIPT,
+    in_phase,
     loader_pids,
     losses,
     read_events,
@@ -53,9 +54,9 @@ def test_iterator_getnext_and_worker_events(tmp_path: Path, workers: int, persis
         *(["--persistent-workers"] if persistent else []),
     )
     events = read_events(job_dir, "model_timeline.json")
-    inits = [e for e in events if e["phase"] == "DataLoaderIterInitialize"]
-    getnexts = [e for e in events if e["phase"] == "DataLoaderIter"]
-    worker_events = [e for e in events if e["phase"] == "DataLoaderWorker"]
+    inits = in_phase(events, "DataLoaderIterInitialize")
+    getnexts = in_phase(events, "DataLoaderIter")
+    worker_events = in_phase(events, "DataLoaderWorker")
     iterator = "_SingleProcessDataLoaderIter" if workers == 0 else "_MultiProcessingDataLoaderIter"
     assert [e["name"] for e in inits] == [f"{iterator}.__init__"] * 2  # train, then eval
     assert all(e["args"]["num_workers"] == workers for e in inits)
@@ -89,7 +90,7 @@ def test_only_the_configured_steps_are_recorded(tmp_path: Path) -> None:
         tmp_path, TRAIN_SCRIPT, _config(start_step=2, num_steps=2), "--steps", "6"
     )
     events = read_events(job_dir, "model_timeline.json")
-    getnexts = [e for e in events if e["phase"] == "DataLoaderIter"]
+    getnexts = in_phase(events, "DataLoaderIter")
     train_steps = [e for e in read_events(job_dir) if e["phase"] == "Step:ModeKeys.TRAIN"]
     assert len(getnexts) == 2
     # each recorded GetNext lies inside step 2 or 3, the configured ones
@@ -100,7 +101,7 @@ def test_only_the_configured_steps_are_recorded(tmp_path: Path) -> None:
         if s["start_us"] <= g["start_us"] <= s["end_us"]
     }
     assert inside == {"2", "3"}
-    assert not [e for e in events if e["phase"] == "DataLoaderIterInitialize"]
+    assert not in_phase(events, "DataLoaderIterInitialize")
 
 
 def _time_range_from(start_s: float) -> ProfilerConfig:
@@ -121,7 +122,7 @@ def test_a_time_range_that_starts_while_the_job_trains_records_the_step_it_chose
     config = _time_range_from(start_s)
     job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, config, "--steps", "24", "--sleep-s", "0.25")
     events = read_events(job_dir, "model_timeline.json")
-    getnexts = [e for e in events if e["phase"] == "DataLoaderIter"]
+    getnexts = in_phase(events, "DataLoaderIter")
     starts = [s["start_us"] for s in steps(read_events(job_dir))]
     assert len(getnexts) == 1
     # it is the GetNext of the first step that starts at or after the range's start
@@ -206,7 +207,7 @@ def test_workers_started_by_spawn_or_forkserver_are_recorded(
     job_dir, result = run_script(tmp_path, SPAWN_SCRIPT, config, start_method)
     assert losses(result) == losses(plain)
     events = read_events(job_dir, "model_timeline.json")
-    worker_events = [e for e in events if e["phase"] == "DataLoaderWorker"]
+    worker_events = in_phase(events, "DataLoaderWorker")
     assert {e["args"]["pid"] for e in worker_events} == loader_pids(result)
     assert sorted(e["args"]["worker_id"] for e in worker_events) == [0, 0, 1, 1]
     # the training process alone profiles: the worker processes, which start a new interpreter,
@@ -262,7 +263,7 @@ def test_every_getnext_names_the_worker_that_made_its_batch(tmp_path: Path, data
     job_dir, result = run_script(tmp_path, WORKER_IDS_SCRIPT, _config(), dataset.split()[0])
     made_by = [int(w) for w in result.stdout.split("workers")[1].split()]
     events = read_events(job_dir, "model_timeline.json")
-    getnexts = [e for e in events if e["phase"] == "DataLoaderIter"]
+    getnexts = in_phase(events, "DataLoaderIter")
     assert [e["args"]["worker_id"] for e in getnexts] == made_by
 
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.collect.torch.torchjob import read_events, run_script, steps
+from tests.collect.torch.torchjob import in_phase, read_events, run_script, steps
 from tests.servers import free_port
 
 from stepscope.config import (
@@ -72,7 +72,7 @@ def test_two_ranks_write_their_steps_collectives_and_clock_offsets(tmp_path: Pat
         mine = [e for e in events if e["node_id"] == node_id]
         # 32 samples over 2 ranks in batches of 4: 4 steps each
         assert [e["args"]["step_num"] for e in steps(mine)] == ["0", "1", "2", "3"]
-        collectives = [e for e in mine if e["phase"] == "Collective"]
+        collectives = in_phase(mine, "Collective")
         reduces = [e for e in collectives if e["name"] == "all_reduce"]
         assert len(reduces) == 8
         assert {e["args"]["bytes"] for e in reduces} == {4}  # one float32

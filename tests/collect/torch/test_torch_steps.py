@@ -6,7 +6,14 @@ import logging
 from pathlib import Path
 
 import pytest
-from tests.collect.torch.torchjob import TRAIN_SCRIPT, losses, read_events, run_script, steps
+from tests.collect.torch.torchjob import (
+    TRAIN_SCRIPT,
+    in_phase,
+    losses,
+    read_events,
+    run_script,
+    steps,
+)
 
 from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
 from stepscope.store import open_job
@@ -40,8 +47,8 @@ def test_train_and_eval_steps_are_counted_exactly_with_their_modes(tmp_path: Pat
 def test_every_step_holds_its_forward_and_every_training_step_its_backward(tmp_path: Path) -> None:
     job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, QUIET, "--steps", "4", "--eval-steps", "2")
     events = read_events(job_dir)
-    forwards = [e for e in events if e["phase"] == "Forward"]
-    backwards = [e for e in events if e["phase"] == "Backward(post-forward)"]
+    forwards = in_phase(events, "Forward")
+    backwards = in_phase(events, "Backward(post-forward)")
     assert {e["name"] for e in forwards} == {"Sequential"}
     assert len(forwards) == 6 and len(backwards) == 4
     for step in steps(events, "TRAIN"):
@@ -76,8 +83,8 @@ def test_submodules_are_timed_in_the_detailed_range_only(tmp_path: Path) -> None
     )
     job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, config, "--steps", "5")
     events = read_events(job_dir)
-    forward_subs = [e for e in events if e["phase"] == "Forward-SubModuleInternal"]
-    backward_subs = [e for e in events if e["phase"] == "Backward-SubModuleInternal"]
+    forward_subs = in_phase(events, "Forward-SubModuleInternal")
+    backward_subs = in_phase(events, "Backward-SubModuleInternal")
     assert sorted({e["args"]["step_num"] for e in forward_subs}) == ["2", "3"]
     # Sequential(Linear, ReLU, Linear): the three sub-modules by their qualified names
     assert sorted(e["name"] for e in forward_subs if e["args"]["step_num"] == "2") == [
@@ -267,7 +274,7 @@ def test_a_compiled_model_gets_its_steps_forward_and_backward(
     events = read_events(tmp_path / "job")
     assert [e["args"]["step_num"] for e in steps(events)] == ["0", "1", "2", "3"]
     assert [e["name"] for e in events if e["phase"] == "Forward"] == ["Sequential"] * 4
-    assert len([e for e in events if e["phase"] == "Backward(post-forward)"]) == 4
+    assert len(in_phase(events, "Backward(post-forward)")) == 4
 
 
 @pytest.mark.filterwarnings("ignore:Using `torch.compile:UserWarning")  # torch's, while finding
@@ -361,7 +368,7 @@ def test_backward_passes_are_the_calls_of_the_script(tmp_path: Path) -> None:
     assert torch.autograd.backward is backward and torch.autograd.grad is grad
     assert model.inner[0].weight.grad is None  # zero_grad ran: the real backward did its work
     events = read_events(tmp_path / "job")
-    backwards = [e for e in events if e["phase"] == "Backward(post-forward)"]
+    backwards = in_phase(events, "Backward(post-forward)")
     assert [e["args"]["step_num"] for e in backwards] == ["0", "1", "1", "2"]
     assert {e["name"] for e in backwards} == {"Checkpointed"}
     forwards = {e["args"]["step_num"]: e for e in events if e["phase"] == "Forward"}
@@ -441,7 +448,7 @@ def test_a_step_that_mixed_precision_skips_is_still_a_step(tmp_path: Path) -> No
     assert torch.amp.GradScaler.step is scaler_step  # torch's own again
     events = read_events(tmp_path / "job")
     assert [e["args"]["step_num"] for e in steps(events)] == ["0", "1", "2", "3", "4"]
-    assert len([e for e in events if e["phase"] == "Backward(post-forward)"]) == 5
+    assert len(in_phase(events, "Backward(post-forward)")) == 5
 
 
 @pytest.mark.parametrize("teacher_first", [True, False], ids=["teacher first", "student first"])
@@ -507,7 +514,7 @@ def test_every_forward_lies_inside_the_step_it_belongs_to(
         tmp_path, TRAIN_SCRIPT, QUIET, "--steps", "5", "--eval-steps", "2", *optimizer
     )
     events = read_events(job_dir)
-    forwards = [e for e in events if e["phase"] == "Forward"]
+    forwards = in_phase(events, "Forward")
     assert len(forwards) == 7
     all_steps = steps(events, "TRAIN") + steps(events, "EVAL")
     for forward in forwards:
@@ -641,7 +648,7 @@ def test_a_model_that_returns_an_object_of_tensors_gets_its_backward(
             backward_calls += 1
             optimizer.step()
     events = read_events(tmp_path / "job")
-    backwards = [e for e in events if e["phase"] == "Backward(post-forward)"]
+    backwards = in_phase(events, "Backward(post-forward)")
     assert len(backwards) == backward_calls
     assert {e["name"] for e in backwards} == {"Policy"}
 
@@ -673,5 +680,5 @@ def test_a_backward_through_a_frozen_model_is_the_trained_models(tmp_path: Path)
             backward_calls += 1
             optimizer.step()
     events = read_events(tmp_path / "job")
-    backwards = [e for e in events if e["phase"] == "Backward(post-forward)"]
+    backwards = in_phase(events, "Backward(post-forward)")
     assert [e["name"] for e in backwards] == ["Generator"] * backward_calls

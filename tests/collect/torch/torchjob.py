@@ -94,8 +94,13 @@ def read_events(job_dir: Path, suffix: str = "pythontimeline.json") -> list[dict
     return sorted(events, key=lambda e: e["start_us"])
 
 
+def in_phase(events: list[dict[str, Any]], phase: str) -> list[dict[str, Any]]:
+    """The events of one phase (``Forward``, ``Backward(post-forward)``, ...), in order."""
+    return [e for e in events if e["phase"] == phase]
+
+
 def steps(events: list[dict[str, Any]], mode: str = "TRAIN") -> list[dict[str, Any]]:
-    return [e for e in events if e["phase"] == f"Step:ModeKeys.{mode}"]
+    return in_phase(events, f"Step:ModeKeys.{mode}")
 
 
 def losses(result: subprocess.CompletedProcess[str]) -> list[str]:
