@@ -182,6 +182,8 @@ class Rule:
 
     :param parameters: parameter values; unknown names, wrong types and out-of-range values raise
         :class:`~stepscope.errors.ConfigError` listing the valid parameters.
+    :ivar ended: the job's last window has been scanned: no more data will come (set by the
+        engine before that window's :meth:`scan`).
     """
 
     name: ClassVar[str] = ""
@@ -192,6 +194,7 @@ class Rule:
         self.parameters: dict[str, Any] = validate_parameters(
             self.rule_name(), self.all_parameter_specs(), parameters
         )
+        self.ended = False
 
     @classmethod
     def rule_name(cls) -> str:

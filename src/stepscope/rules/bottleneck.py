@@ -38,20 +38,9 @@ class BottleneckTally:
         self.metric = metric
         self.per_node: dict[str, dict[str, Any]] = {}
         self.intervals = IntervalList(interval_gap_us)
-        #: the job's last window was counted: no more snapshots will come
-        self.ended = False
 
-    def add(
-        self,
-        snapshots: dict[str, np.ndarray],
-        high_pct: float,
-        gpu_low_pct: float,
-        *,
-        final: bool = False,
-    ) -> None:
-        """Count the snapshots of one window (only those that have GPU metrics); ``final``: the
-        job's last."""
-        self.ended = self.ended or final
+    def add(self, snapshots: dict[str, np.ndarray], high_pct: float, gpu_low_pct: float) -> None:
+        """Count the snapshots of one window (only those that have GPU metrics)."""
         if len(snapshots["node"]) == 0:
             return
         has_gpu = snapshots["gpus"] > 0
@@ -118,8 +107,11 @@ class BottleneckTally:
             "low_gpu_utilization": self.low_gpu,
         }
 
-    def verdict(self, parameters: dict[str, Any], label: str, high_parameter: str) -> Verdict:
-        """The verdict shared by CPUBottleneck and IOBottleneck (``label`` is "CPU" or "I/O wait")."""
+    def verdict(
+        self, parameters: dict[str, Any], label: str, high_parameter: str, *, ended: bool
+    ) -> Verdict:
+        """The verdict shared by CPUBottleneck and IOBottleneck (``label`` is "CPU" or "I/O
+        wait"); ``ended``: the job's last window was counted, no more snapshots will come."""
         points, hits = self.datapoints, self.bottlenecks
         if points == 0:
             return Verdict(applicable=False, message="No GPU metrics.")
@@ -131,7 +123,7 @@ class BottleneckTally:
             f"{hits} of {points} snapshots ({pct:.1f} %) had GPUs below {low:g} % while mean "
             f"{label} was above {high:g} % (threshold {parameters['threshold']:g} %)."
         )
-        if points <= parameters["patience"] and self.ended:
+        if points <= parameters["patience"] and ended:
             message += (
                 f" The job ended before the rule could decide: it needs more than "
                 f"{parameters['patience']} snapshots (patience)."

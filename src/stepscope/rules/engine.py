@@ -160,6 +160,8 @@ class RuleSession:
         return list(zip(edges[:-1], edges[1:], strict=True))
 
     def _scan(self, rule: Rule, window: ScanWindow) -> None:
+        if window.final:
+            rule.ended = True
         try:
             rule.scan(window)
         except Exception as exc:

@@ -45,9 +45,7 @@ class CPUBottleneck(Rule):
 
     def scan(self, window: ScanWindow) -> None:
         p = self.parameters
-        self.tally.add(
-            window.snapshots(), p["cpu_threshold"], p["gpu_threshold"], final=window.final
-        )
+        self.tally.add(window.snapshots(), p["cpu_threshold"], p["gpu_threshold"])
 
     def evaluate(self) -> Verdict:
-        return self.tally.verdict(self.parameters, "CPU", "cpu_threshold")
+        return self.tally.verdict(self.parameters, "CPU", "cpu_threshold", ended=self.ended)

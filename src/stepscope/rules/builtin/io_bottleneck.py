@@ -42,9 +42,7 @@ class IOBottleneck(Rule):
 
     def scan(self, window: ScanWindow) -> None:
         p = self.parameters
-        self.tally.add(
-            window.snapshots(), p["io_threshold"], p["gpu_threshold"], final=window.final
-        )
+        self.tally.add(window.snapshots(), p["io_threshold"], p["gpu_threshold"])
 
     def evaluate(self) -> Verdict:
-        return self.tally.verdict(self.parameters, "I/O wait", "io_threshold")
+        return self.tally.verdict(self.parameters, "I/O wait", "io_threshold", ended=self.ended)

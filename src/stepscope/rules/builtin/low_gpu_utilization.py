@@ -52,12 +52,9 @@ class LowGPUUtilization(Rule):
             "util_pct", window=p["window"], patience=p["patience"], judge=self._record
         )
         self.judged: dict[GpuKey, dict[str, Any]] = {}
-        #: the job's last window was scanned: its last partial block may be judged
-        self.ended = False
 
     def scan(self, window: ScanWindow) -> None:
         self.gpus.scan(window)
-        self.ended = self.ended or window.final
 
     def _record(self, key: GpuKey, block: np.ndarray) -> bool:
         entry = self.judged.setdefault(key, {"blocks": 0, "underused": 0, "fluctuating": 0})
