@@ -66,7 +66,8 @@ from stepscope.store._kineto_columns import (
     read_whole_array,
 )
 from stepscope.store._kineto_json import TraceDocument, iter_event_chunks
-from stepscope.store.schema import EVENT_SCHEMA, TIME_LIMIT_US
+from stepscope.store.sagemaker import times_out_of_range
+from stepscope.store.schema import EVENT_SCHEMA
 
 __all__ = [
     "GPU_CATEGORIES",
@@ -305,14 +306,11 @@ def _drop_damaged_events(raw: pa.Table, path: Path, warnings: list[str]) -> pa.T
     what a 64-bit timestamp holds (the analyses' timestamps would fail on it). One warning
     names the file, the first of them and how many there were."""
     ts, dur = raw["ts"], raw["dur_us"]
-    in_range = pc.and_(
-        pc.less(pc.abs(ts), TIME_LIMIT_US), pc.less(pc.abs(pc.add(ts, dur)), TIME_LIMIT_US)
+    placed = pc.and_(  # NaN and infinities lie beyond any timestamp too
+        pc.and_(pc.is_valid(ts), pc.greater_equal(dur, 0.0)),
+        pc.invert(times_out_of_range(ts, pc.add(ts, dur))),
     )
-    placed = pc.and_(
-        pc.and_(pc.is_finite(ts), pc.is_finite(dur)),
-        pc.and_(pc.greater_equal(dur, 0.0), in_range),
-    )
-    damaged = pc.fill_null(pc.invert(placed), True)  # a null ts is no place either
+    damaged = pc.fill_null(pc.invert(placed), True)  # a null dur is no place either
     count = pc.sum(damaged).as_py()
     if not count:
         return raw
