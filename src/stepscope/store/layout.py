@@ -72,7 +72,6 @@ __all__ = [
     "parse_system_file_name",
     "pevents_dir",
     "pevents_file_path",
-    "profiler_config_path",
     "profiler_output_dir",
     "python_stats_dir",
     "python_stats_folder_name",
@@ -90,7 +89,6 @@ __all__ = [
 # -- job folder ------------------------------------------------------------------------------
 
 _JOB_FILE = "job.json"
-_PROFILER_CONFIG_FILE = "profiler-config.json"
 _PROFILER_OUTPUT = "profiler-output"
 _RULE_OUTPUT = "rule-output"
 _CACHE = (".stepscope", "cache")
@@ -100,11 +98,6 @@ _JOB_END_MARKER = "training_job_end.ts"
 def job_file_path(job_dir: str | Path) -> Path:
     """``<job>/job.json``: the job's metadata (see the job.json contract)."""
     return Path(job_dir) / _JOB_FILE
-
-
-def profiler_config_path(job_dir: str | Path) -> Path:
-    """``<job>/profiler-config.json``: the resolved config a launched process reads."""
-    return Path(job_dir) / _PROFILER_CONFIG_FILE
 
 
 def profiler_output_dir(job_dir: str | Path) -> Path:
