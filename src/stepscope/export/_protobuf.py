@@ -8,8 +8,6 @@ millions of Python byte concatenations.
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,8 +15,6 @@ import pyarrow.compute as pc
 __all__ = [
     "Messages",
     "bytes_field",
-    "double_field",
-    "fixed64_field",
     "key",
     "varint",
     "varint_field",
@@ -47,14 +43,6 @@ def key(field: int, wire: int) -> bytes:
 
 def varint_field(field: int, value: int) -> bytes:
     return key(field, _VARINT) + varint(value)
-
-
-def fixed64_field(field: int, value: int) -> bytes:
-    return key(field, _FIXED64) + struct.pack("<Q", value & 0xFFFFFFFFFFFFFFFF)
-
-
-def double_field(field: int, value: float) -> bytes:
-    return key(field, _FIXED64) + struct.pack("<d", value)
 
 
 def bytes_field(field: int, value: bytes | str) -> bytes:

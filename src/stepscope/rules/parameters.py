@@ -17,7 +17,7 @@ from typing import Any
 
 from stepscope.errors import ConfigError
 
-__all__ = ["SCAN_INTERVAL", "Param", "describe_parameters", "validate_parameters"]
+__all__ = ["SCAN_INTERVAL", "Param", "validate_parameters"]
 
 
 @dataclass(frozen=True)
@@ -130,8 +130,3 @@ def validate_parameters(
             )
         values[name] = spec.coerce(f"{rule}.{name}", value)
     return values
-
-
-def describe_parameters(specs: Mapping[str, Param], values: Mapping[str, Any]) -> str:
-    """SageMaker's ``RuleParameters`` string: ``"name:value"`` lines in declaration order."""
-    return "\n".join(f"{name}:{values.get(name)}" for name in specs)

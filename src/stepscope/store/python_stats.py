@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from stepscope.store import layout
+from stepscope.store.layout import CPROFILE_STATS_FILE, PYINSTRUMENT_STATS_FILES
 
 __all__ = [
     "PythonProfileModes",
@@ -57,13 +59,8 @@ class StepPhase(str, Enum):
 
 
 #: The stats files each profiler writes, main file first.
-_STATS_FILES = {"cprofile": ("python_stats",), "pyinstrument": ("python_stats.json",)}
-_HTML_FILE = "python_stats.html"
-
-_MODES = "|".join(m.value for m in PythonProfileModes)
-_PHASES = "|".join(p.value for p in StepPhase)
-_BOUND = rf"({_MODES})-(\*|\d+)-({_PHASES})-(\d+(?:\.\d*)?)"
-_FOLDER_RE = re.compile(rf"^{_BOUND}_{_BOUND}$")
+_STATS_FILES = {"cprofile": (CPROFILE_STATS_FILE,), "pyinstrument": PYINSTRUMENT_STATS_FILES[:1]}
+_HTML_FILE = PYINSTRUMENT_STATS_FILES[1]
 
 
 @dataclass(frozen=True)
@@ -125,22 +122,22 @@ def parse_python_stats_folder(
     folder: str, *, node_id: str, profiler: str, framework: str, path: str, html_path: str = ""
 ) -> PythonStatsRecord | None:
     """Parse one ``<sMode>-<sStep>-<sPhase>-<sUs>_<eMode>-...`` folder name, None if it is not one."""
-    match = _FOLDER_RE.match(folder)
-    if match is None:
+    bounds = layout.parse_python_stats_folder(folder)
+    if bounds is None:
         return None
-    s_mode, s_step, s_phase, s_us, e_mode, e_step, e_phase, e_us = match.groups()
+    start, end = bounds
     return PythonStatsRecord(
         node_id=node_id,
         profiler=profiler,
         framework=framework,
-        start_mode=PythonProfileModes(s_mode),
-        start_step=-1 if s_step == "*" else int(s_step),
-        start_phase=StepPhase(s_phase),
-        start_time_us=float(s_us),
-        end_mode=PythonProfileModes(e_mode),
-        end_step=-1 if e_step == "*" else int(e_step),
-        end_phase=StepPhase(e_phase),
-        end_time_us=float(e_us),
+        start_mode=PythonProfileModes(start.mode),
+        start_step=-1 if start.step is None else start.step,
+        start_phase=StepPhase(start.phase),
+        start_time_us=start.time_us,
+        end_mode=PythonProfileModes(end.mode),
+        end_step=-1 if end.step is None else end.step,
+        end_phase=StepPhase(end.phase),
+        end_time_us=end.time_us,
         path=path,
         html_path=html_path,
     )

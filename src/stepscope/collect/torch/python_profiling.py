@@ -56,7 +56,12 @@ from stepscope._atomic import write_atomic
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
 from stepscope.collect.torch.patches import Patches
-from stepscope.store.layout import StatsBoundary, python_stats_dir
+from stepscope.store.layout import (
+    CPROFILE_STATS_FILE,
+    PYINSTRUMENT_STATS_FILES,
+    StatsBoundary,
+    python_stats_dir,
+)
 
 __all__ = ["PythonProfiler", "end_post_hook_close_window"]
 
@@ -368,11 +373,12 @@ def _write_stats(tool: str, payload: Any, folder: Path) -> None:
     job, or a full disk, never leaves or sees half a dump)."""
     try:
         if tool == "cprofile":
-            write_atomic(folder / "python_stats", marshal.dumps(payload))
+            write_atomic(folder / CPROFILE_STATS_FILE, marshal.dumps(payload))
             return
         from pyinstrument.renderers import HTMLRenderer, JSONRenderer
 
-        write_atomic(folder / "python_stats.json", JSONRenderer().render(payload))
-        write_atomic(folder / "python_stats.html", HTMLRenderer().render(payload))
+        json_file, html_file = PYINSTRUMENT_STATS_FILES
+        write_atomic(folder / json_file, JSONRenderer().render(payload))
+        write_atomic(folder / html_file, HTMLRenderer().render(payload))
     except OSError as exc:
         logger.warning("stepscope: cannot write the Python profile to %s (%s)", folder, exc)
