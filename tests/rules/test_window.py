@@ -158,6 +158,27 @@ def test_a_session_keeps_its_connection_and_sees_new_segments(stored_job, tmp_pa
     assert live_result.details == offline_result.details
 
 
+def test_a_session_scans_the_data_another_reader_converted(stored_job, tmp_path):
+    """The UI refreshes a running job's cache more often than the live engine scans: the rows
+    it converted are new to the engine all the same."""
+    recorded = stored_job.path / "profiler-output"
+    live = tmp_path / "live"
+    (live / "profiler-output").mkdir(parents=True)
+    shutil.copyfile(stored_job.path / "job.json", live / "job.json")
+    files = files_by_close_time(recorded)
+    cut = len(files) // 2
+    for path in files[:cut]:
+        publish(recorded, live / "profiler-output", path)
+    session = RuleSession(open_job(live), ["StepOutlier"])
+    session.advance()
+    before = session.watermark_us
+    for path in files[cut:]:
+        publish(recorded, live / "profiler-output", path)
+    open_job(live).refresh()  # another reader of the running job converts the new files
+    assert session.advance()
+    assert session.watermark_us > before
+
+
 def test_the_manifest_finds_the_same_scan_end_as_a_query(stored_job, tmp_path):
     """The live engine reads each stream's newest record from the manifest; a query over the
     segments gives the same end of what is safely complete at every step of a running job."""

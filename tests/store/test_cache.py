@@ -7,6 +7,8 @@ import logging
 import os
 import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,6 +125,31 @@ def test_a_job_still_being_written_shows_more_rows_after_refresh(job: Path, tmp_
     assert sorted(data.last_refresh_files) == sorted(p.relative_to(job).as_posix() for p in late)
     added = sum(sum(1 for e in json.loads(p.read_text()) if e.get("ph") == "X") for p in late)
     assert _count(data, "events") == first + added
+
+
+def test_rows_another_process_converted_are_new_rows_for_every_reader(
+    job: Path, tmp_path: Path
+) -> None:
+    """The live rule engine, the UI and a notebook refresh one cache: whichever converts the
+    new files, the others' refresh must say there are new rows, or they keep stale answers."""
+    pevents = sorted((job / "profiler-output/framework/pevents").glob("*/*.json"))
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    late = pevents[len(pevents) // 2 :]
+    for path in late:
+        shutil.move(path, aside / path.name)
+    data = open_job(job)
+    data.refresh()
+    first = _count(data, "events")
+    for path in late:
+        shutil.move(aside / path.name, path)
+    other = "from stepscope.store import open_job; import sys; open_job(sys.argv[1]).refresh()"
+    subprocess.run([sys.executable, "-c", other, str(job)], check=True, timeout=120)
+    assert data.refresh() is True
+    assert data.last_refresh_files == []  # the other process read them
+    added = sum(sum(1 for e in json.loads(p.read_text()) if e.get("ph") == "X") for p in late)
+    assert _count(data, "events") == first + added
+    assert data.refresh() is False
 
 
 def test_views_exist_with_the_schema_columns_when_there_is_no_data(tmp_path: Path) -> None:

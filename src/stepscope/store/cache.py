@@ -237,6 +237,16 @@ class ColumnarCache:
             self._shrunk.discard(segment)
             self._retire(segment)
 
+    def rows_key(self) -> frozenset[tuple[str, int, float, int]]:
+        """The raw files the segments hold rows of, with the size, time and row count they were
+        converted at: it changes exactly when rows are added or removed, whichever process
+        converted them."""
+        return frozenset(
+            (path, entry["size_bytes"], entry["mtime"], int(entry.get("rows") or 0))
+            for path, entry in self.files.items()
+            if entry.get("segment")
+        )
+
     def is_closed(self, mtime: float, *, ended: bool) -> bool:
         """Whether a raw file modified at ``mtime`` is closed: the job has ended, or the file
         has been left alone for ``settled_after_s``. Only closed files are merged."""

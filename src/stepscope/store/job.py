@@ -150,6 +150,8 @@ class JobData:
         self.path: Path | str = files.root if isinstance(files, LocalFiles) else files.url
         self.cache_dir = cache.root
         self.last_refresh_files: list[str] = []
+        # the rows the cache held when this object last looked: another process may add some
+        self._rows_seen = cache.rows_key()
         job = self._job_json()
         default_name = PurePosixPath(str(self.path).rstrip("/")).name
         if prefix and kind == "sagemaker" and default_name == "profiler-output":
@@ -162,7 +164,9 @@ class JobData:
     # ------------------------------------------------------------------ reading
 
     def refresh(self) -> bool:
-        """Convert new or changed raw files into the cache; True when rows were added or removed.
+        """Convert new or changed raw files into the cache; True when rows were added or removed
+        since this object last looked, whichever process converted them (the live rule engine,
+        the UI and a notebook refresh one cache).
 
         Open ``.tmp`` files are never read. A raw file that cannot be read (damaged beyond
         its records, or not the format its name says) is logged once and remembered, so it is
@@ -173,7 +177,6 @@ class JobData:
         (:mod:`stepscope.store.sagemaker_scan`), with the rows of the per-file readers.
         """
         self._refreshed = True
-        changed = False
         read: list[str] = []
         with self._refresh_lock, self._cache.locked():
             self._cache.load()
@@ -195,15 +198,16 @@ class JobData:
                     merge = raw.reader != "kineto" and self._cache.is_closed(
                         raw.info.mtime, ended=ended
                     )
-                    changed |= self._convert(raw, reading, merge=merge, scanned=scanned)
+                    self._convert(raw, reading, merge=merge, scanned=scanned)
             present = {raw.info.path for raw in raw_files}
             gone = [p for p in self._cache.files if p not in present]
             for path in gone:
-                changed |= bool(self._cache.files[path].get("segment"))
                 self._cache.drop(path)
             merged = self._cache.compact(ended=ended)
             if read or gone or merged or self._cache.expired_retirements():
                 self._cache.save()
+            rows = self._cache.rows_key()
+        changed, self._rows_seen = rows != self._rows_seen, rows
         self.last_refresh_files = read
         return changed
 
@@ -424,9 +428,8 @@ class JobData:
 
     def _convert(
         self, raw: RawFile, reading: RawReading, *, merge: bool, scanned: pa.Table | None
-    ) -> bool:
-        """Read one raw file into a segment (its stream's merged segment when ``merge``); False
-        when it held no rows or could not be read.
+    ) -> None:
+        """Read one raw file into a segment (its stream's merged segment when ``merge``).
 
         :param scanned: the file's rows when a scan converted it already.
         """
@@ -442,9 +445,8 @@ class JobData:
         except StoreError as exc:
             logger.warning("Skipped %s: %s", display, exc)
             self._cache.record(raw.info, None, {"kind": kind, "rows": 0, "error": str(exc)})
-            return False
+            return
         except OSError as exc:  # vanished or unreadable between listing and reading
             logger.warning("Cannot read %s now (%s); it will be retried.", display, exc)
-            return False
+            return
         self._cache.record(raw.info, segment, {**stats, **extra})
-        return segment is not None
