@@ -18,6 +18,7 @@ from tests.analysis import _handbuilt as hb
 from stepscope.analysis.pandas_frame import PandasFrame
 from stepscope.errors import ConfigError
 from stepscope.store import open_job
+from stepscope.store.cache import ColumnarCache
 from stepscope.testing import TINY_JOB, generate_job
 
 S = hb.S
@@ -266,6 +267,26 @@ def test_a_frame_made_before_the_first_data_counts_from_that_data_once_it_comes(
     relative = system["timestamp_epoch_us"] - pf.start_time
     assert system["timestamp_us"].tolist() == relative.tolist()
     assert 0 <= system["timestamp_us"].min() < 60_000_000
+
+
+def test_a_frame_of_a_running_job_reads_on_after_its_segments_are_compacted(
+    tmp_path: Path,
+) -> None:
+    """The live rule engine's last pass merges the cache's segments when the job ends, and the
+    segments it replaced are deleted a few minutes later: the notebook's frame reads on."""
+    job = generate_job(tmp_path / "job", **TINY_JOB)
+    output = job / "profiler-output"
+    for marker in (output / "training_job_end.ts", output / "system" / "training_job_end.ts"):
+        marker.unlink(missing_ok=True)
+    pf = PandasFrame(job)
+    before = len(pf.get_all_system_metrics())
+    (output / "training_job_end.ts").touch()
+    open_job(job).refresh()  # the engine's final pass: the segments are merged
+    later = ColumnarCache(job / ".stepscope" / "cache", retire_after_s=0)
+    with later.locked():  # the grace period is over: the replaced segments are deleted
+        later.load()
+        later.save()
+    assert len(pf.get_all_system_metrics()) == before > 0
 
 
 # -- recorded SageMaker output -------------------------------------------------------------------

@@ -253,8 +253,14 @@ class PandasFrame:
     # -- access ----------------------------------------------------------------------------------
 
     def connection(self) -> duckdb.DuckDBPyConnection:
-        """The DuckDB connection (``system`` and ``events`` views), refreshed with new data."""
-        if self._job is not None and self._job.refresh():
+        """The DuckDB connection (``system`` and ``events`` views), refreshed with new data.
+
+        A job's connection is asked for again after every refresh, also one that added no rows:
+        a compaction (by this process or another reading the job) replaces the segments the
+        views read, and the replaced ones are deleted a few minutes later.
+        """
+        if self._job is not None:
+            self._job.refresh()
             self._con = self._job.connect()
         return self._con
 
