@@ -152,6 +152,34 @@ def test_rows_another_process_converted_are_new_rows_for_every_reader(
     assert data.refresh() is False
 
 
+def test_the_last_line_of_a_system_file_being_written_is_read_once_complete_without_a_warning(
+    job: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    output = job / "profiler-output"
+    for marker in (output / "training_job_end.ts", output / "system" / "training_job_end.ts"):
+        marker.unlink()  # the job runs: its newest system file is still appended to
+    newest = sorted(output.glob("system/incremental/*/*.json"))[-1]
+    lines = newest.read_bytes().splitlines(keepends=True)
+    half = len(lines) // 2
+    newest.write_bytes(b"".join(lines[:half]) + lines[half][:20])  # a line cut mid-record
+    data = open_job(job)
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        data.refresh()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert _count(data, "system") == _system_lines(job) - 1  # the whole lines
+    with open(newest, "ab") as handle:  # the writer completes the line and goes on
+        handle.write(lines[half][20:] + b"".join(lines[half + 1 :]))
+    assert data.refresh() is True
+    assert _count(data, "system") == _system_lines(job)
+    # once the job has ended, a line cut short is damage, and said so
+    newest.write_bytes(b"".join(lines[:half]) + lines[half][:20])
+    (output / "training_job_end.ts").touch()
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        data.refresh()
+    assert any(str(newest) in r.getMessage() for r in caplog.records)
+    assert _count(data, "system") == _system_lines(job) - 1
+
+
 def test_views_exist_with_the_schema_columns_when_there_is_no_data(tmp_path: Path) -> None:
     (tmp_path / "out" / "system").mkdir(parents=True)
     con = open_job(tmp_path / "out").connect()

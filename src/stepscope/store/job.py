@@ -195,10 +195,9 @@ class JobData:
                     read.append(raw.info.path)
                     # a closed file goes straight into its stream's merged segment; a Kineto
                     # trace is a stream of its own, and too large to hold until it is read whole
-                    merge = raw.reader != "kineto" and self._cache.is_closed(
-                        raw.info.mtime, ended=ended
-                    )
-                    self._convert(raw, reading, merge=merge, scanned=scanned)
+                    closed = self._cache.is_closed(raw.info.mtime, ended=ended)
+                    merge = raw.reader != "kineto" and closed
+                    self._convert(raw, reading, merge=merge, growing=not closed, scanned=scanned)
             present = {raw.info.path for raw in raw_files}
             gone = [p for p in self._cache.files if p not in present]
             for path in gone:
@@ -427,10 +426,18 @@ class JobData:
         return self._files.walk(self._prefix.rstrip("/"))
 
     def _convert(
-        self, raw: RawFile, reading: RawReading, *, merge: bool, scanned: pa.Table | None
+        self,
+        raw: RawFile,
+        reading: RawReading,
+        *,
+        merge: bool,
+        growing: bool,
+        scanned: pa.Table | None,
     ) -> None:
         """Read one raw file into a segment (its stream's merged segment when ``merge``).
 
+        :param growing: the file is still being written: its unfinished last record is no
+            damage.
         :param scanned: the file's rows when a scan converted it already.
         """
         rel = raw.info.path
@@ -438,7 +445,7 @@ class JobData:
         kind = "system" if raw.reader == "system" else "events"
         extra: dict[str, Any] = {}
         try:
-            with reading.batches(raw, display, extra, scanned) as batches:
+            with reading.batches(raw, display, extra, scanned, growing=growing) as batches:
                 segment, stats = self._cache.write_segment(kind, rel, batches, merge=merge)
         except StorageAccessError:
             raise  # the store, not this file: nothing to remember about it

@@ -205,7 +205,13 @@ class RawReading:
 
     @contextmanager
     def batches(
-        self, raw: RawFile, display: str, extra: dict[str, Any], scanned: pa.Table | None
+        self,
+        raw: RawFile,
+        display: str,
+        extra: dict[str, Any],
+        scanned: pa.Table | None,
+        *,
+        growing: bool = False,
     ) -> Iterator[Iterator[pa.RecordBatch]]:
         """The record batches of one raw file (of ``scanned`` when a scan converted it), with
         the file open while they are consumed.
@@ -213,6 +219,8 @@ class RawReading:
         :param display: the file's name in warnings.
         :param extra: gets what the manifest keeps besides the rows (a trace's ``kineto``
             metadata).
+        :param growing: the file is still being written (see
+            :func:`~stepscope.store.sagemaker_system.read_system_file`).
         """
         if scanned is not None:
             yield iter(scanned.to_batches(max_chunksize=BATCH_ROWS))
@@ -229,7 +237,7 @@ class RawReading:
             return
         with self._files.open(rel) as stream:
             if raw.reader == "system":
-                yield read_system_file(stream, path=display, node=raw.node)
+                yield read_system_file(stream, path=display, node=raw.node, growing=growing)
             elif raw.reader == "pevents":
                 yield read_pevents_file(
                     stream, path=display, source=raw.source, node=raw.node, rank=raw.rank

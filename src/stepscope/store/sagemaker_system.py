@@ -25,7 +25,9 @@ from stepscope.store.schema import INT64_MAX, INT64_MIN, SYSTEM_SCHEMA
 __all__ = ["read_system_file"]
 
 
-def read_system_file(stream: IO[bytes], *, path: str, node: str) -> Iterator[pa.RecordBatch]:
+def read_system_file(
+    stream: IO[bytes], *, path: str, node: str, growing: bool = False
+) -> Iterator[pa.RecordBatch]:
     """Stream a system-metrics JSON-lines file as SYSTEM_SCHEMA batches.
 
     ``Timestamp`` (float seconds) becomes ``timestamp_us`` rounded to the nearest microsecond
@@ -37,13 +39,17 @@ def read_system_file(stream: IO[bytes], *, path: str, node: str) -> Iterator[pa.
     :param stream: the file, opened in binary mode.
     :param path: the file's name for messages.
     :param node: the node named by the file name.
+    :param growing: the file is still being written: a last line that is not a whole record
+        is one not written whole yet, not a damaged one; it is left out silently, and read when
+        a later refresh reads the grown file again.
     """
     data = stream.read()
+    lines = data.split(b"\n")
     columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
     timestamps, nodes, types, names, dimensions, values = columns
     damaged = DamagedRecords(path)
     offset = 0
-    for line_no, line in enumerate(data.split(b"\n"), start=1):
+    for line_no, line in enumerate(lines, start=1):
         start = offset
         offset += len(line) + 1
         if not line.strip():
@@ -56,7 +62,8 @@ def read_system_file(stream: IO[bytes], *, path: str, node: str) -> Iterator[pa.
             value = float(record["Value"])
             kind = str(record["Type"])
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, OverflowError) as exc:
-            damaged.add(line_no, start, f"{type(exc).__name__}: {exc}")
+            if not (growing and line_no == len(lines)):
+                damaged.add(line_no, start, f"{type(exc).__name__}: {exc}")
             continue
         timestamps.append(ts_us)
         nodes.append(str(record.get("NodeId") or node))
