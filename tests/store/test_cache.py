@@ -9,11 +9,14 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from stepscope.errors import ConfigError
+from stepscope.errors import ConfigError, StoreError
 from stepscope.store import EVENT_SCHEMA, SYSTEM_SCHEMA, open_job
 from stepscope.testing import TINY_JOB, generate_job
 
@@ -207,22 +210,60 @@ def test_a_file_that_is_not_a_trace_is_skipped_and_retried_only_when_it_changes(
     assert data.last_refresh_files == [bogus.relative_to(job).as_posix()]
 
 
-def test_read_only_job_caches_under_the_user_cache(
-    job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "user-cache"))
+@contextmanager
+def _read_only(job: Path) -> Iterator[None]:
+    """The job's folders without write permission while the block runs (a colleague's job)."""
     folders = [job, *(p for p in job.rglob("*") if p.is_dir())]
     for folder in folders:
         folder.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP)
     try:
+        yield
+    finally:
+        for folder in folders:
+            folder.chmod(stat.S_IRWXU)
+
+
+def test_read_only_job_caches_under_the_user_cache(
+    job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "user-cache"))
+    with _read_only(job):
         data = open_job(job)
         assert data.cache_dir.parent == tmp_path / "user-cache"
         assert data.refresh() is True
         assert _count(data, "system") == _system_lines(job)
         assert not (job / ".stepscope").exists()
-    finally:
-        for folder in folders:
-            folder.chmod(stat.S_IRWXU)
+
+
+def test_a_read_only_job_is_read_when_the_home_folder_cannot_hold_the_user_cache(
+    job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv("STEPSCOPE_CACHE_DIR", raising=False)
+    home = tmp_path / "home"
+    home.write_text("")  # no folder can be made under it, as under a read-only home
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    with _read_only(job), caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        data = open_job(job)
+        assert data.refresh() is True
+        assert _count(data, "system") == _system_lines(job)
+    assert data.cache_dir.is_relative_to(tmp_path / "tmp")
+    (note,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert str(data.cache_dir) in note and "STEPSCOPE_CACHE_DIR" in note
+
+
+def test_a_cache_folder_that_cannot_be_made_is_a_clear_error(
+    job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(taken))
+    with _read_only(job), pytest.raises(StoreError, match="STEPSCOPE_CACHE_DIR") as raised:
+        open_job(job)
+    assert str(taken) in str(raised.value)
+    with pytest.raises(StoreError, match="cache_dir=") as raised:
+        open_job(job, cache_dir=taken / "cache")
+    assert str(taken / "cache") in str(raised.value)
 
 
 def test_the_recorded_fixtures_stay_untouched(

@@ -28,7 +28,8 @@ that lost members is rewritten with the rows of the others only, so no row is ev
 
 Where the cache lives (:func:`cache_dir_for`): ``<job>/.stepscope/cache/`` when the job folder is
 writable; otherwise ``$STEPSCOPE_CACHE_DIR/<hash>/`` or ``~/.cache/stepscope/<hash>/``, hashed
-from the job's absolute path or URL, so read-only inputs and ``s3://`` jobs still get one.
+from the job's absolute path or URL, so read-only inputs and ``s3://`` jobs still get one (under
+the temporary folder, with a warning, when the home folder is read-only too).
 
 Concurrent refreshes (the live rule engine and the UI) serialise on ``<cache>/lock`` (``flock``);
 the manifest and every segment (converted, merged or rewritten) are written to a temporary name
@@ -43,6 +44,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -91,11 +93,26 @@ def cache_dir_for(source: SourceFiles, *, single_file: bool = False) -> Path:
                 return local
         except OSError:
             logger.debug("cannot create %s; using the user cache", local, exc_info=True)
-    base = os.environ.get("STEPSCOPE_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "stepscope"
-    )
     digest = hashlib.sha256(source.url.encode()).hexdigest()[:16]
-    return Path(base) / digest
+    chosen = os.environ.get("STEPSCOPE_CACHE_DIR")
+    if chosen:
+        return Path(chosen) / digest  # the user's choice: an unwritable one is an error
+    user = Path(os.path.expanduser("~")) / ".cache" / "stepscope" / digest
+    try:
+        user.mkdir(parents=True, exist_ok=True)
+        return user
+    except OSError as exc:
+        # a read-only home (a container's) must not stop anyone reading a read-only job
+        fallback = Path(tempfile.gettempdir()) / f"stepscope-cache-{os.getuid()}" / digest
+        logger.warning(
+            "Cannot create the user cache %s (%s); caching %s in %s instead. Set "
+            "STEPSCOPE_CACHE_DIR to a writable folder to keep the cache elsewhere.",
+            user,
+            exc.strerror or exc,
+            source.url,
+            fallback,
+        )
+        return fallback
 
 
 def _empty_view_sql(schema: pa.Schema) -> str:
@@ -132,7 +149,13 @@ class ColumnarCache:
         self.segment_target_rows = segment_target_rows
         self.settled_after_s = settled_after_s
         self.retired: list[tuple[str, float]] = []
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"Cannot create the cache folder {self.root}: {exc.strerror or exc}. Pass "
+                "cache_dir= to open_job, or set STEPSCOPE_CACHE_DIR, to a writable folder."
+            ) from exc
         self._manifest_path = self.root / "manifest.json"
         self.files: dict[str, dict[str, Any]] = {}
         self._shrunk: set[str] = set()  # shared segments that lost members since the last save
