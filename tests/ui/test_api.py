@@ -408,6 +408,27 @@ def test_a_running_job_shows_data_so_far_then_new_data(tmp_path: Path, make_clie
     assert max(now["series"][0]["x"]) > 120
 
 
+def test_profiler_output_being_written_is_running_and_shows_new_data(tmp_path: Path, make_client):
+    """SageMaker Debugger output copied while its job trains: no job.json, no end marker yet."""
+    from stepscope.store import open_job
+
+    root = tmp_path / "jobs"
+    job_dir, write_the_rest = _training_so_far(root, tmp_path / "later")
+    (job_dir / "job.json").unlink()
+    (job_dir / "profiler-output" / "system" / "training_job_end.ts").unlink(missing_ok=True)
+    client = make_client([root], job_opener=open_job, refresh_interval_s=0.0)
+    job = job_ids(client)["training"]
+    listed = {j["name"]: j for j in client.get("/api/jobs").json()["jobs"]}["training"]
+    assert listed["status"] == "running"
+    assert load_and_wait(client, job)["state"] == "loaded"
+    so_far = client.get(f"/api/jobs/{job}/dashboard/cpu_utilization").json()
+    assert max(so_far["series"][0]["x"]) < 60
+
+    write_the_rest()
+    now = client.get(f"/api/jobs/{job}/dashboard/cpu_utilization").json()
+    assert max(now["series"][0]["x"]) > 120
+
+
 def test_a_job_that_ends_after_it_was_loaded_shows_all_its_data(tmp_path: Path, make_client):
     """The data written between the last refresh and the job's end is read once it has ended."""
     from stepscope.store import open_job

@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,21 @@ def test_every_kind_of_job_is_listed_with_what_the_job_list_shows(jobs_root: Pat
     assert jobs["ddp"].kind == "kineto"
     assert jobs["ddp"].path == (jobs_root / "traces" / "ddp").resolve()
     assert jobs["single"].kind == "kineto"
+
+
+def test_profiler_output_without_its_end_marker_runs_while_its_files_are_written(
+    jobs_root: Path,
+):
+    hour = jobs_root / "sm-output" / "system" / "incremental" / "2020060305"
+    hour.mkdir(parents=True)
+    older, newest = hour / "1591160640.algo-1.json", hour / "1591160700.algo-1.json"
+    older.write_text("")
+    newest.write_text("")  # the minute being written now
+    an_hour_ago = time.time() - 3600
+    os.utime(older, (an_hour_ago, an_hour_ago))
+    assert _by_name(discover_jobs([jobs_root]))["sm-output"].status == "running"
+    os.utime(newest, (an_hour_ago, an_hour_ago))  # nothing written for an hour: a recording
+    assert _by_name(discover_jobs([jobs_root]))["sm-output"].status == "completed"
 
 
 def test_ids_are_stable_opaque_and_distinct(jobs_root: Path):

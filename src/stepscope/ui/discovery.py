@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,9 @@ _JOB_STATUS: dict[str, JobStatus] = {
     "Stopped": "stopped",
 }
 _SYSTEM_FILE = re.compile(r"^(\d+)\.(algo-\d+)\.json$")
+#: Profiler output without its end marker whose newest system file changed this recently is
+#: still being written (a new file every minute, appended to meanwhile; copies from S3 lag).
+_WRITTEN_LATELY_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -263,9 +267,12 @@ def _stepscope_entry(root: Path, folder: Path) -> JobEntry:
 
 def _sagemaker_entry(root: Path, folder: Path, output: Path) -> JobEntry:
     """A SageMaker Debugger output folder (``output``, the folder itself or its
-    ``profiler-output/``); start, end and nodes come from system file names."""
+    ``profiler-output/``); start, end and nodes come from system file names. Without the end
+    marker it is running while its newest system file is being written, else taken as a
+    completed recording."""
     minutes: list[int] = []
     nodes: set[str] = set()
+    newest: tuple[int, str] = (-1, "")
     incremental = output / "system" / "incremental"
     try:
         for hour in os.scandir(incremental):
@@ -276,9 +283,15 @@ def _sagemaker_entry(root: Path, folder: Path, output: Path) -> JobEntry:
                 if match:
                     minutes.append(int(match.group(1)))
                     nodes.add(match.group(2))
+                    newest = max(newest, (minutes[-1], item.path))
     except OSError:
         logger.debug("no system metrics folder in %s", folder)
-    ended = (output / "training_job_end.ts").exists()
+    if (output / "training_job_end.ts").exists():
+        status: JobStatus = "completed"
+    elif not minutes:
+        status = "unknown"
+    else:
+        status = "running" if _written_lately(newest[1]) else "completed"
     start_us = min(minutes) * 1e6 if minutes else None
     end_us = (max(minutes) + 60) * 1e6 if minutes else None
     return _entry(
@@ -286,7 +299,7 @@ def _sagemaker_entry(root: Path, folder: Path, output: Path) -> JobEntry:
         root,
         "sagemaker",
         folder.name,
-        "completed" if ended or minutes else "unknown",
+        status,
         start_us,
         end_us,
         sorted(nodes),
@@ -312,6 +325,13 @@ def _trace_name(path: Path) -> str:
 def _is_trace(path: Path) -> bool:
     """Whether ``path`` is a Kineto trace (the store's cheap sniff of its first bytes)."""
     return path.name.endswith(_TRACE_SUFFIXES) and bool(is_kineto_trace(path))
+
+
+def _written_lately(path: str) -> bool:
+    try:
+        return time.time() - os.stat(path).st_mtime < _WRITTEN_LATELY_S
+    except OSError:
+        return False
 
 
 def _number(value: object) -> float | None:
