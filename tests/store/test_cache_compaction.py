@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -192,6 +193,25 @@ def test_another_process_keeps_reading_while_the_cache_is_compacted(running_job:
     expected = data.connect().execute("SELECT count(*), sum(timestamp_us) FROM system").fetchone()
     assert first == second == repr(expected)
     assert expected[0] == _system_lines(running_job)
+
+
+def test_a_reader_whose_segments_another_merged_and_deleted_reads_on_without_a_warning(
+    running_job: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    notebook = open_job(running_job)
+    notebook.refresh()
+    _end(running_job)
+    open_job(running_job).refresh()  # the live engine's final pass merges the segments
+    later = ColumnarCache(running_job / ".stepscope" / "cache", retire_after_s=0)
+    with later.locked():  # the grace period is over: the replaced segments are deleted
+        later.load()
+        later.save()
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        counted = notebook.connect().execute("SELECT count(*) FROM system").fetchone()[0]
+        events = notebook.table("events").num_rows
+    assert counted == _system_lines(running_job)
+    assert events == open_job(running_job).table("events").num_rows > 0
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def _record(cache: ColumnarCache, name: str, value: float, *, mtime: float) -> None:

@@ -283,11 +283,14 @@ class JobData:
                 self._cache.load()
                 forgotten = self._cache.forget_unreadable()
                 self._cache.save()
-            logger.warning(
-                "%s; re-reading %d raw file(s) whose cache segment was missing or damaged.",
-                exc,
-                len(forgotten),
-            )
+            if forgotten:
+                logger.warning(
+                    "%s; re-reading %d raw file(s) whose cache segment was missing or damaged.",
+                    exc,
+                    len(forgotten),
+                )
+            else:  # nothing is damaged: another reader replaced the segments this object knew
+                logger.debug("%s; the cache's segments were replaced since the last refresh", exc)
             self.refresh()
             return read()
 
