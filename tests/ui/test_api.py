@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -427,6 +428,29 @@ def test_profiler_output_being_written_is_running_and_shows_new_data(tmp_path: P
     write_the_rest()
     now = client.get(f"/api/jobs/{job}/dashboard/cpu_utilization").json()
     assert max(now["series"][0]["x"]) > 120
+
+
+def test_profiler_output_without_its_end_marker_has_one_status_in_the_list_and_information(
+    tmp_path: Path, make_client
+):
+    """A recording copied without training_job_end.ts: nothing written lately, so completed."""
+    from stepscope.store import open_job
+
+    root = tmp_path / "jobs"
+    job_dir, write_the_rest = _training_so_far(root, tmp_path / "later")
+    write_the_rest()
+    (job_dir / "job.json").unlink()
+    (job_dir / "profiler-output" / "system" / "training_job_end.ts").unlink(missing_ok=True)
+    an_hour_ago = time.time() - 3600
+    for path in (job_dir / "profiler-output").rglob("*.json"):
+        os.utime(path, (an_hour_ago, an_hour_ago))
+    client = make_client([root], job_opener=open_job)
+    job = job_ids(client)["training"]
+    listed = {j["name"]: j for j in client.get("/api/jobs").json()["jobs"]}["training"]
+    load_and_wait(client, job)
+    sections = {s["title"]: s for s in client.get(f"/api/jobs/{job}/info").json()["sections"]}
+    assert listed["status"] == "completed"
+    assert dict(map(tuple, sections["Job"]["rows"]))["Status"] == "Completed"
 
 
 def test_a_job_that_ends_after_it_was_loaded_shows_all_its_data(tmp_path: Path, make_client):

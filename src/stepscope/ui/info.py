@@ -180,7 +180,7 @@ def job_information(
                     }[entry.kind],
                 ),
                 ("Location", entry.to_json()["location"]),
-                ("Status", str(metadata.get("status") or entry.status)),
+                ("Status", str(metadata.get("status") or entry.status.capitalize())),
                 ("Start", _time(metadata.get("start_time_us", start_us))),
                 ("End", _time(metadata.get("end_time_us", end_us))),
                 ("Exit code", metadata.get("exit_code")),

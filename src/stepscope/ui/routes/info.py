@@ -53,9 +53,11 @@ def job_info(job_id: str, state: State) -> dict[str, Any]:
 
     def build(job: ProfileJob) -> dict[str, Any]:
         recovered = job.metadata if isinstance(job.metadata, dict) else {}
-        # job.json's fields, with the nodes and ranks the store recovered from the data itself
+        # job.json's fields, with the nodes and ranks the store recovered from the data itself;
+        # without job.json the status is the job list's (the store cannot tell a recording
+        # without its end marker from a job still writing)
         metadata = dict(recovered.get("job") or {})
-        for key in ("nodes", "ranks", "status"):
+        for key in ("nodes", "ranks"):
             if recovered.get(key):
                 metadata[key] = recovered[key]
         return {
