@@ -214,6 +214,47 @@ def test_a_reader_whose_segments_another_merged_and_deleted_reads_on_without_a_w
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
+_KILLED_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    import pyarrow as pa
+    from stepscope.store import SYSTEM_SCHEMA
+    from stepscope.store.cache import ColumnarCache
+
+    def rows():
+        row = {"timestamp_us": 1, "node": "algo-1", "type": "cpu", "name": "cpu0", "dimension": "CPUUtilization", "value": 1.0}
+        yield pa.RecordBatch.from_pylist([row], schema=SYSTEM_SCHEMA)
+        print("writing", flush=True)
+        time.sleep(600)  # killed here, its segment half written
+
+    cache = ColumnarCache(sys.argv[1])
+    with cache.locked():
+        cache.write_segment("system", "system/incremental/1.algo-1.json", rows())
+    """
+)
+
+
+def test_a_refresh_after_one_that_was_killed_removes_what_it_left(running_job: Path) -> None:
+    """A UI server stopped while it loaded a job, an OOM-killed notebook: their half-written
+    segments must not stay in the cache for ever."""
+    cache = running_job / ".stepscope" / "cache"
+    with subprocess.Popen(
+        [sys.executable, "-c", _KILLED_WRITER, str(cache)], stdout=subprocess.PIPE, text=True
+    ) as writer:
+        assert writer.stdout is not None
+        try:
+            assert writer.stdout.readline().strip() == "writing"
+        finally:
+            writer.kill()
+    assert list(cache.rglob("*.tmp"))  # what the killed refresh left
+    data = open_job(running_job)
+    data.refresh()
+    assert list(cache.rglob("*.tmp")) == []
+    assert data.connect().execute("SELECT count(*) FROM system").fetchone()[0] == _system_lines(
+        running_job
+    )
+
+
 def _record(cache: ColumnarCache, name: str, value: float, *, mtime: float) -> None:
     row = {"timestamp_us": int(value), "node": "algo-1", "type": "cpu", "name": "cpu0", "dimension": "CPUUtilization", "value": value}  # fmt: skip
     batch = pa.RecordBatch.from_pylist([row], schema=SYSTEM_SCHEMA)

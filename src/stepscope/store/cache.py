@@ -33,7 +33,8 @@ the temporary folder, with a warning, when the home folder is read-only too).
 
 Concurrent refreshes (the live rule engine and the UI) serialise on ``<cache>/lock`` (``flock``);
 the manifest and every segment (converted, merged or rewritten) are written to a temporary name
-and renamed into place, and a segment is never modified once renamed. A replaced segment is
+and renamed into place (the next refresh that saves deletes those of a refresh that was killed),
+and a segment is never modified once renamed. A replaced segment is
 deleted only ``retire_after_s`` later, so a DuckDB connection opened by another process before a
 refresh or a compaction keeps reading the segments it listed, with the same rows.
 """
@@ -197,9 +198,10 @@ class ColumnarCache:
                 self.drop(path)
 
     def save(self) -> None:
-        """Rewrite the segments that lost members, delete segments retired long enough ago, and
-        write the manifest atomically."""
+        """Rewrite the segments that lost members, delete segments retired long enough ago and
+        the files of killed refreshes, and write the manifest atomically."""
         self._rewrite_shrunk()
+        self._remove_abandoned()
         now = time.time()
         kept = []
         for segment, retired_at in self.retired:
@@ -216,6 +218,16 @@ class ColumnarCache:
                 default=str,
             ),
         )
+
+    def _remove_abandoned(self) -> None:
+        """Delete the temporary files of refreshes killed while they wrote (a UI server stopped
+        while it loaded a job, an OOM kill): a refresh writes them under the lock, so while this
+        process holds it, any that exists belongs to a process that is gone."""
+        for kind in KINDS:
+            for abandoned in (self.root / kind).rglob("*.parquet.*.tmp"):
+                abandoned.unlink(missing_ok=True)
+        for abandoned in self.root.glob(f".{self._manifest_path.name}.*.tmp"):
+            abandoned.unlink(missing_ok=True)
 
     @contextmanager
     def locked(self) -> Iterator[None]:
