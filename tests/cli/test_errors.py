@@ -62,15 +62,15 @@ def test_a_report_output_that_is_a_folder_is_named(
     assert err == f"stepscope: error: Is a directory: {folder}\n"
 
 
-@pytest.mark.parametrize(("option", "parameter"), [("--steps", "steps"), ("--time", "time_s")])
-def test_an_export_window_past_the_job_is_an_error_not_an_empty_trace(
-    job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, parameter: str
+@pytest.mark.parametrize("option", ["--steps", "--time"])
+def test_an_export_window_past_the_job_is_an_error_naming_the_flag_as_typed(
+    job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
 ) -> None:
     output = tmp_path / "trace.json"
-    assert main(["export", str(job), "-o", str(output), f"{option}=1000:2000"]) == 2
+    assert main(["export", str(job), "-o", str(output), f"{option}=1000:"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"stepscope: error: {parameter} must be a range that holds")
-    assert "(1000.0, 2000.0)" in err
+    assert err.startswith(f"stepscope: error: {option} must be a range that holds")
+    assert "got '1000:'." in err
     assert "The job records " in err
     assert not output.exists()
 

@@ -27,14 +27,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from stepscope.cli.run import naming_flags
     from stepscope.export import export_trace, parse_range
 
-    summary = export_trace(
-        args.source,
-        args.output,
-        format=args.format,
-        steps=parse_range(args.steps, parameter="--steps", integer=True) if args.steps else None,
-        time_s=parse_range(args.time, parameter="--time", integer=False) if args.time else None,
-    )
+    steps = parse_range(args.steps, parameter="--steps", integer=True) if args.steps else None
+    time_s = parse_range(args.time, parameter="--time", integer=False) if args.time else None
+    with naming_flags(
+        {"steps": "--steps", "time_s": "--time"}, typed={"steps": args.steps, "time_s": args.time}
+    ):
+        summary = export_trace(
+            args.source, args.output, format=args.format, steps=steps, time_s=time_s
+        )
     print(summary)
     return 0

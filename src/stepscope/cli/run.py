@@ -72,17 +72,21 @@ _FLAGS = {"job_dir": "--job-dir", "nproc_per_node": "--nproc-per-node"}
 
 
 @contextmanager
-def naming_flags(flags: Mapping[str, str] = _FLAGS) -> Iterator[None]:
+def naming_flags(
+    flags: Mapping[str, str] = _FLAGS, typed: Mapping[str, str] | None = None
+) -> Iterator[None]:
     """An error about a value the user gave as a flag names the flag they typed, as every
     other command's errors do, not the Python parameter: ``flags`` maps the parameters the
-    errors name (launch()'s by default) to the flags."""
+    errors name (launch()'s by default) to the flags, and ``typed`` the parameters whose flag
+    text was parsed into another value to that text (``'100:'``, not ``(100.0, None)``)."""
     try:
         yield
     except ConfigError as exc:
         flag = flags.get(exc.parameter)
         if flag is None:
             raise
-        raise ConfigError(flag, exc.value, exc.allowed, exc.hint) from None
+        value = (typed or {}).get(exc.parameter, exc.value)
+        raise ConfigError(flag, value, exc.allowed, exc.hint) from None
 
 
 def _rules(names: list[str] | None) -> list[Any] | None:
