@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "run a small profiled training job that shows every part working"),
     "update": ("update", "change what a running job profiles"),
     "export": ("export", "write a job or trace as one trace for Perfetto UI or chrome://tracing"),
-    "ui": ("ui", "serve the Profiler UI (job list, dashboard, information, settings)"),
+    "ui": ("ui", "serve the Profiler UI (job list, dashboard, timeline, information, settings)"),
     "rules": ("rules", "run the profiler rules over a recorded job, trace or SageMaker output"),
     "report": ("report", "write the self-contained HTML profiling report of a job"),
 }
