@@ -62,15 +62,20 @@ class ConfigError(StepscopeError, ValueError):
 
 
 class MissingDependencyError(StepscopeError, ImportError):
-    """An optional package that a requested feature needs is not installed."""
+    """An optional package that a requested feature needs is not installed.
 
-    def __init__(self, package: str, extra: str, feature: str) -> None:
+    ``extra`` is the stepscope extra that installs it, or ``None`` when none does (the install
+    command then names the package itself).
+    """
+
+    def __init__(self, package: str, extra: str | None, feature: str) -> None:
         self.package = package
         self.extra = extra
         self.feature = feature
+        target = package if extra is None else f"'stepscope[{extra}]'"
         super().__init__(
             f"{feature} needs the '{package}' package, which is not installed. "
-            f"Install it with: pip install 'stepscope[{extra}]'"
+            f"Install it with: pip install {target}"
         )
 
 

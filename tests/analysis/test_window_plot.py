@@ -6,6 +6,7 @@ import base64
 import json
 import logging
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from stepscope import testing
 from stepscope.analysis.dataloader import PT_dataloader_analysis
 from stepscope.analysis.pandas_frame import PandasFrame
 from stepscope.analysis.window_plot import plot_the_window
-from stepscope.errors import ConfigError
+from stepscope.errors import ConfigError, MissingDependencyError
 
 S = hb.S
 
@@ -56,6 +57,17 @@ def test_the_window_is_a_self_contained_html_page(tmp_path: Path) -> None:
     bars = [t for t in traces if t["type"] == "bar"]
     phases = {t["y"][0] for t in bars}
     assert "Step:ModeKeys.TRAIN" in phases and "Step:ModeKeys.EVAL" not in phases
+
+
+def test_a_png_without_kaleido_names_the_install_command_that_brings_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No stepscope extra installs kaleido, so the command must name kaleido itself.
+    monkeypatch.setitem(sys.modules, "kaleido", None)  # as where kaleido is not installed
+    analysis = PT_dataloader_analysis(PandasFrame(hb.connect()))
+    with pytest.raises(MissingDependencyError) as caught:
+        analysis.plot_the_window(output=tmp_path / "window.png")
+    assert str(caught.value).endswith("Install it with: pip install kaleido")
 
 
 def test_each_kind_of_system_metric_has_its_own_axis(tmp_path: Path) -> None:

@@ -163,7 +163,7 @@ def plot_the_window(
     figure.update_xaxes(title_text="seconds since the window start", row=events_row, col=1)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".png":
-        require("kaleido", extra="ui", feature="plot_the_window to PNG")
+        require("kaleido", extra=None, feature="plot_the_window to PNG")
         figure.write_image(str(path))
     else:
         figure.write_html(str(path), include_plotlyjs=True, full_html=True)
