@@ -98,6 +98,31 @@ def test_a_bad_launch_flag_is_named_as_typed(
     assert capsys.readouterr().err.startswith(f"stepscope: error: {message}")
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "--rule", "Nope", *_COMMAND], "--rule must be one of ProfilerReport, "),
+        (["rules", "{job}", "--rule", "Nope"], "--rule must be one of ProfilerReport, "),
+        (
+            ["rules", "{job}", "--rule", "StepOutlier", "--rule", "stepoutlier"],
+            "--rule must be each rule at most once",
+        ),
+        (["rules", "{job}", "--param", "Nope.stddev=3"], "--param rule must be one of "),
+    ],
+    ids=["run-unknown-rule", "rules-unknown-rule", "rules-rule-twice", "rules-param-of-no-rule"],
+)
+def test_a_bad_rule_flag_is_named_as_typed(
+    job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    job_dir = tmp_path / "job"
+    argv = [arg.format(job=job) for arg in argv]
+    if argv[0] == "run":
+        argv[1:1] = ["--job-dir", str(job_dir)]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith(f"stepscope: error: {message}")
+    assert not job_dir.exists()
+
+
 def test_the_python_api_names_its_parameters(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         launch([sys.executable, "-c", "pass"], job_dir=tmp_path / "job", nproc_per_node=0)

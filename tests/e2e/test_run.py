@@ -421,7 +421,7 @@ def test_a_bad_rule_list_is_refused_before_the_job_starts(tmp_path: Path) -> Non
     command = [sys.executable, "-c", "print('trained')"]
     result = _stepscope("run", *rules, "--job-dir", str(job_dir), "--", *command)
     assert result.returncode == 2
-    assert "rules must be each rule at most once, got ['StepOutlier']" in result.stderr
+    assert "--rule must be each rule at most once, got ['StepOutlier']" in result.stderr
     assert "trained" not in result.stdout
     assert not job_dir.exists()
 

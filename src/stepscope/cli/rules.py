@@ -42,10 +42,12 @@ def rules_from_arguments(names: list[str] | None, params: list[str]) -> list[Any
     A parameter of a rule that ProfilerReport runs goes to ProfilerReport (as
     ``<Rule>_<param>``) when that rule is not selected on its own.
     """
+    from stepscope.cli.run import naming_flags
     from stepscope.rules import ProfilerRule
     from stepscope.rules.configs import builtin_rule
 
-    classes = [_rule_class(name, builtin_rule) for name in (names or ["ProfilerReport"])]
+    with naming_flags({"rule name": "--rule"}):
+        classes = [_rule_class(name, builtin_rule) for name in (names or ["ProfilerReport"])]
     by_name = {cls.rule_name().lower(): cls for cls in classes}
     settings: dict[Any, dict[str, str]] = {cls: {} for cls in classes}
     for item in params:
@@ -57,9 +59,9 @@ def rules_from_arguments(names: list[str] | None, params: list[str]) -> list[Any
         if cls is not None:
             settings[cls][parameter] = value
         elif "profilerreport" in by_name:
-            settings[by_name["profilerreport"]][f"{builtin_rule(rule).rule_name()}_{parameter}"] = (
-                value
-            )
+            with naming_flags({"rule name": "--param rule"}):
+                sub_rule = builtin_rule(rule).rule_name()
+            settings[by_name["profilerreport"]][f"{sub_rule}_{parameter}"] = value
         else:
             raise ConfigError(
                 "--param rule",
@@ -87,10 +89,12 @@ def _rule_class(name: str, builtin_rule: Any) -> Any:
 
 def main(args: argparse.Namespace) -> int:
     from stepscope.cli.output import print_rule_status
+    from stepscope.cli.run import naming_flags
     from stepscope.rules import run_rules
 
     rules = rules_from_arguments(args.rules, args.params)
-    results = run_rules(args.path, rules, output_dir=args.output_dir)
+    with naming_flags({"rules": "--rule"}):
+        results = run_rules(args.path, rules, output_dir=args.output_dir)
     for name, result in results.items():
         print_rule_status(name, result.to_status(), result=True)
     return 0

@@ -67,8 +67,13 @@ def main(args: argparse.Namespace) -> int:
     return exit_status(job)
 
 
-#: launch() parameters that a command sets from a flag
-_FLAGS = {"job_dir": "--job-dir", "nproc_per_node": "--nproc-per-node"}
+#: what the errors of launch() and of its rule lookup name -> the flag that set it
+_FLAGS = {
+    "job_dir": "--job-dir",
+    "nproc_per_node": "--nproc-per-node",
+    "rules": "--rule",
+    "rule name": "--rule",
+}
 
 
 @contextmanager
