@@ -126,10 +126,10 @@ def _run_ui(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_bad_port_is_a_configuration_error(tmp_path: Path, jobs_root: Path):
+def test_a_bad_port_is_a_configuration_error_naming_the_flag(tmp_path: Path, jobs_root: Path):
     result = _run_ui("--port", "0", str(jobs_root))
     assert result.returncode == 2
-    assert "serve.port must be an integer from 1 to 65535, got 0." in result.stderr
+    assert "stepscope: error: --port must be an integer from 1 to 65535, got 0." in result.stderr
 
 
 def test_a_root_that_is_missing_or_not_a_trace_is_an_error(tmp_path: Path) -> None:

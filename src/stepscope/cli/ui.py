@@ -29,10 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from stepscope.cli.run import naming_flags
     from stepscope.ui.discovery import check_root
     from stepscope.ui.server import serve
 
     # the roots a user names must be there; the default ones may not be yet
     roots = [check_root(root) for root in args.roots] or [Path("stepscope-jobs"), Path(".")]
-    serve(roots, host=args.host, port=args.port, open_browser=not args.no_browser)
+    with naming_flags({"serve.port": "--port"}):
+        serve(roots, host=args.host, port=args.port, open_browser=not args.no_browser)
     return 0
