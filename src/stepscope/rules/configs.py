@@ -4,11 +4,13 @@
 
     from stepscope import ProfilerRule, rule_configs
     rules = [
-        ProfilerRule.stepscope(rule_configs.ProfilerReport(CPUBottleneck_cpu_threshold=90)),
+        ProfilerRule.stepscope(rule_configs.CPUBottleneck(cpu_threshold=90)),
         ProfilerRule.stepscope(base_config=rule_configs.StepOutlier(),
                                rule_parameters={"stddev": "3"}),
         ProfilerRule.stepscope(MyRule, rule_parameters={"limit": 5}),   # a user Rule subclass
     ]
+    # or every built-in rule, each customised through ProfilerReport (not beside it)
+    rules = [ProfilerRule.stepscope(rule_configs.ProfilerReport(CPUBottleneck_cpu_threshold=90))]
 
 ``ProfilerRule.sagemaker`` is the same method, so SageMaker code ports by changing the import.
 Parameters are validated when the rule is configured, not when the job has run for an hour.
