@@ -19,7 +19,6 @@ import datetime as _dt
 import json
 import logging
 import os
-import re
 import shutil
 import signal
 import socket
@@ -37,6 +36,7 @@ from typing import Any
 from stepscope._atomic import write_atomic
 from stepscope.config import ProfilerConfig, job_config_path
 from stepscope.errors import ConfigError, StepscopeError
+from stepscope.store.layout import job_name
 
 __all__ = ["Job", "JobStatus", "launch"]
 
@@ -330,7 +330,7 @@ def _command_name(command: Sequence[str]) -> str:
         name = Path(interesting[0]).stem
     else:
         name = Path(words[0] if words else command[0]).name
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "job"
+    return job_name(name, fallback="job")
 
 
 def parse_hyperparameters(args: Sequence[str]) -> dict[str, Any]:

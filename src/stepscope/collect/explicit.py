@@ -24,6 +24,7 @@ from stepscope.collect.job_end import mark_rank_ended, mark_rank_running
 from stepscope.collect.rank_file import rank_from_env
 from stepscope.collect.session import MODES, Session, get_active_session
 from stepscope.errors import ConfigError
+from stepscope.store.layout import job_name
 
 if TYPE_CHECKING:
     from stepscope.collect.monitor import MonitorHandle
@@ -78,9 +79,11 @@ def set_mode(mode: str | None) -> None:
 
 
 def _default_job_dir() -> Path:
-    script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "python"
+    # no script file: sys.argv[0] is "-c" under ``python -c``, "-" for stdin, "" in the REPL
+    argv0 = sys.argv[0] if sys.argv else ""
+    script = "" if argv0 in ("-c", "-") else Path(argv0).stem
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("stepscope-jobs") / f"{script or 'python'}-{stamp}"
+    return Path("stepscope-jobs") / f"{job_name(script, fallback='python')}-{stamp}"
 
 
 @contextlib.contextmanager

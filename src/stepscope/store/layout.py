@@ -61,6 +61,7 @@ __all__ = [
     "job_end_marker_paths",
     "job_file_path",
     "job_has_ended",
+    "job_name",
     "minute_start_s",
     "monitor_lock_path",
     "monitor_log_path",
@@ -190,6 +191,14 @@ def rank_file_path(output_dir: str | Path, node_id: str) -> Path:
 def rank_end_path(output_dir: str | Path, node_id: str) -> Path:
     """``<profiler-output>/framework/ranks/<node_id>.ended``: that rank's ``profile()`` ended."""
     return framework_dir(output_dir) / "ranks" / f"{node_id}.ended"
+
+
+def job_name(name: str, fallback: str) -> str:
+    """``name`` as the start of a new job folder's name: runs of characters other than letters,
+    digits, ``_``, ``.`` and ``-`` become ``-``, and no ``-`` leads, so a command line takes the
+    folder for a path, not an option (``-c`` of ``python -c`` would make ``-c-<time>``);
+    ``fallback`` when nothing is left."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or fallback
 
 
 # -- time folders ----------------------------------------------------------------------------
