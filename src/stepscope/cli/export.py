@@ -11,7 +11,11 @@ __all__ = ["add_arguments", "main"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from stepscope.export import EXPORT_FORMATS
 
-    parser.add_argument("source", help="a job folder, SageMaker output folder or trace file(s)")
+    parser.add_argument(
+        "source",
+        help="a job folder, SageMaker output folder, PyTorch profiler trace, or folder of "
+        "traces (one per rank)",
+    )
     parser.add_argument(
         "--format",
         choices=sorted(EXPORT_FORMATS),
