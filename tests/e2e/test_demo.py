@@ -52,3 +52,27 @@ def test_the_demo_finds_its_slow_data_loader_and_its_slow_step(tmp_path: Path) -
     assert detailed, "the detailed torch.profiler window wrote no trace"
     python_stats = list((job_dir / "profiler-output").rglob("python_stats"))
     assert python_stats, "the Python profiling window wrote no stats"
+
+
+def test_a_shorter_demo_still_has_every_window_and_its_slow_step(tmp_path: Path) -> None:
+    job_dir = tmp_path / "demo"
+    steps = 24
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "demo", "--job-dir", str(job_dir)]
+        + ["--steps-per-epoch", str(steps)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = job_dir / "profiler-output"
+    assert list(output.rglob("*.pt.trace.json.gz")), "no detailed torch.profiler window"
+    windows = [path.parent.name for path in output.rglob("python_stats")]
+    assert any(name.startswith("train-") for name in windows), windows
+    outliers = json.loads(
+        (job_dir / "rule-output" / "profiler-reports" / "StepOutlier.json").read_text()
+    )
+    train = outliers["Details"]["step_details"]["0-algo-1"]["TRAIN"]
+    assert train["steps"] == steps
+    # the injected slow step (1.5 s longer than the others, the training script's default)
+    assert any(outlier["duration_s"] > 1.5 for outlier in train["outliers"]), train["outliers"]

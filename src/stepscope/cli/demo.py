@@ -51,8 +51,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=_positive_int, default=1, help="epochs (default 1)")
 
 
-def demo_config() -> ProfilerConfig:
-    """Every kind of collection, on ranges that fit a one-minute job."""
+def _demo_steps(training_steps: int) -> dict[str, int]:
+    """Where the demo's windows and slow step fall in its training steps: 3/8, 1/2 and 5/8 of
+    the way (steps 30, 40 and 50 of the default 80), so a shorter demo still shows each."""
+    return {
+        "detailed": training_steps * 3 // 8,
+        "python": training_steps // 2,
+        "slow": training_steps * 5 // 8,
+    }
+
+
+def demo_config(training_steps: int = 80) -> ProfilerConfig:
+    """Every kind of collection, on ranges inside a demo of ``training_steps`` steps."""
     from stepscope.config import (
         DataloaderProfilingConfig,
         DetailedProfilingConfig,
@@ -61,12 +71,15 @@ def demo_config() -> ProfilerConfig:
         PythonProfilingConfig,
     )
 
+    steps = _demo_steps(training_steps)
     return ProfilerConfig(
         system_monitor_interval_millis=200,
         framework_profile_params=FrameworkProfile(
-            detailed_profiling_config=DetailedProfilingConfig(start_step=30, num_steps=3),
+            detailed_profiling_config=DetailedProfilingConfig(
+                start_step=steps["detailed"], num_steps=3
+            ),
             dataloader_profiling_config=DataloaderProfilingConfig(start_step=0, num_steps=100_000),
-            python_profiling_config=PythonProfilingConfig(start_step=40, num_steps=2),
+            python_profiling_config=PythonProfilingConfig(start_step=steps["python"], num_steps=2),
         ),
     )
 
@@ -92,6 +105,7 @@ def demo_rules() -> list[Any]:
 def main(args: argparse.Namespace) -> int:
     from stepscope.launcher import launch
 
+    training_steps = args.epochs * args.steps_per_epoch
     command = [
         sys.executable,
         "-m",
@@ -100,11 +114,13 @@ def main(args: argparse.Namespace) -> int:
         str(args.epochs),
         "--steps-per-epoch",
         str(args.steps_per_epoch),
+        "--slow-step",
+        str(_demo_steps(training_steps)["slow"]),
     ]
     with naming_flags():
         job = launch(
             command,
-            profiler_config=demo_config(),
+            profiler_config=demo_config(training_steps),
             rules=demo_rules(),
             job_dir=args.job_dir,
             on_start=print_job_start,
