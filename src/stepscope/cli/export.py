@@ -22,7 +22,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="perfetto: protobuf TrackEvent; chrome: trace-event JSON (default: chrome for an "
         "output named *.json or *.json.gz, else perfetto)",
     )
-    parser.add_argument("-o", "--output", type=Path, help="the file to write")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        help="the file to write (default: <job>.perfetto-trace, or <job>.trace.json.gz for "
+        "--format chrome, in the current folder)",
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--steps", metavar="A:B", help="only steps A <= step < B")
     which.add_argument(
