@@ -6,7 +6,10 @@ minute with the defaults, and has two problems on purpose, for the rules and the
 
 * the data loader is too slow for the model: few workers, each sleeping ``--load-delay-ms`` per
   sample (the Dataloader and CPU/IO rules, and the GetNext times show it);
-* one training step, ``--slow-step``, takes ``--slow-step-s`` longer (StepOutlier shows it).
+* one training step, ``--slow-step``, takes ``--slow-step-s`` longer (StepOutlier shows it under
+  ``stepscope demo``, which sets 3 standard deviations and tolerates no outlier; with the rules'
+  defaults, as under ``stepscope run``, 5 standard deviations and 10 outliers tolerated, it
+  reports no issue).
 
 Each epoch trains ``--steps-per-epoch`` steps, then evaluates ``--eval-steps`` batches.
 """
