@@ -221,6 +221,22 @@ def test_the_output_name_chooses_the_format_unless_one_is_given(tmp_path: Path) 
         json.loads((tmp_path / "x.json").read_text())
 
 
+@pytest.mark.parametrize(
+    ("format", "suffix"), [("perfetto", ".perfetto-trace"), ("chrome", ".trace.json.gz")]
+)
+def test_a_trace_exported_without_an_output_is_named_after_it_without_its_suffixes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, format: str, suffix: str
+) -> None:
+    from stepscope.export import export_trace
+    from tests.analysis._kineto_synthetic import write_trace
+
+    trace = write_trace(tmp_path, "rank-0.pt.trace.json.gz")
+    monkeypatch.chdir(tmp_path)
+    summary = export_trace(trace, format=format)
+    assert summary.path == Path(f"rank-0{suffix}")
+    assert summary.path.is_file()
+
+
 def test_a_span_with_a_negative_duration_ends_where_it_starts(tmp_path: Path) -> None:
     # A framework file timed with a clock that stepped back holds a span with dur < 0: written
     # as is, the Chrome slice ended before it started and the Perfetto end came before its begin.

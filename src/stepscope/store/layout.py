@@ -84,6 +84,7 @@ __all__ = [
     "rule_status_path",
     "system_dir",
     "system_file_path",
+    "trace_name",
     "timeline_tmp_path",
 ]
 
@@ -199,6 +200,15 @@ def job_name(name: str, fallback: str) -> str:
     folder for a path, not an option (``-c`` of ``python -c`` would make ``-c-<time>``);
     ``fallback`` when nothing is left."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or fallback
+
+
+def trace_name(file_name: str) -> str:
+    """What a job of one PyTorch profiler trace is called: its file name without ``.gz``,
+    ``.json`` and ``.pt.trace`` (``rank-0.pt.trace.json.gz`` is ``rank-0``), in the job list as
+    in the default name of its export."""
+    for suffix in (".gz", ".json", ".pt.trace"):
+        file_name = file_name.removesuffix(suffix)
+    return file_name
 
 
 # -- time folders ----------------------------------------------------------------------------

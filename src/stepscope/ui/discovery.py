@@ -30,6 +30,7 @@ from typing import Any, Literal  # Any: the JSON values of an answer
 
 from stepscope.errors import JobNotFoundError, UnsupportedFormatError
 from stepscope.store import is_kineto_trace
+from stepscope.store.layout import trace_name
 
 __all__ = ["MAX_DEPTH", "JobEntry", "JobKind", "JobStatus", "check_root", "discover_jobs", "job_id"]
 
@@ -147,7 +148,7 @@ def discover_jobs(roots: Iterable[str | os.PathLike[str]]) -> list[JobEntry]:
 def _discover_root(root: Path) -> Iterable[JobEntry]:
     if root.is_file():
         if _is_trace(root):
-            yield _entry(root, root.parent, "kineto", _trace_name(root), "completed")
+            yield _entry(root, root.parent, "kineto", trace_name(root.name), "completed")
         return
     visited = 0
     pending: list[tuple[Path, int]] = [(root, 0)]
@@ -312,14 +313,7 @@ def _trace_jobs(root: Path, folder: Path, traces: list[Path]) -> Iterable[JobEnt
         yield _entry(folder, root, "kineto", folder.name, "completed")
         return
     for trace in traces:
-        yield _entry(trace, root, "kineto", _trace_name(trace), "completed")
-
-
-def _trace_name(path: Path) -> str:
-    name = path.name
-    for suffix in (".gz", ".json", ".pt.trace"):
-        name = name.removesuffix(suffix)
-    return name
+        yield _entry(trace, root, "kineto", trace_name(trace.name), "completed")
 
 
 def _is_trace(path: Path) -> bool:
