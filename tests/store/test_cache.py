@@ -252,6 +252,34 @@ def test_a_read_only_job_is_read_when_the_home_folder_cannot_hold_the_user_cache
     assert str(data.cache_dir) in note and "STEPSCOPE_CACHE_DIR" in note
 
 
+@pytest.mark.parametrize("planted", ["open to everyone", "a link"])
+def test_the_temporary_cache_is_never_a_folder_another_user_could_have_planted(
+    job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    monkeypatch.delenv("STEPSCOPE_CACHE_DIR", raising=False)
+    home = tmp_path / "home"
+    home.write_text("")  # no user cache, as under a read-only home
+    monkeypatch.setenv("HOME", str(home))
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    usual = temporary / f"stepscope-cache-{os.getuid()}"
+    elsewhere = tmp_path / "someone-elses"
+    elsewhere.mkdir()
+    if planted == "a link":
+        usual.symlink_to(elsewhere)
+    else:
+        usual.mkdir()
+        usual.chmod(0o777)
+    with _read_only(job):
+        data = open_job(job)
+        assert data.refresh() is True
+        assert _count(data, "system") == _system_lines(job)
+    assert not data.cache_dir.is_relative_to(usual)
+    assert data.cache_dir.is_relative_to(temporary)
+    assert not any(elsewhere.iterdir())
+
+
 def test_a_cache_folder_that_cannot_be_made_is_a_clear_error(
     job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

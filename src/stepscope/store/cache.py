@@ -51,6 +51,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from stat import S_ISDIR
 from typing import Any
 
 import orjson
@@ -104,7 +105,7 @@ def cache_dir_for(source: SourceFiles, *, single_file: bool = False) -> Path:
         return user
     except OSError as exc:
         # a read-only home (a container's) must not stop anyone reading a read-only job
-        fallback = Path(tempfile.gettempdir()) / f"stepscope-cache-{os.getuid()}" / digest
+        fallback = _temporary_cache_root() / digest
         logger.warning(
             "Cannot create the user cache %s (%s); caching %s in %s instead. Set "
             "STEPSCOPE_CACHE_DIR to a writable folder to keep the cache elsewhere.",
@@ -114,6 +115,21 @@ def cache_dir_for(source: SourceFiles, *, single_file: bool = False) -> Path:
             fallback,
         )
         return fallback
+
+
+def _temporary_cache_root() -> Path:
+    """``<tmp>/stepscope-cache-<uid>``, when it is this user's own folder that no one else can
+    write to; else a new private folder. Anyone may create that name first in a shared
+    temporary folder, and the cache must not be written where another user can replace it."""
+    root = Path(tempfile.gettempdir()) / f"stepscope-cache-{os.getuid()}"
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = root.lstat()
+        if S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022:
+            return root
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix="stepscope-cache-"))
 
 
 def _empty_view_sql(schema: pa.Schema) -> str:
