@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -427,3 +428,57 @@ def test_files_of_the_real_writers_appear_as_they_are_written(tmp_path: Path) ->
         read_before.update(data.last_refresh_files)
         steps = data.connect().execute("SELECT step FROM events ORDER BY step").fetchall()
         assert [s for (s,) in steps] == list(range(first_step + 20))
+
+
+_FULL_DISK_REFRESH = textwrap.dedent(
+    """
+    import resource, signal, sys
+    from stepscope.store import open_job
+    # files cannot grow past the limit: writes fail with EFBIG, like ENOSPC on a full disk
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), hard))
+    open_job(sys.argv[1]).refresh()
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # space is freed
+    data = open_job(sys.argv[1])
+    data.refresh()
+    print(data.connect().execute("SELECT count(*) FROM system").fetchone()[0])
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [
+        pytest.param(4_000, id="the-manifest-fits-but-no-segment"),
+        pytest.param(0, id="nothing-fits"),
+    ],
+)
+def test_a_full_disk_while_converting_loses_no_rows_once_space_is_freed(
+    job: Path, limit: int
+) -> None:
+    for marker in job.rglob("training_job_end.ts"):
+        marker.unlink()  # still running: each raw file gets a segment of its own
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_REFRESH, str(job), str(limit)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == _system_lines(job)
+    assert "No space left" in done.stderr or "too large" in done.stderr.lower()
+
+
+def test_a_manifest_that_cannot_be_saved_is_logged_once_and_the_rows_are_served(
+    job: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (job / ".stepscope/cache/manifest.json").mkdir(parents=True)  # no file can replace it
+    data = open_job(job)
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        assert data.refresh() is True
+        assert data.refresh() is False  # what was converted is not converted again
+        assert data.last_refresh_files == []
+    assert _count(data, "system") == _system_lines(job)
+    unsaved = [r for r in caplog.records if "Cannot save the cache manifest" in r.getMessage()]
+    assert len(unsaved) == 1

@@ -177,13 +177,22 @@ class ColumnarCache:
         self.files: dict[str, dict[str, Any]] = {}
         self._shrunk: set[str] = set()  # shared segments that lost members since the last save
         self._merging: dict[str, OpenSegment] | None = None  # partition -> open merged segment
+        self._seen: tuple[int, int, int] | None = None  # the manifest last read or written
+        self._unsaved = False  # the last save failed: ``files`` is newer than the manifest
         self.load()
 
     # ------------------------------------------------------------------ manifest
 
     def load(self) -> None:
-        """Re-read the manifest (another process may have refreshed the cache)."""
+        """Re-read the manifest (another process may have refreshed the cache).
+
+        After a :meth:`save` that failed, what this object holds is kept as long as no other
+        process has saved the manifest: its segments stay listed, not converted again.
+        """
+        if self._unsaved and self._manifest_stat() == self._seen:
+            return
         self._shrunk = set()
+        self._unsaved, self._seen = False, self._manifest_stat()
         try:
             manifest = orjson.loads(self._manifest_path.read_bytes())
         except FileNotFoundError:
@@ -213,9 +222,20 @@ class ColumnarCache:
             if self.files[path]["kineto"].get("reader_version") != READER_VERSION:
                 self.drop(path)
 
+    def _manifest_stat(self) -> tuple[int, int, int] | None:
+        try:
+            stat = self._manifest_path.stat()
+        except OSError:
+            return None
+        return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
     def save(self) -> None:
         """Rewrite the segments that lost members, delete segments retired long enough ago and
-        the files of killed refreshes, and write the manifest atomically."""
+        the files of killed refreshes, and write the manifest atomically.
+
+        A manifest that cannot be written (a full disk) is logged, once until a save succeeds,
+        and never raised: this object keeps serving what it converted (see :meth:`load`).
+        """
         self._rewrite_shrunk()
         self._remove_abandoned()
         now = time.time()
@@ -226,14 +246,19 @@ class ColumnarCache:
             else:
                 kept.append((segment, retired_at))
         self.retired = kept
-        write_atomic(
-            self._manifest_path,
-            orjson.dumps(
-                {"version": _MANIFEST_VERSION, "files": self.files, "retired": self.retired},
-                option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
-                default=str,
-            ),
+        manifest = orjson.dumps(
+            {"version": _MANIFEST_VERSION, "files": self.files, "retired": self.retired},
+            option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
+            default=str,
         )
+        try:
+            write_atomic(self._manifest_path, manifest)
+        except OSError as exc:
+            log = logger.debug if self._unsaved else logger.warning
+            log("Cannot save the cache manifest %s: %s", self._manifest_path, exc)
+            self._unsaved = True
+            return
+        self._unsaved, self._seen = False, self._manifest_stat()
 
     def _remove_abandoned(self) -> None:
         """Delete the temporary files of refreshes killed while they wrote (a UI server stopped
@@ -331,6 +356,8 @@ class ColumnarCache:
             its statistics: ``rows``, ``first_us``, ``last_us``, ``nodes``, ``ranks`` (and
             ``offset`` when merged).
         :raises CorruptFileError: when pyarrow rejects the data as the batches are written.
+        :raises OSError: when the segment cannot be written (a full disk) or the raw file
+            cannot be read: nothing is wrong with the file's data, so it is read again later.
         """
         stats = SegmentStats(kind)
         target: OpenSegment | None = None
@@ -353,13 +380,11 @@ class ColumnarCache:
             if target is None:
                 return None, stats.as_dict()
             target.finish()
-        except (pa.ArrowException, OSError) as exc:
+        except pa.ArrowException as exc:
             if target is not None:
                 target.abandon()
-            if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowException):
-                raise StoreError(f"Cannot write the cache segment for {raw_path}: {exc}") from exc
             raise CorruptFileError(raw_path, "a record batch", str(exc)) from exc
-        except BaseException:
+        except BaseException:  # an OSError too: the data is sound, it is read again later
             if target is not None:
                 target.abandon()
             raise

@@ -459,7 +459,7 @@ class JobData:
             logger.warning("Skipped %s: %s", display, exc)
             self._cache.record(raw.info, None, {"kind": kind, "rows": 0, "error": str(exc)})
             return
-        except OSError as exc:  # vanished or unreadable between listing and reading
-            logger.warning("Cannot read %s now (%s); it will be retried.", display, exc)
+        except OSError as exc:  # vanished between listing and reading, or the cache is full
+            logger.warning("Cannot convert %s now (%s); it will be retried.", display, exc)
             return
         self._cache.record(raw.info, segment, {**stats, **extra})
