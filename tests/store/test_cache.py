@@ -482,3 +482,14 @@ def test_a_manifest_that_cannot_be_saved_is_logged_once_and_the_rows_are_served(
     assert _count(data, "system") == _system_lines(job)
     unsaved = [r for r in caplog.records if "Cannot save the cache manifest" in r.getMessage()]
     assert len(unsaved) == 1
+
+
+def test_a_cache_folder_removed_while_the_job_is_open_is_rebuilt_at_the_next_refresh(
+    job: Path,
+) -> None:
+    data = open_job(job)
+    data.refresh()
+    shutil.rmtree(job / ".stepscope")  # someone clears the cache while the UI or the rules run
+    assert data.refresh() is True
+    assert _count(data, "system") == _system_lines(job)
+    assert (job / ".stepscope/cache/manifest.json").is_file()

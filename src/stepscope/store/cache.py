@@ -272,7 +272,12 @@ class ColumnarCache:
 
     @contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold the cache's lock: one refresh at a time across processes."""
+        """Hold the cache's lock: one refresh at a time across processes.
+
+        The folder is made again if it was removed (a user clearing the cache while the UI or
+        the live rules use it): the refresh that follows rebuilds the cache.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / "lock", "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
