@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -326,3 +329,42 @@ def test_a_chrome_export_is_json_a_browser_parses(
     document = json.loads((tmp_path / "t.json").read_text(), parse_constant=refuse)
     spans = [e for e in document["traceEvents"] if e["ph"] == "X"]
     assert [span["args"]["bandwidth"] for span in spans] == ["inf"]
+
+
+_EXPORT_ON_A_FULL_DISK = textwrap.dedent(
+    """
+    import resource, signal, sys
+    from stepscope.export import export_trace
+    # files cannot grow past 4 kB: writes fail with EFBIG, like ENOSPC on a full disk
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4_000, 4_000))
+    try:
+        export_trace(sys.argv[1], sys.argv[2])
+    except OSError as exc:
+        print(type(exc).__name__)
+    """
+)
+
+
+@pytest.mark.parametrize("name", ["trace.json.gz", "trace.json", "trace.pftrace"])
+def test_an_export_that_fails_half_way_leaves_the_previous_export_whole(
+    tmp_path: Path, name: str
+) -> None:
+    from stepscope.export import export_trace
+    from stepscope.testing import generate_job
+
+    job = generate_job(tmp_path / "job", gpus=1, cpus=2, minutes=1)
+    output = tmp_path / "exports" / name
+    output.parent.mkdir()
+    export_trace(job, output)
+    before = output.read_bytes()
+    failed = subprocess.run(
+        [sys.executable, "-c", _EXPORT_ON_A_FULL_DISK, str(job), str(output)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert failed.returncode == 0, failed.stderr
+    assert failed.stdout.strip() == "OSError"  # the export failed
+    assert output.read_bytes() == before
+    assert [p.name for p in output.parent.iterdir()] == [name]

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
+from stepscope._atomic import replacing
 from stepscope.errors import ConfigError
 from stepscope.export.chrome import write_chrome_trace
 from stepscope.export.perfetto import write_perfetto_trace
@@ -47,7 +48,8 @@ def export_trace(
 
     :param source: anything :func:`stepscope.store.open_job` reads.
     :param output: the file to write (never the trace being exported); default
-        ``<job name><suffix>`` in the current folder.
+        ``<job name><suffix>`` in the current folder. It is replaced once the whole trace is
+        written: an export that fails leaves the file as it was.
     :param format: ``perfetto`` (protobuf TrackEvent) or ``chrome`` (trace-event JSON); default
         :func:`format_for` the output's name.
     :param steps: only steps ``A <= step < B`` (either bound may be ``None``).
@@ -72,4 +74,9 @@ def export_trace(
             "a file other than the trace it exports",
             "Writing there would replace the recorded trace with its export.",
         )
-    return writer(con, path, window)
+    # written beside the output and renamed over it: a full disk or a kill leaves the previous
+    # export, not half a trace; the name ends as the output's (it may choose the compression)
+    with replacing(path, suffix=f".partial-{path.name}", make_folder=False) as partial:
+        summary = writer(con, partial, window)
+    summary.path = path
+    return summary
