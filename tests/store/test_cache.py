@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stepscope.errors import ConfigError, StoreError
+from stepscope.errors import ConfigError, JobNotFoundError, StoreError
 from stepscope.store import EVENT_SCHEMA, SYSTEM_SCHEMA, open_job
 from stepscope.testing import TINY_JOB, generate_job
 
@@ -493,3 +493,12 @@ def test_a_cache_folder_removed_while_the_job_is_open_is_rebuilt_at_the_next_ref
     assert data.refresh() is True
     assert _count(data, "system") == _system_lines(job)
     assert (job / ".stepscope/cache/manifest.json").is_file()
+
+
+def test_a_job_folder_removed_while_it_is_open_is_named_and_not_made_again(job: Path) -> None:
+    data = open_job(job)
+    data.refresh()
+    shutil.rmtree(job)
+    with pytest.raises(JobNotFoundError, match="removed"):
+        data.refresh()
+    assert not job.exists()

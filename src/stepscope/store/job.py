@@ -178,7 +178,12 @@ class JobData:
         refresh that finds nothing new only lists the files and reads the manifest. Local
         SageMaker system and framework files are converted many at a time by DuckDB scans
         (:mod:`stepscope.store.sagemaker_scan`), with the rows of the per-file readers.
+
+        :raises JobNotFoundError: when the local job folder or trace was removed.
         """
+        if isinstance(self._files, LocalFiles) and not self._files.exists():
+            # checked before the lock, which would make the cache folder (in it) again
+            raise JobNotFoundError(str(self.path), "It was removed after it was opened.")
         self._refreshed = True
         read: list[str] = []
         with self._refresh_lock, self._cache.locked():
