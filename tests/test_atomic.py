@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -34,3 +38,32 @@ def test_a_folder_in_the_way_is_named_not_the_temporary_file(tmp_path: Path) -> 
     assert caught.value.filename == str(folder)
     assert list(folder.iterdir()) == []
     assert [p.name for p in tmp_path.iterdir()] == ["reports"]
+
+
+_FULL_DISK = textwrap.dedent(
+    """
+    import resource, signal, sys
+    from stepscope._atomic import write_atomic
+    # files cannot grow past 1 kB: writes fail with EFBIG, like ENOSPC on a full disk
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1_000, 1_000))
+    try:
+        write_atomic(sys.argv[1], b"x" * 100_000)
+    except OSError as exc:
+        print(exc.errno, exc.filename)
+    """
+)
+
+
+def test_a_full_disk_names_the_file_that_was_not_written(tmp_path: Path) -> None:
+    # `stepscope rules` or `report` on a full disk prints the error's file name
+    target = tmp_path / "rule-output" / "StepOutlier" / "status.json"
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK, str(target)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(errno.EFBIG), str(target)]
+    assert not target.exists() and list(target.parent.iterdir()) == []

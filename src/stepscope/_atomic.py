@@ -31,8 +31,9 @@ def replacing(
     :param suffix: how the temporary file's name ends (it starts with a dot, hidden from readers).
     :param make_folder: create the folder of ``path`` when it is missing; else that is an error
         naming ``path`` (an output given on a command line, where a typo is likelier).
-    :raises OSError: the folder or the file cannot be written. A folder at ``path`` is named as
-        such, not the temporary file the rename would fail on.
+    :raises OSError: the folder or the file cannot be written, naming ``path`` when the
+        error named no file (a full disk). A folder at ``path`` is named as such, not the
+        temporary file the rename would fail on.
     """
     target = Path(path)
     if target.is_dir():
@@ -47,9 +48,12 @@ def replacing(
         yield Path(temporary)
         os.chmod(temporary, 0o644)
         os.replace(temporary, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
+            # a write's error (a full disk) names no file: name the one that was not written
+            raise OSError(exc.errno, exc.strerror, str(target)) from exc
         raise
 
 
