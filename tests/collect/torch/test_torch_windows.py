@@ -453,3 +453,52 @@ def test_the_post_hook_close_window_ends_on_request_with_its_stats_written(tmp_p
     assert kinds == ["posthookclose", "prestepzero"]
     ends = [pstats.Stats(str(f / "python_stats")) for f in folders]
     assert all(stats.total_calls > 0 for stats in ends)
+
+
+#: Two threads train a model each, ``--steps`` steps, taking turns step by step and both stepping
+#: the one session (as a script that trains models side by side in threads does); prints each
+#: thread's losses.
+TWO_TRAINING_THREADS_SCRIPT = """
+import argparse, sys, threading
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=8)
+args = parser.parse_args()
+turn = threading.Condition()
+whose = [0]
+
+def train(me):
+    generator = torch.Generator().manual_seed(me)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(args.steps):
+        with turn:
+            turn.wait_for(lambda: whose[0] == me)
+            x, y = torch.randn(4, 8, generator=generator), torch.randn(4, 1, generator=generator)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            sys.stdout.write(f"loss {me} {loss.item()!r}\\n")  # one write: lines never mix
+            whose[0] = 1 - me
+            turn.notify_all()
+
+threads = [threading.Thread(target=train, args=(me,)) for me in (0, 1)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+"""
+
+
+def test_steps_of_several_training_threads_never_crash_a_detailed_window(tmp_path: Path) -> None:
+    # a window opened on one thread and moved on or stopped by another crashed the process
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            detailed_profiling_config=DetailedProfilingConfig(start_step=2, num_steps=3)
+        )
+    )
+    _, result = run_script(tmp_path, TWO_TRAINING_THREADS_SCRIPT, config, "--steps", "12")
+    printed = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("loss ")]
+    assert sorted(printed) == ["0"] * 12 + ["1"] * 12

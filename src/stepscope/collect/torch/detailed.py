@@ -65,6 +65,7 @@ class DetailedProfiler:
         self._step_range: Any = None
         #: a step began while the window is open (one that opens at a step's end waits for it)
         self._stepped = False
+        self._thread = 0  # the thread that opened the window
         self._exports: list[threading.Thread] = []
         #: an explicit window (SageMaker Profiler's start_profiling): ranges do not close it
         self._manual = False
@@ -124,13 +125,24 @@ class DetailedProfiler:
         if session.active["detailed"]:
             self._open(0)
 
+    def _others_window(self) -> bool:
+        """Whether a window is open that another thread opened: Kineto and ``record_function``
+        ranges must start and end on one thread (stopped from another, torch crashes the
+        process), so only the window's own thread moves it on (scripts that train in several
+        threads step from each)."""
+        return self._profiler is not None and self._thread != threading.get_ident()
+
     def on_step_begin(self, session: Session, step: int) -> None:
+        if self._others_window():
+            return
         if self._profiler is None and session.active["detailed"]:
             self._open(step)
         if self._profiler is not None:
             self._stepped = True
 
     def on_step_end(self, session: Session, step: int) -> None:
+        if self._others_window():
+            return
         if self._manual:
             if time.monotonic() >= self._manual_deadline_s:
                 self.stop_manual()
@@ -189,6 +201,7 @@ class DetailedProfiler:
         finally:
             self._opening = False
         self._profiler = profiler
+        self._thread = threading.get_ident()
         self._first_step = step
         self._stepped = False
         self._start_us = now_us()
