@@ -502,3 +502,20 @@ def test_steps_of_several_training_threads_never_crash_a_detailed_window(tmp_pat
     _, result = run_script(tmp_path, TWO_TRAINING_THREADS_SCRIPT, config, "--steps", "12")
     printed = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("loss ")]
     assert sorted(printed) == ["0"] * 12 + ["1"] * 12
+
+
+def test_a_window_left_open_by_a_training_thread_ends_with_the_session_without_a_crash(
+    tmp_path: Path,
+) -> None:
+    # the loop trains 4 steps on its own thread; the range goes on past them, so the window the
+    # thread opened is still open when the session stops on the main thread
+    script = TRAINING_THREAD_SCRIPT.replace(
+        "python = PythonProfilingConfig(start_step=2, num_steps=1)",
+        "from stepscope.config import DetailedProfilingConfig\n"
+        "detailed = DetailedProfilingConfig(start_step=2, num_steps=5)",
+    ).replace("python_profiling_config=python", "detailed_profiling_config=detailed")
+    assert "detailed_profiling_config=detailed" in script
+    job_dir, result = run_script(tmp_path, script, None)
+    assert "main thread profiler: None" in result.stdout  # the script went on after the block
+    assert "still open when the session stopped on another thread" in result.stderr
+    assert not list((job_dir / "profiler-output").rglob("*.pt.trace.json*"))

@@ -160,7 +160,19 @@ class DetailedProfiler:
             self._open(step + 1)
 
     def on_stop(self, session: Session) -> None:
-        if self._profiler is not None:
+        if self._others_window():
+            # a loop training on a thread of its own stopped inside the window's range: stopped
+            # from here, torch's profiler holds no result, and exporting it crashes the process
+            logger.warning(
+                "stepscope: the detailed profiling window from step %d, opened by the thread "
+                "that trains, was still open when the session stopped on another thread; torch "
+                "cannot save it from there, so it has no trace. End the range before that "
+                "thread's last step.",
+                self._first_step,
+            )
+            self._manual = False
+            self._close(max(session.step, self._first_step), save=False)
+        elif self._profiler is not None:
             self._end(manual=self._manual)
         for thread in self._exports:
             thread.join(_JOIN_TIMEOUT_S)
