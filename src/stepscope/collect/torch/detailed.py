@@ -126,9 +126,9 @@ class DetailedProfiler:
             self._open(0)
 
     def _others_window(self) -> bool:
-        """Whether a window is open that another thread opened: Kineto and ``record_function``
-        ranges must start and end on one thread (stopped from another, torch crashes the
-        process), so only the window's own thread moves it on (scripts that train in several
+        """Whether a window is open that another thread opened: a ``torch.profiler`` stopped on
+        another thread than the one that started it holds no result, and exporting it crashes
+        the process, so only the window's own thread moves it on (scripts that train in several
         threads step from each)."""
         return self._profiler is not None and self._thread != threading.get_ident()
 
