@@ -107,3 +107,14 @@ def test_a_real_server_stops_by_itself_when_idle(tmp_path: Path, jobs_root: Path
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+def test_settings_that_cannot_be_saved_are_refused_naming_the_file(tmp_path: Path, jobs_root: Path):
+    in_the_way = tmp_path / "config"
+    in_the_way.write_text("")  # a file where the settings' folder should be
+    path = in_the_way / "stepscope" / "ui-settings.json"
+    client = TestClient(create_app([jobs_root], settings_path=path), base_url="http://127.0.0.1")
+    response = client.put("/api/settings", json={"auto_shutdown_enabled": False})
+    assert response.status_code == 500
+    assert response.json()["detail"].startswith(f"Cannot save the settings to {path}: ")
+    assert client.get("/api/settings").json()["auto_shutdown_enabled"] is True

@@ -39,12 +39,17 @@ def get_settings(state: State) -> dict[str, Any]:
 
 @router.put("/settings")
 def put_settings(body: Annotated[dict[str, Any], Body()], state: State) -> dict[str, Any]:
-    """Replace the settings (missing keys keep their current value); 422 names a bad value."""
+    """Replace the settings (missing keys keep their current value); 422 names a bad value,
+    500 the settings file that cannot be written (a full disk, a read-only folder)."""
     try:
         settings = UISettings.from_dict({**state.settings.to_dict(), **body})
     except ConfigError as exc:
         raise HTTPException(status_code=422, detail=_as_in_the_form(exc)) from exc
     except TypeError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
-    state.update_settings(settings)
+    try:
+        state.update_settings(settings)
+    except OSError as exc:
+        detail = f"Cannot save the settings to {state.settings_path}: {exc.strerror or exc}."
+        raise HTTPException(status_code=500, detail=detail) from exc
     return settings.to_dict()
