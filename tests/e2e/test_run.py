@@ -538,3 +538,18 @@ def test_a_command_that_starts_its_own_ranks_is_recorded_with_them(tmp_path: Pat
     assert sorted(job["ranks"]) == ["0", "1"]
     assert job["nproc_per_node"] == 2
     assert {rank["backend"] for rank in job["ranks"].values()} == {"gloo"}
+
+
+def test_a_terminal_that_goes_away_leaves_the_job_to_run_to_its_end(
+    tmp_path: Path, train_script: Path
+) -> None:
+    # `stepscope run ... 2>&1 | head`, or a log pipe whose reader died: nothing can be printed
+    job_dir = tmp_path / "job"
+    with _running(job_dir, [sys.executable, str(train_script)]) as process:
+        assert process.stderr is not None and process.stdout is not None
+        process.stderr.close()  # the reader is gone before the first line
+        stdout, _ = process.communicate(timeout=240)
+    assert "done" in stdout  # the training ran to its end
+    assert process.returncode == 0
+    job = _job(job_dir)
+    assert (job["status"], job["exit_code"]) == ("Completed", 0)

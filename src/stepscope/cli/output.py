@@ -3,6 +3,8 @@ at the end."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 from typing import TYPE_CHECKING, Any
 
@@ -21,10 +23,25 @@ __all__ = [
     "print_rule_status",
 ]
 
+
+class _Console(Console):
+    """A console whose reader went away (``stepscope run ... 2>&1 | head``, a log pipe that
+    died) prints nothing more. Rich's own ends the process, which for ``stepscope run`` meant a
+    training job that never started, or was left without its end."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        with contextlib.suppress(OSError, ValueError):
+            # what is left in Python's buffer, and later writers, go nowhere instead of failing
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.file.fileno())
+            os.close(devnull)
+
+
 #: what stepscope says about a job goes to stderr, beside the training's own output on stdout
-_console = Console(stderr=True, highlight=False)
+_console = _Console(stderr=True, highlight=False)
 #: a command whose result is the rule statuses (``stepscope rules``) prints them on stdout
-_result_console = Console(highlight=False)
+_result_console = _Console(highlight=False)
 
 _STYLE = {
     "InProgress": "cyan",
