@@ -53,12 +53,12 @@ print("done")
 """
 
 
-def _run_script(script: Path, source: str) -> subprocess.CompletedProcess[str]:
+def _run_script(script: Path, source: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run ``source`` as a plain script in its folder, outside any stepscope job."""
     script.write_text(source)
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEPSCOPE_")}
     return subprocess.run(
-        [sys.executable, str(script)],
+        [sys.executable, str(script), *args],
         cwd=script.parent,
         env=env,
         capture_output=True,
@@ -253,3 +253,82 @@ def test_the_windows_of_one_script_go_into_one_job_with_steps_numbered_on(
     finally:
         con.close()
     assert [step for (step,) in steps] == [0, 1, 2, 3]
+
+
+#: Trains 5 steps on the thread that calls ``start_profiling()``; after step 1 another thread
+#: calls ``stop_profiling()`` (as a timer's callback would). ``--in-session``: inside a
+#: ``stepscope.profile()`` block the script entered itself; ``--trainer-ends``: the steps run on a
+#: thread that has ended when the main thread stops the window.
+OTHER_THREAD_STOPS = """
+import sys, threading
+import torch
+import stepscope
+import stepscope.smprof as smprof
+
+SMProf = smprof.SMProfiler.instance()
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+def train(steps, stop_after):
+    SMProf.start_profiling()
+    for step in range(steps):
+        loss = model(torch.randn(2, 4)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step == stop_after:
+            stopper = threading.Thread(target=SMProf.stop_profiling)
+            stopper.start()
+            stopper.join()
+
+def run():
+    if "--trainer-ends" in sys.argv:
+        trainer = threading.Thread(target=train, args=(3, -1))
+        trainer.start()
+        trainer.join()
+        SMProf.stop_profiling()
+    else:
+        train(5, 1)
+
+if "--in-session" in sys.argv:
+    with stepscope.profile(job_dir="job"):
+        run()
+else:
+    run()
+print("done")
+"""
+
+
+def _profiler_steps_of_the_one_trace(folder: Path) -> set[str]:
+    return {n for n in _names_in_the_one_trace(folder) if n and n.startswith("ProfilerStep#")}
+
+
+def test_stop_profiling_on_another_thread_closes_the_window_on_its_own_thread(
+    tmp_path: Path,
+) -> None:
+    # torch's profiler was stopped on the thread that called stop_profiling(), and saving it
+    # killed the script (SIGSEGV); the window's thread closes it at its next step end instead
+    result = _run_script(tmp_path / "train.py", OTHER_THREAD_STOPS, "--in-session")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done"
+    assert _profiler_steps_of_the_one_trace(tmp_path / "job") == {
+        "ProfilerStep#0",
+        "ProfilerStep#1",
+        "ProfilerStep#2",
+    }
+
+
+@pytest.mark.parametrize(
+    "args", [(), ("--trainer-ends", "--in-session")], ids=["own-session", "trainer-ended"]
+)
+def test_a_window_stopped_where_torch_cannot_save_it_is_dropped_with_a_warning(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    # the session start_profiling() started stops with stop_profiling(), on the other thread;
+    # a window whose thread has ended can no longer be stopped on it: either way the script
+    # used to die (SIGSEGV) saving it
+    result = _run_script(tmp_path / "train.py", OTHER_THREAD_STOPS, *args)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done"
+    assert "on the thread that called start_profiling()" in result.stderr
+    assert not list(tmp_path.rglob("*.pt.trace.json*"))

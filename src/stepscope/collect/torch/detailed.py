@@ -65,7 +65,7 @@ class DetailedProfiler:
         self._step_range: Any = None
         #: a step began while the window is open (one that opens at a step's end waits for it)
         self._stepped = False
-        self._thread = 0  # the thread that opened the window
+        self._thread: threading.Thread | None = None  # the thread that opened the window
         self._exports: list[threading.Thread] = []
         #: an explicit window (SageMaker Profiler's start_profiling): ranges do not close it
         self._manual = False
@@ -130,7 +130,7 @@ class DetailedProfiler:
         another thread than the one that started it holds no result, and exporting it crashes
         the process, so only the window's own thread moves it on (scripts that train in several
         threads step from each)."""
-        return self._profiler is not None and self._thread != threading.get_ident()
+        return self._profiler is not None and self._thread is not threading.current_thread()
 
     def on_step_begin(self, session: Session, step: int) -> None:
         if self._others_window():
@@ -167,11 +167,11 @@ class DetailedProfiler:
                 "stepscope: the detailed profiling window from step %d, opened by the thread "
                 "that trains, was still open when the session stopped on another thread; torch "
                 "cannot save it from there, so it has no trace. End the range before that "
-                "thread's last step.",
+                "thread's last step, or call stop_profiling() on the thread that called "
+                "start_profiling().",
                 self._first_step,
             )
-            self._manual = False
-            self._close(max(session.step, self._first_step), save=False)
+            self._drop()
         elif self._profiler is not None:
             self._end(manual=self._manual)
         for thread in self._exports:
@@ -192,10 +192,34 @@ class DetailedProfiler:
         self._manual_deadline_s = time.monotonic() + max_duration_s
 
     def stop_manual(self) -> None:
-        """Close the explicit window (a no-op without one)."""
-        if self._manual and self._profiler is not None:
+        """Close the explicit window (a no-op without one).
+
+        Only the thread that opened it can stop torch's profiler with a result (stopped from
+        another, saving it crashes the process): called on another thread, the window closes
+        at that thread's next step end (a session stopped first ends it without a trace, see
+        :meth:`on_stop`), or, when that thread has ended, now, without a trace.
+        """
+        if not self._manual or self._profiler is None:
+            self._manual = False
+            return
+        opener = self._thread
+        if opener is threading.current_thread():
             self._end(manual=True)
-        self._manual = False
+        elif opener is not None and opener.is_alive():
+            logger.info(
+                "stepscope: stop_profiling() was called on another thread than the one that "
+                "started the window; it closes at that thread's next step end"
+            )
+            self._manual_deadline_s = -math.inf
+        else:
+            logger.warning(
+                "stepscope: the detailed profiling window from step %d was stopped on another "
+                "thread after the thread that started it ended; torch cannot save it from "
+                "there, so it has no trace. Call stop_profiling() on the thread that called "
+                "start_profiling().",
+                self._first_step,
+            )
+            self._drop()
 
     # -- windows --------------------------------------------------------------------------
 
@@ -213,7 +237,7 @@ class DetailedProfiler:
         finally:
             self._opening = False
         self._profiler = profiler
-        self._thread = threading.get_ident()
+        self._thread = threading.current_thread()
         self._first_step = step
         self._stepped = False
         self._start_us = now_us()
@@ -236,6 +260,12 @@ class DetailedProfiler:
         script did not open it explicitly: no trace of a step that never ran."""
         self._manual = False
         self._close(max(self.session.step, self._first_step), save=self._stepped or manual)
+
+    def _drop(self) -> None:
+        """End another thread's window without its trace: stopped off its thread, torch's
+        profiler holds no result, and exporting it crashes the process."""
+        self._manual = False
+        self._close(max(self.session.step, self._first_step), save=False)
 
     def _close(self, last_step: int, *, save: bool = True) -> None:
         """Stop the window's profiler and, with ``save``, export its trace."""
