@@ -519,3 +519,58 @@ def test_a_window_left_open_by_a_training_thread_ends_with_the_session_without_a
     assert "main thread profiler: None" in result.stdout  # the script went on after the block
     assert "still open when the session stopped on another thread" in result.stderr
     assert not list((job_dir / "profiler-output").rglob("*.pt.trace.json*"))
+
+
+def test_threads_ending_a_step_at_once_open_one_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two training threads that ended a step at the same moment each opened a window: Kineto
+    # runs one profiler at a time, and the one stepscope lost track of stayed on, leaking
+    import threading
+
+    import torch
+
+    from stepscope.collect.session import Session
+    from stepscope.collect.torch.detailed import DetailedProfiler
+
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            detailed_profiling_config=DetailedProfilingConfig(start_step=1, num_steps=2)
+        )
+    )
+    session = Session(config, tmp_path / "profiler-output").start()
+    detailed = DetailedProfiler(session)
+    session.begin_step("TRAIN")
+    session.end_step()  # step 1 is in the range: its window opens at step 0's end
+    returned = threading.Semaphore(0)
+    started: list[object] = []
+    start = torch.profiler.profile.start
+
+    def start_once_the_other_thread_is_past(profiler: torch.profiler.profile) -> None:
+        # the first window to open starts only once the other thread's step end returned
+        started.append(profiler)
+        if len(started) == 1:
+            returned.acquire(timeout=60)
+        start(profiler)
+
+    monkeypatch.setattr(torch.profiler.profile, "start", start_once_the_other_thread_is_past)
+    both = threading.Barrier(2)
+
+    def end_step_0() -> None:
+        both.wait()
+        try:
+            detailed.on_step_end(session, 0)
+        finally:
+            returned.release()
+
+    threads = [threading.Thread(target=end_step_0) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert len(started) == 1
+    finally:
+        detailed.on_stop(session)  # the window's thread has ended: it goes without a trace
+        session.stop()
+    assert not torch._C._autograd._profiler_enabled()  # no profiler left running

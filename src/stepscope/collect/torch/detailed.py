@@ -72,6 +72,9 @@ class DetailedProfiler:
         self._manual_deadline_s = math.inf
         #: the script's own profilers, from their ``_prepare_trace`` to their ``__exit__``
         self._scripts_profilers: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: held while a window opens, moves on or closes: threads that end their steps at the
+        #: same moment would each open one, and Kineto runs one profiler at a time
+        self._lock = threading.RLock()
         self._opening = False
         self._told_of_scripts_profiler = False
         self._patches = Patches()
@@ -104,12 +107,13 @@ class DetailedProfiler:
 
     def _make_way(self, profiler: Any) -> None:
         """A profiler is about to start: unless it is ours, close our window for it."""
-        if self._opening:
-            return
-        self._scripts_profilers.add(profiler)
-        if self._profiler is not None:
-            self._tell_of_scripts_profiler()
-            self._end(manual=self._manual)
+        with self._lock:
+            if self._opening:
+                return
+            self._scripts_profilers.add(profiler)
+            if self._profiler is not None:
+                self._tell_of_scripts_profiler()
+                self._end(manual=self._manual)
 
     def _tell_of_scripts_profiler(self) -> None:
         if not self._told_of_scripts_profiler:
@@ -122,8 +126,9 @@ class DetailedProfiler:
     # -- step listener --------------------------------------------------------------------
 
     def on_start(self, session: Session) -> None:
-        if session.active["detailed"]:
-            self._open(0)
+        with self._lock:
+            if session.active["detailed"]:
+                self._open(0)
 
     def _others_window(self) -> bool:
         """Whether a window is open that another thread opened: a ``torch.profiler`` stopped on
@@ -132,34 +137,60 @@ class DetailedProfiler:
         threads step from each)."""
         return self._profiler is not None and self._thread is not threading.current_thread()
 
-    def on_step_begin(self, session: Session, step: int) -> None:
+    def _take_turn(self) -> bool:
+        """Take :attr:`_lock` for this thread's step boundary, unless the window is another
+        thread's. The window's own thread waits for it (another thread holds it only for a
+        moment, or to end the window); a thread that could only open one does not wait: the
+        thread holding the lock is opening or ending the window."""
         if self._others_window():
+            return False
+        if not self._lock.acquire(blocking=self._profiler is not None):
+            return False
+        if self._others_window():
+            self._lock.release()
+            return False
+        return True
+
+    def on_step_begin(self, session: Session, step: int) -> None:
+        if not self._take_turn():
             return
-        if self._profiler is None and session.active["detailed"]:
-            self._open(step)
-        if self._profiler is not None:
-            self._stepped = True
+        try:
+            if self._profiler is None and session.active["detailed"]:
+                self._open(step)
+            if self._profiler is not None:
+                self._stepped = True
+        finally:
+            self._lock.release()
 
     def on_step_end(self, session: Session, step: int) -> None:
-        if self._others_window():
+        if not self._take_turn():
             return
-        if self._manual:
-            if time.monotonic() >= self._manual_deadline_s:
-                self.stop_manual()
-            else:
-                self._end_step_range()
-                self._begin_step_range(step + 1)
-            return
-        if self._profiler is not None:
-            if session.active["detailed"]:
-                self._end_step_range()
-                self._begin_step_range(step + 1)
-            else:
-                self._close(step)
-        elif session.active["detailed"]:
-            self._open(step + 1)
+        try:
+            if self._manual:
+                if time.monotonic() >= self._manual_deadline_s:
+                    self.stop_manual()
+                else:
+                    self._end_step_range()
+                    self._begin_step_range(step + 1)
+            elif self._profiler is not None:
+                if session.active["detailed"]:
+                    self._end_step_range()
+                    self._begin_step_range(step + 1)
+                else:
+                    self._close(step)
+            elif session.active["detailed"]:
+                self._open(step + 1)
+        finally:
+            self._lock.release()
 
     def on_stop(self, session: Session) -> None:
+        with self._lock:
+            self._end_at_stop(session)
+        for thread in self._exports:
+            thread.join(_JOIN_TIMEOUT_S)
+        self._exports = []
+
+    def _end_at_stop(self, session: Session) -> None:
         if self._others_window():
             # a loop training on a thread of its own stopped inside the window's range: stopped
             # from here, torch's profiler holds no result, and exporting it crashes the process
@@ -174,9 +205,6 @@ class DetailedProfiler:
             self._drop()
         elif self._profiler is not None:
             self._end(manual=self._manual)
-        for thread in self._exports:
-            thread.join(_JOIN_TIMEOUT_S)
-        self._exports = []
 
     # -- explicit windows -----------------------------------------------------------------
 
@@ -184,12 +212,14 @@ class DetailedProfiler:
         """Open a window now, until :meth:`stop_manual` or ``max_duration_s`` seconds (checked
         at step ends), whatever the configured range says; a range window already open is
         taken over. Nothing opens while the script's own profiler runs."""
-        if self._profiler is None:
-            self._open(max(self.session.step + (0 if self.session.in_step else 1), 0), cuda=cuda)
-        if self._profiler is None:
-            return  # the script's own profiler runs
-        self._manual = True
-        self._manual_deadline_s = time.monotonic() + max_duration_s
+        with self._lock:
+            if self._profiler is None:
+                step = max(self.session.step + (0 if self.session.in_step else 1), 0)
+                self._open(step, cuda=cuda)
+            if self._profiler is None:
+                return  # the script's own profiler runs
+            self._manual = True
+            self._manual_deadline_s = time.monotonic() + max_duration_s
 
     def stop_manual(self) -> None:
         """Close the explicit window (a no-op without one).
@@ -199,27 +229,28 @@ class DetailedProfiler:
         at that thread's next step end (a session stopped first ends it without a trace, see
         :meth:`on_stop`), or, when that thread has ended, now, without a trace.
         """
-        if not self._manual or self._profiler is None:
-            self._manual = False
-            return
-        opener = self._thread
-        if opener is threading.current_thread():
-            self._end(manual=True)
-        elif opener is not None and opener.is_alive():
-            logger.info(
-                "stepscope: stop_profiling() was called on another thread than the one that "
-                "started the window; it closes at that thread's next step end"
-            )
-            self._manual_deadline_s = -math.inf
-        else:
-            logger.warning(
-                "stepscope: the detailed profiling window from step %d was stopped on another "
-                "thread after the thread that started it ended; torch cannot save it from "
-                "there, so it has no trace. Call stop_profiling() on the thread that called "
-                "start_profiling().",
-                self._first_step,
-            )
-            self._drop()
+        with self._lock:
+            if not self._manual or self._profiler is None:
+                self._manual = False
+                return
+            opener = self._thread
+            if opener is threading.current_thread():
+                self._end(manual=True)
+            elif opener is not None and opener.is_alive():
+                logger.info(
+                    "stepscope: stop_profiling() was called on another thread than the one that "
+                    "started the window; it closes at that thread's next step end"
+                )
+                self._manual_deadline_s = -math.inf
+            else:
+                logger.warning(
+                    "stepscope: the detailed profiling window from step %d was stopped on another "
+                    "thread after the thread that started it ended; torch cannot save it from "
+                    "there, so it has no trace. Call stop_profiling() on the thread that called "
+                    "start_profiling().",
+                    self._first_step,
+                )
+                self._drop()
 
     # -- windows --------------------------------------------------------------------------
 
