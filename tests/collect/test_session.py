@@ -182,6 +182,26 @@ def test_profile_samples_the_system_metrics_of_the_node_until_the_block_ends(
     assert not (tmp_path / "second" / "profiler-output" / "monitor.log").exists()
 
 
+def test_a_block_shorter_than_the_monitors_start_up_still_has_its_system_metrics(
+    tmp_path: Path,
+) -> None:
+    # the monitor was sent SIGTERM before it had installed its handler or primed its counters:
+    # it died, and the job's system folder held only the job's end marker
+    with stepscope.profile(job_dir=tmp_path / "warm"):
+        pass  # what a first block pays once (instrumenting torch) is not this block's
+    output = tmp_path / "job" / "profiler-output"
+    with stepscope.profile(job_dir=tmp_path / "job"):
+        torch.randn(64, 64) @ torch.randn(64, 64)
+    (pid,) = _monitor_pids(output)
+    assert not pid_running(pid)
+    records = [
+        json.loads(line)
+        for path in output.glob("system/incremental/*/*.algo-1.json")
+        for line in path.read_text().splitlines()
+    ]
+    assert {"cpu", "memory"} <= {r["Type"] for r in records}
+
+
 def test_rank_and_node_come_from_torchrun_variables() -> None:
     found = rank_from_env({"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "GROUP_RANK": "1"})
     assert found == {"node": "algo-2", "rank": 3, "local_rank": 1, "world_size": 4}

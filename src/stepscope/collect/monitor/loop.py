@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import signal
@@ -64,6 +65,7 @@ def run_monitor(
     stop: threading.Event | None = None,
     clock_s: Callable[[], float] = time.time,
     config_path: str | Path | None = None,
+    on_ready: Callable[[], None] | None = None,
 ) -> str:
     """Sample and write until a stop condition holds; returns why it stopped.
 
@@ -76,6 +78,7 @@ def run_monitor(
     :param clock_s: the wall clock of timestamps and ticks.
     :param config_path: the job's configuration file, to follow its interval and
         ``disable_profiler`` as they change (``None``: sample every ``interval_ms`` throughout).
+    :param on_ready: called once the counters are primed: from then on a stop gets a sample.
     :returns: ``"parent exited"``, ``"job ended"`` or ``"stopped"``.
     """
     stop = stop if stop is not None else threading.Event()
@@ -101,9 +104,11 @@ def run_monitor(
     parent = _process_or_none(parent_pid)
     errors = 0
     last_snapshot_s = 0.0
+    snapshots = 0
 
     def snapshot() -> None:
-        nonlocal errors, last_snapshot_s
+        nonlocal errors, last_snapshot_s, snapshots
+        snapshots += 1
         try:
             writer.write(sampler.sample())
         except Exception:  # the monitor must outlive one bad snapshot: log it and go on
@@ -143,6 +148,8 @@ def run_monitor(
     try:
         sampler.sample()  # prime the counters
         last_snapshot_s = clock_s()
+        if on_ready is not None:
+            on_ready()
         while True:
             follow_config()
             next_tick_s = (clock_s() // interval_s + 1) * interval_s
@@ -150,6 +157,8 @@ def run_monitor(
             # is noticed quickly
             while (remaining_s := next_tick_s - clock_s()) > 0:
                 if stop.wait(min(remaining_s, _CHECK_EVERY_S)):
+                    if not paused and not snapshots:  # stopped as it started: the job's only
+                        time.sleep(max(last_snapshot_s + _LAST_SNAPSHOT_MIN_S - clock_s(), 0.0))
                     if not paused and clock_s() - last_snapshot_s >= _LAST_SNAPSHOT_MIN_S:
                         snapshot()  # the time since the last tick
                     return "stopped"
@@ -169,6 +178,16 @@ def run_monitor(
         gpu_backend.close()
         if writer.dropped_records:
             logger.warning("%d records could not be written", writer.dropped_records)
+
+
+def _tell_ready(fd: int | None) -> None:
+    """Write to the starter's pipe that the monitor is ready (a starter gone since is fine)."""
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):
+        os.write(fd, b"1")
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 def _process_or_none(pid: int | None) -> psutil.Process | None:
@@ -199,6 +218,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--interval-ms", type=int, default=500)
     parser.add_argument("--parent-pid", type=int, default=None)
     parser.add_argument("--config", type=Path, default=None, help="the job's configuration file")
+    parser.add_argument(
+        "--ready-fd", type=int, default=None, help="a pipe to write one byte to once ready"
+    )
     parser.add_argument(
         "--gpu-backend", default="nvml", help="nvml | none | scripted:<JSON or file>"
     )
@@ -235,6 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 gpu_backend=gpu_backend_from_spec(args.gpu_backend),
                 stop=stop,
                 config_path=args.config,
+                on_ready=functools.partial(_tell_ready, args.ready_fd),
             )
         except Exception:
             logger.exception("the monitor failed")

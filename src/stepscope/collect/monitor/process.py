@@ -4,13 +4,16 @@ The monitor is a fresh interpreter (``python -m stepscope.collect.monitor``), no
 inherits no torch, CUDA or thread state of the training process, and no stepscope
 instrumentation (the variables that would bootstrap it are removed from its environment). Its
 stdout is discarded and its stderr appended to ``monitor.log``, so even a crash before logging
-starts leaves a trace there.
+starts leaves a trace there. It tells it is ready (its stop handler installed, its counters
+primed) through a pipe of its own, which :meth:`MonitorHandle.stop` waits on, briefly, before
+stopping it: stopped sooner, it would die or stop without a sample.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -31,8 +34,9 @@ _INSTRUMENTATION_ENV = ("STEPSCOPE_JOB_DIR", "STEPSCOPE_CONFIG")
 class MonitorHandle:
     """The running monitor process of one node (see :func:`start_monitor`)."""
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], ready_fd: int | None = None) -> None:
         self._process = process
+        self._ready_fd = ready_fd  # readable once the monitor is ready (or gone)
 
     @property
     def pid(self) -> int:
@@ -46,8 +50,12 @@ class MonitorHandle:
     def stop(self, timeout_s: float = 5) -> int | None:
         """Ask the monitor to write what it has and exit (SIGTERM); kill it after ``timeout_s``.
 
+        A monitor still starting is given up to ``timeout_s`` to be ready first, so that a job
+        shorter than its start-up still gets its sample rather than a monitor killed unready.
+
         :returns: its exit code (``None`` only if even the kill could not be confirmed).
         """
+        self._wait_until_ready(timeout_s)
         if self._process.poll() is None:
             self._process.send_signal(signal.SIGTERM)
             try:
@@ -59,6 +67,17 @@ class MonitorHandle:
                 except subprocess.TimeoutExpired:
                     return None
         return self._process.returncode
+
+    def _wait_until_ready(self, timeout_s: float) -> None:
+        fd, self._ready_fd = self._ready_fd, None
+        if fd is None:
+            return
+        try:
+            select.select([fd], [], [], timeout_s)
+        except (OSError, ValueError):  # a wait cut short only costs the last sample
+            pass
+        finally:
+            os.close(fd)
 
     def wait(self, timeout_s: float | None = None) -> int | None:
         """Wait until the monitor exits by itself; ``None`` if it still runs after ``timeout_s``."""
@@ -118,17 +137,25 @@ def start_monitor(
     if config_path is not None:
         command += ["--config", str(config_path)]
     env = {key: value for key, value in os.environ.items() if key not in _INSTRUMENTATION_ENV}
-    with open(monitor_log_path(output_dir), "ab") as log:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            env=env,
-            close_fds=True,
-            start_new_session=True,  # a Ctrl-C in the terminal reaches the launcher, not the monitor
-        )
-    return MonitorHandle(process)
+    ready_fd, tell_ready_fd = os.pipe()
+    try:
+        with open(monitor_log_path(output_dir), "ab") as log:
+            process = subprocess.Popen(
+                [*command, "--ready-fd", str(tell_ready_fd)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                env=env,
+                close_fds=True,
+                pass_fds=(tell_ready_fd,),
+                start_new_session=True,  # a Ctrl-C in the terminal reaches the launcher only
+            )
+    except BaseException:
+        os.close(ready_fd)
+        raise
+    finally:
+        os.close(tell_ready_fd)
+    return MonitorHandle(process, ready_fd)
 
 
 def start_monitor_or_warn(
