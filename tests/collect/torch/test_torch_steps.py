@@ -682,3 +682,22 @@ def test_a_backward_through_a_frozen_model_is_the_trained_models(tmp_path: Path)
     events = read_events(tmp_path / "job")
     backwards = in_phase(events, "Backward(post-forward)")
     assert [e["name"] for e in backwards] == ["Generator"] * backward_calls
+
+
+def test_a_script_that_stops_the_session_before_os_exit_keeps_its_last_steps(
+    tmp_path: Path,
+) -> None:
+    # os._exit() skips the exit handlers that hand the last events over: the documented way
+    # to keep them is to stop the running session first
+    ending = (
+        "import os, stepscope\n"
+        "with stepscope.profile() as session:\n"
+        "    session.stop()\n"
+        "os._exit(0)\n"
+    )
+    config = ProfilerConfig(framework_profile_params=FrameworkProfile())
+    job_dir, result = run_script(tmp_path, TRAIN_SCRIPT + ending, config, "--steps", "6")
+    assert len(losses(result)) == 6
+    assert [e["args"]["step_num"] for e in steps(read_events(job_dir))] == [
+        str(n) for n in range(6)
+    ]
