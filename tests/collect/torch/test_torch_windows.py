@@ -574,3 +574,46 @@ def test_threads_ending_a_step_at_once_open_one_window(
         detailed.on_stop(session)  # the window's thread has ended: it goes without a trace
         session.stop()
     assert not torch._C._autograd._profiler_enabled()  # no profiler left running
+
+
+#: Trains 3 steps, then runs a ``torch.profiler`` of its own on another thread (as a monitoring
+#: thread or a callback's thread does) and prints which operators that profiler's trace holds.
+OWN_PROFILER_ON_ANOTHER_THREAD = """
+import json, threading
+import torch
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    loss = model(torch.randn(2, 4)).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+def profile_on_its_own():
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as own:
+        torch.randn(8, 8) @ torch.randn(8, 8)
+    own.export_chrome_trace("own_trace.json")
+
+thread = threading.Thread(target=profile_on_its_own)
+thread.start()
+thread.join()
+events = json.load(open("own_trace.json"))["traceEvents"]
+print("own trace has mm:", any(e.get("name") == "aten::mm" for e in events))
+"""
+
+
+def test_a_torch_profiler_the_script_starts_on_another_thread_does_not_crash_it(
+    tmp_path: Path,
+) -> None:
+    # the window, opened by the training thread, was stopped and saved from the thread starting
+    # the script's profiler, and saving a profiler stopped off its thread killed the process
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            detailed_profiling_config=DetailedProfilingConfig(start_step=1, num_steps=5)
+        )
+    )
+    job_dir, result = run_script(tmp_path, OWN_PROFILER_ON_ANOTHER_THREAD, config)
+    assert "own trace has mm: True" in result.stdout
+    assert "torch cannot save it from here, so it has no trace" in result.stderr
+    assert not list((job_dir / "profiler-output").rglob("*.pt.trace.json*"))

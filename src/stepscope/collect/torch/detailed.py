@@ -111,8 +111,18 @@ class DetailedProfiler:
             if self._opening:
                 return
             self._scripts_profilers.add(profiler)
-            if self._profiler is not None:
-                self._tell_of_scripts_profiler()
+            if self._profiler is None:
+                return
+            self._tell_of_scripts_profiler()
+            if self._others_window():
+                logger.warning(
+                    "stepscope: the detailed profiling window from step %d, opened by another "
+                    "thread, was open when the script's torch.profiler started on this one; "
+                    "torch cannot save it from here, so it has no trace.",
+                    self._first_step,
+                )
+                self._drop()
+            else:
                 self._end(manual=self._manual)
 
     def _tell_of_scripts_profiler(self) -> None:
