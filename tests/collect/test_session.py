@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,47 @@ def test_a_second_run_into_the_same_job_folder_is_told_it_adds_to_the_first(
     with stepscope.profile(_config(), job_dir=tmp_path / "other"):
         model(torch.randn(3, 4))
     assert "already holds a run" not in caplog.text
+
+
+def test_threads_that_each_enter_profile_share_one_session_until_the_last_block_ends(
+    tmp_path: Path,
+) -> None:
+    # Two training threads entering profile() at once each started a session, and the second
+    # start raised SessionError into the training code; a block that reused another thread's
+    # session was stopped with that thread's block, its later steps silently unrecorded.
+    both_in = threading.Barrier(2, timeout=60)
+    first_left = threading.Event()
+    failures: list[BaseException] = []
+
+    def train(steps: int, last: bool) -> None:
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        try:
+            both_in.wait()
+            with stepscope.profile(_config(), job_dir=tmp_path / "job"):
+                both_in.wait()
+                if last:
+                    first_left.wait(60)
+                for _ in range(steps):
+                    with stepscope.step("TRAIN"):
+                        optimizer.zero_grad()
+                        model(torch.randn(2, 4)).sum().backward()
+                        optimizer.step()
+        except BaseException as exc:  # noqa: BLE001 - the test reports what reached the thread
+            failures.append(exc)
+        finally:
+            if not last:
+                first_left.set()
+
+    threads = [threading.Thread(target=train, args=(n, n == 3)) for n in (2, 3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert get_active_session() is None and not is_instrumented()
+    assert len(steps(read_events(tmp_path / "job"))) == 5
+    assert open_job(tmp_path / "job").metadata["status"] == "Completed"
 
 
 def test_a_profiled_job_reads_as_running_until_its_block_ends_and_as_ended_after(

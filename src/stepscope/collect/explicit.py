@@ -16,6 +16,7 @@ import functools
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,22 @@ if TYPE_CHECKING:
 __all__ = ["profile", "set_mode", "step"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class _Blocks:
+    """The ``profile()`` blocks in a session that ``profile()`` started: threads that each
+    enter one share the session, which stops when the last of them ends."""
+
+    running: contextlib.AbstractContextManager[Session]
+    count: int = 0
+
+
+#: sessions that profile() started, with their blocks; the lock makes a block's start (or stop)
+#: and another thread's look at the running session one step, so that two threads entering at
+#: once do not both start one (the second start raised into the training code)
+_blocks: dict[Session, _Blocks] = {}
+_blocks_lock = threading.RLock()
 
 
 def _check_mode(mode: str, owner: str) -> str:
@@ -93,7 +110,8 @@ def profile(
     """Profile the enclosed code: ``with stepscope.profile(): train()``.
 
     Under ``stepscope run`` the process is already profiled: the running session is reused and
-    left running. Otherwise a session starts, PyTorch is instrumented, the node's system monitor
+    left running. A block another thread entered is joined: the session stops when the last
+    block in it ends. Otherwise a session starts, PyTorch is instrumented, the node's system monitor
     starts (in a process of its own, by the first local rank) and everything is written to
     ``<job_dir>/profiler-output`` (a folder every stepscope reader opens).
 
@@ -109,11 +127,36 @@ def profile(
     from stepscope.config.validation import check_path
 
     job_dir = check_path("profile.job_dir", job_dir)
-    running = get_active_session()
-    if running is not None:
-        logger.info("stepscope: reusing the running profiling session of %s", running.node_id)
-        yield running
+    with _blocks_lock:
+        session = get_active_session()
+        if session is None:
+            session = _new_session(config, job_dir)
+            if session is not None:
+                running = _running(session)
+                running.__enter__()
+                _blocks[session] = _Blocks(running)
+        blocks = None if session is None else _blocks.get(session)
+        if blocks is not None:
+            blocks.count += 1
+    if session is None:
+        yield None
         return
+    if blocks is None:
+        logger.info("stepscope: reusing the running profiling session of %s", session.node_id)
+        yield session
+        return
+    try:
+        yield session
+    finally:
+        with _blocks_lock:
+            blocks.count -= 1
+            if blocks.count == 0:
+                del _blocks[session]
+                blocks.running.__exit__(None, None, None)
+
+
+def _new_session(config: ProfilerConfig | None, job_dir: str | None) -> Session | None:
+    """The session of a new :func:`profile` block, ``None`` with ``disable_profiler``."""
     from stepscope.config import FrameworkProfile, ProfilerConfig
 
     if config is None:
@@ -121,8 +164,7 @@ def profile(
     if not isinstance(config, ProfilerConfig):
         raise ConfigError("profile.config", config, "a ProfilerConfig or None")
     if config.disable_profiler:
-        yield None
-        return
+        return None
     framework = config.framework_profile_params
     if framework is None:
         framework = FrameworkProfile()
@@ -135,8 +177,7 @@ def profile(
         output = _default_job_dir() / "profiler-output"
     session = Session(config, output, **_rank_of_this_process())
     _warn_if_it_holds_a_run(session)
-    with _running(session):
-        yield session
+    return session
 
 
 def profile_again(previous: Session) -> contextlib.AbstractContextManager[Session]:
