@@ -11,7 +11,7 @@ import pytest
 from stepscope.cli import main as cli_main
 from stepscope.errors import ConfigError
 from stepscope.rules import ProfilerRule, Rule, Verdict, read_results, rule_configs, run_rules
-from stepscope.testing import generate_job
+from stepscope.testing import TINY_JOB, generate_job
 
 
 @pytest.fixture(scope="module")
@@ -228,3 +228,21 @@ def test_a_long_job_is_scanned_in_windows_of_six_hours(job):
     results = session.results()
     assert results["OverallSystemUsage"].datapoints == len(times)  # each snapshot once
     assert results["StepOutlier"].datapoints == len(times)  # each step once
+
+
+def test_a_job_too_short_to_judge_is_undecided_in_one_wording_for_every_rule(tmp_path, capsys):
+    # 240 snapshots per GPU: fewer than IOBottleneck's, LowGPUUtilization's, GPUMemoryIncrease's
+    # and BatchSize's patience and window need. Two said "NoIssuesFound: 240 samples per GPU so
+    # far", IOBottleneck "NoIssuesFound ... The job ended before the rule could decide".
+    job = generate_job(tmp_path / "tiny", **TINY_JOB)
+    assert cli_main(["rules", str(job)]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    short = ("IOBottleneck", "LowGPUUtilization", "GPUMemoryIncrease", "BatchSize")
+    for name in short:
+        assert lines[name].split()[1] == "NotApplicable", lines[name]
+        assert "The job ended before the rule could decide: it needs " in lines[name]
+        assert "it saw 240." in lines[name]
+    for name, line in lines.items():
+        assert "so far" not in line and "Waiting" not in line, line
+        if name not in short:
+            assert "could decide" not in line, line

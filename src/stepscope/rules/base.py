@@ -25,7 +25,7 @@ from stepscope.rules.parameters import SCAN_INTERVAL, Param, validate_parameters
 if TYPE_CHECKING:
     from stepscope.rules.window import ScanWindow
 
-__all__ = ["Rule", "RuleResult", "RuleStatus", "Verdict"]
+__all__ = ["Rule", "RuleResult", "RuleStatus", "Verdict", "undecided"]
 
 #: What ``status.json`` says about a rule.
 RuleStatus = Literal["InProgress", "IssuesFound", "NoIssuesFound", "Error", "NotApplicable"]
@@ -54,6 +54,18 @@ class Verdict:
     details: dict[str, Any] = field(default_factory=dict)
     intervals: list[list[int]] = field(default_factory=list)
     applicable: bool = True
+
+
+def undecided(needed: str, seen: str, *, ended: bool, **fields: Any) -> Verdict:
+    """The verdict of a rule that has seen too little data to judge (``needed``, e.g. "more than
+    1000 snapshots (patience)"; ``seen``, e.g. "240"): InProgress while the job runs, and
+    NotApplicable once it ended, because a job too short to judge is no evidence that nothing is
+    wrong. Every rule words it the same way; ``fields`` are the other :class:`Verdict` fields."""
+    if ended:
+        message = f"The job ended before the rule could decide: it needs {needed}, it saw {seen}."
+    else:
+        message = f"Waiting for {needed} before deciding ({seen} so far)."
+    return Verdict(applicable=False, message=message, **fields)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.rules.base import Verdict
+from stepscope.rules.base import Verdict, undecided
 from stepscope.rules.distribution import IntervalList
 
 __all__ = ["BottleneckTally"]
@@ -115,21 +115,22 @@ class BottleneckTally:
         points, hits = self.datapoints, self.bottlenecks
         if points == 0:
             return Verdict(applicable=False, message="No GPU metrics.")
+        if points <= parameters["patience"]:
+            return undecided(
+                f"more than {parameters['patience']} snapshots (patience)",
+                f"{points}",
+                ended=ended,
+                datapoints=points,
+                details=self.details(),
+            )
         pct = 100.0 * hits / points
-        triggered = points > parameters["patience"] and pct > parameters["threshold"]
+        triggered = pct > parameters["threshold"]
         high = parameters[high_parameter]
         low = parameters["gpu_threshold"]
         message = (
             f"{hits} of {points} snapshots ({pct:.1f} %) had GPUs below {low:g} % while mean "
             f"{label} was above {high:g} % (threshold {parameters['threshold']:g} %)."
         )
-        if points <= parameters["patience"] and ended:
-            message += (
-                f" The job ended before the rule could decide: it needs more than "
-                f"{parameters['patience']} snapshots (patience)."
-            )
-        elif points <= parameters["patience"]:
-            message += f" Waiting for {parameters['patience']} snapshots before deciding."
         worst_node, worst = max(
             self.per_node.items(),
             key=lambda item: item[1]["bottlenecks"] / max(item[1]["datapoints"], 1),

@@ -262,9 +262,10 @@ class TrainingLoop(Section):
             if name in _ELSEWHERE:
                 continue
             view = RULE_VIEWS.get(name)
+            # an undecided rule (too little data) still shows what it measured
             body = (
                 view(context, result)
-                if view is not None and result.status not in ("Error", "NotApplicable")
+                if view is not None and result.status != "Error" and result.details
                 else ""
             )
             badge = f'<span class="badge {result.status}">{result.status}</span>'

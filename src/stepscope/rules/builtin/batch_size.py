@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.distribution import IntervalList, QuantileSketch, SampleBlocks, box_stats
 from stepscope.rules.parameters import Param
 from stepscope.rules.window import ScanWindow, split_by
@@ -111,6 +111,14 @@ class BatchSize(Rule):
             "gpus": {"/".join(k): self.judged[k] for k in gpu_keys},
             "flagged": ["/".join(k) for k in flagged],
         }
+        if datapoints == 0:
+            p = self.parameters
+            return undecided(
+                f"{p['patience']} + {p['window']} snapshots per GPU (patience + a block)",
+                f"{max(self.blocks.seen.values(), default=0)}",
+                ended=self.ended,
+                details=details,
+            )
         if not flagged:
             return Verdict(
                 datapoints=datapoints,

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from stepscope.errors import ConfigError
-from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.distribution import QuantileSketch
 from stepscope.rules.parameters import Param
 from stepscope.rules.window import ScanWindow, split_by
@@ -177,6 +177,15 @@ class Dataloader(Rule):
                 details=details,
                 datapoints=datapoints,
                 message="No CPU metrics to compare the data-loader processes with.",
+            )
+        if not any(e["cores"] and e["seconds"] > p["patience"] for e in nodes.values()):
+            return undecided(
+                f"more than {p['patience']} seconds with data-loading activity on a node with "
+                "CPU metrics (patience)",
+                f"{max(e['seconds'] for e in nodes.values() if e['cores'])}",
+                ended=self.ended,
+                datapoints=datapoints,
+                details=details,
             )
         summary = "; ".join(
             f"{node}: median {e['dataloaders']:g} data-loading processes on {e['cores']} cores"

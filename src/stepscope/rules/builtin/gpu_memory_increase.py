@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.distribution import box_stats
 from stepscope.rules.gpu_blocks import GpuBlocks, GpuKey
 from stepscope.rules.parameters import Param
@@ -95,11 +95,13 @@ class GPUMemoryIncrease(Rule):
         details = {"gpus": gpus, "flagged": [name for name, _ in flagged]}
         if not any(entry["blocks"] >= 2 for entry in gpus.values()):
             samples = max(self.gpus.blocks.total(key) for key in sketches)
-            return Verdict(
+            return undecided(
+                f"{p['patience']} + 2 x {p['window']} samples per GPU (patience + two blocks "
+                "to compare)",
+                f"{samples}",
+                ended=self.ended,
                 datapoints=datapoints,
                 details=details,
-                message=f"{samples} samples per GPU so far; a rise is measured between two "
-                f"blocks, after {p['patience']} + 2 x {p['window']} samples.",
             )
         if not flagged:
             return Verdict(

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.parameters import Param
 from stepscope.rules.window import ScanWindow, split_by
 
@@ -88,6 +88,13 @@ class LoadBalancing(Rule):
                 for name in gpus
             },
         }
+        if len(gpus) < 2 <= len(self.seen):
+            return undecided(
+                f"more than {self.parameters['patience']} samples of at least two GPUs (patience)",
+                f"{max(self.seen.values())}",
+                ended=self.ended,
+                details=details,
+            )
         if len(gpus) < 2:
             message = "Only one GPU: nothing to balance." if gpus else "No GPU utilization metrics."
             return Verdict(applicable=False, message=message, details=details)

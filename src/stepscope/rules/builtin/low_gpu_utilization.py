@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.distribution import box_stats
 from stepscope.rules.gpu_blocks import GpuBlocks, GpuKey
 from stepscope.rules.parameters import Param
@@ -101,11 +101,11 @@ class LowGPUUtilization(Rule):
         if datapoints == 0:
             samples = max(self.gpus.blocks.total(k) for k in sketches)
             needed = p["window"] // 2 if self.ended else p["window"]
-            return Verdict(
-                datapoints=0,
+            return undecided(
+                f"{p['patience']} + {needed} samples per GPU (patience + a block)",
+                f"{samples}",
+                ended=self.ended,
                 details=details,
-                message=f"{samples} samples per GPU so far; judging starts after "
-                f"{p['patience']} + {needed} samples.",
             )
         if not flagged:
             return Verdict(
