@@ -174,6 +174,22 @@ def test_bad_panel_parameters_are_refused(client):
     assert response.status_code == 422
 
 
+def test_an_annotation_histogram_without_its_annotation_names_the_parameter(client):
+    # "404 No annotation of that name in this job." read as if the job had lost it
+    job = job_ids(client)["job-a"]
+    load_and_wait(client, job)
+    for params in ({}, {"annotation": ""}):
+        response = client.get(f"/api/jobs/{job}/dashboard/annotation_histogram", params=params)
+        assert response.status_code == 422, params
+        detail = response.json()["detail"]
+        assert detail.startswith("annotation: Field required")
+        assert f"/api/jobs/{job}/annotations" in detail
+    response = client.get(
+        f"/api/jobs/{job}/dashboard/annotation_histogram", params={"annotation": "Nope"}
+    )
+    assert response.status_code == 404
+
+
 def test_timeline_windows_beyond_finite_times_are_refused(client):
     job = job_ids(client)["job-a"]
     load_and_wait(client, job)

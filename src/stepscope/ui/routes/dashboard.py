@@ -2,7 +2,7 @@
 
 Panels are computed once per loaded job and parameter set and then served from the profile's
 cache (a running job's cache is dropped when new data arrives). Parameters are bounded: ``k`` in
-1..100, and an annotation must be one of the job's annotation names.
+1..100, and the annotation histogram requires an annotation, one of the job's annotation names.
 """
 
 from __future__ import annotations
@@ -63,6 +63,12 @@ def dashboard_panel(
         k=k if spec.uses_k else DEFAULT_K, annotation=annotation if spec.uses_annotation else ""
     )
     if spec.uses_annotation:
+        if not annotation:
+            raise HTTPException(
+                status_code=422,
+                detail=f"annotation: Field required for the {panel} panel: one of the job's "
+                f"annotation names (GET /api/jobs/{job_id}/annotations lists them).",
+            )
         names = state.registry.compute(profile, ("annotations",), annotation_names)
         if annotation not in names:
             raise HTTPException(status_code=404, detail="No annotation of that name in this job.")
