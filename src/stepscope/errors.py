@@ -48,14 +48,22 @@ class ConfigError(StepscopeError, ValueError):
     :param value: the value that was given.
     :param allowed: what is allowed, in words (``"an integer >= 1"``).
     :param hint: an optional sentence that says how to fix it.
+    :param missing: nothing was given where something is needed: the message says the parameter
+        is required rather than quoting the default (``got None`` tells a user nothing).
     """
 
-    def __init__(self, parameter: str, value: Any, allowed: str, hint: str = "") -> None:
+    def __init__(
+        self, parameter: str, value: Any, allowed: str, hint: str = "", *, missing: bool = False
+    ) -> None:
         self.parameter = parameter
         self.value = value
         self.allowed = allowed
         self.hint = hint
-        message = f"{parameter} must be {allowed}, got {value!r}."
+        self.missing = missing
+        if missing:
+            message = f"{parameter} is required: {allowed}."
+        else:
+            message = f"{parameter} must be {allowed}, got {value!r}."
         if hint:
             message += f" {hint}"
         super().__init__(message)

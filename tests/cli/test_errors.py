@@ -47,9 +47,34 @@ def test_a_report_of_a_read_only_trace_asks_for_the_report_commands_option(
     trace = shared_fixtures / "kineto" / "v100_single_ns_resolution.pt.trace.json.gz"
     assert main(["report", str(trace)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("stepscope: error: output must be an HTML file to write")
-    assert "pass -o FILE.html" in err
+    # it said "output must be an HTML file to write ..., got None": Python's words for a flag
+    assert err.startswith("stepscope: error: -o is required: an HTML file to write")
+    assert "got None" not in err and trace.name in err
     assert "--output-dir" not in err, "stepscope report has no --output-dir"
+
+
+def test_rules_on_a_read_only_trace_asks_for_the_output_dir_flag(
+    shared_fixtures: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = shared_fixtures / "kineto" / "v100_single_ns_resolution.pt.trace.json.gz"
+    assert main(["rules", str(trace)]) == 2
+    err = capsys.readouterr().err
+    # it said "output_dir must be a writable folder ..., got None"
+    assert err.startswith("stepscope: error: --output-dir is required: a folder to write")
+    assert "got None" not in err and "output_dir" not in err and trace.name in err
+
+
+@pytest.mark.parametrize("argv", [["run"], ["run", "--"], ["run", "--nproc-per-node", "2"]])
+def test_run_without_a_command_shows_how_to_type_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    job_dir = tmp_path / "job"
+    assert main(["run", "--job-dir", str(job_dir), *argv[1:]]) == 2
+    err = capsys.readouterr().err
+    # it said "command must be a non-empty command to run, got []"
+    assert err.startswith("stepscope: error: the command to profile is required")
+    assert "stepscope run -- python train.py" in err and "got []" not in err
+    assert not job_dir.exists()
 
 
 def test_a_report_output_that_is_a_folder_is_named(

@@ -429,7 +429,8 @@ def test_a_bad_rule_list_is_refused_before_the_job_starts(tmp_path: Path) -> Non
 def test_run_without_a_command_says_what_is_missing(tmp_path: Path) -> None:
     result = _stepscope("run", "--job-dir", str(tmp_path / "job"))
     assert result.returncode == 2
-    assert "command must be a non-empty command to run" in result.stderr
+    assert "the command to profile is required" in result.stderr
+    assert "stepscope run -- python train.py" in result.stderr
 
 
 _NO_SCRIPT = "a Python script that exists"

@@ -93,7 +93,7 @@ def test_read_only_input_asks_for_an_output_dir(starved_job, tmp_path):
     # (recorded data must not get a rule-output folder)
     os.chmod(starved_job, 0o555)
     try:
-        with pytest.raises(ConfigError, match="--output-dir"):
+        with pytest.raises(ConfigError, match="output_dir is required"):
             run_rules(starved_job, ["StepOutlier"])
     finally:
         os.chmod(starved_job, 0o755)
@@ -101,7 +101,7 @@ def test_read_only_input_asks_for_an_output_dir(starved_job, tmp_path):
 
 def test_kineto_trace_file_needs_an_output_dir(shared_fixtures, tmp_path):
     trace = shared_fixtures / "kineto" / "v100_single_ns_resolution.pt.trace.json.gz"
-    with pytest.raises(ConfigError, match="--output-dir"):
+    with pytest.raises(ConfigError, match="output_dir is required"):
         run_rules(trace, ["StepOutlier"])
     results = run_rules(trace, ["StepOutlier", "OverallFrameworkMetrics"], output_dir=tmp_path)
     assert results["StepOutlier"].datapoints == 5  # ProfilerStep#101-105

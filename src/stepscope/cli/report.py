@@ -21,8 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from stepscope.cli.run import naming_flags
     from stepscope.report import write_report
 
-    path = write_report(args.path, output=args.output)
+    with naming_flags({"output": "-o"}):
+        path = write_report(args.path, output=args.output)
     print(f"profiling report: {path}")
     return 0

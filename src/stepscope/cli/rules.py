@@ -93,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
     from stepscope.rules import run_rules
 
     rules = rules_from_arguments(args.rules, args.params)
-    with naming_flags({"rules": "--rule"}):
+    with naming_flags({"rules": "--rule", "output_dir": "--output-dir"}):
         results = run_rules(args.path, rules, output_dir=args.output_dir)
     for name, result in results.items():
         print_rule_status(name, result.to_status(), result=True)

@@ -51,6 +51,13 @@ def main(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
+    if not command:
+        raise ConfigError(
+            "the command to profile",
+            command,
+            "type it after the options and --, e.g. stepscope run -- python train.py --epochs 3",
+            missing=True,
+        )
     config = ProfilerConfig.from_file(args.config) if args.config else None
     with naming_flags():
         job = launch(
@@ -91,7 +98,7 @@ def naming_flags(
         if flag is None:
             raise
         value = (typed or {}).get(exc.parameter, exc.value)
-        raise ConfigError(flag, value, exc.allowed, exc.hint) from None
+        raise ConfigError(flag, value, exc.allowed, exc.hint, missing=exc.missing) from None
 
 
 def _rules(names: list[str] | None) -> list[Any] | None:

@@ -61,8 +61,9 @@ def write_report(job_or_path: Any, *, output: str | os.PathLike[str] | None = No
         raise ConfigError(
             "output",
             None,
-            "an HTML file to write for a read-only input",
-            f"{job.path} is not a writable job folder; pass -o FILE.html (or output=...).",
+            "an HTML file to write the report of a read-only input to",
+            f"{job.path} is not a writable job folder.",
+            missing=True,
         )
     results = read_results(results_dir)
     if own_results_dir is None and read_source(results_dir) not in (None, input_name(job)):

@@ -286,8 +286,9 @@ def rule_output_dir(job: Any, output_dir: str | os.PathLike[str] | None) -> Path
     raise ConfigError(
         "output_dir",
         None,
-        "a writable folder for a read-only input",
-        f"{path} is not a writable job folder; pass --output-dir DIR (or output_dir=...).",
+        "a folder to write the results of a read-only input to",
+        f"{path} is not a writable job folder.",
+        missing=True,
     )
 
 
