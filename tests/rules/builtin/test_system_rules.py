@@ -273,3 +273,27 @@ def pytest_approx(value: float):
     import pytest
 
     return pytest.approx(value, rel=0.01)
+
+
+def test_load_balancing_describes_two_equal_groups_of_gpus(job):
+    # four GPUs at 30 %, four at 80 %: each GPU's median distance exceeds the threshold, and the
+    # message named all eight "imbalanced" without saying which went together
+    machine(job, 120, gpu_util_pct=[30.0] * 4 + [80.0] * 4)
+    result = verdict(job, LoadBalancing())
+    assert result.status == "IssuesFound"
+    assert result.violations == 16  # every cross-group pair
+    low = [f"algo-1/gpu{i}" for i in range(4)]
+    high = [f"algo-1/gpu{i}" for i in range(4, 8)]
+    assert result.details["groups"] == [low, high]
+    assert "2 groups" in result.message
+    for group, pct in ((low, 30), (high, 80)):
+        described = re.search(rf"{', '.join(group)} average (\d+) %", result.message)
+        assert described and abs(int(described.group(1)) - pct) <= 2, result.message
+    assert "imbalanced:" not in result.message
+
+
+def test_load_balancing_names_the_minority_against_a_larger_group(job):
+    machine(job, 120, gpu_util_pct=[30.0] * 3 + [80.0] * 5)
+    result = verdict(job, LoadBalancing())
+    assert result.details["imbalanced"] == [f"algo-1/gpu{i}" for i in range(3)]
+    assert "while the other GPUs average 8" in result.recommendation

@@ -4,9 +4,10 @@ Reads ``GPUUtilization`` per (node, GPU) into a histogram of 50 bins of 2 % over
 0-100 % (100 % included; SageMaker's bins stopped at 98 % and dropped busier samples). Each GPU's
 first ``patience`` samples are skipped. Every pair of GPUs, within a node and across nodes, is
 compared with the Jensen-Shannon distance (base-2 logarithm, so 0 = same workload, 1 = disjoint);
-a pair further apart than ``threshold`` is a violation. A GPU is *imbalanced* when its median
-distance to the other GPUs exceeds ``threshold``: with one GPU at 30 % and seven at 80 % only the
-first is named. SageMaker's loop never compared two different GPUs (its inner loop was mis-indented),
+a pair further apart than ``threshold`` is a violation. GPUs linked by closer pairs form groups
+of similar workload; the GPUs outside a group larger than any other are *imbalanced* (with one
+GPU at 30 % and seven at 80 % only the first is named), and with no such majority (four at 30 %,
+four at 80 %) the message describes the groups. SageMaker's loop never compared two different GPUs (its inner loop was mis-indented),
 so it never fired. Defaults: threshold 0.5 and patience 10, as the AWS documentation says (the
 original code used 0.2 and 1000).
 """
@@ -106,12 +107,20 @@ class LoadBalancing(Rule):
             per_gpu[a].append(d)
             per_gpu[b].append(d)
         median = {name: round(float(np.median(values)), 4) for name, values in per_gpu.items()}
-        imbalanced = [name for name in gpus if median[name] > threshold]
         over = [pair for pair, d in distances.items() if d > threshold]
+        groups = _workload_groups(gpus, distances, threshold)
+        if len(groups) > 1 and len(groups[0]) > len(groups[1]):
+            # a majority shares one workload: the others are the odd ones out
+            imbalanced = sorted(set(gpus) - set(groups[0]))
+        elif len(groups) > 1:
+            imbalanced = list(gpus)  # no majority: every GPU is on one side of the split
+        else:
+            imbalanced = [name for name in gpus if median[name] > threshold]
         details.update(
             distances=distances,
             median_distance=median,
             imbalanced=imbalanced,
+            groups=groups,
             within_node_max={
                 node: max(
                     (
@@ -143,18 +152,52 @@ class LoadBalancing(Rule):
                 message=f"The {len(gpus)} GPUs have similar workloads "
                 f"(largest distance {max(distances.values()):.2f} <= {threshold:g}).",
             )
-        named = imbalanced or sorted({g for pair in over for g in pair.split("|")})
-        others = [means[g] for g in gpus if g not in named]
-        typical = f" while the other GPUs average {np.median(others):.0f} %" if others else ""
-        listing = ", ".join(f"{g} averages {means[g]:.0f} %" for g in named[:8])
+        head = f"{len(over)} of {len(distances)} GPU pairs differ by more than {threshold:g} "
+        if len(groups) > 1 and imbalanced == gpus:
+            split = [
+                f"{_names(group)} average{'s' if len(group) == 1 else ''} "
+                f"{np.mean([means[g] for g in group]):.0f} %"
+                for group in groups
+            ]
+            message = f"{head}(Jensen-Shannon); the GPUs form {len(groups)} groups of similar "
+            message += f"workload, none a majority: {'; '.join(split[:4])}."
+            finding = "; ".join(split)
+        else:
+            named = imbalanced or sorted({g for pair in over for g in pair.split("|")})
+            others = [means[g] for g in gpus if g not in named]
+            typical = f" while the other GPUs average {np.median(others):.0f} %" if others else ""
+            listing = ", ".join(f"{g} averages {means[g]:.0f} %" for g in named[:8])
+            message = f"{head}(Jensen-Shannon); imbalanced: {', '.join(named[:8])}."
+            finding = f"{listing}{typical}"
         return Verdict(
             triggered=True,
             violations=len(over),
             datapoints=len(distances),
-            message=f"{len(over)} of {len(distances)} GPU pairs differ by more than {threshold:g} "
-            f"(Jensen-Shannon); imbalanced: {', '.join(named[:8])}.",
-            recommendation=f"{listing}{typical}. Check that every "
+            message=message,
+            recommendation=f"{finding}. Check that every "
             "rank gets the same amount of data and work (sampler, uneven shards, rank-0-only "
             "work such as logging or evaluation), and that collectives are not waiting on one rank.",
             details=details,
         )
+
+
+def _workload_groups(
+    gpus: list[str], distances: dict[str, float], threshold: float
+) -> list[list[str]]:
+    """The GPUs in groups of similar workload (linked by pairs at most ``threshold`` apart),
+    largest first, so that four GPUs at 30 % and four at 80 % read as two groups rather than
+    eight imbalanced GPUs."""
+    group_of = {name: {name} for name in gpus}
+    for pair, d in distances.items():
+        a, b = pair.split("|")
+        if d <= threshold and group_of[a] is not group_of[b]:
+            merged = group_of[a] | group_of[b]
+            for name in merged:
+                group_of[name] = merged
+    unique = {id(group): sorted(group) for group in group_of.values()}.values()
+    return sorted(unique, key=lambda group: (-len(group), group))
+
+
+def _names(group: list[str]) -> str:
+    """At most eight GPU names of a group, for a message."""
+    return ", ".join(group[:8]) + (f" and {len(group) - 8} more" if len(group) > 8 else "")
