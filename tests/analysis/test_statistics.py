@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 from pathlib import Path
@@ -266,3 +267,42 @@ def test_steps_of_several_ranks_are_timed_and_back_filled_per_rank() -> None:
     fw = analysis.framework_metrics_df
     # Rank 1's Forward at 2.1 s lies in rank 1's step 0 [1.5, 2.5], not rank 0's step 1.
     assert fw.loc[fw.framework_metric == "Net", "step"].tolist() == [0]
+
+
+def test_a_bare_profiler_trace_has_its_profiler_steps_as_train_steps(
+    shared_fixtures: Path,
+) -> None:
+    # the trace has ProfilerStep#101-105 and no Step:ModeKeys events; the rules and the export
+    # count those ranges as steps, while step_statistics was empty and job_statistics had no
+    # training loop
+    trace = shared_fixtures / "kineto" / "v100_single_ns_resolution.pt.trace.json.gz"
+    raw = json.loads(gzip.decompress(trace.read_bytes()))
+    durations = [
+        event["dur"]
+        for event in raw["traceEvents"]
+        if event.get("ph") == "X"
+        and str(event.get("name", "")).startswith("ProfilerStep#")
+        and event.get("cat") != "gpu_user_annotation"
+    ]
+    first_start = min(
+        event["ts"]
+        for event in raw["traceEvents"]
+        if event.get("ph") == "X" and str(event.get("name", "")).startswith("ProfilerStep#")
+    )
+    assert len(durations) == 5
+    stats = step_statistics(trace).set_index("training_phase")
+    assert list(stats.index) == ["Step:ModeKeys.TRAIN"]
+    row = stats.loc["Step:ModeKeys.TRAIN"]
+    assert row["duration_min_us"] == pytest.approx(min(durations), abs=1)
+    assert row["duration_max_us"] == pytest.approx(max(durations), abs=1)
+    assert row["duration_mean_us"] == pytest.approx(sum(durations) / 5, abs=1)
+    frame = PandasFrame(trace)
+    analysis = PandasFrameAnalysis(
+        frame.get_all_system_metrics(), frame.get_all_framework_metrics()
+    )
+    pd.testing.assert_frame_equal(analysis.get_step_statistics().set_index("training_phase"), stats)
+    loop = job_statistics(trace)
+    start_us = loop["training_loop_start_epoch_us"]
+    assert start_us - loop["start_time_epoch_us"] == pytest.approx(
+        first_start - min(e["ts"] for e in raw["traceEvents"] if e.get("ph") == "X"), abs=1
+    )

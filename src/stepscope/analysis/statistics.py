@@ -23,6 +23,8 @@ Where we differ from SageMaker, on purpose:
   the first system file; the training-loop start falls back to the first TRAIN/GLOBAL step when
   there is no step 0; all job statistics are plain numbers (SageMaker returned a Series for
   ``training_loop_duration``), and absolute ``*_epoch_us`` values are added.
+* A rank without Step events (a bare PyTorch profiler trace) has its ``ProfilerStep#N`` ranges as
+  ``Step:ModeKeys.TRAIN`` steps, so a trace has step and training-loop statistics.
 * A wrong argument raises :class:`~stepscope.errors.ConfigError` instead of logging and returning
   None.
 """
@@ -64,6 +66,22 @@ logger = logging.getLogger(__name__)
 _STEP_PHASE_PATTERN = "%Step:ModeKeys%"
 _LOOP_START_PHASES = ("Step:ModeKeys.TRAIN", "Step:ModeKeys.GLOBAL")
 _DEFAULT_RANGES = ((90, 100), (10, 90), (0, 10))
+
+# A PyTorch profiler trace marks its steps with ``ProfilerStep#N`` ranges, not Step events: on a
+# rank without Step events they are its TRAIN steps, as the rules and the export count them (on
+# a rank with both, the ranges repeat steps its Step events already count). Their GPU mirror
+# (``gpu_user_annotation``) is not a step.
+_TRACE_STEPS_AS_TRAIN = (
+    "step_ranks AS (SELECT DISTINCT node AS step_node, rank AS step_rank FROM fw0 "
+    f"WHERE framework_metric LIKE '{_STEP_PHASE_PATTERN}'), "
+    "fw AS (SELECT * EXCLUDE (trace_step) REPLACE ("
+    "CASE WHEN trace_step THEN 'Step:ModeKeys.TRAIN' ELSE process END AS process, "
+    "CASE WHEN trace_step THEN 'Step:ModeKeys.TRAIN' ELSE framework_metric END "
+    "AS framework_metric) FROM (SELECT *, framework_metric LIKE 'ProfilerStep#%' "
+    "AND process IS DISTINCT FROM 'gpu_user_annotation' AND NOT EXISTS (SELECT 1 FROM step_ranks "
+    "WHERE step_node IS NOT DISTINCT FROM node AND step_rank IS NOT DISTINCT FROM rank) "
+    "AS trace_step FROM fw0))"
+)
 
 
 class StatsBy(Enum):
@@ -153,7 +171,7 @@ class _Statistics:
         self.con = con
         self.offset_us = offset_us
         self._with = (
-            f"WITH fw AS ({framework_sql}), sysr AS ({system_sql}), "
+            f"WITH fw0 AS ({framework_sql}), {_TRACE_STEPS_AS_TRAIN}, sysr AS ({system_sql}), "
             "steps AS (SELECT node AS snode, rank AS srank, step AS sstep, min(s) AS ss, "
             f"max(e) AS se FROM fw WHERE framework_metric LIKE '{_STEP_PHASE_PATTERN}' "
             "AND step <> -1 GROUP BY node, rank, framework_metric, step), "
