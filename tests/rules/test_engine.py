@@ -246,3 +246,32 @@ def test_a_job_too_short_to_judge_is_undecided_in_one_wording_for_every_rule(tmp
         assert "so far" not in line and "Waiting" not in line, line
         if name not in short:
             assert "could decide" not in line, line
+
+
+def _as_if_running(job: Path) -> None:
+    """The job folder as ``stepscope run`` leaves it while the command trains."""
+    info = json.loads((job / "job.json").read_text())
+    (job / "job.json").write_text(json.dumps({**info, "status": "Running", "end_time_us": None}))
+    for marker in job.rglob("training_job_end.ts"):
+        marker.unlink()
+
+
+def test_rules_on_a_running_job_leave_the_live_engines_folder_alone(tmp_path, capsys):
+    # the final pass wrote NoIssuesFound ("the job ended before ...") into the rule-output the
+    # live engine was rewriting, and the two overwrote each other until the job ended
+    job = generate_job(tmp_path / "running", **TINY_JOB)
+    _as_if_running(job)
+    assert cli_main(["rules", str(job)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stepscope: error: --output-dir is required")
+    assert "still running" in err
+    assert not (job / "rule-output").exists()
+
+    elsewhere = tmp_path / "so-far"
+    assert cli_main(["rules", str(job), "--output-dir", str(elsewhere)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    statuses = {line.split()[0]: line.split()[1] for line in lines}
+    # the job has not ended: nothing is final, and nothing says it ended
+    assert set(statuses.values()) <= {"InProgress", "IssuesFound"}, lines
+    assert not any("job ended" in line for line in lines), lines
+    assert read_results(elsewhere) and not (job / "rule-output").exists()

@@ -292,6 +292,16 @@ def rule_output_dir(job: Any, output_dir: str | os.PathLike[str] | None) -> Path
     )
 
 
+def _still_running(job: Any) -> bool:
+    """Whether ``stepscope run`` still runs ``job``: its ``job.json`` says Running and it has
+    not ended. Its live rule engine writes the job's ``rule-output`` meanwhile."""
+    metadata = getattr(job, "metadata", None)
+    if not isinstance(metadata, dict):
+        return False
+    recorded = metadata.get("job") or {}
+    return recorded.get("status") == "Running" and not metadata.get("ended")
+
+
 def run_rules(
     path: Any,
     rules: Sequence[Any] | None = None,
@@ -305,14 +315,26 @@ def run_rules(
     :param rules: ``ProfilerRule`` objects, ``rule_configs.<Rule>()`` configs, Rule subclasses
         or instances, or rule names; default ``ProfilerReport`` (all built-in rules).
     :param output_dir: where to write; default ``<job>/rule-output``, required for read-only
-        inputs.
+        inputs and for a job that is still running (whose live engine writes its own folder;
+        the verdicts are then on the data so far, ``InProgress`` until they find an issue).
     :returns: every rule's result by name (ProfilerReport's sub-rules included).
     """
     job = open_input(path)
+    running = _still_running(job)
+    if running and output_dir is None:
+        raise ConfigError(
+            "output_dir",
+            None,
+            "a folder other than the job's own while the job runs",
+            f"{job.path} is still running: its live rule engine writes {job.path}/rule-output, "
+            "and a pass now would replace those verdicts with ones on part of the job. Wait for "
+            "the job to end, or name another folder for verdicts on the data so far.",
+            missing=True,
+        )
     session = RuleSession(job, rules)
     destination = rule_output_dir(job, output_dir)
     started = time.perf_counter()
-    session.advance(final=True)
+    session.advance(final=not running)
     results = session.results()
     write_results(destination, results)
     if output_dir is not None:
