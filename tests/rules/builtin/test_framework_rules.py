@@ -383,3 +383,19 @@ def test_profiler_report_runs_every_rule_with_customised_parameters(job):
     assert results["StepOutlier"].status == "IssuesFound"
     assert results["ProfilerReport"].details["rules"]["StepOutlier"] == "IssuesFound"
     assert isinstance(session.rules[0], ProfilerReport)
+
+
+def test_too_few_steps_to_hold_an_outlier_are_undecided(job):
+    # 26 steps, one of them 100x slower: it lies sqrt(25) = 5 standard deviations from the mean,
+    # no more, so no step of 26 can ever be beyond stddev=5. "NoIssuesFound: 0 outlier step(s)
+    # ... in 26 steps" was a verdict the data could not have contradicted.
+    training_steps(job, 26, step_s=0.1, slow={10: 10.0})
+    result = verdict(job, StepOutlier(n_outliers=0))
+    assert result.status == "NotApplicable"
+    assert "The job ended before the rule could decide: it needs more than 26 steps" in (
+        result.message
+    )
+    assert "it saw 26." in result.message
+    # with stddev 3, ten steps suffice: the slow step is found
+    judged = verdict(job, StepOutlier(n_outliers=0, stddev=3))
+    assert judged.status == "IssuesFound" and outlier_steps(judged) == [10]

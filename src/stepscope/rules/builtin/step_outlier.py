@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.distribution import IntervalList, QuantileSketch
 from stepscope.rules.parameters import Param
 from stepscope.rules.window import ScanWindow, split_by
@@ -127,6 +127,18 @@ class StepOutlier(Rule):
                 )
             return Verdict(applicable=False, message=message)
         k = self.parameters["stddev"]
+        # n durations lie at most sqrt(n - 1) population standard deviations from their mean
+        # (Samuelson): a series of k² + 1 steps or fewer cannot hold an outlier
+        needed = k * k + 1
+        longest = max(entry["count"] for entry in self.series.values())
+        if longest <= needed:
+            return undecided(
+                f"more than {needed:g} steps of one rank and mode (with fewer, no step can lie "
+                f"beyond {k:g} standard deviations)",
+                f"{longest}",
+                ended=self.ended,
+                datapoints=sum(entry["count"] for entry in self.series.values()),
+            )
         details: dict[str, Any] = {}
         outliers_all: list[tuple[float, float, float, float]] = []
         datapoints = count = 0
