@@ -181,7 +181,11 @@ def test_max_initialization_time_summarises_the_job(job):
 
 def test_max_initialization_time_without_any_step(job):
     machine(job, 120)
-    assert verdict(job, MaxInitializationTime()).status == "NotApplicable"
+    undecided = verdict(job, MaxInitializationTime())
+    assert undecided.status == "NotApplicable"
+    # it said "No training step yet after 2.0 min." of a job that had ended
+    assert "yet" not in undecided.message
+    assert undecided.message.startswith("The job ended before the rule could decide")
     assert verdict(job, MaxInitializationTime(threshold=1)).status == "IssuesFound"
 
 

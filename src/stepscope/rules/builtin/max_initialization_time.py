@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stepscope.rules.base import Rule, Verdict
+from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.parameters import Param
 from stepscope.rules.window import ScanWindow
 
@@ -91,10 +91,12 @@ class MaxInitializationTime(Rule):
         if "step_first" not in b:
             waited_min = (job_end - job_start) / 60e6
             if waited_min * 60e6 <= limit_us:
-                return Verdict(
-                    applicable=False,
+                return undecided(
+                    f"a training step, or more than {self.parameters['threshold']:g} min without "
+                    "one",
+                    f"{waited_min:.1f} min without one",
+                    ended=self.ended,
                     details=details,
-                    message=f"No training step yet after {waited_min:.1f} min.",
                 )
             return Verdict(
                 triggered=True,
