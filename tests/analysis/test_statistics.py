@@ -306,3 +306,20 @@ def test_a_bare_profiler_trace_has_its_profiler_steps_as_train_steps(
     assert start_us - loop["start_time_epoch_us"] == pytest.approx(
         first_start - min(e["ts"] for e in raw["traceEvents"] if e.get("ph") == "X"), abs=1
     )
+
+
+def test_phase_intervals_of_a_trace_count_from_its_first_minute_as_pandas_frame_does(
+    shared_fixtures: Path,
+) -> None:
+    # without system metrics, training_phase_intervals gave epoch µs in its relative columns
+    # ("start_time_us" 1712195495502094) where PandasFrame counts from the first event's minute
+    trace = shared_fixtures / "kineto" / "v100_single_ns_resolution.pt.trace.json.gz"
+    frame = PandasFrame(trace)
+    analysis = PandasFrameAnalysis(
+        frame.get_all_system_metrics(), frame.get_all_framework_metrics()
+    )
+    expected = analysis.get_training_phase_intervals()
+    got = training_phase_intervals(trace)
+    assert len(got) == 1
+    pd.testing.assert_frame_equal(got, expected)
+    assert 0 <= got["start_time_us"].iloc[0] < 60e6

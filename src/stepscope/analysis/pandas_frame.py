@@ -40,6 +40,7 @@ __all__ = [
     "FRAMEWORK_METRIC_SQL",
     "PandasFrame",
     "connect_source",
+    "first_minute_us",
     "regex_any",
     "text_time_sql",
     "to_epoch_us",
@@ -69,6 +70,18 @@ def _arg_int(key: str) -> str:
 #: The SageMaker ``framework_metric`` of an event: ``args.layer_name``, else ``args.name``, else
 #: the event name. Reused by the statistics so both agree on what a metric is called.
 FRAMEWORK_METRIC_SQL = f"coalesce({_arg('layer_name')}, {_arg('name')}, name)"
+
+
+def first_minute_us(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The minute of the job's first system sample (of its first event without system metrics,
+    as in a PyTorch profiler trace): what the relative ``*_us`` columns count from, as SageMaker
+    counted from the minute of its first system file."""
+    value = con.sql("SELECT min(timestamp_us) FROM system").fetchall()[0][0]
+    if value is None:
+        value = con.sql("SELECT min(start_us) FROM events").fetchall()[0][0]
+    if value is None:
+        return None
+    return int(value) // 60_000_000 * 60_000_000
 
 
 def connect_source(source: Any) -> tuple[Any, duckdb.DuckDBPyConnection]:
@@ -238,7 +251,7 @@ class PandasFrame:
         self.use_in_memory_cache = use_in_memory_cache
         self.interval = scan_interval
         self._job, self._con = connect_source(path)
-        self._start_time = self._first_minute_us()
+        self._start_time = first_minute_us(self.connection())
 
     @property
     def start_time(self) -> int:
@@ -247,7 +260,7 @@ class PandasFrame:
         seen, so a frame made before a job wrote anything counts from that job's start too
         (0 while there is no data)."""
         if self._start_time is None:
-            self._start_time = self._first_minute_us()
+            self._start_time = first_minute_us(self.connection())
         return self._start_time or 0
 
     # -- access ----------------------------------------------------------------------------------
@@ -268,15 +281,6 @@ class PandasFrame:
         relation = self.connection().sql(sql, params=list(params) or None)
         frame: pd.DataFrame = relation.to_arrow_table().to_pandas()  # pyarrow is untyped
         return frame
-
-    def _first_minute_us(self) -> int | None:
-        con = self.connection()
-        value = con.sql("SELECT min(timestamp_us) FROM system").fetchall()[0][0]
-        if value is None:
-            value = con.sql("SELECT min(start_us) FROM events").fetchall()[0][0]
-        if value is None:
-            return None
-        return int(value) // 60_000_000 * 60_000_000
 
     # -- system ----------------------------------------------------------------------------------
 

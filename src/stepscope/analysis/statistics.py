@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from stepscope.analysis.pandas_frame import (
     FRAMEWORK_METRIC_SQL,
     connect_source,
+    first_minute_us,
     text_time_sql,
 )
 from stepscope.errors import ConfigError
@@ -564,9 +565,7 @@ _JOB_SYSTEM_SQL = "SELECT timestamp_us AS t, type, dimension, node AS nodeID, va
 
 def _job(job: Any) -> _Statistics:
     _, con = connect_source(job)
-    first = con.sql("SELECT min(timestamp_us) FROM system").fetchall()[0][0]
-    offset = 0 if first is None else int(first) // 60_000_000 * 60_000_000
-    return _Statistics(con, _JOB_FRAMEWORK_SQL, _JOB_SYSTEM_SQL, offset)
+    return _Statistics(con, _JOB_FRAMEWORK_SQL, _JOB_SYSTEM_SQL, first_minute_us(con) or 0)
 
 
 def job_statistics(job: Any) -> JobStats:
@@ -608,5 +607,6 @@ def device_usage_statistics(
 
 def training_phase_intervals(job: Any, phase: str | Sequence[str] | None = None) -> pd.DataFrame:
     """:meth:`PandasFrameAnalysis.get_training_phase_intervals` of a job (relative columns count
-    from the minute of the first system sample, as :class:`PandasFrame`)."""
+    from the minute of the first system sample, or of the first event without system metrics, as
+    :class:`PandasFrame`)."""
     return _job(job).phase_intervals(phase)
