@@ -403,3 +403,13 @@ def test_too_few_steps_to_hold_an_outlier_are_undecided(job):
     # with stddev 3, ten steps suffice: the slow step is found
     judged = verdict(job, StepOutlier(n_outliers=0, stddev=3))
     assert judged.status == "IssuesFound" and outlier_steps(judged) == [10]
+
+
+def test_a_starved_loader_seen_for_fewer_seconds_than_patience_is_undecided(job):
+    # 8 s of a loader that starves 32 cores: the verdict waits for patience (10 s) and the job
+    # ended first; "NoIssuesFound ... median 2 data-loading processes on 32 cores" said it was fine
+    starving_loader(job, workers=2, seconds=8)
+    result = verdict(job, Dataloader())
+    assert result.status == "NotApplicable" and not result.triggered
+    assert result.message.startswith("The job ended before the rule could decide")
+    assert verdict(job, Dataloader(patience=5)).status == "IssuesFound"

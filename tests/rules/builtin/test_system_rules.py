@@ -297,3 +297,12 @@ def test_load_balancing_names_the_minority_against_a_larger_group(job):
     result = verdict(job, LoadBalancing())
     assert result.details["imbalanced"] == [f"algo-1/gpu{i}" for i in range(3)]
     assert "while the other GPUs average 8" in result.recommendation
+
+
+def test_load_balancing_within_its_patience_is_undecided_not_without_metrics(job):
+    machine(job, 5, gpu_util_pct=[30.0, 80.0])  # 10 samples per GPU, all within patience
+    result = verdict(job, LoadBalancing())
+    assert result.status == "NotApplicable"
+    # it said "No GPU utilization metrics." of a job that recorded them
+    assert result.message.startswith("The job ended before the rule could decide")
+    assert verdict(job, LoadBalancing(patience=0)).status == "IssuesFound"
