@@ -275,3 +275,17 @@ def test_rules_on_a_running_job_leave_the_live_engines_folder_alone(tmp_path, ca
     assert set(statuses.values()) <= {"InProgress", "IssuesFound"}, lines
     assert not any("job ended" in line for line in lines), lines
     assert read_results(elsewhere) and not (job / "rule-output").exists()
+
+
+def test_a_report_of_a_running_job_before_its_first_verdicts_judges_the_data_so_far(
+    tmp_path, capsys
+):
+    # refused with "output_dir is required" (a flag stepscope report does not have) once rules
+    # left a running job's rule-output to its live engine
+    job = generate_job(tmp_path / "running", **TINY_JOB)
+    _as_if_running(job)
+    assert cli_main(["report", str(job)]) == 0
+    report = job / "rule-output" / "profiler-report.html"
+    text = report.read_text()
+    assert 'class="badge InProgress"' in text and "job ended" not in text
+    assert [p.name for p in (job / "rule-output").iterdir()] == [report.name]

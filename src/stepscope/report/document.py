@@ -22,7 +22,13 @@ from stepscope._optional import require
 from stepscope.errors import ConfigError
 from stepscope.report.sections import SECTIONS, ReportContext
 from stepscope.rules import BUILTIN_RULES, read_results, run_rules
-from stepscope.rules.engine import input_name, open_input, rule_output_dir
+from stepscope.rules.engine import (
+    RuleSession,
+    input_name,
+    open_input,
+    rule_output_dir,
+    still_running,
+)
 from stepscope.rules.status import read_source
 
 __all__ = ["REPORT_NAME", "write_report"]
@@ -40,7 +46,9 @@ def write_report(job_or_path: Any, *, output: str | os.PathLike[str] | None = No
         ``open_job`` reads) or a ``JobData``.
     :param output: the HTML file to write; default ``<job>/rule-output/profiler-report.html``
         (required for read-only inputs). The rule results are the job's own, in its
-        ``rule-output/`` (computed there first when there are none), wherever the report goes; a
+        ``rule-output/`` (computed there first when there are none, or, while ``stepscope run``
+        still runs the job and its live engine has written none, judged on the data so far
+        without writing them), wherever the report goes; a
         read-only input (a trace, an ``s3://`` path) has none, so its results are read beside
         ``output``, in the same folder, and computed there first when there are none or when
         they are another input's.
@@ -70,7 +78,13 @@ def write_report(job_or_path: Any, *, output: str | os.PathLike[str] | None = No
         # the folder holds another input's results (two traces' reports side by side)
         logger.info("%s holds another input's rule results; computing this one's", results_dir)
         results = {}
-    if not results:
+    if not results and own_results_dir is not None and still_running(job):
+        # the live engine has not written its first verdicts: judge the data so far here,
+        # leaving the job's rule-output to the engine
+        session = RuleSession(job)
+        session.advance()
+        results = session.results()
+    elif not results:
         # a job's own rule-output is found without a record of the input
         results = run_rules(job, output_dir=results_dir if own_results_dir is None else None)
     context = ReportContext(

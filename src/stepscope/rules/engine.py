@@ -31,7 +31,14 @@ from stepscope.rules.status import write_results, write_source
 from stepscope.rules.window import ScanWindow, earliest_event_start
 from stepscope.store.filesystem import LocalFiles
 
-__all__ = ["RuleSession", "input_name", "open_input", "rule_output_dir", "run_rules"]
+__all__ = [
+    "RuleSession",
+    "input_name",
+    "open_input",
+    "rule_output_dir",
+    "run_rules",
+    "still_running",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -292,7 +299,7 @@ def rule_output_dir(job: Any, output_dir: str | os.PathLike[str] | None) -> Path
     )
 
 
-def _still_running(job: Any) -> bool:
+def still_running(job: Any) -> bool:
     """Whether ``stepscope run`` still runs ``job``: its ``job.json`` says Running and it has
     not ended. Its live rule engine writes the job's ``rule-output`` meanwhile."""
     metadata = getattr(job, "metadata", None)
@@ -320,7 +327,7 @@ def run_rules(
     :returns: every rule's result by name (ProfilerReport's sub-rules included).
     """
     job = open_input(path)
-    running = _still_running(job)
+    running = still_running(job)
     if running and output_dir is None:
         raise ConfigError(
             "output_dir",
