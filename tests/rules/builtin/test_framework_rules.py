@@ -189,6 +189,13 @@ def test_max_initialization_time_without_any_step(job):
     assert verdict(job, MaxInitializationTime(threshold=1)).status == "IssuesFound"
 
 
+def test_max_initialization_time_of_a_job_without_data_does_not_wait_for_it(job):
+    # a finished recording with nothing in it said "No data yet."
+    add_events(job, "algo-1", "Forward", [], [])
+    result = verdict(job, MaxInitializationTime())
+    assert result.status == "NotApplicable" and result.message == "No data."
+
+
 def test_max_initialization_time_fires_under_profiler_report(job):
     machine(job, 26 * 60, gpu_util_pct=[80.0])
     training_steps(job, 100, start_us=T0_US + 25 * 60_000_000)

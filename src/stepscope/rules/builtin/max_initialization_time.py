@@ -78,7 +78,7 @@ class MaxInitializationTime(Rule):
         starts = [b[k] for k in ("sys_first", "ev_first") if k in b]
         ends = [b[k] for k in ("sys_last", "ev_last") if k in b]
         if not starts:
-            return Verdict(applicable=False, message="No data yet.")
+            return Verdict(applicable=False, message="No data.")
         limit_us = self.parameters["threshold"] * 60e6
         job_start, job_end = min(starts), max(ends)
         details: dict[str, Any] = {
