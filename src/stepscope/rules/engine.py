@@ -228,13 +228,15 @@ class RuleSession:
             if name in self.failed or name in errors:
                 results[name] = RuleResult.error(rule, self.failed.get(name) or errors[name])
                 continue
-            verdict = verdicts[name]
-            if rule.subrules():
-                statuses = verdict.details.setdefault("rules", {})
-                for failed in self.failed:
-                    if failed in statuses:
-                        statuses[failed] = "Error"
-            results[name] = RuleResult.from_verdict(rule, verdict, final=self.final)
+            results[name] = RuleResult.from_verdict(rule, verdicts[name], final=self.final)
+        for rule in self.active:
+            summary = results.get(rule.rule_name())
+            if rule.subrules() and summary is not None and summary.status != "Error":
+                # each sub-rule as its own status file says (InProgress while the job runs,
+                # Error when its scan failed), not as the summary saw its verdict
+                listed = summary.details.setdefault("rules", {})
+                for name in listed:
+                    listed[name] = results[name].status
         return results
 
 

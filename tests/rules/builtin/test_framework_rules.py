@@ -420,3 +420,22 @@ def test_a_starved_loader_seen_for_fewer_seconds_than_patience_is_undecided(job)
     assert result.status == "NotApplicable" and not result.triggered
     assert result.message.startswith("The job ended before the rule could decide")
     assert verdict(job, Dataloader(patience=5)).status == "IssuesFound"
+
+
+def test_profiler_report_lists_each_rule_with_the_status_that_rule_has(job):
+    # ProfilerReport's details said "NoIssuesFound" (or "NotApplicable") of rules whose own
+    # status was InProgress while the job ran, and NoIssuesFound of rules the job was too short
+    # to judge
+    machine(job, 600, gpu_util_pct=[80.0, 80.0])
+    training_steps(job, 300, step_s=0.1, slow=STALL)
+    session = RuleSession(job, [ProfilerRule.stepscope(rule_configs.ProfilerReport())])
+    job.visible_until_us = T0_US + 400_000_000
+    session.advance()
+    for final in (False, True):
+        results = session.results()
+        listed = results["ProfilerReport"].details["rules"]
+        assert listed == {name: results[name].status for name in listed}, final
+        assert len(listed) == 11
+        job.visible_until_us = None
+        session.advance(final=True)
+    assert "InProgress" not in listed.values()
