@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import pstats
+import threading
 from pathlib import Path
 
 import pytest
@@ -425,6 +426,48 @@ def test_a_new_session_ends_the_previous_sessions_post_hook_close_window(tmp_pat
     assert kinds == ["posthookclose", "prestepzero"]
     assert pstats.Stats(str(folders[0] / "python_stats")).total_calls > 0
     assert not list((tmp_path / "second").rglob("python_stats"))
+
+
+def test_a_session_on_another_thread_ends_the_previous_post_hook_close_window_here(
+    tmp_path: Path,
+) -> None:
+    # A notebook profiles on its main thread, then a training thread runs a session of its own:
+    # that session cannot stop the main thread's post-hook-close profiler, which went on
+    # profiling the main thread until the process ended, its stats never written.
+    import sys
+
+    from stepscope.collect.session import Session
+    from stepscope.collect.torch import instrument
+
+    python_config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            python_profiling_config=PythonProfilingConfig(start_step=10**6, num_steps=1)
+        )
+    )
+    first = Session(python_config, tmp_path / "first" / "profiler-output").start()
+    instrument(first)
+    first.stop()
+    assert sys.getprofile() is not None  # its post-hook-close window profiles this thread
+
+    def train_elsewhere() -> None:
+        other = Session(ProfilerConfig(), tmp_path / "other" / "profiler-output").start()
+        instrument(other)
+        other.stop()
+
+    thread = threading.Thread(target=train_elsewhere)
+    thread.start()
+    thread.join()
+    third = Session(ProfilerConfig(), tmp_path / "third" / "profiler-output").start()
+    try:
+        instrument(third)
+        assert sys.getprofile() is None  # the first window ended with the next call in here
+    finally:
+        third.stop()
+    folders = [p.parent for p in (tmp_path / "first").rglob("python_stats")]
+    kinds = sorted(
+        b[0].mode for b in map(parse_python_stats_folder, (f.name for f in folders)) if b
+    )
+    assert kinds == ["posthookclose", "prestepzero"]
 
 
 def test_the_post_hook_close_window_ends_on_request_with_its_stats_written(tmp_path: Path) -> None:

@@ -23,8 +23,8 @@ call of :func:`end_post_hook_close_window`.
 
 cProfile (before 3.12) and pyinstrument profile the thread that starts them, and only that thread
 can stop them: a window that ends on another thread (the steps run on a training thread, the
-session started on the main one) is finished by its own thread when that thread next calls in, with
-the boundary it ended at.
+session started on the main one) is finished by its own thread when that thread next calls in to
+any session (a step, a start, a stop, the exit), with the boundary it ended at.
 
 Python has one profiler slot per thread (from 3.12, cProfile takes ``sys.monitoring``'s one
 profiler tool instead). The script's own profiler comes first. While another profiler
@@ -130,6 +130,24 @@ _displaced: list[Any] = []
 #: the profiler whose post-hook-close window is open (one per process: it profiles this thread)
 _open_post_close: PythonProfiler | None = None
 
+#: windows that ended on a thread other than their own, with where they ended and the profiler
+#: that writes them: their own thread finishes them when it next calls in to any session (a
+#: step, a start, a stop, the exit), also once the session they belong to is gone
+_ended_elsewhere: list[tuple[PythonProfiler, _Window, StatsBoundary]] = []
+_ended_elsewhere_lock = threading.Lock()
+
+
+def _finish_ended_here() -> None:
+    """Finish the windows that ended elsewhere whose profiler this thread can stop."""
+    here: list[tuple[PythonProfiler, _Window, StatsBoundary]] = []
+    waiting: list[tuple[PythonProfiler, _Window, StatsBoundary]] = []
+    with _ended_elsewhere_lock:
+        for entry in _ended_elsewhere:
+            (here if entry[1].owned_here() else waiting).append(entry)
+        _ended_elsewhere[:] = waiting
+    for owner, window, end in here:
+        owner._finish(window, end)
+
 
 def end_post_hook_close_window() -> None:
     """End the post-hook-close window a stopped session left open, and write its stats.
@@ -153,9 +171,6 @@ class PythonProfiler:
     def __init__(self, session: Session) -> None:
         self.session = session
         self._window: _Window | None = None
-        #: windows that ended on a thread other than their own, with where they ended: their
-        #: own thread finishes them when it next calls in (a step, the stop, the exit)
-        self._ended_elsewhere: list[tuple[_Window, StatsBoundary]] = []
         self._writers: list[threading.Thread] = []
         self._atexit_registered = False
         self._told_of_other_profiler = False
@@ -173,7 +188,7 @@ class PythonProfiler:
     def _give_way(self, profiler: Any, *_enable_args: Any, **_enable_kwargs: Any) -> None:
         """A cProfile profiler is about to start: unless it is ours, or it runs on another
         thread than our window's (before 3.12), our window ends here."""
-        self._finish_ended_here()
+        _finish_ended_here()
         window = self._window
         if window is not None and profiler is not window.profiler and window.owned_here():
             self._leave_to_other_profiler()
@@ -190,13 +205,14 @@ class PythonProfiler:
     def on_start(self, session: Session) -> None:
         if _open_post_close is not self:
             end_post_hook_close_window()  # a new session ends the previous one's
+        _finish_ended_here()
         config = self._config()
         if config is not None:
             self._open("prestepzero", None, config, timer="total_time")
 
     def on_step_begin(self, session: Session, step: int) -> None:
-        if self._ended_elsewhere:
-            self._finish_ended_here()
+        if _ended_elsewhere:
+            _finish_ended_here()
         window = self._window
         if window is not None and window.kind == "prestepzero":
             mode = (session.mode or "global").lower()
@@ -208,8 +224,8 @@ class PythonProfiler:
             self._window.began = True
 
     def on_step_end(self, session: Session, step: int) -> None:
-        if self._ended_elsewhere:
-            self._finish_ended_here()
+        if _ended_elsewhere:
+            _finish_ended_here()
         window = self._window
         if window is not None and window.kind == "step":
             mode = (session.mode or "global").lower()
@@ -221,7 +237,7 @@ class PythonProfiler:
         window = self._window
         if window is not None:
             self._close(self._end_boundary(window))
-        self._finish_ended_here()
+        _finish_ended_here()
         config = self._config()
         if config is not None:
             self._open("posthookclose", None, config, timer="total_time")
@@ -247,10 +263,12 @@ class PythonProfiler:
         profiler freed while on turns itself off from its destructor, inside ``sys.setprofile``,
         which Python refuses with an "Exception ignored" traceback on the child's stderr.
         """
-        windows = [window for window, _ in self._ended_elsewhere]
+        with _ended_elsewhere_lock:
+            windows = [window for _, window, _ in _ended_elsewhere]
+            _ended_elsewhere.clear()
         if self._window is not None:
             windows.append(self._window)
-        self._window, self._ended_elsewhere = None, []
+        self._window = None
         for window in windows:
             if window.tool == "cprofile":
                 window.profiler.disable()
@@ -263,7 +281,7 @@ class PythonProfiler:
             _open_post_close = None
         if self._window is not None:
             self._close(StatsBoundary("posthookclose", None, "end", now_us()))
-        self._finish_ended_here()
+        _finish_ended_here()
         self.join()
 
     def join(self) -> None:
@@ -317,19 +335,10 @@ class PythonProfiler:
         if not window.owned_here():
             # the steps run on another thread than the session's start: the window's own
             # thread stops its profiler, when it next calls in
-            self._ended_elsewhere.append((window, end))
+            with _ended_elsewhere_lock:
+                _ended_elsewhere.append((self, window, end))
             return
         self._finish(window, end)
-
-    def _finish_ended_here(self) -> None:
-        """Finish the windows that ended elsewhere whose profiler this thread can stop."""
-        waiting = []
-        for window, end in self._ended_elsewhere:
-            if window.owned_here():
-                self._finish(window, end)
-            else:
-                waiting.append((window, end))
-        self._ended_elsewhere = waiting
 
     def _finish(self, window: _Window, end: StatsBoundary) -> None:
         """Stop ``window``'s profiler (on its own thread) and write its stats."""
