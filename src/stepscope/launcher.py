@@ -372,6 +372,7 @@ def _initial_job_info(
     nproc_per_node: int,
 ) -> dict[str, Any]:
     from stepscope.collect import describe_hardware
+    from stepscope.store.job_status import process_identity
 
     host = socket.gethostname()
     return {
@@ -380,6 +381,8 @@ def _initial_job_info(
         "cwd": os.getcwd(),
         "host": host,
         "hosts": {"algo-1": host},
+        # who completes job.json at the end: a reader on this host tells when it is gone
+        "launcher": process_identity(),
         "start_time_us": int(time.time() * 1e6),
         "end_time_us": None,
         "status": JobStatus.RUNNING,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +35,43 @@ def test_code_without_a_script_file_gets_a_folder_that_is_no_option(
     assert job.name.startswith("python-")
     monkeypatch.chdir(job.parent)
     assert main(["rules", job.name, "--rule", "MaxInitializationTime"]) == 0
+
+
+KILLED = """
+import os, signal, sys
+from pathlib import Path
+import torch
+import stepscope
+
+job_dir = Path(sys.argv[1])
+model = torch.nn.Linear(8, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+with stepscope.profile(job_dir=job_dir):
+    for step in range(100_000):
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if any((job_dir / "profiler-output" / "framework" / "ranks").glob("*.json")):
+            os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would, mid-training
+"""
+
+
+def test_a_profiled_script_killed_mid_training_leaves_a_failed_job(tmp_path: Path) -> None:
+    from stepscope.store import open_job
+    from stepscope.ui.discovery import discover_jobs
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPSCOPE_")}
+    job_dir = tmp_path / "jobs" / "killed"
+    result = subprocess.run(
+        [sys.executable, "-c", KILLED, str(job_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == -signal.SIGKILL, result.stderr
+    metadata = open_job(job_dir).metadata
+    assert metadata["status"] == "Failed"
+    assert "rank 0" in metadata["status_reason"]
+    assert [entry.status for entry in discover_jobs([tmp_path / "jobs"])] == ["failed"]

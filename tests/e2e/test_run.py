@@ -554,3 +554,67 @@ def test_a_terminal_that_goes_away_leaves_the_job_to_run_to_its_end(
     assert process.returncode == 0
     job = _job(job_dir)
     assert (job["status"], job["exit_code"]) == ("Completed", 0)
+
+
+def _status_everywhere(job_dir: Path) -> tuple[str, str]:
+    """The job's status as ``open_job(...).metadata`` and as the UI's job list give it."""
+    from stepscope.store import open_job
+    from stepscope.ui.discovery import discover_jobs
+
+    (listed,) = discover_jobs([job_dir.parent])
+    return open_job(job_dir).metadata["status"], listed.status
+
+
+def test_a_launcher_killed_with_sigkill_leaves_a_failed_job_once_its_command_is_gone(
+    tmp_path: Path, train_script: Path
+) -> None:
+    job_dir = tmp_path / "jobs" / "job"
+    command = [sys.executable, str(train_script), "--steps", "100000", "--sleep-s", "0.01"]
+
+    def training() -> bool:
+        return any((job_dir / "profiler-output" / "framework" / "ranks").glob("*.json"))
+
+    with _running(job_dir, command) as process:
+        _wait_until(process, training, "the command never started writing")
+        children = psutil.Process(process.pid).children(recursive=True)
+        process.kill()  # kill -9 of `stepscope run` alone: its command trains on
+        process.wait(timeout=60)
+        assert _status_everywhere(job_dir) == ("Running", "running")
+        os.killpg(process.pid, signal.SIGKILL)  # then the command goes too
+        psutil.wait_procs(children, timeout=60)
+        process.communicate(timeout=60)
+    assert _status_everywhere(job_dir) == ("Failed", "failed")
+    assert _job(job_dir)["status"] == "Running"  # what it recorded: the truth is read, not written
+    update = _stepscope("update", str(job_dir), "--detailed", "7:2")
+    assert "the job is not running (status Failed" in update.stderr, update.stderr
+
+
+def test_a_job_whose_end_could_not_be_recorded_is_not_running_once_its_launcher_is_gone(
+    tmp_path: Path, train_script: Path
+) -> None:
+    # the disk fills up at the end: the end marker is written, the completed job.json is not
+    job_dir = tmp_path / "jobs" / "job"
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(
+        textwrap.dedent(
+            f"""
+            import resource
+            from pathlib import Path
+            from stepscope.launcher import launch
+
+            def fill_the_disk(job):
+                size = (job.path / "job.json").stat().st_size
+                resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+            launch({str(train_script)!r}, job_dir={str(job_dir)!r}, rules=["StepOutlier"],
+                   report=False, on_start=fill_the_disk)
+            """
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, str(launcher)], capture_output=True, text=True, timeout=240
+    )
+    assert "could not record the job's end" in result.stderr, result.stderr
+    assert (job_dir / "profiler-output" / "training_job_end.ts").exists()
+    assert _job(job_dir)["status"] == "Running"
+    assert _status_everywhere(job_dir) == ("Failed", "failed")

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from stepscope.store.layout import job_end_marker_paths
 from stepscope.testing import generate_job
 
 from .conftest import T0_US, job_ids, load_and_wait, write_job_folder
@@ -393,7 +397,8 @@ def _training_so_far(root: Path, later: Path) -> tuple[Path, Callable[[], None]]
     (job_dir / "job.json").write_text(
         json.dumps({**meta, "status": "Running", "end_time_us": None})
     )
-    (job_dir / "profiler-output" / "training_job_end.ts").unlink()
+    for marker in job_end_marker_paths(job_dir / "profiler-output"):  # none while it trains
+        marker.unlink(missing_ok=True)
     system_files = sorted((job_dir / "profiler-output" / "system").rglob("*.algo-1.json"))
     later.mkdir()
     for path in system_files[1:]:
@@ -425,6 +430,51 @@ def test_a_running_job_shows_data_so_far_then_new_data(tmp_path: Path, make_clie
     assert max(now["series"][0]["x"]) > 120
 
 
+def _ended_process() -> dict[str, object]:
+    """A launcher that has ended: a real process, started and waited for."""
+    code = (
+        "import json, os, psutil; print(json.dumps([os.getpid(), psutil.Process().create_time()]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    pid, start_time = json.loads(done.stdout)
+    return {"host": socket.gethostname(), "pid": pid, "start_time": start_time}
+
+
+def test_the_list_and_the_information_page_tell_a_job_whose_launcher_is_gone(
+    jobs_root: Path, make_client
+):
+    from stepscope.store import open_job
+    from stepscope.store.job_status import process_identity
+
+    this_process = process_identity()
+    write_job_folder(jobs_root, "killed", status="Running", launcher=_ended_process())
+    # its pid runs another process now, started an hour after the launcher
+    reused = {**this_process, "start_time": this_process["start_time"] - 3600}
+    write_job_folder(jobs_root, "reused", status="Running", launcher=reused)
+    training = write_job_folder(jobs_root, "training", status="Running", launcher=this_process)
+    client = make_client([jobs_root], job_opener=open_job)
+    ids = job_ids(client)
+    listed = {j["name"]: j["status"] for j in client.get("/api/jobs").json()["jobs"]}
+    assert listed == {"killed": "failed", "reused": "failed", "training": "running"}
+
+    def status_row(name: str) -> str:
+        info = client.get(f"/api/jobs/{ids[name]}/info").json()
+        return dict(info["sections"][0]["rows"])["Status"]
+
+    for name in listed:
+        load_and_wait(client, ids[name])
+    assert status_row("killed").startswith("Failed (its launcher (pid ")
+    assert status_row("reused").startswith("Failed")
+    assert status_row("training") == "Running"
+    # the job completes without new data: its Information page follows the job list
+    meta = json.loads((training / "job.json").read_text())
+    (training / "job.json").write_text(json.dumps({**meta, "status": "Completed"}))
+    assert {j["name"]: j["status"] for j in client.get("/api/jobs").json()["jobs"]}[
+        "training"
+    ] == "completed"
+    assert status_row("training") == "Completed"
+
+
 def test_profiler_output_being_written_is_running_and_shows_new_data(tmp_path: Path, make_client):
     """SageMaker Debugger output copied while its job trains: no job.json, no end marker yet."""
     from stepscope.store import open_job
@@ -432,7 +482,6 @@ def test_profiler_output_being_written_is_running_and_shows_new_data(tmp_path: P
     root = tmp_path / "jobs"
     job_dir, write_the_rest = _training_so_far(root, tmp_path / "later")
     (job_dir / "job.json").unlink()
-    (job_dir / "profiler-output" / "system" / "training_job_end.ts").unlink(missing_ok=True)
     client = make_client([root], job_opener=open_job, refresh_interval_s=0.0)
     job = job_ids(client)["training"]
     listed = {j["name"]: j for j in client.get("/api/jobs").json()["jobs"]}["training"]
@@ -456,7 +505,6 @@ def test_profiler_output_without_its_end_marker_has_one_status_in_the_list_and_i
     job_dir, write_the_rest = _training_so_far(root, tmp_path / "later")
     write_the_rest()
     (job_dir / "job.json").unlink()
-    (job_dir / "profiler-output" / "system" / "training_job_end.ts").unlink(missing_ok=True)
     an_hour_ago = time.time() - 3600
     for path in (job_dir / "profiler-output").rglob("*.json"):
         os.utime(path, (an_hour_ago, an_hour_ago))
@@ -467,6 +515,7 @@ def test_profiler_output_without_its_end_marker_has_one_status_in_the_list_and_i
     sections = {s["title"]: s for s in client.get(f"/api/jobs/{job}/info").json()["sections"]}
     assert listed["status"] == "completed"
     assert dict(map(tuple, sections["Job"]["rows"]))["Status"] == "Completed"
+    assert open_job(job_dir).metadata["status"] == "Completed"  # and so says the store
 
 
 def test_a_job_that_ends_after_it_was_loaded_shows_all_its_data(tmp_path: Path, make_client):

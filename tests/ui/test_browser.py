@@ -17,6 +17,7 @@ from urllib.request import urlopen
 
 import pytest
 
+from stepscope.store.layout import job_end_marker_paths
 from stepscope.testing import generate_job
 from tests.browser import ARTIFACTS, chromium, needs_chromium, page_errors
 from tests.servers import serve_app
@@ -88,7 +89,8 @@ def server(tmp_path_factory, shared_fixtures: Path) -> Iterator[dict[str, Any]]:
     live = generate_job(root / LIVE_JOB, gpus=1, cpus=2, minutes=1)
     meta = json.loads((live / "job.json").read_text())
     (live / "job.json").write_text(json.dumps({**meta, "status": "Running", "end_time_us": None}))
-    (live / "profiler-output" / "training_job_end.ts").unlink()
+    for marker in job_end_marker_paths(live / "profiler-output"):  # none while it trains
+        marker.unlink(missing_ok=True)
     settings_path = tmp / "config" / "ui-settings.json"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("STEPSCOPE_CACHE_DIR", str(tmp / "cache"))

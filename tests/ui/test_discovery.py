@@ -76,6 +76,21 @@ def test_profiler_output_without_its_end_marker_runs_while_its_files_are_written
     assert _by_name(discover_jobs([jobs_root]))["sm-output"].status == "completed"
 
 
+def test_profiler_output_with_only_framework_files_runs_while_they_are_written(
+    jobs_root: Path,
+):
+    framework = jobs_root / "sm-output" / "framework"
+    (framework / "pevents" / "2020060305").mkdir(parents=True)
+    closed = framework / "pevents" / "2020060305" / "1591160700000000_1-algo-1_pythontimeline.json"
+    closed.write_text("[]")
+    assert _by_name(discover_jobs([jobs_root]))["sm-output"].status == "running"
+    an_hour_ago = time.time() - 3600
+    os.utime(closed, (an_hour_ago, an_hour_ago))
+    assert _by_name(discover_jobs([jobs_root]))["sm-output"].status == "completed"
+    (framework / "1-algo-1_pythontimeline.json.4242.tmp").write_text("[")  # the open file
+    assert _by_name(discover_jobs([jobs_root]))["sm-output"].status == "running"
+
+
 def test_ids_are_stable_opaque_and_distinct(jobs_root: Path):
     write_job_folder(jobs_root, "a")
     write_job_folder(jobs_root, "b")

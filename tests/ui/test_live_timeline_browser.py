@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from stepscope.store.layout import job_end_marker_paths
 from stepscope.testing import generate_job
 from tests.browser import chromium, needs_chromium, page_errors
 from tests.servers import serve_app
@@ -31,7 +32,8 @@ def live(tmp_path: Path) -> Iterator[dict[str, Any]]:
     job = generate_job(tmp_path / "jobs" / "training", gpus=1, cpus=1, minutes=3)
     meta = json.loads((job / "job.json").read_text())
     (job / "job.json").write_text(json.dumps({**meta, "status": "Running", "end_time_us": None}))
-    (job / "profiler-output" / "training_job_end.ts").unlink()
+    for marker in job_end_marker_paths(job / "profiler-output"):  # none while it trains
+        marker.unlink(missing_ok=True)
     # only the first minute is on disk: the first system file and the first rotation of events
     output = job / "profiler-output"
     system = sorted((output / "system").rglob("*.algo-1.json"))

@@ -118,16 +118,21 @@ def _unreached(job_dir: Path, after: Any) -> str | None:
     (None when it will, or when there is no ``job.json`` to tell)."""
     from stepscope.config import ProfilerConfig
     from stepscope.errors import StepscopeError
-    from stepscope.store.layout import job_file_path
+    from stepscope.store.filesystem import LocalFiles
+    from stepscope.store.job_status import RUNNING, job_status, rank_records
+    from stepscope.store.layout import job_file_path, job_has_ended, profiler_output_dir
 
+    output = profiler_output_dir(job_dir)
     try:
         info = json.loads(job_file_path(job_dir).read_text())
-        status = info["status"]
+        ranks = rank_records(LocalFiles(output), "")
+        status = job_status(info, ended=job_has_ended(output), ranks=ranks)
         started = ProfilerConfig.from_dict(info["profiler_config"])
-    except (OSError, ValueError, KeyError, TypeError, StepscopeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, StepscopeError):
         return None
-    if status != "Running":
-        return f"the job is not running (status {status}): no process reads this change"
+    if status.status != RUNNING:
+        why = f"; {status.reason}" if status.reason else ""
+        return f"the job is not running (status {status.status}{why}): no process reads this change"
     if after.framework_profiling_enabled and not started.framework_profiling_enabled:
         return (
             "the job's processes started without framework profiling, so they are not "

@@ -18,7 +18,7 @@ import importlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeVar
 
@@ -36,6 +36,7 @@ from stepscope.errors import (
 from stepscope.store import layout
 from stepscope.store.cache import KINDS, ColumnarCache, cache_dir_for
 from stepscope.store.filesystem import FileInfo, LocalFiles, RemoteFiles, SourceFiles, source_files
+from stepscope.store.job_status import COMPLETED, Status, job_status, rank_records
 from stepscope.store.raw_files import KINETO_SUFFIXES, RawFile, RawReading, classify, kineto
 
 __all__ = ["JobData", "JobKind", "open_job"]
@@ -343,8 +344,9 @@ class JobData:
 
         Every job.json field (``command``, ``start_time_us``, ``hardware``...) when there is one,
         and these, always: ``name``, ``kind``, ``path``, ``job`` (job.json as read, or None),
-        ``status``, ``ended``, ``nodes``, ``ranks`` (rank -> ``node``, ``node_id``, ``clock_offset_us`` and the rank
-        file's or job.json's fields, plus ``kineto`` metadata when the rank has a Kineto trace),
+        ``status`` (see :mod:`stepscope.store.job_status`), ``status_reason`` (why the status
+        is not the one recorded, else None), ``ended``, ``nodes``, ``ranks`` (rank -> ``node``,
+        ``node_id``, ``clock_offset_us``, ``ended`` and the rank file's or job.json's fields, plus ``kineto`` metadata when the rank has a Kineto trace),
         ``first_timestamp_us`` and ``last_timestamp_us`` (None without data).
         """
         self._cache.load()
@@ -360,7 +362,8 @@ class JobData:
             for rank in entry.get("ranks") or []:
                 if rank >= 0:
                     ranks.setdefault(rank, {})
-        for rank_info in self._rank_files():
+        rank_files = list(rank_records(self._files, self._prefix))
+        for rank_info in rank_files:
             rank = int(rank_info.get("rank", -1))
             if rank >= 0:
                 ranks.setdefault(rank, {}).update(rank_info)
@@ -371,19 +374,21 @@ class JobData:
                 ranks.setdefault(rank, {})["kineto"] = kineto
         firsts = [e["first_us"] for e in entries if e.get("first_us") is not None]
         lasts = [e["last_us"] for e in entries if e.get("last_us") is not None]
-        if job and job.get("status"):
-            status = str(job["status"])
-        elif self.kind == "kineto" or ended:
-            status = "Completed"
+        if self.kind == "kineto":
+            status = Status(COMPLETED)
         else:
-            status = "Running"
+            written = [e["mtime"] for e in self._cache.files.values() if e.get("mtime")]
+            status = job_status(
+                job, ended=ended, ranks=rank_files, last_write_s=max(written, default=None)
+            )
         return {
             **(job or {}),
             "name": self.name,
             "kind": self.kind,
             "path": str(self.path),
             "job": job,
-            "status": status,
+            "status": status.status,
+            "status_reason": status.reason,
             "ended": ended or self.kind == "kineto",
             "nodes": sorted(n for n in nodes if n),
             "ranks": dict(sorted(ranks.items())),
@@ -417,19 +422,6 @@ class JobData:
         marker = layout.job_end_marker_path("").name
         ends = {f"{self._prefix}{where}{marker}" for where in ("", "system/", "framework/")}
         return any(info.path in ends for info in listing)
-
-    def _rank_files(self) -> Iterator[dict[str, Any]]:
-        folder = f"{self._prefix}framework/ranks"
-        for name in self._files.list_dir(folder):
-            if not name.endswith(".json"):
-                continue
-            try:
-                document = orjson.loads(self._files.read_bytes(f"{folder}/{name}"))
-            except (OSError, orjson.JSONDecodeError) as exc:
-                logger.warning("Cannot read rank file %s/%s: %s", folder, name, exc)
-                continue
-            if isinstance(document, dict):
-                yield document
 
     def _list_files(self) -> list[FileInfo]:
         if self._single_file:

@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import re
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,9 @@ from typing import Any, Literal  # Any: the JSON values of an answer
 
 from stepscope.errors import JobNotFoundError, UnsupportedFormatError
 from stepscope.store import is_kineto_trace
-from stepscope.store.layout import trace_name
+from stepscope.store.filesystem import LocalFiles
+from stepscope.store.job_status import job_status, rank_records
+from stepscope.store.layout import job_has_ended, profiler_output_dir, trace_name
 
 __all__ = ["MAX_DEPTH", "JobEntry", "JobKind", "JobStatus", "check_root", "discover_jobs", "job_id"]
 
@@ -52,9 +53,6 @@ _JOB_STATUS: dict[str, JobStatus] = {
     "Stopped": "stopped",
 }
 _SYSTEM_FILE = re.compile(r"^(\d+)\.(algo-\d+)\.json$")
-#: Profiler output without its end marker whose newest system file changed this recently is
-#: still being written (a new file every minute, appended to meanwhile; copies from S3 lag).
-_WRITTEN_LATELY_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -249,10 +247,14 @@ def _stepscope_entry(root: Path, folder: Path) -> JobEntry:
     except (OSError, ValueError) as exc:
         logger.warning("cannot read %s: %s; listing the job without its details", folder, exc)
         meta = {}
-    status = _JOB_STATUS.get(str(meta.get("status")), "unknown")
+    status: JobStatus = "unknown"
+    if meta:
+        output = profiler_output_dir(folder)
+        ranks = rank_records(LocalFiles(output), "")
+        status = _JOB_STATUS.get(
+            job_status(meta, ended=job_has_ended(output), ranks=ranks).status, "unknown"
+        )
     end_us = _number(meta.get("end_time_us"))
-    if status == "running" and (folder / "profiler-output" / "training_job_end.ts").exists():
-        status = "completed"
     nodes = meta.get("nodes")
     return _entry(
         folder,
@@ -268,31 +270,32 @@ def _stepscope_entry(root: Path, folder: Path) -> JobEntry:
 
 def _sagemaker_entry(root: Path, folder: Path, output: Path) -> JobEntry:
     """A SageMaker Debugger output folder (``output``, the folder itself or its
-    ``profiler-output/``); start, end and nodes come from system file names. Without the end
-    marker it is running while its newest system file is being written, else taken as a
-    completed recording."""
+    ``profiler-output/``); start, end and nodes come from system file names. Its status is
+    :func:`~stepscope.store.job_status.job_status`'s, from its end marker, its ranks and when
+    its newest system or framework file was written (``unknown`` without either)."""
     minutes: list[int] = []
     nodes: set[str] = set()
     newest: tuple[int, str] = (-1, "")
-    incremental = output / "system" / "incremental"
-    try:
-        for hour in os.scandir(incremental):
-            if not hour.is_dir(follow_symlinks=False):
-                continue
-            for item in os.scandir(hour.path):
-                match = _SYSTEM_FILE.match(item.name)
-                if match:
-                    minutes.append(int(match.group(1)))
-                    nodes.add(match.group(2))
-                    newest = max(newest, (minutes[-1], item.path))
-    except OSError:
-        logger.debug("no system metrics folder in %s", folder)
-    if (output / "training_job_end.ts").exists():
-        status: JobStatus = "completed"
-    elif not minutes:
-        status = "unknown"
-    else:
-        status = "running" if _written_lately(newest[1]) else "completed"
+    for item in _hour_files(output / "system" / "incremental"):
+        match = _SYSTEM_FILE.match(item.name)
+        if match:
+            minutes.append(int(match.group(1)))
+            nodes.add(match.group(2))
+            newest = max(newest, (minutes[-1], item.path))
+    # closed framework files are named after the time they end, so the newest name is the
+    # newest file; the open ones (``framework/*.tmp``) grow until they are closed
+    closed = max(
+        (item.path for item in _hour_files(output / "framework" / "pevents")),
+        key=os.path.basename,
+        default="",
+    )
+    candidates = [newest[1], closed, *map(str, (output / "framework").glob("*.tmp"))]
+    written = [t for t in map(_mtime, candidates) if t is not None]
+    ranks = rank_records(LocalFiles(output), "")
+    state = job_status(
+        None, ended=job_has_ended(output), ranks=ranks, last_write_s=max(written, default=None)
+    )
+    status = _JOB_STATUS[state.status] if written or state.status != "Running" else "unknown"
     start_us = min(minutes) * 1e6 if minutes else None
     end_us = (max(minutes) + 60) * 1e6 if minutes else None
     return _entry(
@@ -305,6 +308,21 @@ def _sagemaker_entry(root: Path, folder: Path, output: Path) -> JobEntry:
         end_us,
         sorted(nodes),
     )
+
+
+def _hour_files(folder: Path) -> Iterable[os.DirEntry[str]]:
+    """The files of ``folder``'s hour folders (``<YYYYMMDDHH>/<file>``)."""
+    try:
+        hours = list(os.scandir(folder))
+    except OSError:
+        logger.debug("no folder %s", folder)
+        return
+    for hour in hours:
+        if hour.is_dir(follow_symlinks=False):
+            try:
+                yield from os.scandir(hour.path)
+            except OSError:
+                continue
 
 
 def _trace_jobs(root: Path, folder: Path, traces: list[Path]) -> Iterable[JobEntry]:
@@ -321,11 +339,11 @@ def _is_trace(path: Path) -> bool:
     return path.name.endswith(_TRACE_SUFFIXES) and bool(is_kineto_trace(path))
 
 
-def _written_lately(path: str) -> bool:
+def _mtime(path: str) -> float | None:
     try:
-        return time.time() - os.stat(path).st_mtime < _WRITTEN_LATELY_S
+        return os.stat(path).st_mtime if path else None
     except OSError:
-        return False
+        return None
 
 
 def _number(value: object) -> float | None:

@@ -54,15 +54,22 @@ def job_info(job_id: str, state: State) -> dict[str, Any]:
     def build(job: ProfileJob) -> dict[str, Any]:
         recovered = job.metadata if isinstance(job.metadata, dict) else {}
         # job.json's fields, with the nodes and ranks the store recovered from the data itself;
-        # without job.json the status is the job list's (the store cannot tell a recording
-        # without its end marker from a job still writing)
+        # the status is the job list's, which reads the same records (without job.json the
+        # list also tells a recording without its end marker from a job still writing)
         metadata = dict(recovered.get("job") or {})
         for key in ("nodes", "ranks"):
             if recovered.get(key):
                 metadata[key] = recovered[key]
+        metadata["status"] = entry.status.capitalize()
+        reason = recovered.get("status_reason")
+        if reason and str(recovered.get("status")).lower() == entry.status:
+            metadata["status"] += f" ({reason})"
         return {
-            "name": profile.entry.name,
-            "sections": job_information(profile.entry, metadata, _measured(job)),
+            "name": entry.name,
+            "sections": job_information(entry, metadata, _measured(job)),
         }
 
-    return state.registry.compute(profile, ("info",), build)
+    # a status that changed without new data (job.json completed at the end) is not served
+    # from the cache
+    entry = profile.entry
+    return state.registry.compute(profile, ("info", entry.status), build)
