@@ -475,6 +475,26 @@ def test_the_list_and_the_information_page_tell_a_job_whose_launcher_is_gone(
     assert status_row("training") == "Completed"
 
 
+def test_a_loaded_job_has_its_status_of_now_without_the_job_list_asked_again(
+    jobs_root: Path, make_client
+):
+    from stepscope.store import open_job
+    from stepscope.store.job_status import process_identity
+
+    training = write_job_folder(
+        jobs_root, "training", status="Running", launcher=process_identity()
+    )
+    client = make_client([jobs_root], job_opener=open_job)
+    job = job_ids(client)["training"]
+    load_and_wait(client, job)
+    meta = json.loads((training / "job.json").read_text())
+    (training / "job.json").write_text(json.dumps({**meta, "status": "Completed"}))
+    # the Information page and the dashboard ask only for the job and the loaded profiles
+    info = client.get(f"/api/jobs/{job}/info").json()
+    assert dict(info["sections"][0]["rows"])["Status"] == "Completed"
+    assert [p["status"] for p in client.get("/api/loaded").json()["loaded"]] == ["completed"]
+
+
 def test_profiler_output_being_written_is_running_and_shows_new_data(tmp_path: Path, make_client):
     """SageMaker Debugger output copied while its job trains: no job.json, no end marker yet."""
     from stepscope.store import open_job

@@ -33,7 +33,16 @@ from stepscope.store.filesystem import LocalFiles
 from stepscope.store.job_status import job_status, rank_records
 from stepscope.store.layout import job_has_ended, profiler_output_dir, trace_name
 
-__all__ = ["MAX_DEPTH", "JobEntry", "JobKind", "JobStatus", "check_root", "discover_jobs", "job_id"]
+__all__ = [
+    "MAX_DEPTH",
+    "JobEntry",
+    "JobKind",
+    "JobStatus",
+    "check_root",
+    "current_entry",
+    "discover_jobs",
+    "job_id",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +150,19 @@ def discover_jobs(roots: Iterable[str | os.PathLike[str]]) -> list[JobEntry]:
             # a job under two roots (./stepscope-jobs and .) is listed once, from the first
             found.setdefault(entry.path, entry)
     return sorted(found.values(), key=lambda e: (-(e.start_us or 0.0), e.name))
+
+
+def current_entry(entry: JobEntry) -> JobEntry:
+    """``entry`` as its folder says now: a job's status changes while it runs, and a page that
+    shows one job must not show the status of the last time the job list was asked for. A
+    folder that cannot be read now keeps the entry it had."""
+    if entry.kind == "kineto":
+        return entry
+    try:
+        names = set(os.listdir(entry.path))
+    except OSError:
+        return entry
+    return _folder_job(entry.root, entry.path, names) or entry
 
 
 def _discover_root(root: Path) -> Iterable[JobEntry]:

@@ -16,7 +16,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 
-from stepscope.ui.discovery import JobEntry, discover_jobs
+from stepscope.ui.discovery import JobEntry, current_entry, discover_jobs
 from stepscope.ui.profiles import LoadedProfile, ProfileRegistry
 from stepscope.ui.settings import IdleShutdown, UISettings, load_settings, save_settings
 
@@ -71,9 +71,12 @@ class UIState:
         return found
 
     def loaded(self, job_id: str) -> LoadedProfile:
-        """The loaded profile of ``job_id``; 404 if unknown, 409 if not (yet) loaded."""
+        """The loaded profile of ``job_id``, with its job's status as it is now; 404 if
+        unknown, 409 if not (yet) loaded."""
         entry = self.entry(job_id)
         profile = self.registry.get(entry.id)
+        if profile is not None:
+            self.refresh_status([profile])
         if profile is None:
             raise HTTPException(status_code=409, detail=f"Load '{entry.name}' first.")
         if profile.state == "loading":
@@ -83,6 +86,13 @@ class UIState:
                 status_code=409, detail=f"'{entry.name}' could not be loaded: {profile.error}"
             )
         return profile
+
+    def refresh_status(self, profiles: list[LoadedProfile]) -> None:
+        """Read the status of the jobs of ``profiles`` again (it changes while a job runs)."""
+        entries = [current_entry(profile.entry) for profile in profiles]
+        with self._lock:
+            self._entries.update((entry.id, entry) for entry in entries)
+        self.registry.update_entries(entries)
 
 
 def ui_state(request: Request) -> UIState:

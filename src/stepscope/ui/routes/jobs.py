@@ -41,8 +41,10 @@ def list_jobs(state: State) -> dict[str, Any]:
 
 @router.get("/loaded")
 def list_loaded(state: State) -> dict[str, Any]:
-    """The loaded profiles, in load order."""
-    return {"loaded": [p.to_json() for p in state.registry.all()]}
+    """The loaded profiles, in load order, with their jobs' status as it is now."""
+    profiles = state.registry.all()
+    state.refresh_status(profiles)
+    return {"loaded": [p.to_json() for p in profiles]}
 
 
 @router.post("/jobs/{job_id}/load", status_code=202)
