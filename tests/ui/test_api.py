@@ -263,6 +263,32 @@ def test_rule_statuses_and_report(client, jobs_root: Path):
     assert report.status_code == 200 and "report" in report.text
 
 
+def test_a_rule_left_in_progress_by_a_job_that_no_longer_runs_is_stopped(
+    jobs_root: Path, make_client
+):
+    from stepscope.store.job_status import process_identity
+
+    # the engine's last scan said InProgress; then it was killed with its job (kill -9 of the
+    # whole process group) before its final pass
+    write_job_folder(jobs_root, "killed", status="Running", launcher=_ended_process())
+    write_job_folder(jobs_root, "training", status="Running", launcher=process_identity())
+    for name in ("killed", "training"):
+        folder = jobs_root / name / "rule-output" / "StepOutlier"
+        folder.mkdir(parents=True)
+        (folder / "status.json").write_text(
+            json.dumps({"rule": "StepOutlier", "status": "InProgress", "updated_us": T0_US})
+        )
+    client = make_client([jobs_root])
+    ids = job_ids(client)
+
+    def rule_status(name: str) -> str:
+        (rule,) = client.get(f"/api/jobs/{ids[name]}/rules").json()["rules"]
+        return str(rule["status"])
+
+    assert rule_status("killed") == "Stopped"
+    assert rule_status("training") == "InProgress"
+
+
 def test_settings_persist_and_bad_values_are_named(tmp_path: Path, jobs_root: Path, make_client):
     settings_file = tmp_path / "settings" / "ui.json"
     client = make_client([jobs_root], settings_path=settings_file)

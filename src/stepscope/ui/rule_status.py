@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any  # Any: a rule status file's JSON values
 
-__all__ = ["MAX_RULES", "read_rule_statuses", "report_file"]
+__all__ = ["MAX_RULES", "read_rule_statuses", "report_file", "stopped_rules"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +64,23 @@ def read_rule_statuses(job_dir: Path) -> list[dict[str, Any]]:
         entry.update({key: data.get(key) for key in _FIELDS})
         statuses.append(entry)
     return statuses
+
+
+def stopped_rules(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``statuses`` of a job that no longer runs: a rule still ``InProgress`` never made its
+    final pass (its engine was killed with the job) and is ``Stopped``, as SageMaker calls a
+    rule evaluation its job's end cut short."""
+    return [
+        {
+            **status,
+            "status": "Stopped",
+            "message": "The job ended before this rule's final pass: its last verdict was "
+            f"in progress. {status.get('message') or ''}".strip(),
+        }
+        if status.get("status") == "InProgress"
+        else status
+        for status in statuses
+    ]
 
 
 def report_file(job_dir: Path) -> Path | None:

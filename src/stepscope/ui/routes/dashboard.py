@@ -12,6 +12,7 @@ from typing import Annotated, Any  # Any: the JSON values of an answer
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import FileResponse
 
+from stepscope.ui.discovery import current_entry
 from stepscope.ui.panels import (
     DEFAULT_K,
     MAX_K,
@@ -20,7 +21,7 @@ from stepscope.ui.panels import (
     annotation_names,
     compute_panel,
 )
-from stepscope.ui.rule_status import read_rule_statuses, report_file
+from stepscope.ui.rule_status import read_rule_statuses, report_file, stopped_rules
 from stepscope.ui.state import State
 
 __all__ = ["router"]
@@ -87,9 +88,11 @@ def list_annotations(job_id: str, state: State) -> dict[str, Any]:
 @router.get("/jobs/{job_id}/rules")
 def rule_statuses(job_id: str, state: State) -> dict[str, Any]:
     """The latest verdict of every rule, and where the report is when it exists."""
-    entry = state.entry(job_id)
+    entry = current_entry(state.entry(job_id))
     has_report = entry.kind == "stepscope" and report_file(entry.path) is not None
     rules = read_rule_statuses(entry.path) if entry.path.is_dir() else []
+    if entry.status in ("completed", "failed", "stopped"):
+        rules = stopped_rules(rules)
     return {
         "rules": rules,
         "report_url": f"/api/jobs/{entry.id}/report" if has_report else None,

@@ -196,8 +196,8 @@ function triggers(rule) {
   return `${count.toLocaleString()}${rule.datapoints ? ` of ${rule.datapoints.toLocaleString()}` : ""}`;
 }
 
-const RULE_CLASS = { IssuesFound: "issues", NoIssuesFound: "ok", InProgress: "progress", Error: "error", NotApplicable: "na" };
-const RULE_LABEL = { IssuesFound: "Issues found", NoIssuesFound: "No issues found", InProgress: "In progress", Error: "Error", NotApplicable: "Not applicable" };
+const RULE_CLASS = { IssuesFound: "issues", NoIssuesFound: "ok", InProgress: "progress", Error: "error", NotApplicable: "na", Stopped: "na" };
+const RULE_LABEL = { IssuesFound: "Issues found", NoIssuesFound: "No issues found", InProgress: "In progress", Error: "Error", NotApplicable: "Not applicable", Stopped: "Stopped" };
 
 async function renderRules(box, jobId, poll) {
   let data;
