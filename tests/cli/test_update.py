@@ -167,9 +167,8 @@ def test_the_console_command_runs_in_its_own_process(job) -> None:
             ProfilerConfig(framework_profile_params=FrameworkProfile(), disable_profiler=True),
             "not instrumented",
         ),
-        ("Completed", ProfilerConfig(framework_profile_params=FrameworkProfile()), "not running"),
     ],
-    ids=["system-only", "started-disabled", "ended"],
+    ids=["system-only", "started-disabled"],
 )
 def test_a_change_that_cannot_reach_the_job_says_so(
     job, caplog, status: str, started: ProfilerConfig, note: str
@@ -180,6 +179,18 @@ def test_a_change_that_cannot_reach_the_job_says_so(
     with caplog.at_level(logging.WARNING, logger="stepscope.cli.update"):
         assert main(["update", str(job), "--detailed", "30:2", "--enable"]) == 0
     assert [note in record.getMessage() for record in caplog.records] == [True]
+
+
+@pytest.mark.parametrize("status", ["Completed", "Failed", "Stopped"])
+def test_a_job_that_no_longer_runs_is_refused_and_left_unchanged(job, capsys, status) -> None:
+    started = _config(job)
+    info = {"status": status, "profiler_config": started.to_dict()}
+    (job / "job.json").write_text(json.dumps(info))
+    before = (job / "profiler-config.json").read_bytes()
+    assert main(["update", str(job), "--detailed", "30:2"]) == 2
+    error = capsys.readouterr().err
+    assert "a running job" in error and f"The job is {status}" in error
+    assert (job / "profiler-config.json").read_bytes() == before
 
 
 def test_a_running_instrumented_job_gets_no_warning(job, caplog) -> None:

@@ -586,7 +586,7 @@ def test_a_launcher_killed_with_sigkill_leaves_a_failed_job_once_its_command_is_
     assert _status_everywhere(job_dir) == ("Failed", "failed")
     assert _job(job_dir)["status"] == "Running"  # what it recorded: the truth is read, not written
     update = _stepscope("update", str(job_dir), "--detailed", "7:2")
-    assert "the job is not running (status Failed" in update.stderr, update.stderr
+    assert update.returncode == 2 and "The job is Failed (its launcher" in update.stderr
 
 
 def test_a_job_whose_end_could_not_be_recorded_is_not_running_once_its_launcher_is_gone(

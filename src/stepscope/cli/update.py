@@ -2,7 +2,7 @@
 
 A thin wrapper over :func:`stepscope.config.update_job_config`: it rewrites the job's
 ``profiler-config.json`` atomically (the running job picks the change up at its next step) and
-prints each setting that changed.
+prints each setting that changed. A job that no longer runs is refused.
 """
 
 from __future__ import annotations
@@ -113,26 +113,57 @@ def _summary(config: Any) -> dict[str, str]:
     return summary
 
 
-def _unreached(job_dir: Path, after: Any) -> str | None:
-    """Why the new configuration will not reach the job's processes, from its ``job.json``
-    (None when it will, or when there is no ``job.json`` to tell)."""
-    from stepscope.config import ProfilerConfig
-    from stepscope.errors import StepscopeError
-    from stepscope.store.filesystem import LocalFiles
-    from stepscope.store.job_status import RUNNING, job_status, rank_records
-    from stepscope.store.layout import job_file_path, job_has_ended, profiler_output_dir
+def _job_info(job_dir: Path) -> dict[str, Any] | None:
+    """The job's ``job.json`` (None when there is none to read)."""
+    from stepscope.store.layout import job_file_path
 
-    output = profiler_output_dir(job_dir)
     try:
         info = json.loads(job_file_path(job_dir).read_text())
-        ranks = rank_records(LocalFiles(output), "")
-        status = job_status(info, ended=job_has_ended(output), ranks=ranks)
-        started = ProfilerConfig.from_dict(info["profiler_config"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, StepscopeError):
+    except (OSError, ValueError):
         return None
+    return info if isinstance(info, dict) else None
+
+
+def _refuse_unless_running(job_dir: Path) -> None:
+    """A job that no longer runs has no process to read a change: refuse it (its
+    ``job.json`` read as every status is, see :mod:`stepscope.store.job_status`).
+
+    :raises ConfigError: the job has ended.
+    """
+    from stepscope.errors import ConfigError
+    from stepscope.store.filesystem import LocalFiles
+    from stepscope.store.job_status import RUNNING, job_status, rank_records
+    from stepscope.store.layout import job_has_ended, profiler_output_dir
+
+    info = _job_info(job_dir)
+    if info is None:
+        return
+    output = profiler_output_dir(job_dir)
+    ranks = rank_records(LocalFiles(output), "")
+    status = job_status(info, ended=job_has_ended(output), ranks=ranks)
     if status.status != RUNNING:
-        why = f"; {status.reason}" if status.reason else ""
-        return f"the job is not running (status {status.status}{why}): no process reads this change"
+        why = f" ({status.reason})" if status.reason else ""
+        raise ConfigError(
+            "job_dir",
+            str(job_dir),
+            "the folder of a running job",
+            f"The job is {status.status}{why}: no process would read the change.",
+        )
+
+
+def _unreached(job_dir: Path, after: Any) -> str | None:
+    """Why the new configuration will not reach the running job's processes, from its
+    ``job.json`` (None when it will, or when there is no ``job.json`` to tell)."""
+    from stepscope.config import ProfilerConfig
+    from stepscope.errors import StepscopeError
+
+    info = _job_info(job_dir)
+    try:
+        started = ProfilerConfig.from_dict(info["profiler_config"]) if info else None
+    except (KeyError, TypeError, StepscopeError):
+        return None
+    if started is None:
+        return None
     if after.framework_profiling_enabled and not started.framework_profiling_enabled:
         return (
             "the job's processes started without framework profiling, so they are not "
@@ -160,6 +191,7 @@ def main(args: argparse.Namespace) -> int:
     from stepscope.config import ProfilerConfig, job_config_path, update_job_config
 
     path = job_config_path(args.job_dir)
+    _refuse_unless_running(args.job_dir)
     before = ProfilerConfig.from_file(path) if path.is_file() else None
     with naming_flags(_flags()):
         after = update_job_config(
