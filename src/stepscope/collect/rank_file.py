@@ -2,8 +2,8 @@
 
 ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` and ``GROUP_RANK`` as torchrun sets them, the node from
 ``STEPSCOPE_NODE``; each instrumented rank writes ``framework/ranks/<node_id>.json`` (rank, node,
-pid, host, start time, the process group's backend and its clock offset to rank 0), which ``stepscope run``
-merges into ``job.json``.
+pid, host, start time, the process group's backend and its clock offset to rank 0), which
+``stepscope run`` merges into ``job.json``.
 """
 
 from __future__ import annotations

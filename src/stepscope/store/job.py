@@ -346,8 +346,9 @@ class JobData:
         and these, always: ``name``, ``kind``, ``path``, ``job`` (job.json as read, or None),
         ``status`` (see :mod:`stepscope.store.job_status`), ``status_reason`` (why the status
         is not the one recorded, else None), ``ended``, ``nodes``, ``ranks`` (rank -> ``node``,
-        ``node_id``, ``clock_offset_us``, ``ended`` and the rank file's or job.json's fields, plus ``kineto`` metadata when the rank has a Kineto trace),
-        ``first_timestamp_us`` and ``last_timestamp_us`` (None without data).
+        ``node_id``, ``clock_offset_us``, ``ended`` and the rank file's or job.json's fields,
+        plus ``kineto`` metadata when the rank has a Kineto trace), ``first_timestamp_us`` and
+        ``last_timestamp_us`` (None without data).
         """
         self._cache.load()
         job = self._job_json()
