@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -275,6 +278,25 @@ def test_rules_on_a_running_job_leave_the_live_engines_folder_alone(tmp_path, ca
     assert set(statuses.values()) <= {"InProgress", "IssuesFound"}, lines
     assert not any("job ended" in line for line in lines), lines
     assert read_results(elsewhere) and not (job / "rule-output").exists()
+
+
+def test_rules_on_the_job_of_a_killed_launcher_write_its_own_folder(tmp_path, capsys):
+    # job.json says Running for ever once `stepscope run` was killed with SIGKILL: no live
+    # engine writes the job's rule-output any more, and refusing it left the job without verdicts
+    job = generate_job(tmp_path / "killed", **TINY_JOB)
+    _as_if_running(job)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = socket.gethostname()
+    info = json.loads((job / "job.json").read_text())
+    launcher = {"host": host, "pid": gone.pid, "start_time": None}
+    (job / "job.json").write_text(json.dumps({**info, "launcher": launcher}))
+    for rank_file in job.rglob("framework/ranks/*.json"):  # its command is gone too
+        rank = json.loads(rank_file.read_text())
+        rank_file.write_text(json.dumps({**rank, "hostname": host, "pid": gone.pid}))
+    assert cli_main(["rules", str(job)]) == 0
+    assert read_results(job / "rule-output")
+    assert "InProgress" not in capsys.readouterr().out
 
 
 def test_a_report_of_a_running_job_before_its_first_verdicts_judges_the_data_so_far(

@@ -302,13 +302,14 @@ def rule_output_dir(job: Any, output_dir: str | os.PathLike[str] | None) -> Path
 
 
 def still_running(job: Any) -> bool:
-    """Whether ``stepscope run`` still runs ``job``: its ``job.json`` says Running and it has
-    not ended. Its live rule engine writes the job's ``rule-output`` meanwhile."""
+    """Whether ``stepscope run`` still runs ``job``: it has a ``job.json``, has not ended, and
+    its status is Running (see :mod:`stepscope.store.job_status`: the job of a killed launcher
+    is not). Its live rule engine writes the job's ``rule-output`` meanwhile."""
     metadata = getattr(job, "metadata", None)
     if not isinstance(metadata, dict):
         return False
-    recorded = metadata.get("job") or {}
-    return recorded.get("status") == "Running" and not metadata.get("ended")
+    running = metadata.get("status") == "Running" and not metadata.get("ended")
+    return bool(metadata.get("job")) and running
 
 
 def run_rules(
