@@ -211,17 +211,21 @@ def test_profile_samples_the_system_metrics_of_the_node_until_the_block_ends(
             time.sleep(0.2)
     (pid,) = _monitor_pids(output)  # one monitor, and it stopped with the block
     assert not pid_running(pid)
-    records = [
-        json.loads(line)
-        for path in output.glob("system/incremental/*/*.algo-1.json")
-        for line in path.read_text().splitlines()
-    ]
-    assert {"cpu", "memory"} <= {r["Type"] for r in records}
+    assert {"cpu", "memory"} <= _system_record_types(output)
     # a node's other ranks leave the monitor to its first local rank
     monkeypatch.setenv("LOCAL_RANK", "1")
     with stepscope.profile(config, job_dir=tmp_path / "second"):
         pass
     assert not (tmp_path / "second" / "profiler-output" / "monitor.log").exists()
+
+
+def _system_record_types(output: Path) -> set[str]:
+    """The ``Type`` of every system record the node's monitor wrote into ``output``."""
+    return {
+        json.loads(line)["Type"]
+        for path in output.glob("system/incremental/*/*.algo-1.json")
+        for line in path.read_text().splitlines()
+    }
 
 
 def test_a_block_shorter_than_the_monitors_start_up_still_has_its_system_metrics(
@@ -236,12 +240,7 @@ def test_a_block_shorter_than_the_monitors_start_up_still_has_its_system_metrics
         torch.randn(64, 64) @ torch.randn(64, 64)
     (pid,) = _monitor_pids(output)
     assert not pid_running(pid)
-    records = [
-        json.loads(line)
-        for path in output.glob("system/incremental/*/*.algo-1.json")
-        for line in path.read_text().splitlines()
-    ]
-    assert {"cpu", "memory"} <= {r["Type"] for r in records}
+    assert {"cpu", "memory"} <= _system_record_types(output)
 
 
 def test_rank_and_node_come_from_torchrun_variables() -> None:

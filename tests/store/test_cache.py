@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -112,22 +112,31 @@ def test_open_tmp_files_are_never_read(job: Path) -> None:
     assert _count(data, "events") == expected
 
 
-def test_a_job_still_being_written_shows_more_rows_after_refresh(job: Path, tmp_path: Path) -> None:
+def _timeline_written_later(job: Path, aside: Path) -> tuple[list[Path], Callable[[], int]]:
+    """The second half of the job's timeline files, moved to ``aside`` as if not written yet,
+    and what writes them back and returns how many events they hold."""
     pevents = sorted((job / "profiler-output/framework/pevents").glob("*/*.json"))
-    aside = tmp_path / "aside"
-    aside.mkdir()
     late = pevents[len(pevents) // 2 :]
+    aside.mkdir()
     for path in late:
         shutil.move(path, aside / path.name)
+
+    def write_them() -> int:
+        for path in late:
+            shutil.move(aside / path.name, path)
+        return sum(sum(1 for e in json.loads(p.read_text()) if e.get("ph") == "X") for p in late)
+
+    return late, write_them
+
+
+def test_a_job_still_being_written_shows_more_rows_after_refresh(job: Path, tmp_path: Path) -> None:
+    late, write_them = _timeline_written_later(job, tmp_path / "aside")
     data = open_job(job)
     data.refresh()
     first = _count(data, "events")
-    for path in late:
-        target = next(p for p in pevents if p.name == path.name)
-        shutil.move(aside / path.name, target)
+    added = write_them()
     assert data.refresh() is True
     assert sorted(data.last_refresh_files) == sorted(p.relative_to(job).as_posix() for p in late)
-    added = sum(sum(1 for e in json.loads(p.read_text()) if e.get("ph") == "X") for p in late)
     assert _count(data, "events") == first + added
 
 
@@ -136,22 +145,15 @@ def test_rows_another_process_converted_are_new_rows_for_every_reader(
 ) -> None:
     """The live rule engine, the UI and a notebook refresh one cache: whichever converts the
     new files, the others' refresh must say there are new rows, or they keep stale answers."""
-    pevents = sorted((job / "profiler-output/framework/pevents").glob("*/*.json"))
-    aside = tmp_path / "aside"
-    aside.mkdir()
-    late = pevents[len(pevents) // 2 :]
-    for path in late:
-        shutil.move(path, aside / path.name)
+    _, write_them = _timeline_written_later(job, tmp_path / "aside")
     data = open_job(job)
     data.refresh()
     first = _count(data, "events")
-    for path in late:
-        shutil.move(aside / path.name, path)
+    added = write_them()
     other = "from stepscope.store import open_job; import sys; open_job(sys.argv[1]).refresh()"
     subprocess.run([sys.executable, "-c", other, str(job)], check=True, timeout=120)
     assert data.refresh() is True
     assert data.last_refresh_files == []  # the other process read them
-    added = sum(sum(1 for e in json.loads(p.read_text()) if e.get("ph") == "X") for p in late)
     assert _count(data, "events") == first + added
     assert data.refresh() is False
 
