@@ -131,16 +131,13 @@ def _refuse_unless_running(job_dir: Path) -> None:
     :raises ConfigError: the job has ended.
     """
     from stepscope.errors import ConfigError
-    from stepscope.store.filesystem import LocalFiles
-    from stepscope.store.job_status import RUNNING, job_status, rank_records
-    from stepscope.store.layout import job_has_ended, profiler_output_dir
+    from stepscope.store.job_status import RUNNING, output_status
+    from stepscope.store.layout import profiler_output_dir
 
     info = _job_info(job_dir)
     if info is None:
         return
-    output = profiler_output_dir(job_dir)
-    ranks = rank_records(LocalFiles(output), "")
-    status = job_status(info, ended=job_has_ended(output), ranks=ranks)
+    status = output_status(profiler_output_dir(job_dir), info)
     if status.status != RUNNING:
         why = f" ({status.reason})" if status.reason else ""
         raise ConfigError(

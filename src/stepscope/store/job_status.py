@@ -20,16 +20,19 @@ import socket
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any  # Any: job.json's and the rank files' JSON values
 
 import orjson
 
-from stepscope.store.filesystem import SourceFiles
+from stepscope.store.filesystem import LocalFiles, SourceFiles
+from stepscope.store.layout import job_has_ended
 
 __all__ = [
     "WRITTEN_LATELY_S",
     "Status",
     "job_status",
+    "output_status",
     "process_gone",
     "process_identity",
     "rank_records",
@@ -133,6 +136,19 @@ def job_status(
     if last_write_s is not None and time.time() - last_write_s >= WRITTEN_LATELY_S:
         return Status(COMPLETED)
     return Status(RUNNING)
+
+
+def output_status(
+    output: Path,
+    job: Mapping[str, Any] | None,
+    *,
+    last_write_s: float | None = None,
+) -> Status:
+    """:func:`job_status` of the local profiler output folder ``output`` (a job folder's
+    ``profiler-output``, or SageMaker Debugger output itself), from its end marker and rank
+    files; ``job`` and ``last_write_s`` as there."""
+    ranks = rank_records(LocalFiles(output), "")
+    return job_status(job, ended=job_has_ended(output), ranks=ranks, last_write_s=last_write_s)
 
 
 def _running_ranks(ranks: Iterable[Mapping[str, Any]]) -> bool:

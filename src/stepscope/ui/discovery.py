@@ -29,9 +29,8 @@ from typing import Any, Literal  # Any: the JSON values of an answer
 
 from stepscope.errors import JobNotFoundError, UnsupportedFormatError
 from stepscope.store import is_kineto_trace
-from stepscope.store.filesystem import LocalFiles
-from stepscope.store.job_status import job_status, rank_records
-from stepscope.store.layout import job_has_ended, profiler_output_dir, trace_name
+from stepscope.store.job_status import output_status
+from stepscope.store.layout import profiler_output_dir, trace_name
 
 __all__ = [
     "MAX_DEPTH",
@@ -271,11 +270,7 @@ def _stepscope_entry(root: Path, folder: Path) -> JobEntry:
         meta = {}
     status: JobStatus = "unknown"
     if meta:
-        output = profiler_output_dir(folder)
-        ranks = rank_records(LocalFiles(output), "")
-        status = _JOB_STATUS.get(
-            job_status(meta, ended=job_has_ended(output), ranks=ranks).status, "unknown"
-        )
+        status = _JOB_STATUS.get(output_status(profiler_output_dir(folder), meta).status, "unknown")
     end_us = _number(meta.get("end_time_us"))
     nodes = meta.get("nodes")
     return _entry(
@@ -313,10 +308,7 @@ def _sagemaker_entry(root: Path, folder: Path, output: Path) -> JobEntry:
     )
     candidates = [newest[1], closed, *map(str, (output / "framework").glob("*.tmp"))]
     written = [t for t in map(_mtime, candidates) if t is not None]
-    ranks = rank_records(LocalFiles(output), "")
-    state = job_status(
-        None, ended=job_has_ended(output), ranks=ranks, last_write_s=max(written, default=None)
-    )
+    state = output_status(output, None, last_write_s=max(written, default=None))
     status = _JOB_STATUS[state.status] if written or state.status != "Running" else "unknown"
     start_us = min(minutes) * 1e6 if minutes else None
     end_us = (max(minutes) + 60) * 1e6 if minutes else None
