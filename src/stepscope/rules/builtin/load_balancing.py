@@ -7,9 +7,9 @@ compared with the Jensen-Shannon distance (base-2 logarithm, so 0 = same workloa
 a pair further apart than ``threshold`` is a violation. GPUs linked by closer pairs form groups
 of similar workload; the GPUs outside a group larger than any other are *imbalanced* (with one
 GPU at 30 % and seven at 80 % only the first is named), and with no such majority (four at 30 %,
-four at 80 %) the message describes the groups. SageMaker's loop never compared two different GPUs (its inner loop was mis-indented),
-so it never fired. Defaults: threshold 0.5 and patience 10, as the AWS documentation says (the
-original code used 0.2 and 1000).
+four at 80 %) the message describes the groups. SageMaker's loop never compared two different
+GPUs (its inner loop was mis-indented), so it never fired. Defaults: threshold 0.5 and patience
+10, as the AWS documentation says (the original code used 0.2 and 1000).
 """
 
 from __future__ import annotations
