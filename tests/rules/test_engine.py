@@ -224,7 +224,7 @@ def test_a_long_job_is_scanned_in_windows_of_six_hours(job):
         job, "algo-1", "Step:ModeKeys.TRAIN", times + 1000, 500_000, step=np.arange(len(times))
     )
     session = RuleSession(job, ["OverallSystemUsage", "StepOutlier"])
-    windows = session._windows(job.connect(), int(times[-1]) + 1)
+    windows = session._windows(job.connect(), int(times[-1]) + 1, final=True)
     assert len(windows) >= 3
     assert all(stop - start <= 6 * 3600 * 1_000_000 for start, stop in windows[1:])
     session.advance(final=True)
@@ -311,3 +311,25 @@ def test_a_report_of_a_running_job_before_its_first_verdicts_judges_the_data_so_
     text = report.read_text()
     assert 'class="badge InProgress"' in text and "job ended" not in text
     assert [p.name for p in (job / "rule-output").iterdir()] == [report.name]
+
+
+def test_a_running_job_younger_than_the_scan_lag_is_waiting_for_data_not_without_it(tmp_path):
+    # The live scans stay two minutes behind the newest record: in a job's first two minutes
+    # every rule said "No GPU metrics." (or "No system metrics.", "No framework events.") on a
+    # job that has them, until the scans caught up.
+    from stepscope.rules import RuleSession
+    from stepscope.store import open_job
+
+    job = generate_job(tmp_path / "young", minutes=1, gpus=2, cpus=4)
+    _as_if_running(job)
+    session = RuleSession(open_job(job), ["CPUBottleneck", "LowGPUUtilization", "StepOutlier"])
+    for _ in range(2):  # before the first scan, and after one that judged nothing yet
+        for name, result in session.results().items():
+            assert result.status == "InProgress", (name, result.message)
+            assert result.message.startswith("Waiting for data"), (name, result.message)
+            assert "No " not in result.message, (name, result.message)
+        session.advance()
+    session.advance(final=True)
+    final = session.results()
+    assert final["CPUBottleneck"].datapoints > 0 and final["StepOutlier"].datapoints > 0
+    assert not any(r.message.startswith("Waiting") for r in final.values())

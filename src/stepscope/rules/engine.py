@@ -50,6 +50,13 @@ _STREAM_GRACE_US = 120_000_000
 #: No scan window holds more than this much data time (offline passes over long jobs).
 _MAX_WINDOW_US = 3600 * 1_000_000
 
+#: What every rule says while the job runs and the scans have not reached its first record.
+_WAITING = Verdict(
+    applicable=False,
+    message="Waiting for data: while the job runs, the rules judge records once they are two "
+    "minutes old.",
+)
+
 _OLDEST_SQL = """
 SELECT least((SELECT min(timestamp_us) FROM system), (SELECT min(start_us + dur_us) FROM events))
 """
@@ -110,7 +117,8 @@ class RuleSession:
         self.final = self.final or final
         if end_us is None or end_us <= self.watermark_us:
             return False
-        for start, stop in self._windows(con, end_us):
+        windows = self._windows(con, end_us, final)
+        for start, stop in windows:
             window = ScanWindow(
                 con,
                 start,
@@ -125,7 +133,7 @@ class RuleSession:
             finally:
                 window.close()
             self.watermark_us = stop
-        return True
+        return bool(windows)
 
     def _connect(self) -> Any:
         """The job's connection over its segments as they are now.
@@ -148,8 +156,9 @@ class RuleSession:
 
         return isinstance(self.job, JobData)
 
-    def _windows(self, con: Any, end_us: int) -> list[tuple[int, int]]:
-        """``[watermark, end)`` cut into windows of at most an hour of data.
+    def _windows(self, con: Any, end_us: int, final: bool) -> list[tuple[int, int]]:
+        """``[watermark, end)`` cut into windows of at most an hour of data; none before the
+        first record is due (the watermark stays at 0: nothing judged yet).
 
         A long job is scanned in pieces so that no query holds more than an hour of samples
         and events at once; the rules give the same verdicts however the data is cut.
@@ -157,8 +166,8 @@ class RuleSession:
         start = self.watermark_us
         if start == 0:
             oldest = con.execute(_OLDEST_SQL).fetchone()[0]
-            if oldest is None:
-                return [(0, end_us)]
+            if oldest is None or oldest >= end_us:
+                return [(0, end_us)] if final else []
             first_cut = (int(oldest) // _MAX_WINDOW_US + 1) * _MAX_WINDOW_US
         else:
             first_cut = start + _MAX_WINDOW_US
@@ -217,6 +226,8 @@ class RuleSession:
                 if names:
                     known = {n: verdicts[n] for n in names if n in verdicts}
                     verdicts[name] = rule.evaluate_from(known)
+                elif self.watermark_us == 0 and not self.final:
+                    verdicts[name] = _WAITING
                 else:
                     verdicts[name] = rule.evaluate()
             except Exception as exc:
