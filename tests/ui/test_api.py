@@ -663,3 +663,44 @@ def test_the_job_list_is_bounded(jobs_root: Path, make_client):
     body = make_client([jobs_root]).get("/api/jobs").json()
     assert len(body["jobs"]) == 1000 and body["truncated"] is True
     assert body["jobs"][0]["name"] == "job-1000"  # newest first
+
+
+def test_step_time_counts_each_step_once_and_trace_steps_as_train(
+    jobs_root: Path, make_client, table_opener
+):
+    """A rank with detailed-profiling windows has its steps twice: as Step events and as the
+    ``ProfilerStep#N`` ranges of its traces; the panel showed the ranges as a second series. A
+    rank with only a trace's ranges (a bare PyTorch profiler trace) has them as its TRAIN steps,
+    as the rules and the statistics count them."""
+    from stepscope.testing import TableJob, event_row
+
+    from .conftest import step_events, system_rows
+
+    def ranges(steps: range, node: str, rank: int) -> list[dict]:
+        return [
+            event_row(
+                source="pt_trace",
+                node=node,
+                rank=rank,
+                category="user_annotation",
+                name=f"ProfilerStep#{s}",
+                start_us=T0_US + s * 300_000.0,
+                dur_us=240_000.0,
+                step=s,
+            )
+            for s in steps
+        ]
+
+    def open_job(path: Path) -> TableJob:
+        job = table_opener(path)
+        events = step_events(50) + ranges(range(10, 20), "algo-1", 0)
+        events += ranges(range(30), "algo-2", 1)
+        return TableJob(path, system_rows(), events, job.metadata)
+
+    write_job_folder(jobs_root, "detailed")
+    client = make_client([jobs_root], job_opener=open_job)
+    job = job_ids(client)["detailed"]
+    load_and_wait(client, job)
+    steps = client.get(f"/api/jobs/{job}/dashboard/step_time").json()
+    assert [s["name"] for s in steps["series"]] == ["TRAIN"]
+    assert steps["series"][0]["stats"]["count"] == 50 + 30

@@ -88,7 +88,8 @@ def test_without_sampled_gpu_utilization_the_trace_kernels_are_used(gpu_job):
 
 def test_steps_breakdown_and_annotation_histogram(gpu_job):
     steps = compute_panel("step_time", gpu_job, PanelQuery())
-    assert [s["name"] for s in steps["series"]] == ["ProfilerStep"]
+    # a bare trace's steps are its ProfilerStep ranges, TRAIN steps as the rules count them
+    assert [s["name"] for s in steps["series"]] == ["TRAIN"]
     assert steps["series"][0]["stats"]["count"] == 3  # ProfilerStep#4-6
     breakdown = compute_panel("step_breakdown", gpu_job, PanelQuery())
     assert breakdown["categories"] == ["rank 0"]

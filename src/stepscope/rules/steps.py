@@ -15,17 +15,18 @@ single step of that rank.
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Any
 
 from stepscope._sql import sql_text
 
-__all__ = ["CANDIDATES_SQL", "step_conditions"]
+__all__ = ["step_conditions", "step_conditions_of"]
 
 _STEP_EVENT = "category LIKE 'Step:ModeKeys.%'"
 #: A trace's step range on the CPU (not its GPU mirror, ``gpu_user_annotation``).
 _PROFILER_STEP = "(name LIKE 'ProfilerStep#%' AND category <> 'gpu_user_annotation')"
 
 #: The ranks of a window's events that have step events or trace step ranges, and which.
-CANDIDATES_SQL = (
+_CANDIDATES_SQL = (
     f"SELECT DISTINCT node, rank, {_STEP_EVENT} AS is_step_event FROM {{events}} "
     f"WHERE ph = 'X' AND ({_STEP_EVENT} OR {_PROFILER_STEP})"
 )
@@ -51,3 +52,13 @@ def step_conditions(
         "steps": f"({_STEP_EVENT} OR ({_PROFILER_STEP} AND NOT {in_repeated}))",
         "repeated_steps": f"({_PROFILER_STEP} AND {in_repeated})",
     }
+
+
+def step_conditions_of(con: Any, events: str) -> dict[str, str]:
+    """:func:`step_conditions` for the ranks of the events ``events`` (a view or a subquery)
+    holds, asked of the DuckDB connection ``con``."""
+    ranks = con.execute(_CANDIDATES_SQL.format(events=events)).fetchall()
+    return step_conditions(
+        [(node, rank) for node, rank, is_step_event in ranks if is_step_event],
+        [(node, rank) for node, rank, is_step_event in ranks if not is_step_event],
+    )

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.rules.steps import CANDIDATES_SQL, step_conditions
+from stepscope.rules.steps import step_conditions_of
 
 __all__ = ["SNAPSHOT_GAP_US", "ScanWindow", "earliest_event_start", "split_by"]
 
@@ -147,11 +147,7 @@ class ScanWindow:
         ``repeated_steps``, it is a trace's range of a step that a step event counts already
         (:mod:`stepscope.rules.steps`); decided once per window from its events."""
         if self._step_conditions is None:
-            ranks = self.con.execute(CANDIDATES_SQL.format(events=self.events_sql())).fetchall()
-            self._step_conditions = step_conditions(
-                [(node, rank) for node, rank, is_step_event in ranks if is_step_event],
-                [(node, rank) for node, rank, is_step_event in ranks if not is_step_event],
-            )
+            self._step_conditions = step_conditions_of(self.con, self.events_sql())
         return self._step_conditions
 
     def snapshots(self) -> dict[str, np.ndarray]:

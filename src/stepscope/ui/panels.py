@@ -29,6 +29,7 @@ from stepscope import analysis
 from stepscope._natural import natural_key
 from stepscope.analysis.kernels import KernelOrder
 from stepscope.analysis.utilization import DeviceKind
+from stepscope.rules.steps import step_conditions_of
 from stepscope.store.kineto import is_unix_time
 from stepscope.ui.profiles import ProfileJob
 
@@ -378,11 +379,14 @@ def _share_pie(
 
 # --- steps and annotations ---------------------------------------------------------------------
 
+#: Each step once, in its mode: a trace's ``ProfilerStep#N`` ranges are TRAIN steps on a rank
+#: without Step events, and repeat steps a Step event counts on a rank with both (as the rules
+#: count them, :mod:`stepscope.rules.steps`).
 _STEP_DURATIONS_SQL = """
-SELECT CASE WHEN category LIKE 'Step:%' THEN category ELSE 'ProfilerStep' END AS series, dur_us
+SELECT CASE WHEN category LIKE 'Step:%' THEN category ELSE 'Step:ModeKeys.TRAIN' END AS series,
+       dur_us
 FROM events
-WHERE ph = 'X' AND dur_us > 0
-  AND (category LIKE 'Step:%' OR (category = 'user_annotation' AND name LIKE 'ProfilerStep#%'))
+WHERE ph = 'X' AND dur_us > 0 AND {steps}
 """
 
 
@@ -422,7 +426,9 @@ def histogram(
 
 
 def _step_time(job: ProfileJob, query: PanelQuery) -> dict[str, Any]:
-    frame = job.connect().execute(_STEP_DURATIONS_SQL).df()
+    con = job.connect()
+    steps = step_conditions_of(con, "events")["steps"]
+    frame = con.execute(_STEP_DURATIONS_SQL.format(steps=steps)).df()
     if frame.empty:
         return empty(
             "This job has no steps: the step time distribution appears once the training "
