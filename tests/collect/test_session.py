@@ -59,6 +59,32 @@ def test_explicit_steps_and_modes(tmp_path: Path) -> None:
     assert rank["clock_offset_us"] == 0.0 and rank["world_size"] == 1
 
 
+def test_a_bare_step_call_marks_a_boundary(tmp_path: Path) -> None:
+    # ``stepscope.step()`` written as a call, as ``torch.profiler``'s ``step()`` is, did nothing:
+    # it only worked in a ``with``, so a script that called it got no steps and no warning.
+    session = Session(_config(), tmp_path / "job" / "profiler-output").start()
+    try:
+        for _ in range(3):
+            assert stepscope.step().number == session.step  # the step begun here
+            time.sleep(0.01)
+        stepscope.step("EVAL")
+        time.sleep(0.01)
+        with stepscope.step("TRAIN") as number:  # a with-step ends at its block's end
+            assert number == 4
+            time.sleep(0.01)
+    finally:
+        session.stop()
+    events = read_events(tmp_path / "job")
+    train = steps(events, "TRAIN")
+    assert [e["args"]["step_num"] for e in train] == ["0", "1", "2", "3"]
+    assert [e["args"]["step_num"] for e in steps(events, "EVAL")] == ["0"]
+    # each bare call ends the step before it: the steps follow each other
+    ordered = sorted(train + steps(events, "EVAL"), key=lambda e: e["start_us"])
+    for before, after in zip(ordered, ordered[1:], strict=False):
+        assert before["end_us"] <= after["start_us"] + 1
+    assert all(e["end_us"] - e["start_us"] >= 10_000 for e in ordered)
+
+
 def test_profile_instruments_torch_and_set_mode_predicts(tmp_path: Path) -> None:
     model = torch.nn.Linear(4, 2)
     with stepscope.profile(_config(), job_dir=tmp_path / "job") as session:

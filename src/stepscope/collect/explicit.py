@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from stepscope.collect.monitor import MonitorHandle
     from stepscope.config import ProfilerConfig
 
-__all__ = ["profile", "set_mode", "step"]
+__all__ = ["StepMark", "profile", "set_mode", "step"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,27 +61,44 @@ def _check_mode(mode: str, owner: str) -> str:
     return upper
 
 
-@contextlib.contextmanager
-def step(mode: str = "TRAIN") -> Iterator[int]:
-    """Mark one step explicitly: ``with stepscope.step("EVAL"): ...``.
+class StepMark:
+    """A step begun by :func:`step`: its global number, and a context manager that ends it."""
+
+    def __init__(self, session: Session | None, number: int) -> None:
+        self._session = session
+        #: the global step number, or -1 outside a session
+        self.number = number
+
+    def __enter__(self) -> int:
+        return self.number
+
+    def __exit__(self, *exc_info: object) -> None:
+        session, self._session = self._session, None
+        # a bare step() call inside the block began another step: that one goes on
+        if session is not None and session.in_step and session.step == self.number:
+            session.guard.wrap("session.step_end", session.end_step)()
+
+
+def step(mode: str = "TRAIN") -> StepMark:
+    """Begin a step explicitly, ending the one before: call ``stepscope.step()`` where each step
+    begins, or wrap one step in ``with stepscope.step("EVAL"): ...`` to end it with the block.
 
     Steps are detected automatically (optimizer steps, forward passes in eval mode); a script
     that marks its own steps switches that detection off for the rest of the session, so no step
-    is counted twice. Outside a session this does nothing and yields ``-1``.
+    is counted twice. The last step a bare call begins ends with the session. Outside a session
+    this does nothing (the mark's number is ``-1``).
 
     :param mode: ``TRAIN``, ``EVAL``, ``PREDICT`` or ``GLOBAL``.
     """
     checked = _check_mode(mode, "step")
     session = get_active_session()
     if session is None or not session.enabled:
-        yield -1
-        return
+        return StepMark(None, -1)
     session.explicit_steps = True
     number = session.guard.wrap("session.step_begin", session.begin_step)(checked)
-    try:
-        yield -1 if number is None else number
-    finally:
-        session.guard.wrap("session.step_end", session.end_step)()
+    if number is None:  # the guard caught a failure
+        return StepMark(None, -1)
+    return StepMark(session, number)
 
 
 def set_mode(mode: str | None) -> None:
