@@ -33,3 +33,34 @@ def test_durations_of_one_name_on_a_real_trace(shared_fixtures, tmp_path):
     assert steps["step"].tolist() == [2, 3, 4, 5, 6]
     assert (steps["dur_us"] > 0).all()
     assert annotation_durations(job, "no such annotation").empty
+
+
+def test_stepscope_annotations_count_once_inside_and_outside_detailed_windows(tmp_path):
+    # stepscope.annotate() writes its spans to the job's timeline (category "Annotation"), and
+    # inside a detailed window also to the window's trace (a record_function range). Only the
+    # trace's ranges were annotations here, so the UI's custom histogram could not find a name
+    # annotated outside a window, and would count one inside it twice.
+    import time
+
+    import stepscope
+    from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
+    from stepscope.store import open_job
+
+    detailed = DetailedProfilingConfig(start_step=2, num_steps=2)
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(detailed_profiling_config=detailed)
+    )
+    with stepscope.profile(config, job_dir=tmp_path / "job"):
+        for _ in range(6):
+            with stepscope.annotate("load batch"):
+                time.sleep(0.002)
+            stepscope.step()
+    job = open_job(tmp_path / "job", cache_dir=tmp_path / "cache")
+    traced = job.connect().execute(
+        "SELECT count(*) FROM events WHERE category = 'user_annotation' AND name = 'load batch'"
+    )
+    assert traced.fetchone()[0] == 2  # the window's two steps, in its trace too
+    names = annotation_names(job).set_index("name")
+    assert names.loc["load batch", "count"] == 6
+    durations = annotation_durations(job, "load batch")
+    assert len(durations) == 6 and (durations["dur_us"] >= 2_000).all()

@@ -1,9 +1,13 @@
-"""User annotations (``torch.profiler.record_function`` ranges): their names and durations.
+"""User annotations: their names, and for one name the duration of every occurrence.
 
-The names a user gave to parts of the step (``## forward ##``, ``nccl:all_reduce``,
-``Optimizer.step#SGD.step``, ``enumerate(DataLoader)#...``), excluding the profiler's own
-``ProfilerStep#N`` ranges, and for one name the duration of every occurrence, ready for a
-histogram. ``on_gpu=True`` reads the same annotations projected on the GPU streams
+Two kinds of spans are annotations: those ``stepscope.annotate`` (and ``smprof``) write to the
+job's timeline (category ``Annotation``), and the ``torch.profiler.record_function`` ranges of a
+PyTorch profiler trace (``user_annotation``: ``## forward ##``, ``nccl:all_reduce``,
+``Optimizer.step#SGD.step``, ``enumerate(DataLoader)#...``), without the profiler's own
+``ProfilerStep#N`` ranges. Inside a detailed-profiling window a stepscope annotation is both (it
+also opens a ``record_function`` range): on a rank that has a name as a timeline annotation,
+the trace's ranges of that name repeat it and are left out, so each occurrence counts once.
+``on_gpu=True`` reads the annotations projected on the GPU streams instead
 (``gpu_user_annotation``: from the first to the last kernel launched inside the range).
 """
 
@@ -18,9 +22,30 @@ if TYPE_CHECKING:
 
 __all__ = ["annotation_durations", "annotation_names"]
 
+#: The phase of ``stepscope.annotate``'s spans (``stepscope.collect.events.ANNOTATION_PHASE``).
+_TIMELINE = "Annotation"
 
-def _category(on_gpu: bool) -> str:
-    return "gpu_user_annotation" if on_gpu else "user_annotation"
+
+def _annotations_sql(on_gpu: bool, where: str) -> str:
+    """A query of the annotations (``node, rank, name, step, start_us, dur_us``) that meet
+    ``where``: each occurrence once (see the module docstring)."""
+    columns = "node, rank, name, step, start_us, dur_us"
+    if on_gpu:
+        return (
+            f"SELECT {columns} FROM events "
+            f"WHERE ph = 'X' AND category = 'gpu_user_annotation' AND {where}"
+        )
+    return f"""
+        WITH spans AS (
+            SELECT category, {columns} FROM events
+            WHERE ph = 'X' AND category IN ('{_TIMELINE}', 'user_annotation')
+              AND name NOT LIKE 'ProfilerStep#%' AND {where}
+        ), timeline AS (SELECT DISTINCT node, rank, name FROM spans WHERE category = '{_TIMELINE}')
+        SELECT {columns} FROM spans WHERE category = '{_TIMELINE}'
+        UNION ALL
+        SELECT {columns} FROM (SELECT * FROM spans WHERE category = 'user_annotation')
+        ANTI JOIN timeline USING (node, rank, name)
+        """
 
 
 def annotation_names(job: Any, *, rank: int | None = None, on_gpu: bool = False) -> pd.DataFrame:
@@ -35,9 +60,7 @@ def annotation_names(job: Any, *, rank: int | None = None, on_gpu: bool = False)
     frame: pd.DataFrame = con.sql(
         f"""
         SELECT name, count(*) AS count, sum(dur_us) AS total_us, avg(dur_us) AS avg_us
-        FROM events
-        WHERE ph = 'X' AND category = '{_category(on_gpu)}' AND name NOT LIKE 'ProfilerStep#%'
-              {rank_clause(rank)}
+        FROM ({_annotations_sql(on_gpu, "TRUE" + rank_clause(rank))})
         GROUP BY name ORDER BY total_us DESC, name
         """
     ).df()
@@ -55,10 +78,10 @@ def annotation_durations(
     con = events_connection(job)
     frame: pd.DataFrame = con.execute(
         f"""
-        SELECT rank, step, start_us, dur_us FROM events
-        WHERE ph = 'X' AND category = '{_category(on_gpu)}' AND name = ?{rank_clause(rank)}
+        SELECT rank, step, start_us, dur_us
+        FROM ({_annotations_sql(on_gpu, "name = $name" + rank_clause(rank))})
         ORDER BY rank, start_us
         """,
-        [name],
+        {"name": name},
     ).df()
     return frame
