@@ -704,3 +704,44 @@ def test_step_time_counts_each_step_once_and_trace_steps_as_train(
     steps = client.get(f"/api/jobs/{job}/dashboard/step_time").json()
     assert [s["name"] for s in steps["series"]] == ["TRAIN"]
     assert steps["series"][0]["stats"]["count"] == 50 + 30
+
+
+def test_an_annotation_outside_the_listed_names_still_gets_its_histogram(
+    jobs_root: Path, make_client, table_opener
+):
+    # The drop-down lists the 500 names of largest total time; any other one typed in answered
+    # "404 No annotation of that name in this job." although the job has it.
+    from stepscope.testing import TableJob, event_row
+
+    def open_job(path: Path) -> TableJob:
+        job = table_opener(path)
+        job.add(
+            events=[
+                event_row(
+                    source="pythontimeline",
+                    category="Annotation",
+                    name=f"block-{n}",
+                    start_us=T0_US + n * 1_000.0,
+                    dur_us=1_000.0 - n,
+                )
+                for n in range(600)
+            ]
+        )
+        return job
+
+    write_job_folder(jobs_root, "many")
+    client = make_client([jobs_root], job_opener=open_job)
+    job = job_ids(client)["many"]
+    load_and_wait(client, job)
+    listed = client.get(f"/api/jobs/{job}/annotations").json()["annotations"]
+    assert "block-599" not in listed and len(listed) == 500
+    response = client.get(
+        f"/api/jobs/{job}/dashboard/annotation_histogram", params={"annotation": "block-599"}
+    )
+    assert response.status_code == 200, response.text
+    (series,) = response.json()["series"]
+    assert series["name"] == "block-599" and series["stats"]["count"] == 1
+    missing = client.get(
+        f"/api/jobs/{job}/dashboard/annotation_histogram", params={"annotation": "block-600"}
+    )
+    assert missing.status_code == 404
