@@ -13,15 +13,17 @@ import threading
 import webbrowser
 from collections.abc import Sequence
 
+from stepscope._optional import require
 from stepscope.errors import ConfigError, ServeError
-from stepscope.ui.app import create_app
-from stepscope.ui.security import is_loopback, new_token
 
 __all__ = ["DEFAULT_PORT", "serve"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8765
+
+#: what the UI runs on (the ``ui`` extra): the web framework, the server, plotly.js for charts
+_UI_PACKAGES = ("fastapi", "uvicorn", "plotly")
 
 #: addresses that bind every interface -> the loopback address the local browser opens
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
@@ -48,7 +50,12 @@ def serve(
     :param settings_path: see :func:`~stepscope.ui.app.create_app`.
     :param idle_threshold_s: see :func:`~stepscope.ui.app.create_app`.
     """
+    for package in _UI_PACKAGES:
+        require(package, extra="ui", feature="the Profiler UI")
     import uvicorn
+
+    from stepscope.ui.app import create_app
+    from stepscope.ui.security import is_loopback, new_token
 
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise ConfigError("serve.port", port, "an integer from 1 to 65535")
