@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 from stepscope.errors import MissingDependencyError
 
-__all__ = ["require"]
+__all__ = ["require", "require_installed"]
 
 
 def require(module: str, *, extra: str | None, feature: str) -> ModuleType:
@@ -22,3 +23,18 @@ def require(module: str, *, extra: str | None, feature: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError:
         raise MissingDependencyError(module.split(".")[0], extra, feature) from None
+
+
+def require_installed(module: str, *, extra: str | None, feature: str) -> None:
+    """Raise :class:`MissingDependencyError` unless ``module`` is installed, without importing it:
+    for a feature that imports it in a process of its own (torch in the demo's training run),
+    which would otherwise start, fail there and leave a failed job behind.
+
+    The parameters are :func:`require`'s; ``module`` is a top-level package name.
+    """
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a module marked absent, or a broken package
+        found = False
+    if not found:
+        raise MissingDependencyError(module, extra, feature)

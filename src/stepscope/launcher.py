@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope._atomic import write_atomic
+from stepscope._optional import require_installed
 from stepscope.config import ProfilerConfig, job_config_path
 from stepscope.errors import ConfigError, StepscopeError
 from stepscope.store.layout import job_name
@@ -194,6 +195,12 @@ def _check_command(command: list[str], nproc_per_node: int) -> None:
         )
     if nproc_per_node == 1:
         return
+    # the ranks start through torch.distributed.run, in this interpreter
+    require_installed(
+        "torch",
+        extra="torch",
+        feature="running several processes per node through torch.distributed.run",
+    )
     if _torchrun_arguments(command) is not None:
         raise ConfigError(
             "nproc_per_node",

@@ -41,3 +41,29 @@ def test_the_ui_without_the_ui_extra_names_the_extra(tmp_path: Path, package: st
     assert "Traceback" not in served.stderr
     assert served.stderr.startswith(f"stepscope: error: the Profiler UI needs the '{package}'")
     assert "pip install 'stepscope[ui]'" in served.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "feature"),
+    [
+        (["demo", "--steps-per-epoch", "2"], "stepscope demo"),
+        (
+            ["run", "--nproc-per-node", "2", "--", "train.py"],
+            "running several processes per node through torch.distributed.run",
+        ),
+    ],
+    ids=["demo", "run-nproc-per-node"],
+)
+def test_a_command_that_trains_in_stepscopes_interpreter_needs_torch_before_it_starts(
+    tmp_path: Path, argv: list[str], feature: str
+) -> None:
+    # both ran the job anyway: torch's import failed in the child, the job ended Failed
+    (tmp_path / "train.py").write_text("print('trained')\n")
+    result = _stepscope_without(["torch"], argv, tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        f"stepscope: error: {feature} needs the 'torch' package, which is not installed. "
+        "Install it with: pip install 'stepscope[torch]'\n"
+    )
+    assert "trained" not in result.stdout
+    assert not (tmp_path / "stepscope-jobs").exists(), "no job folder for a job that cannot run"

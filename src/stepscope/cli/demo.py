@@ -103,8 +103,10 @@ def demo_rules() -> list[Any]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from stepscope._optional import require_installed
     from stepscope.launcher import launch
 
+    require_installed("torch", extra="torch", feature="stepscope demo")
     training_steps = args.epochs * args.steps_per_epoch
     command = [
         sys.executable,
