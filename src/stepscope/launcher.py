@@ -36,7 +36,7 @@ from typing import Any
 from stepscope._atomic import write_atomic
 from stepscope._optional import require_installed
 from stepscope.config import ProfilerConfig, job_config_path
-from stepscope.errors import ConfigError, StepscopeError
+from stepscope.errors import ConfigError, MissingDependencyError, StepscopeError
 from stepscope.store.layout import job_name
 
 __all__ = ["Job", "JobStatus", "launch"]
@@ -135,7 +135,8 @@ def launch(
     :param on_start: called with the :class:`Job` once its folder exists, as the command
         starts (where to look at it while it trains).
     :param on_status: called with (rule name, status dict) whenever a rule's status changes.
-    :param report: write the HTML report at the end.
+    :param report: write the HTML report at the end (without plotly, the ``ui`` extra, the job
+        runs with a warning and no report).
     """
     command = [os.fspath(command)] if isinstance(command, (str, os.PathLike)) else list(command)
     if isinstance(args, str) or not all(isinstance(arg, str) for arg in args):
@@ -153,6 +154,7 @@ def launch(
     from stepscope.rules import build_rules
 
     build_rules(rules)  # a bad rule list fails now, not after hours of training
+    report = report and _report_can_be_written()
     config = _job_config(profiler_config)
     job = Job(path=_make_job_dir(job_dir, command))
     config = _with_local_path(config, job.profiler_output)
@@ -623,6 +625,17 @@ def _run_rules_offline(job: Job, rules: Sequence[Any] | None) -> None:
         run_rules(job.path, rules)
     except StepscopeError as exc:
         logger.warning("rules could not run on %s: %s", job.path, exc)
+
+
+def _report_can_be_written() -> bool:
+    """Whether the report's plotly (the ``ui`` extra) is installed. Without it the job runs, and
+    says so once as it starts, instead of failing to write the report at every update."""
+    try:
+        require_installed("plotly", extra="ui", feature="the HTML profiling report")
+    except MissingDependencyError as exc:
+        logger.warning("%s (this job runs without it)", exc)
+        return False
+    return True
 
 
 def _write_report(job: Job) -> None:

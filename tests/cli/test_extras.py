@@ -1,12 +1,14 @@
 """The commands of an install without an optional extra: what needs the extra names it.
 
-Each command runs in its own interpreter in which the extra's packages cannot be imported
-(``sys.modules[name] = None`` is how Python marks a module as absent), as in an environment where
-``pip install stepscope`` left the extra out.
+Each command runs where the extra's packages cannot be imported, in its own processes too (the
+rule engine, the monitor): a ``sitecustomize`` on ``PYTHONPATH`` marks them absent the way Python
+does (``sys.modules[name] = None``), as in an environment where ``pip install stepscope`` left
+the extra out.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +19,17 @@ import pytest
 def _stepscope_without(
     packages: list[str], argv: list[str], cwd: Path
 ) -> subprocess.CompletedProcess[str]:
-    code = "".join(f"sys.modules[{package!r}] = None\n" for package in packages)
-    code = f"import sys\n{code}from stepscope.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    absent = cwd / "absent-packages"
+    absent.mkdir(exist_ok=True)
+    (absent / "sitecustomize.py").write_text(
+        "import sys\n" + "".join(f"sys.modules[{package!r}] = None\n" for package in packages)
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(absent), env.get("PYTHONPATH")]))
     return subprocess.run(
-        [sys.executable, "-c", code, *argv],
+        [sys.executable, "-m", "stepscope", *argv],
         cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -67,3 +75,22 @@ def test_a_command_that_trains_in_stepscopes_interpreter_needs_torch_before_it_s
     )
     assert "trained" not in result.stdout
     assert not (tmp_path / "stepscope-jobs").exists(), "no job folder for a job that cannot run"
+
+
+def test_a_run_without_plotly_says_once_that_it_writes_no_report(tmp_path: Path) -> None:
+    # the rule engine logged a traceback at each report update, then the end warned again
+    (tmp_path / "train.py").write_text("print('trained')\n")
+    result = _stepscope_without(["plotly"], ["run", "--", "train.py"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "trained" in result.stdout
+    assert "Traceback" not in result.stderr
+    warning = (
+        "stepscope: the HTML profiling report needs the 'plotly' package, which is not "
+        "installed. Install it with: pip install 'stepscope[ui]' (this job runs without it)"
+    )
+    assert result.stderr.count("needs the 'plotly' package") == 1, result.stderr
+    assert warning in result.stderr
+    (job,) = (tmp_path / "stepscope-jobs").iterdir()
+    assert (job / "rule-output" / "ProfilerReport" / "status.json").is_file()
+    assert not (job / "rule-output" / "profiler-report.html").exists()
+    assert "Report:" not in result.stdout + result.stderr
