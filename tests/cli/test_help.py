@@ -1,4 +1,5 @@
-"""Every option a subcommand's ``--help`` lists is documented where users learn stepscope."""
+"""Every option a subcommand's ``--help`` lists is documented where users learn stepscope, and
+``stepscope --version`` says which stepscope it is."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from stepscope.cli import COMMANDS
+import stepscope
+from stepscope.cli import COMMANDS, main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,3 +34,11 @@ def test_every_option_in_help_is_documented(command: str) -> None:
         if not any(re.search(re.escape(o) + r"(?![\w-])", docs) for o in action.option_strings)
     ]
     assert not missing, f"stepscope {command} options in no doc: {missing}"
+
+
+def test_version_is_the_packages(capsys: pytest.CaptureFixture[str]) -> None:
+    # --version was refused: "the following arguments are required: COMMAND"
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"stepscope {stepscope.__version__}\n"

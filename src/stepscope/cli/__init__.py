@@ -15,6 +15,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from stepscope import __version__
 from stepscope.errors import ConfigError, StepscopeError
 
 __all__ = ["COMMANDS", "main"]
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Local-first profiler for deep-learning training jobs.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("--version", action="version", version=f"stepscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (_, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text, description=help_text)
