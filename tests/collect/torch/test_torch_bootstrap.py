@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import venv
 from pathlib import Path
 
 from tests.collect.torch.torchjob import TRAIN_SCRIPT, profiled_env, read_events, run_script, steps
 
+from stepscope.collect.bootstrap import BOOTSTRAP_DIR
 from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
 
 QUIET = ProfilerConfig(
@@ -116,3 +118,24 @@ def test_pool_workers_the_script_spawns_profile_nothing(tmp_path: Path) -> None:
     cprofile = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
     windows = sorted(p.name.split("-", 1)[0] for p in cprofile.iterdir())
     assert windows == ["posthookclose", "prestepzero"]
+
+
+def test_a_python_without_stepscope_says_which_one_and_runs_unprofiled(tmp_path: Path) -> None:
+    # it said only "not profiling this process (No module named 'stepscope')", which named
+    # neither the interpreter the command ran (often another environment's) nor what to do
+    venv.create(tmp_path / "other-env", with_pip=False)
+    other_python = tmp_path / "other-env" / "bin" / "python"
+    env = profiled_env(tmp_path / "job", QUIET, PYTHONPATH=str(BOOTSTRAP_DIR))
+    result = subprocess.run(
+        [str(other_python), "-c", "print('trained')"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "trained\n"
+    assert result.stderr == (
+        f"stepscope: not profiling this process: {other_python} cannot import stepscope "
+        "(No module named 'stepscope'); install stepscope where the command's Python finds it\n"
+    )

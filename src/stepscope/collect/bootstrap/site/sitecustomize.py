@@ -14,8 +14,11 @@ def _install_stepscope() -> None:
         return
     try:
         from stepscope.collect.bootstrap import install
-    except ImportError as exc:  # stepscope is not importable by this interpreter
-        sys.stderr.write(f"stepscope: not profiling this process ({exc})\n")
+    except ImportError as exc:  # the command runs a Python of another environment
+        sys.stderr.write(
+            f"stepscope: not profiling this process: {sys.executable} cannot import stepscope "
+            f"({exc}); install stepscope where the command's Python finds it\n"
+        )
         return
     install()
 
