@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import pstats
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from tests.collect.torch.torchjob import TRAIN_SCRIPT, losses, read_events, run_script, steps
+from tests.collect.torch.torchjob import (
+    TRAIN_SCRIPT,
+    losses,
+    profiled_env,
+    read_events,
+    run_script,
+    steps,
+)
 
 from stepscope.config import (
     DetailedProfilingConfig,
@@ -134,6 +144,42 @@ def test_pyinstrument_writes_json_and_html(tmp_path: Path) -> None:
     data = json.loads((step_folders[0] / "python_stats.json").read_text())
     assert "root_frame" in data
     assert "<html" in (step_folders[0] / "python_stats.html").read_text().lower()
+
+
+def test_pyinstrument_not_installed_is_said_once_and_the_rest_is_profiled(
+    tmp_path: Path,
+) -> None:
+    # each hook that opened a window failed with a MissingDependencyError traceback
+    absent = tmp_path / "absent-packages"
+    absent.mkdir()
+    # chained to by stepscope's sitecustomize: pyinstrument is absent from the script's Python
+    (absent / "sitecustomize.py").write_text("import sys\nsys.modules['pyinstrument'] = None\n")
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            python_profiling_config=PythonProfilingConfig(
+                start_step=1, num_steps=2, python_profiler="pyinstrument"
+            )
+        )
+    )
+    env = profiled_env(tmp_path / "job", config)
+    env["PYTHONPATH"] += os.pathsep + str(absent)
+    (tmp_path / "train.py").write_text(TRAIN_SCRIPT)
+    result = subprocess.run(
+        [sys.executable, "train.py", "--steps", "4"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (
+        "stepscope: no Python profiles: Python profiling with pyinstrument needs the "
+        "'pyinstrument' package, which is not installed. Install it with: "
+        "pip install 'stepscope[pyinstrument]'\n"
+    )
+    assert len(losses(result)) == 4
+    assert len(steps(read_events(tmp_path / "job"))) == 4
 
 
 @pytest.mark.parametrize("tool", ["cprofile", "pyinstrument"])

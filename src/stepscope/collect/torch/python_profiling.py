@@ -53,9 +53,11 @@ from pathlib import Path
 from typing import Any
 
 from stepscope._atomic import write_atomic
+from stepscope._optional import require
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session
 from stepscope.collect.torch.patches import Patches
+from stepscope.errors import MissingDependencyError
 from stepscope.store.layout import (
     CPROFILE_STATS_FILE,
     PYINSTRUMENT_STATS_FILES,
@@ -174,6 +176,7 @@ class PythonProfiler:
         self._writers: list[threading.Thread] = []
         self._atexit_registered = False
         self._told_of_other_profiler = False
+        self._told_of_no_pyinstrument = False
         self._patches = Patches()
         self._before_scripts_cprofile = session.guard.wrap(
             "python_profiler.give_way", self._give_way
@@ -307,9 +310,9 @@ class PythonProfiler:
             return
         tool = str(config.python_profiler.value).lower()
         if tool == "pyinstrument":
-            from stepscope._optional import require
-
-            pyinstrument = require("pyinstrument", extra="pyinstrument", feature="pyinstrument")
+            pyinstrument = self._pyinstrument()
+            if pyinstrument is None:
+                return
             profiler: Any = pyinstrument.Profiler()
             profiler.start()
         else:
@@ -319,6 +322,19 @@ class PythonProfiler:
             profiler.enable()
         start_mode = kind if kind != "step" else "global"
         self._window = _Window(tool, profiler, kind, step, (start_mode, now_us()))
+
+    def _pyinstrument(self) -> Any:
+        """The pyinstrument module, or ``None`` (said once) when it is not installed: its windows
+        are left out and the rest is profiled; a live update to cProfile still takes effect."""
+        try:
+            return require(
+                "pyinstrument", extra="pyinstrument", feature="Python profiling with pyinstrument"
+            )
+        except MissingDependencyError as exc:
+            if not self._told_of_no_pyinstrument:
+                self._told_of_no_pyinstrument = True
+                logger.warning("stepscope: no Python profiles: %s", exc)
+            return None
 
     def _leave_to_other_profiler(self) -> None:
         if not self._told_of_other_profiler:
