@@ -89,6 +89,8 @@ def test_the_wheel_holds_every_file_of_the_package(source: Path, wheel: Path) ->
     package = {name.removeprefix("src/") for name in _files(source, "src/stepscope")}
     assert package <= held, f"the wheel lacks {sorted(package - held)}"
     assert f"\nVersion: {stepscope.__version__}\n" in metadata
+    # it said >=3.10, where pip found no duckdb>=2.0 and failed on that instead of naming Python
+    assert "\nRequires-Python: >=3.11\n" in metadata
     assert "stepscope = stepscope.cli:main" in entry_points
 
 
