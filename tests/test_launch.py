@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,4 +61,21 @@ def test_launch_refuses_a_script_that_is_not_there(tmp_path: Path) -> None:
         launch(str(tmp_path / "trian.py"), job_dir=job_dir)
     assert caught.value.parameter == "command"
     assert str(tmp_path / "trian.py") in str(caught.value)
+    assert not job_dir.exists()
+
+
+@pytest.mark.parametrize(
+    "flags", [["-I"], ["-E"], ["-S"], ["-u", "-BI"], ["-W", "ignore", "-E"]], ids=" ".join
+)
+def test_launch_refuses_an_interpreter_flag_that_would_leave_the_script_unprofiled(
+    tmp_path: Path, flags: list[str]
+) -> None:
+    # the script ran, without the bootstrap, and the job ended with no framework data, unsaid
+    script = tmp_path / "train.py"
+    script.write_text("print('trained')\n")
+    job_dir = tmp_path / "job"
+    with pytest.raises(ConfigError) as caught:
+        launch([sys.executable, *flags, str(script)], job_dir=job_dir)
+    assert caught.value.parameter == "command"
+    assert "drop that option" in str(caught.value)
     assert not job_dir.exists()

@@ -117,7 +117,8 @@ def launch(
     :param command: the training command, e.g. ``["python", "train.py", "--epochs", "3"]``, or
         one script or program alone (``"train.py"``, never split at spaces); a leading ``*.py``
         script runs with this Python. A script that does not exist (leading, or given to
-        ``python`` or ``torchrun``), or a program that cannot be found, is a
+        ``python`` or ``torchrun``), a program that cannot be found, or a Python interpreter
+        given ``-I``, ``-E`` or ``-S`` (which skip the instrumentation) is a
         :class:`ConfigError` before the job starts.
     :param args: arguments added after ``command``: ``launch("train.py", args=["--epochs",
         "3"])``.
@@ -195,6 +196,14 @@ def _check_command(command: list[str], nproc_per_node: int) -> None:
         raise ConfigError(
             "command", script, "a Python script that exists", f"No file {Path(script).resolve()}."
         )
+    if Path(program).name.startswith("python") and _flags_without_bootstrap(command[1:]):
+        raise ConfigError(
+            "command",
+            " ".join(command),
+            "a Python interpreter that reads PYTHONPATH and imports sitecustomize",
+            "Its -I, -E or -S option keeps stepscope's instrumentation out of the script, which "
+            "would run unprofiled: drop that option.",
+        )
     if nproc_per_node == 1:
         return
     # the ranks start through torch.distributed.run, in this interpreter
@@ -243,6 +252,26 @@ def _after_python_options(words: list[str]) -> list[str]:
     ):
         index += 2 if words[index] in _PYTHON_VALUE_OPTIONS else 1
     return words[index:]
+
+
+#: the interpreter's flags that skip PYTHONPATH (-I, -E) or sitecustomize (-S, -I)
+_PYTHON_NO_BOOTSTRAP_FLAGS = frozenset("IES")
+
+
+def _flags_without_bootstrap(words: list[str]) -> set[str]:
+    """Those of a Python interpreter's flags (``words`` after the interpreter) that keep the
+    bootstrap out; flags may be grouped (``-uI``), and -W and -X end a group with their value."""
+    found: set[str] = set()
+    options = words[: len(words) - len(_after_python_options(words))]
+    for word in options:
+        if not word.startswith("-") or word.startswith("--") or word in _PYTHON_VALUE_OPTIONS:
+            continue
+        for flag in word[1:]:
+            if flag in "WX":
+                break
+            if flag in _PYTHON_NO_BOOTSTRAP_FLAGS:
+                found.add(flag)
+    return found
 
 
 def _torchrun_arguments(command: list[str]) -> list[str] | None:

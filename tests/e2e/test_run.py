@@ -618,3 +618,19 @@ def test_a_job_whose_end_could_not_be_recorded_is_not_running_once_its_launcher_
     assert (job_dir / "profiler-output" / "training_job_end.ts").exists()
     assert _job(job_dir)["status"] == "Running"
     assert _status_everywhere(job_dir) == ("Failed", "failed")
+
+
+def test_an_interpreter_with_flags_that_keep_the_bootstrap_is_profiled(
+    tmp_path: Path, train_script: Path
+) -> None:
+    # only -I, -E and -S (alone or grouped) are refused; other flags and their values are not
+    from stepscope.launcher import launch
+
+    flags = ["-u", "-Werror::SyntaxWarning", "-X", "utf8", "-B"]
+    job = launch(
+        [sys.executable, *flags, str(train_script), "--steps", "3"],
+        job_dir=tmp_path / "job",
+        report=False,
+    )
+    assert job.status == "Completed", job.info
+    assert list(job.info["ranks"]) == ["0"], "the script was not instrumented"
