@@ -435,3 +435,31 @@ def test_the_monitor_follows_the_interval_and_the_switch_of_the_job_config(tmp_p
     finally:
         assert handle.stop() == 0
     assert ticks() == paused_at, "a paused monitor takes no last snapshot either"
+
+
+def test_a_wall_clock_stepped_back_neither_stops_sampling_nor_dates_samples_back(
+    tmp_path: Path,
+) -> None:
+    # NTP steps the wall clock of the node an hour back half a second into the job: sampling goes
+    # on at its interval, and samples stay in order on the clock the framework events use
+    script = textwrap.dedent(
+        f"""
+        import threading, time
+        wall = time.time
+        started = wall()
+        time.time = lambda: wall() - (3600.0 if wall() - started > 0.5 else 0.0)
+        from stepscope.collect import ScriptedGpuBackend
+        from stepscope.collect.monitor.loop import run_monitor
+        stop = threading.Event()
+        threading.Timer(2.5, stop.set).start()
+        run_monitor({str(tmp_path)!r}, interval_ms=100, gpu_backend=ScriptedGpuBackend([]), stop=stop)
+        """
+    )
+    before_s = time.time()
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    after_s = time.time()
+    stamps = [r["Timestamp"] for r in system_records(tmp_path) if r["Name"] == "cpu0"]
+    assert stamps == sorted(stamps)
+    assert before_s <= stamps[0] and stamps[-1] <= after_s
+    after_the_step = [s for s in stamps if s >= before_s + 1.5]
+    assert len(after_the_step) >= 5

@@ -37,6 +37,7 @@ from types import FrameType
 
 import psutil
 
+from stepscope.collect.clock import now_s
 from stepscope.collect.monitor.gpu import GpuBackend, gpu_backend_from_spec
 from stepscope.collect.monitor.sampler import SystemSampler
 from stepscope.config import ConfigWatcher
@@ -63,7 +64,7 @@ def run_monitor(
     parent_pid: int | None = None,
     gpu_backend: GpuBackend,
     stop: threading.Event | None = None,
-    clock_s: Callable[[], float] = time.time,
+    clock_s: Callable[[], float] = now_s,
     config_path: str | Path | None = None,
     on_ready: Callable[[], None] | None = None,
 ) -> str:
@@ -75,7 +76,9 @@ def run_monitor(
     :param parent_pid: stop when this process is gone (``None``: never).
     :param gpu_backend: the GPU backend; opened here and closed on the way out.
     :param stop: an event that stops the loop when set (SIGTERM sets it in the monitor process).
-    :param clock_s: the wall clock of timestamps and ticks.
+    :param clock_s: the clock of timestamps and ticks, seconds since the epoch (default the
+        collection clock: a wall clock stepped back by NTP would stop the ticks until it caught
+        up and date the samples back, out of order with the job's earlier samples and events).
     :param config_path: the job's configuration file, to follow its interval and
         ``disable_profiler`` as they change (``None``: sample every ``interval_ms`` throughout).
     :param on_ready: called once the counters are primed: from then on a stop gets a sample.

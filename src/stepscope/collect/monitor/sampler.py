@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 import psutil
 
+from stepscope.collect.clock import now_s
 from stepscope.collect.monitor.gpu import GpuBackend
 from stepscope.store import SystemRecord
 
@@ -51,12 +52,11 @@ class SystemSampler:
     """Reads the node's counters and turns the change since the last call into records.
 
     :param gpu_backend: an opened GPU backend (its :meth:`~GpuBackend.sample` is called each time).
-    :param clock_s: the clock of the record timestamps, seconds since the epoch.
+    :param clock_s: the clock of the record timestamps, seconds since the epoch (default the
+        collection clock, which a step of the wall clock does not move).
     """
 
-    def __init__(
-        self, gpu_backend: GpuBackend, *, clock_s: Callable[[], float] = time.time
-    ) -> None:
+    def __init__(self, gpu_backend: GpuBackend, *, clock_s: Callable[[], float] = now_s) -> None:
         self._gpu = gpu_backend
         self._clock_s = clock_s
         self._cpu: list[Any] | None = None
