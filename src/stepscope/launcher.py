@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import logging
 import os
@@ -37,7 +36,7 @@ from stepscope._atomic import write_atomic
 from stepscope._optional import require_installed
 from stepscope.config import ProfilerConfig, job_config_path
 from stepscope.errors import ConfigError, MissingDependencyError, StepscopeError
-from stepscope.store.layout import job_name
+from stepscope.store.layout import job_name, new_job_folder_name
 
 __all__ = ["Job", "JobStatus", "launch"]
 
@@ -348,8 +347,7 @@ def _make_job_dir(job_dir: str | os.PathLike[str] | None, command: Sequence[str]
             )
         path.mkdir(parents=True, exist_ok=True)
         return path
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = (DEFAULT_JOBS_ROOT / f"{_command_name(command)}-{stamp}").resolve()
+    base = (DEFAULT_JOBS_ROOT / new_job_folder_name(_command_name(command))).resolve()
     path, n = base, 1
     while path.exists():
         n += 1

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import calendar
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,19 @@ def test_a_profiled_script_killed_mid_training_leaves_a_failed_job(tmp_path: Pat
     assert metadata["status"] == "Failed"
     assert "rank 0" in metadata["status_reason"]
     assert [entry.status for entry in discover_jobs([tmp_path / "jobs"])] == ["failed"]
+
+
+@pytest.mark.parametrize("how", ["profile", "run"])
+def test_a_new_job_folder_is_named_by_its_start_in_utc(tmp_path: Path, how: str) -> None:
+    # on a machine 13:45 h ahead of UTC, the folder's time agrees with the start every page gives
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPSCOPE_")}
+    env["TZ"] = "Pacific/Chatham"
+    script = [sys.executable, "-c", CODE]
+    argv = script if how == "profile" else [sys.executable, "-m", "stepscope", "run", *script]
+    before_s = int(time.time())
+    subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, timeout=240, check=True)
+    after_s = time.time()
+    [job] = (tmp_path / "stepscope-jobs").iterdir()
+    stamp = "-".join(job.name.split("-")[-2:])
+    named_s = calendar.timegm(time.strptime(stamp, "%Y%m%d-%H%M%S"))
+    assert before_s <= named_s <= after_s

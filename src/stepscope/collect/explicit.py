@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import datetime as _dt
 import functools
 import logging
 import os
@@ -25,7 +24,7 @@ from stepscope.collect.job_end import mark_rank_ended, mark_rank_running
 from stepscope.collect.rank_file import rank_from_env
 from stepscope.collect.session import MODES, Session, get_active_session
 from stepscope.errors import ConfigError
-from stepscope.store.layout import job_name
+from stepscope.store.layout import job_name, new_job_folder_name
 
 if TYPE_CHECKING:
     from stepscope.collect.monitor import MonitorHandle
@@ -116,8 +115,7 @@ def _default_job_dir() -> Path:
     # no script file: sys.argv[0] is "-c" under ``python -c``, "-" for stdin, "" in the REPL
     argv0 = sys.argv[0] if sys.argv else ""
     script = "" if argv0 in ("-c", "-") else Path(argv0).stem
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("stepscope-jobs") / f"{job_name(script, fallback='python')}-{stamp}"
+    return Path("stepscope-jobs") / new_job_folder_name(job_name(script, fallback="python"))
 
 
 @contextlib.contextmanager

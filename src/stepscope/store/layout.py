@@ -63,6 +63,7 @@ __all__ = [
     "job_has_ended",
     "job_name",
     "minute_start_s",
+    "new_job_folder_name",
     "monitor_lock_path",
     "monitor_log_path",
     "node_id_for",
@@ -200,6 +201,13 @@ def job_name(name: str, fallback: str) -> str:
     folder for a path, not an option (``-c`` of ``python -c`` would make ``-c-<time>``);
     ``fallback`` when nothing is left."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or fallback
+
+
+def new_job_folder_name(name: str) -> str:
+    """``<name>-<YYYYMMDD-HHMMSS>``: a new job's folder, named by the time now in UTC, the time
+    every page and the report give (a local time would disagree with them, and repeat itself when
+    the clocks go back)."""
+    return f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
 
 
 def trace_name(file_name: str) -> str:
