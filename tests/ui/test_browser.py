@@ -356,3 +356,13 @@ def test_a_histogram_of_few_steps_counts_in_whole_numbers(page, server):
     expect(ticks.first).to_be_visible()
     labels = ticks.all_text_contents()
     assert labels and all(label.isdigit() for label in labels), labels
+
+
+def test_durations_round_into_the_next_unit_rather_than_show_a_full_one(page, server):
+    # a job of 119.6 s read "1 min 60 s" in the job list
+    page.goto(server["base"] + "/")
+    shown = page.evaluate(
+        "async (seconds) => seconds.map((await import('/static/js/format.js')).formatDuration)",
+        [0.9996, 59.96, 119.6, 3599.7, 7199.9, 61.2],
+    )
+    assert shown == ["1.0 s", "1 min 0 s", "2 min 0 s", "1 h 0 min", "2 h 0 min", "1 min 1 s"]

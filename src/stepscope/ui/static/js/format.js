@@ -17,14 +17,17 @@ export function formatStart(job) {
   return job.own_clock ? "— (no date in the trace)" : formatTime(job.start_us);
 }
 
+// Each unit is chosen by the value as rounded for display, so 119.6 s reads "2 min 0 s", not
+// "1 min 60 s" (nor 59.96 s "60.0 s", nor 0.9996 s "1000 ms").
 export function formatDuration(seconds) {
   if (seconds === null || seconds === undefined) return "—";
-  if (seconds < 1) return `${(seconds * 1000).toFixed(0)} ms`;
-  if (seconds < 60) return `${seconds.toFixed(1)} s`;
-  const minutes = Math.floor(seconds / 60);
-  if (minutes < 60) return `${minutes} min ${Math.round(seconds % 60)} s`;
-  const hours = Math.floor(minutes / 60);
-  return `${hours} h ${minutes % 60} min`;
+  if (Math.round(seconds * 1000) < 1000) return `${Math.round(seconds * 1000)} ms`;
+  if (Math.round(seconds * 10) < 600) return `${seconds.toFixed(1)} s`;
+  const whole = Math.round(seconds);
+  const minutes = Math.floor(whole / 60);
+  if (minutes < 60) return `${minutes} min ${whole % 60} s`;
+  const wholeMinutes = Math.round(seconds / 60);
+  return `${Math.floor(wholeMinutes / 60)} h ${wholeMinutes % 60} min`;
 }
 
 export const STATUS_LABEL = {
