@@ -9,6 +9,7 @@ Screenshots of each page go to ``test-artifacts/`` for a human to look at.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -321,6 +322,17 @@ def test_dashboard_without_a_selected_profile_says_how_to_get_one(page, server):
     page.evaluate("() => window.localStorage.clear()")
     page.reload()
     expect(page.locator(".notice")).to_contain_text("Load a profile")
+
+
+def test_a_running_jobs_duration_is_timed_by_the_server_not_the_browsers_clock(page, server):
+    # a browser on another machine whose clock is an hour behind the server's: the job is no
+    # less under way for it (it read "-3600000 ms")
+    page.clock.set_fixed_time(datetime.fromtimestamp(T0_US / 1e6 - 3600, tz=timezone.utc))
+    page.goto(server["base"] + "/")
+    row = page.locator("#job-list tbody tr", has_text=LIVE_JOB)
+    expect(row).to_contain_text("Running")
+    duration = row.locator("td").nth(4).inner_text()
+    assert re.fullmatch(r"\d+ h \d+ min", duration), duration
 
 
 def test_a_running_jobs_dashboard_stays_live_until_the_job_ends(page, server):

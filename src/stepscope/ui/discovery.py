@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,10 +87,15 @@ class JobEntry:
 
     @property
     def duration_s(self) -> float | None:
-        """Seconds from start to end (to the last data seen for a running SageMaker folder)."""
-        if self.start_us is None or self.end_us is None:
+        """Seconds from start to end (to the last data seen for a running SageMaker folder, to
+        now for a running job: timed by this machine's clock, the one that dated its start,
+        since the browser's may be another machine's, minutes or hours off)."""
+        end_us = self.end_us
+        if end_us is None and self.status == "running":
+            end_us = time.time() * 1e6
+        if self.start_us is None or end_us is None:
             return None
-        return max(0.0, (self.end_us - self.start_us) / 1e6)
+        return max(0.0, (end_us - self.start_us) / 1e6)
 
     def to_json(self) -> dict[str, Any]:
         """The browser-facing view: no path, only the id and what the job list shows."""

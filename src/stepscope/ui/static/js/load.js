@@ -109,13 +109,12 @@ function renderJobs(box, jobs, refresh) {
       onchange: update,
     });
     boxes.push(check);
-    const duration = job.status === "running" && job.start_us ? (Date.now() * 1000 - job.start_us) / 1e6 : job.duration_s;
     return h("tr", { "data-job": job.id },
       h("td", { class: "narrow" }, check),
       h("td", { class: "name" }, job.name, h("div", { class: "muted small" }, kindLabel(job.kind), " · ", job.location)),
       h("td", {}, statusBadge(job.status)),
       h("td", { class: "nowrap", title: job.own_clock ? OWN_CLOCK : null }, formatStart(job)),
-      h("td", { class: "nowrap" }, formatDuration(duration)),
+      h("td", { class: "nowrap" }, formatDuration(job.duration_s)),
       h("td", {}, job.nodes.length ? job.nodes.join(", ") : "—"),
       h("td", {}, h("span", { class: `badge load-${job.load_state}` }, LOAD_LABEL[job.load_state] || job.load_state)));
   });
