@@ -23,7 +23,9 @@ What a row holds:
   ``baseTimeNanoseconds`` (torch ≥ 2.3), ``ts`` is relative to it and ``start_us`` is
   ``baseTimeNanoseconds / 1000 + ts``, i.e. µs since the Unix epoch. Without it, ``start_us`` is
   ``ts`` as written, which older Kineto versions already wrote as µs since the Unix epoch. At
-  epoch magnitudes a float64 keeps 0.25 µs of resolution, so ns fractions are rounded there.
+  epoch magnitudes a float64 keeps 0.25 µs of resolution, so ns fractions are rounded there. A
+  trace stepscope wrote is moved by its ``stepscope`` metadata's ``wall_minus_session_us`` onto
+  the job's clock, which a step of the wall clock during the job does not move.
 * ``step``: N of the ``ProfilerStep#N`` range whose time span contains the event's start (CPU
   events, any thread of the process); GPU events take the step of the runtime or driver call
   that launched them (joined on ``correlation``), and only fall back to their own start time
@@ -46,6 +48,7 @@ before its end) is read on its own clock, with a warning.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import zlib
 from collections.abc import Iterator
@@ -87,7 +90,7 @@ BATCH_ROWS = 65_536
 #: the cache's manifest, and a cache built by another version is read again
 #: (:class:`~stepscope.store.cache.ColumnarCache`): bump it whenever a trace would give
 #: different rows or metadata.
-READER_VERSION = 5
+READER_VERSION = 6
 
 #: 2001-01-01 in µs since the Unix epoch: a trace whose first time is earlier has relative times
 _UNIX_TIMES_FROM_US = 978_307_200e6
@@ -247,7 +250,8 @@ def read_kineto_trace(
     if base_time_ns is None:
         _warn_if_times_are_relative(raw, path, cut=bool(document.problems), warnings=warnings)
     steps = _assign_steps(raw)
-    table = _to_event_table(raw, steps, rank=rank, node=node, base_time_ns=base_time_ns)
+    offset_us = (base_time_ns / 1000.0 if base_time_ns else 0.0) - _wall_minus_job_clock_us(header)
+    table = _to_event_table(raw, steps, rank=rank, node=node, offset_us=offset_us)
     distributed = header.get("distributedInfo")
     distributed = distributed if isinstance(distributed, dict) else {}
     start = pc.min(table["start_us"]).as_py() if table.num_rows else None
@@ -408,13 +412,29 @@ def _assign_steps(raw: pa.Table) -> pa.Array:
     return pa.array(steps, pa.int64())
 
 
+def _wall_minus_job_clock_us(header: dict[str, Any]) -> float:
+    """How far ahead of the job's clock the wall clock was when stepscope wrote this trace (its
+    ``stepscope`` metadata's ``wall_minus_session_us``), 0 for any other trace.
+
+    torch dates a trace by the wall clock, a stepscope job its events by the monotonic clock
+    mapped to the epoch when the process started: when NTP stepped the wall clock in between,
+    the trace's steps would land that far from the job's steps.
+    """
+    metadata = header.get("stepscope")
+    value = metadata.get("wall_minus_session_us") if isinstance(metadata, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0.0
+    return float(value)
+
+
 def _to_event_table(
-    raw: pa.Table, steps: pa.Array, *, rank: int, node: str, base_time_ns: int | None
+    raw: pa.Table, steps: pa.Array, *, rank: int, node: str, offset_us: float
 ) -> pa.Table:
+    """The events in EVENT_SCHEMA, ``offset_us`` added to every ``ts``."""
     rows = raw.num_rows
     start = raw["ts"]
-    if base_time_ns:
-        start = pc.add(start, base_time_ns / 1000.0)
+    if offset_us:
+        start = pc.add(start, offset_us)
     columns = {
         "source": pa.repeat(pa.scalar("kineto", pa.string()), rows),
         "node": pa.repeat(pa.scalar(node, pa.string()), rows),

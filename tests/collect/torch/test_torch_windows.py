@@ -686,3 +686,51 @@ def test_a_torch_profiler_the_script_starts_on_another_thread_does_not_crash_it(
     assert "own trace has mm: True" in result.stdout
     assert "torch cannot save it from here, so it has no trace" in result.stderr
     assert not list((job_dir / "profiler-output").rglob("*.pt.trace.json*"))
+
+
+STEPPED_CLOCK_SCRIPT = """
+import sys, time
+wall = time.time
+time.time = lambda: wall() - 3600.0  # the wall clock steps an hour ahead once profiling started
+import stepscope.collect.clock
+time.time = wall
+import torch
+import stepscope
+from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
+
+detailed = DetailedProfilingConfig(start_step=2, num_steps=2)
+config = ProfilerConfig(framework_profile_params=FrameworkProfile(detailed_profiling_config=detailed))
+model = torch.nn.Linear(16, 16)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+with stepscope.profile(config, job_dir=sys.argv[1]):
+    for _ in range(5):
+        loss = model(torch.randn(8, 16)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_detailed_trace_lines_up_with_its_steps_after_the_wall_clock_stepped(
+    tmp_path: Path,
+) -> None:
+    # torch dates the trace by the wall clock, the job by its own clock: the trace's steps must
+    # land on the job's steps, not an hour after them
+    from stepscope.store import open_job
+
+    job_dir = tmp_path / "job"
+    subprocess.run(
+        [sys.executable, "-c", STEPPED_CLOCK_SCRIPT, str(job_dir)], check=True, timeout=240
+    )
+    job = open_job(job_dir)
+    job.refresh()
+    starts = dict(
+        job.connect()
+        .sql(
+            "SELECT name, min(start_us) FROM events WHERE name = 'ProfilerStep#2' "
+            "OR (name = 'Step:ModeKeys.TRAIN' AND step = 2) GROUP BY name"
+        )
+        .fetchall()
+    )
+    assert set(starts) == {"ProfilerStep#2", "Step:ModeKeys.TRAIN"}
+    assert abs(starts["ProfilerStep#2"] - starts["Step:ModeKeys.TRAIN"]) < 1e6
