@@ -23,7 +23,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -34,6 +33,7 @@ from typing import Any
 
 from stepscope._atomic import write_atomic
 from stepscope._optional import require_installed
+from stepscope.collect.clock import now_us
 from stepscope.config import ProfilerConfig, job_config_path
 from stepscope.errors import ConfigError, MissingDependencyError, StepscopeError
 from stepscope.store.layout import job_name, new_job_folder_name
@@ -419,7 +419,7 @@ def _initial_job_info(
         "hosts": {"algo-1": host},
         # who completes job.json at the end: a reader on this host tells when it is gone
         "launcher": process_identity(),
-        "start_time_us": int(time.time() * 1e6),
+        "start_time_us": int(now_us()),
         "end_time_us": None,
         "status": JobStatus.RUNNING,
         "exit_code": None,
@@ -630,7 +630,9 @@ def _finish(
     watcher.poll()
     ranks = _collect_ranks(job.profiler_output)
     job.info.update(
-        end_time_us=int(time.time() * 1e6),
+        # on the clock of the job's data: a wall clock NTP stepped back during the job would
+        # make the job end before it started
+        end_time_us=int(now_us()),
         status=job.status,
         exit_code=job.exit_code,
         nproc_per_node=_processes_per_node(ranks, job.info["nproc_per_node"]),

@@ -634,3 +634,26 @@ def test_an_interpreter_with_flags_that_keep_the_bootstrap_is_profiled(
     )
     assert job.status == "Completed", job.info
     assert list(job.info["ranks"]) == ["0"], "the script was not instrumented"
+
+
+def test_a_wall_clock_stepped_back_during_the_job_leaves_its_duration_whole(
+    tmp_path: Path,
+) -> None:
+    # NTP steps the wall clock an hour back once the job has started: job.json still says the
+    # job took about the two seconds it ran, not minus an hour
+    job_dir = tmp_path / "job"
+    launcher = textwrap.dedent(
+        f"""
+        import os, sys, time
+        wall = time.time
+        started = os.path.join({str(job_dir)!r}, "job.json")
+        time.time = lambda: wall() - (3600.0 if os.path.exists(started) else 0.0)
+        from stepscope.cli import main
+        sys.exit(main(["run", "--no-report", "--rule", "StepOutlier", "--job-dir",
+                       {str(job_dir)!r}, "--", sys.executable, "-c", "import time; time.sleep(2)"]))
+        """
+    )
+    subprocess.run([sys.executable, "-c", launcher], check=True, timeout=240)
+    meta = json.loads((job_dir / "job.json").read_text())
+    assert meta["status"] == "Completed"
+    assert 2.0 <= (meta["end_time_us"] - meta["start_time_us"]) / 1e6 < 600
