@@ -363,14 +363,16 @@ class Session:
     def _update_active(
         self, step_number: int, *, may_start: bool = True, at_s: float | None = None
     ) -> None:
-        """Set :attr:`active` for ``step_number``, as at Unix time ``at_s`` (default now).
+        """Set :attr:`active` for ``step_number``, as at Unix time ``at_s`` (default now, on
+        the collection clock: a time range lasts its duration even when NTP steps the wall clock,
+        and covers the steps whose events are dated inside it).
         At the step's begin (``may_start=False``) an
         option can only go off (a time range that ended): the step's data loading ran before,
         with the option off, so turning it on there would profile half a step (a time range's
         one step would lose its data-loader events); the next step is judged at this one's end.
         Step boundaries call it only from :attr:`_active_until_step` on: most steps change
         nothing."""
-        now_s = time.time() if at_s is None else at_s
+        now_s = now_us() / 1e6 if at_s is None else at_s
         edges = [sys.maxsize]
         for option, profile_range in self._ranges.items():
             self.active[option] = bool(

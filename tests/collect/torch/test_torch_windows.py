@@ -734,3 +734,40 @@ def test_a_detailed_trace_lines_up_with_its_steps_after_the_wall_clock_stepped(
     )
     assert set(starts) == {"ProfilerStep#2", "Step:ModeKeys.TRAIN"}
     assert abs(starts["ProfilerStep#2"] - starts["Step:ModeKeys.TRAIN"]) < 1e6
+
+
+STEPPED_BACK_SCRIPT = """
+import sys, time
+wall = time.time
+stepped_back = []
+time.time = lambda: wall() - (3600.0 if stepped_back else 0.0)
+import torch
+import stepscope
+from stepscope.config import FrameworkProfile, ProfilerConfig, PythonProfilingConfig
+
+python = PythonProfilingConfig(duration=600.0)  # from the first step on, the whole job
+config = ProfilerConfig(framework_profile_params=FrameworkProfile(python_profiling_config=python))
+model = torch.nn.Linear(16, 16)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+with stepscope.profile(config, job_dir=sys.argv[1]):
+    for step in range(40):
+        loss = model(torch.randn(8, 16)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step == 5:
+            stepped_back.append(True)
+"""
+
+
+def test_a_time_range_lasts_its_duration_when_the_wall_clock_steps_back(tmp_path: Path) -> None:
+    # NTP steps the wall clock an hour back at step 5 of a range of ten minutes: every step of
+    # the job is still in it (it stopped at the step, to start again an hour later)
+    job_dir = tmp_path / "job"
+    subprocess.run(
+        [sys.executable, "-c", STEPPED_BACK_SCRIPT, str(job_dir)], check=True, timeout=240
+    )
+    root = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
+    windows = [parse_python_stats_folder(folder.name) for folder in root.iterdir()]
+    profiled = {w[0].step for w in windows if w is not None and w[0].phase == "stepstart"}
+    assert len(profiled) >= 35, sorted(profiled)
