@@ -172,3 +172,14 @@ def test_a_window_in_seconds_says_where_the_data_is(
             output=tmp_path / "w.html",
         )
     assert caplog.text == ""
+
+
+def test_an_events_own_text_timestamps_plot_it(tmp_path: Path, shared_fixtures: Path) -> None:
+    # a text timestamp stands for its whole µs, as in analyze_batchtime: an event shorter than
+    # a µs has the same start and end text, and that window held it (it was refused as empty)
+    pf = PandasFrame(shared_fixtures / "kineto" / "v100_single_ns_resolution.pt.trace.json.gz")
+    framework = pf.get_all_framework_metrics()
+    event = framework[framework["start_time"] == framework["end_time"]].iloc[0]
+    path = plot_the_window(pf, event["start_time"], event["end_time"], output=tmp_path / "e.html")
+    bars = [t for t in _figure_data(path.read_text(encoding="utf-8")) if t["type"] == "bar"]
+    assert event["framework_metric"] in [name for t in bars for name in t["hovertext"]]

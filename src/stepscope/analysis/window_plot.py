@@ -26,6 +26,7 @@ from stepscope.analysis.pandas_frame import (
     regex_any,
     to_epoch_us,
     warn_if_outside_the_data,
+    window_bound_us,
 )
 from stepscope.errors import ConfigError
 
@@ -57,8 +58,9 @@ def plot_the_window(
 
     :param source: a :class:`~stepscope.analysis.PandasFrame`, a job path, a ``JobData`` or a
         DuckDB connection with ``system`` and ``events`` views.
-    :param start_timestamp: µs since the epoch, or a SageMaker text timestamp; None means the
-        first instant of the job's data (``plot_the_window()`` charts the whole job).
+    :param start_timestamp: µs since the epoch, or a SageMaker text timestamp (standing for its
+        whole µs); None means the first instant of the job's data (``plot_the_window()`` charts
+        the whole job).
     :param end_timestamp: likewise, after the start; None means the last instant of the data.
     :param select_events: regular expressions; events whose name or phase matches are drawn.
     :param select_dimensions: regular expressions; system metrics whose dimension or name matches
@@ -72,7 +74,16 @@ def plot_the_window(
     go = plotly.graph_objects
     con = connect_source(source)[1]
     start_us, end_us = _window_us(con, start_timestamp, end_timestamp)
-    if end_us <= start_us:
+    # what the window holds: a text timestamp stands for its whole µs (as in analyze_batchtime),
+    # so an event's own start and end texts hold it even when it is shorter than a µs
+    low_us, high_us = (
+        float(us) if timestamp is None else window_bound_us(timestamp, parameter, end=end)
+        for us, timestamp, parameter, end in (
+            (start_us, start_timestamp, "plot_the_window.start_timestamp", False),
+            (end_us, end_timestamp, "plot_the_window.end_timestamp", True),
+        )
+    )
+    if high_us <= low_us:
         raise ConfigError(
             "plot_the_window.end_timestamp",
             end_timestamp,
@@ -81,7 +92,7 @@ def plot_the_window(
     path = (
         Path(output) if output is not None else Path(f"stepscope-window-{start_us}-{end_us}.html")
     )
-    bucket_us = max(1, (end_us - start_us) // MAX_POINTS_PER_LINE)
+    bucket_us = max(1.0, (high_us - low_us) // MAX_POINTS_PER_LINE)
     dimensions = regex_any(con, select_dimensions, "plot_the_window.select_dimensions")
     events = regex_any(con, select_events, "plot_the_window.select_events")
     system = con.sql(
@@ -90,7 +101,7 @@ def plot_the_window(
         "WHERE timestamp_us BETWEEN ? AND ? AND (regexp_matches(dimension, ?) OR "
         "regexp_matches(name, ?)) GROUP BY type, node, dimension, name, (timestamp_us - ?) // ? "
         "ORDER BY node, dimension, name, t_s",
-        params=[start_us, start_us, end_us, dimensions, dimensions, start_us, bucket_us],
+        params=[low_us, low_us, high_us, dimensions, dimensions, low_us, bucket_us],
     ).df()
     framework = con.sql(
         "SELECT category, name, (greatest(start_us, ?) - ?) / 1e6 AS t_s, "
@@ -99,19 +110,19 @@ def plot_the_window(
         "(regexp_matches(name, ?) OR regexp_matches(category, ?)) "
         "ORDER BY dur_us DESC LIMIT ?",
         params=[
-            start_us,
-            start_us,
-            end_us,
-            start_us,
-            end_us,
-            start_us,
+            low_us,
+            low_us,
+            high_us,
+            low_us,
+            high_us,
+            low_us,
             events,
             events,
             MAX_EVENTS + 1,
         ],
     ).df()
     if system.empty and framework.empty:
-        warn_if_outside_the_data(con, start_timestamp, end_timestamp, start_us, end_us)
+        warn_if_outside_the_data(con, start_timestamp, end_timestamp, low_us, high_us)
     if len(framework) > MAX_EVENTS:
         logger.warning(
             "More than %d framework events in the window: drawing the %d longest. "
