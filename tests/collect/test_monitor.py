@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import json
 import logging
@@ -463,3 +464,19 @@ def test_a_wall_clock_stepped_back_neither_stops_sampling_nor_dates_samples_back
     assert before_s <= stamps[0] and stamps[-1] <= after_s
     after_the_step = [s for s in stamps if s >= before_s + 1.5]
     assert len(after_the_step) >= 5
+
+
+def test_the_monitor_log_gives_times_in_utc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # on a node 13:45 h ahead of UTC, the log's times agree with the job's, which every page
+    # and the report give in UTC
+    monkeypatch.setenv("TZ", "Pacific/Chatham")
+    before_s = time.time()
+    handle = start_monitor(tmp_path, interval_ms=100, gpu_backend="none")
+    assert handle.stop() == 0
+    first = (tmp_path / "monitor.log").read_text().splitlines()[0]
+    stamp = " ".join(first.split()[:3])
+    assert stamp.endswith(" UTC"), first
+    logged_s = calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%d %H:%M:%S"))
+    assert before_s - 1 <= logged_s <= time.time()

@@ -183,6 +183,16 @@ def run_monitor(
             logger.warning("%d records could not be written", writer.dropped_records)
 
 
+def _utc_formatter() -> logging.Formatter:
+    """Log lines dated in UTC and saying so, as every page and the report give times: the
+    node's local time would disagree with them by its time zone, even on the date."""
+    formatter = logging.Formatter(
+        "%(asctime)s.%(msecs)03d UTC %(levelname)s %(name)s: %(message)s", "%Y-%m-%d %H:%M:%S"
+    )
+    formatter.converter = time.gmtime
+    return formatter
+
+
 def _tell_ready(fd: int | None) -> None:
     """Write to the starter's pipe that the monitor is ready (a starter gone since is fine)."""
     if fd is None:
@@ -236,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_path = monitor_log_path(args.profiler_output_dir)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(log_path)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_utc_formatter())
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.INFO)
