@@ -378,3 +378,13 @@ def test_durations_round_into_the_next_unit_rather_than_show_a_full_one(page, se
         [0.9996, 59.96, 119.6, 3599.7, 7199.9, 61.2],
     )
     assert shown == ["1.0 s", "1 min 0 s", "2 min 0 s", "1 h 0 min", "2 h 0 min", "1 min 1 s"]
+
+
+def test_timeline_durations_round_into_the_next_unit_rather_than_show_a_full_one(page, server):
+    # a slice of 999.9996 µs read "1000.0 µs" in the timeline's details
+    page.goto(server["base"] + "/")
+    shown = page.evaluate(
+        "async (us) => us.map((await import('/static/js/timeline/draw.js')).formatDuration)",
+        [999.9996, 999_999.9996, 1500.0, 2_500_000.0, 0.5],
+    )
+    assert shown == ["1.000 ms", "1.000 s", "1.500 ms", "2.500 s", "0.500 µs"]

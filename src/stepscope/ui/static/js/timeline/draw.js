@@ -48,11 +48,14 @@ function niceStep(span) {
   return 10 * power;
 }
 
+// The unit is chosen by the value as rounded for display: 999.9996 µs reads "1.000 ms", not
+// "1000.0 µs".
 export function formatDuration(us) {
   const a = Math.abs(us);
   if (a === 0) return "0 s";
-  if (a >= 1e6) return `${(us / 1e6).toFixed(a >= 1e7 ? 1 : 3)} s`;
-  if (a >= 1e3) return `${(us / 1e3).toFixed(a >= 1e4 ? 1 : 3)} ms`;
+  const reaches = (scale) => a >= scale || Math.abs(Number((us / (scale / 1e3)).toFixed(1))) >= 1e3;
+  if (reaches(1e6)) return `${(us / 1e6).toFixed(a >= 1e7 ? 1 : 3)} s`;
+  if (reaches(1e3)) return `${(us / 1e3).toFixed(a >= 1e4 ? 1 : 3)} ms`;
   return `${us.toFixed(a >= 10 ? 1 : 3)} µs`;
 }
 
