@@ -541,6 +541,29 @@ def test_a_command_that_starts_its_own_ranks_is_recorded_with_them(tmp_path: Pat
     assert {rank["backend"] for rank in job["ranks"].values()} == {"gloo"}
 
 
+@pytest.mark.slow
+def test_the_torchrun_program_itself_profiles_nothing(tmp_path: Path) -> None:
+    # the `torchrun` console script runs as `python .../torchrun`: its launcher process used to
+    # be profiled as rank 0, its Python profile of the whole run filed under 0-algo-1
+    import pstats
+
+    script = tmp_path / "ddp_train.py"
+    script.write_text(DDP_TRAIN)
+    job_dir = tmp_path / "job"
+    torchrun = [_TORCHRUN, "--standalone", "--nproc-per-node=2"]
+    result = _stepscope(
+        "run", "--no-report", "--job-dir", str(job_dir), "--", *torchrun, str(script)
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(_job(job_dir)["ranks"]) == ["0", "1"]
+    cprofile = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile"
+    profiled = sorted(cprofile.glob("*/*/python_stats"))
+    assert {path.parent.parent.name for path in profiled} == {"0-algo-1", "1-algo-1"}
+    for path in profiled:
+        functions = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+        assert not any(file.endswith("torch/distributed/run.py") for file, _, _ in functions)
+
+
 def test_a_terminal_that_goes_away_leaves_the_job_to_run_to_its_end(
     tmp_path: Path, train_script: Path
 ) -> None:

@@ -103,9 +103,14 @@ _LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 
 def _is_torch_launcher() -> bool:
-    """Whether this process is torchrun itself, which trains nothing."""
+    """Whether this process is torchrun itself, which trains nothing.
+
+    The ``torchrun`` console script runs as ``python .../torchrun ...``: its name is the
+    script's (``sys.argv[0]``), not the interpreter's (``sys.orig_argv[0]``).
+    """
     argv = list(getattr(sys, "orig_argv", sys.argv))
-    if argv and Path(argv[0]).name == "torchrun":
+    script = getattr(sys, "argv", [])[:1]  # an embedded interpreter may have none
+    if any(Path(program).name == "torchrun" for program in (*argv[:1], *script)):
         return True
     return any(a == "-m" and b in _LAUNCHER_MODULES for a, b in zip(argv, argv[1:], strict=False))
 
