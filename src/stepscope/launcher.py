@@ -36,7 +36,7 @@ from stepscope._optional import require_installed
 from stepscope.collect.clock import now_us
 from stepscope.config import ProfilerConfig, job_config_path
 from stepscope.errors import ConfigError, MissingDependencyError, StepscopeError
-from stepscope.store.layout import job_name, new_job_folder_name
+from stepscope.store.layout import job_name, new_job_folder_name, node_name
 
 __all__ = ["Job", "JobStatus", "launch"]
 
@@ -163,17 +163,20 @@ def launch(
     config.to_file(config_path)
 
     child_command = _child_command(command, nproc_per_node)
-    job.info = _initial_job_info(job, command, config, rules, hyperparameters, nproc_per_node)
+    node = node_name(_node_index(command))
+    job.info = _initial_job_info(job, command, config, rules, hyperparameters, nproc_per_node, node)
     _write_job_file(job)
 
     monitor = engine = None
     watcher = _StatusPrinter(job.path, on_status)
     try:
-        monitor = _start_monitor(job, config)
+        monitor = _start_monitor(job, config, node)
         engine = _start_rule_engine(job, rules, report)
         if on_start is not None:
             on_start(job)
-        job.exit_code, job.status = _run_child(child_command, _child_env(job, config_path), watcher)
+        job.exit_code, job.status = _run_child(
+            child_command, _child_env(job, config_path, node), watcher
+        )
     except KeyboardInterrupt:
         # Ctrl-C before the command started: the job ends here, stopped, and stays readable
         job.exit_code, job.status = _INTERRUPTED_EXIT_CODE, JobStatus.STOPPED
@@ -284,6 +287,34 @@ def _torchrun_arguments(command: list[str]) -> list[str] | None:
         if words[:1] == ["-m"] and words[1:2] and words[1] in _TORCHRUN_MODULES:
             return words[2:]
     return None
+
+
+#: torchrun's option for the index of this node, and the variable it reads when the option is absent
+_NODE_RANK_OPTIONS = ("--node-rank", "--node_rank")
+_NODE_RANK_VARIABLE = "PET_NODE_RANK"
+
+
+def _node_index(command: list[str]) -> int:
+    """The 0-based index of the node this command runs on: a multi-node ``torchrun``'s
+    ``--node-rank`` (or ``PET_NODE_RANK``, which torchrun reads in its place); 0 otherwise.
+
+    Its ranks' framework files, its system monitor and ``job.json`` name the node
+    ``algo-<index + 1>``, so two nodes of one job never take each other's names.
+    """
+    arguments = _torchrun_arguments(command)
+    if arguments is None:
+        return 0
+    value = os.environ.get(_NODE_RANK_VARIABLE)
+    for index, word in enumerate(arguments):
+        if word in ("-m", "--module") or (word.endswith(".py") and not word.startswith("-")):
+            break  # what follows is the training script's own
+        option, equals, given = word.partition("=")
+        if option in _NODE_RANK_OPTIONS:
+            value = given if equals else " ".join(arguments[index + 1 : index + 2])
+    try:
+        return max(0, int(value or 0))
+    except ValueError:
+        return 0  # torchrun itself refuses it
 
 
 def _script_of(command: list[str]) -> str:
@@ -406,6 +437,7 @@ def _initial_job_info(
     rules: Sequence[Any] | None,
     hyperparameters: dict[str, Any] | None,
     nproc_per_node: int,
+    node: str,
 ) -> dict[str, Any]:
     from stepscope.collect import describe_hardware
     from stepscope.store.job_status import process_identity
@@ -416,17 +448,17 @@ def _initial_job_info(
         "command": command,
         "cwd": os.getcwd(),
         "host": host,
-        "hosts": {"algo-1": host},
+        "hosts": {node: host},
         # who completes job.json at the end: a reader on this host tells when it is gone
         "launcher": process_identity(),
         "start_time_us": int(now_us()),
         "end_time_us": None,
         "status": JobStatus.RUNNING,
         "exit_code": None,
-        "nodes": ["algo-1"],
+        "nodes": [node],
         "nproc_per_node": nproc_per_node,
         "ranks": {},
-        "hardware": {"algo-1": describe_hardware()},
+        "hardware": {node: describe_hardware()},
         "versions": _versions(),
         "hyperparameters": (
             hyperparameters if hyperparameters is not None else parse_hyperparameters(command)
@@ -476,13 +508,13 @@ def _child_command(command: list[str], nproc_per_node: int) -> list[str]:
     ]
 
 
-def _child_env(job: Job, config_path: Path) -> dict[str, str]:
+def _child_env(job: Job, config_path: Path, node: str) -> dict[str, str]:
     from stepscope.collect.bootstrap import BOOTSTRAP_DIR
 
     env = dict(os.environ)
     env["STEPSCOPE_CONFIG"] = str(config_path)
     env["STEPSCOPE_JOB_DIR"] = str(job.path)
-    env["STEPSCOPE_NODE"] = "algo-1"
+    env["STEPSCOPE_NODE"] = node
     paths = [str(BOOTSTRAP_DIR), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
@@ -562,14 +594,14 @@ def _stop_child(child: subprocess.Popen[bytes]) -> int:
 # -- monitor, rules, and the end of the job ---------------------------------------------------
 
 
-def _start_monitor(job: Job, config: ProfilerConfig) -> Any:
-    """The node's monitor, following the job's configuration file: a job started with the
+def _start_monitor(job: Job, config: ProfilerConfig, node: str) -> Any:
+    """The monitor of ``node``, following the job's configuration file: a job started with the
     profiler disabled gets one too, paused, so that ``stepscope update --enable`` can start it."""
     from stepscope.collect.monitor import start_monitor_or_warn
 
     return start_monitor_or_warn(
         job.profiler_output,
-        node="algo-1",
+        node=node,
         interval_ms=config.system_monitor_interval_millis,
         parent_pid=os.getpid(),
         config_path=job_config_path(job.path),

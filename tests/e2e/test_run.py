@@ -564,6 +564,47 @@ def test_the_torchrun_program_itself_profiles_nothing(tmp_path: Path) -> None:
         assert not any(file.endswith("torch/distributed/run.py") for file, _, _ in functions)
 
 
+@pytest.mark.slow
+def test_each_node_of_a_multi_node_torchrun_job_is_named_by_its_node_rank(tmp_path: Path) -> None:
+    # every node used to call itself algo-1: the second node's ranks, monitor and hardware
+    # took the first node's name
+    from tests.servers import free_port
+
+    script = tmp_path / "ddp_train.py"
+    script.write_text(DDP_TRAIN)
+    rendezvous = ["--nnodes", "2", "--nproc-per-node", "1", "--master-addr", "127.0.0.1"]
+    rendezvous += ["--master-port", str(free_port())]
+    nodes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "stepscope", "run", "--no-report", "--job-dir"]
+            + [str(tmp_path / f"node{index}"), "--", _TORCHRUN, *rendezvous]
+            + [f"--node-rank={index}" if index else "--node_rank", *([] if index else ["0"])]
+            + [str(script)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for index in (0, 1)
+    ]
+    for node in nodes:
+        _, stderr = node.communicate(timeout=240)
+        assert node.returncode == 0, stderr
+    for index in (0, 1):
+        job_dir = tmp_path / f"node{index}"
+        node = f"algo-{index + 1}"
+        job = _job(job_dir)
+        assert job["nodes"] == [node] and list(job["hosts"]) == [node]
+        assert list(job["hardware"]) == [node]
+        assert {(r["rank"], r["node"], r["node_id"]) for r in job["ranks"].values()} == {
+            (index, node, f"{index}-{node}")
+        }
+        output = job_dir / "profiler-output"
+        timelines = list(output.glob("framework/pevents/*/*.json"))
+        assert timelines and all(f"_{index}-{node}_" in path.name for path in timelines)
+        system = list(output.glob("system/incremental/*/*.json"))
+        assert system and all(path.name.endswith(f".{node}.json") for path in system)
+
+
 def test_a_terminal_that_goes_away_leaves_the_job_to_run_to_its_end(
     tmp_path: Path, train_script: Path
 ) -> None:
