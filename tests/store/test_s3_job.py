@@ -125,8 +125,12 @@ def test_a_missing_prefix_is_job_not_found(s3_endpoint: str) -> None:
     from stepscope.errors import JobNotFoundError
 
     boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket="empty")
-    with pytest.raises(JobNotFoundError):
+    with pytest.raises(JobNotFoundError, match="'empty' holds nothing under 'nothing-here/'"):
         open_job("s3://empty/nothing-here")
+    # a typo in the bucket's name used to read as a missing job, with nothing more
+    for url in ("s3://no-such-bucket/run", "s3://no-such-bucket"):
+        with pytest.raises(JobNotFoundError, match="The bucket 'no-such-bucket' does not exist"):
+            open_job(url)
 
 
 def test_a_single_trace_on_s3_reads_like_a_local_one(

@@ -10,6 +10,7 @@ variable ``AWS_ENDPOINT_URL`` is honoured by botocore itself).
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import shutil
 import sys
@@ -24,6 +25,8 @@ from stepscope._optional import require
 from stepscope.errors import StorageAccessError
 
 __all__ = ["FileInfo", "LocalFiles", "RemoteFiles", "SourceFiles", "source_files"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,10 @@ class LocalFiles:
 
     def exists(self) -> bool:
         return self.root.exists()
+
+    def missing_detail(self) -> str:
+        """What is missing when the root does not exist: the path says it all."""
+        return ""
 
     def list_dir(self, rel: str = "") -> list[str]:
         """Names directly inside ``rel`` (empty when it is not a folder)."""
@@ -150,6 +157,20 @@ class RemoteFiles:
             except FileNotFoundError:
                 return False
         return True
+
+    def missing_detail(self) -> str:
+        """What is missing when the root does not exist: on S3 the bucket itself (a typo in its
+        name), or only the prefix inside it."""
+        if not self.url.startswith("s3://"):
+            return ""
+        bucket, _, prefix = self._root.partition("/")
+        try:
+            self.fs.call_s3("head_bucket", Bucket=bucket)
+        except FileNotFoundError:
+            return f"The bucket {bucket!r} does not exist."
+        except Exception:  # refused (a policy limited to a prefix, say): it may well exist
+            logger.debug("cannot tell whether the bucket %s exists", bucket, exc_info=True)
+        return f"The bucket {bucket!r} holds nothing under {prefix + '/'!r}."
 
     def list_dir(self, rel: str = "") -> list[str]:
         try:

@@ -74,7 +74,7 @@ def open_job(
     text = os.fspath(path)
     files = source_files(text, storage_options)
     if not files.exists():
-        raise JobNotFoundError(text)
+        raise JobNotFoundError(text, files.missing_detail())
     single_file = files.is_file("")
     if single_file:
         if not _is_kineto_file(files, text):
