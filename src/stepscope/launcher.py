@@ -36,6 +36,7 @@ from stepscope._optional import require_installed
 from stepscope.collect.clock import now_us
 from stepscope.config import ProfilerConfig, job_config_path
 from stepscope.errors import ConfigError, MissingDependencyError, StepscopeError
+from stepscope.store.filesystem import local_output_path
 from stepscope.store.layout import job_name, new_job_folder_name, node_name
 
 __all__ = ["Job", "JobStatus", "launch"]
@@ -369,7 +370,7 @@ def _with_local_path(config: ProfilerConfig, profiler_output: Path) -> ProfilerC
 
 def _make_job_dir(job_dir: str | os.PathLike[str] | None, command: Sequence[str]) -> Path:
     if job_dir is not None:
-        path = Path(job_dir).expanduser().resolve()
+        path = local_output_path("job_dir", job_dir).expanduser().resolve()
         if path.exists() and not path.is_dir():
             raise ConfigError("job_dir", str(path), "a folder (or a path that does not exist yet)")
         if (path / JOB_FILE).exists():

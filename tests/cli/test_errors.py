@@ -41,6 +41,33 @@ def test_an_output_that_cannot_be_written_is_named_without_a_traceback(
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["report", "{job}", "-o", "s3://bucket/report.html"], "-o"),
+        (["export", "{job}", "-o", "s3://bucket/trace.json"], "-o"),
+        (["rules", "{job}", "--rule", "StepOutlier", "--output-dir", "s3://bucket/rules"], "--output-dir"),
+        (["run", "--job-dir", "s3://bucket/job", "--", sys.executable, "-c", "pass"], "--job-dir"),
+    ],
+    ids=["report", "export", "rules", "run"],
+)  # fmt: skip
+def test_an_s3_output_is_refused_rather_than_written_to_a_local_folder_named_s3(
+    job: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    flag: str,
+) -> None:
+    # the report, the rules' results and a new job went to ./s3:/bucket/..., said to be written
+    monkeypatch.chdir(tmp_path)
+    assert main([arg.format(job=job) for arg in argv]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} must be a local path, got 's3://bucket/" in err
+    assert "copy it to the bucket" in err
+    assert not (tmp_path / "s3:").exists()
+
+
 def test_a_report_of_a_read_only_trace_asks_for_the_report_commands_option(
     shared_fixtures: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -196,6 +223,6 @@ def test_an_export_onto_the_trace_it_reads_is_refused(
     recorded = trace.read_bytes()
     assert main(["export", str(trace), "-o", str(tmp_path / "." / "rank-0.json")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("stepscope: error: output must be a file other than the trace")
+    assert err.startswith("stepscope: error: -o must be a file other than the trace")
     assert "rank-0.json" in err
     assert trace.read_bytes() == recorded

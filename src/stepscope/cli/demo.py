@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepscope.cli.output import (
@@ -40,7 +39,7 @@ def _positive_int(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--job-dir", type=Path, help="the job folder (default: a new one under ./stepscope-jobs/)"
+        "--job-dir", help="the job folder (default: a new one under ./stepscope-jobs/)"
     )
     parser.add_argument(
         "--steps-per-epoch",

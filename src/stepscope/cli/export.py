@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 __all__ = ["add_arguments", "main"]
 
@@ -25,7 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        type=Path,
         help="the file to write (default: <job>.perfetto-trace, or <job>.trace.json.gz for "
         "--format chrome, in the current folder)",
     )
@@ -43,7 +41,8 @@ def main(args: argparse.Namespace) -> int:
     steps = parse_range(args.steps, parameter="--steps", integer=True) if args.steps else None
     time_s = parse_range(args.time, parameter="--time", integer=False) if args.time else None
     with naming_flags(
-        {"steps": "--steps", "time_s": "--time"}, typed={"steps": args.steps, "time_s": args.time}
+        {"steps": "--steps", "time_s": "--time", "output": "-o"},
+        typed={"steps": args.steps, "time_s": args.time},
     ):
         summary = export_trace(
             args.source, args.output, format=args.format, steps=steps, time_s=time_s

@@ -21,7 +21,7 @@ __all__ = ["add_arguments", "main", "naming_flags"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--job-dir", type=Path, help="the job folder (default: a new one under ./stepscope-jobs/)"
+        "--job-dir", help="the job folder (default: a new one under ./stepscope-jobs/)"
     )
     parser.add_argument("--config", type=Path, help="a profiler configuration file (JSON or YAML)")
     parser.add_argument(

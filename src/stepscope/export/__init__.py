@@ -17,6 +17,7 @@ from stepscope.export.chrome import write_chrome_trace
 from stepscope.export.perfetto import write_perfetto_trace
 from stepscope.export.summary import ExportSummary
 from stepscope.export.window import parse_range, resolve_window
+from stepscope.store.filesystem import local_output_path
 
 __all__ = ["EXPORT_FORMATS", "ExportSummary", "export_trace", "format_for", "parse_range"]
 
@@ -62,11 +63,12 @@ def export_trace(
     if format not in EXPORT_FORMATS:
         raise ConfigError("format", format, f"one of {', '.join(EXPORT_FORMATS)}")
     writer, suffix = EXPORT_FORMATS[format]
+    target = local_output_path("output", output) if output is not None else None
     job = open_job(source)
     job.refresh()
     con = job.connect()
     window = resolve_window(con, steps=steps, time_s=time_s)
-    path = Path(output) if output is not None else Path(f"{job.name}{suffix}")
+    path = target if target is not None else Path(f"{job.name}{suffix}")
     if isinstance(job.path, Path) and path.exists() and path.samefile(job.path):
         raise ConfigError(
             "output",

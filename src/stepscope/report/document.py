@@ -30,6 +30,7 @@ from stepscope.rules.engine import (
     still_running,
 )
 from stepscope.rules.status import read_source
+from stepscope.store.filesystem import local_output_path
 
 __all__ = ["REPORT_NAME", "write_report"]
 
@@ -60,7 +61,7 @@ def write_report(job_or_path: Any, *, output: str | os.PathLike[str] | None = No
     except ConfigError:  # a read-only input
         own_results_dir = None
     if output is not None:
-        target = Path(output)
+        target = local_output_path("output", output)
         results_dir = own_results_dir or target.parent
     elif own_results_dir is not None:
         results_dir = own_results_dir

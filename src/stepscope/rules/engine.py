@@ -29,7 +29,7 @@ from stepscope.rules.base import Rule, RuleResult, Verdict
 from stepscope.rules.configs import build_rules
 from stepscope.rules.status import write_results, write_source
 from stepscope.rules.window import ScanWindow, earliest_event_start
-from stepscope.store.filesystem import LocalFiles
+from stepscope.store.filesystem import LocalFiles, local_output_path
 
 __all__ = [
     "RuleSession",
@@ -297,7 +297,7 @@ def rule_output_dir(job: Any, output_dir: str | os.PathLike[str] | None) -> Path
         and no ``output_dir`` was given.
     """
     if output_dir is not None:
-        return Path(output_dir)
+        return local_output_path("output_dir", output_dir)
     path = getattr(job, "path", None)
     local = Path(str(path)) if path is not None and "://" not in str(path) else None
     # by its permission bits, as the cache judges it: root may write anywhere

@@ -22,9 +22,16 @@ from pathlib import Path
 from typing import IO, Any
 
 from stepscope._optional import require
-from stepscope.errors import StorageAccessError
+from stepscope.errors import ConfigError, StorageAccessError
 
-__all__ = ["FileInfo", "LocalFiles", "RemoteFiles", "SourceFiles", "source_files"]
+__all__ = [
+    "FileInfo",
+    "LocalFiles",
+    "RemoteFiles",
+    "SourceFiles",
+    "local_output_path",
+    "source_files",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -295,11 +302,36 @@ def _file_info(rel: str, info: dict[str, Any]) -> FileInfo:
 SourceFiles = LocalFiles | RemoteFiles
 
 
+def _is_remote(text: str) -> bool:
+    """Whether ``text`` is a URL with a scheme other than ``file://``."""
+    return "://" in text and not text.startswith("file://")
+
+
 def source_files(
     path: str | os.PathLike[str], storage_options: dict[str, Any] | None = None
 ) -> SourceFiles:
     """The file access for ``path``: a URL with a scheme goes through fsspec, anything else is local."""
     text = os.fspath(path)
-    if "://" in text and not text.startswith("file://"):
+    if _is_remote(text):
         return RemoteFiles(text, storage_options)
     return LocalFiles(text.removeprefix("file://"))
+
+
+def local_output_path(parameter: str, path: str | os.PathLike[str]) -> Path:
+    """``path``, where ``parameter`` says to write, as a local path.
+
+    Only inputs may be remote: an ``s3://`` output would otherwise become a folder named
+    ``s3:`` in the working directory, and the user would look for it in the bucket.
+
+    :raises ConfigError: ``path`` is a URL such as ``s3://bucket/key``.
+    """
+    text = os.fspath(path)
+    if _is_remote(text):
+        raise ConfigError(
+            parameter,
+            text,
+            "a local path",
+            "stepscope writes to the local disk only: write there, then copy it to the bucket "
+            "(aws s3 cp, or aws s3 sync for a folder).",
+        )
+    return Path(text.removeprefix("file://"))
