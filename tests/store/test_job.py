@@ -66,6 +66,21 @@ def test_sagemaker_output_folder_directly_or_under_a_parent(tmp_path: Path) -> N
     assert direct.metadata["status"] == "Completed" and direct.metadata["ended"] is True
 
 
+def test_output_without_job_json_names_each_nodes_host_from_its_ranks(tmp_path: Path) -> None:
+    # a stepscope.profile() job on two nodes: the Information page said "—" for every host
+    from stepscope.ui.discovery import discover_jobs
+    from stepscope.ui.info import job_information
+
+    job = generate_job(tmp_path / "jobs" / "job", **{**TINY_JOB, "nodes": 2})
+    (job / "job.json").unlink()
+    data = open_job(job, cache_dir=tmp_path / "cache")
+    assert data.metadata["hosts"] == {"algo-1": "host-1", "algo-2": "host-2"}
+    (entry,) = discover_jobs([tmp_path / "jobs"])
+    sections = job_information(entry, data.metadata, {})
+    (nodes,) = (s for s in sections if s["title"] == "Nodes and hardware")
+    assert [row[:2] for row in nodes["table"]] == [["algo-1", "host-1"], ["algo-2", "host-2"]]
+
+
 def test_a_job_folder_whose_profiler_output_is_not_there_yet(tmp_path: Path) -> None:
     (tmp_path / "starting").mkdir()
     (tmp_path / "starting" / "job.json").write_text('{"name": "starting", "status": "Running"}')

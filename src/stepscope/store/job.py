@@ -345,7 +345,8 @@ class JobData:
         Every job.json field (``command``, ``start_time_us``, ``hardware``...) when there is one,
         and these, always: ``name``, ``kind``, ``path``, ``job`` (job.json as read, or None),
         ``status`` (see :mod:`stepscope.store.job_status`), ``status_reason`` (why the status
-        is not the one recorded, else None), ``ended``, ``nodes``, ``ranks`` (rank -> ``node``,
+        is not the one recorded, else None), ``ended``, ``nodes``, ``hosts`` (node -> host
+        name: job.json's, else the one its ranks' files name), ``ranks`` (rank -> ``node``,
         ``node_id``, ``clock_offset_us``, ``ended`` and the rank file's or job.json's fields,
         plus ``kineto`` metadata when the rank has a Kineto trace), ``first_timestamp_us`` and
         ``last_timestamp_us`` (None without data).
@@ -373,6 +374,12 @@ class JobData:
             if kineto is not None:
                 rank = int(kineto.get("rank") if kineto.get("rank") is not None else -1)
                 ranks.setdefault(rank, {})["kineto"] = kineto
+        # output without job.json (stepscope.profile() on several nodes): each rank names its host
+        hosts = {
+            str(rank_info["node"]): str(rank_info["hostname"])
+            for rank_info in rank_files
+            if rank_info.get("node") and rank_info.get("hostname")
+        }
         firsts = [e["first_us"] for e in entries if e.get("first_us") is not None]
         lasts = [e["last_us"] for e in entries if e.get("last_us") is not None]
         if self.kind == "kineto":
@@ -392,6 +399,7 @@ class JobData:
             "status_reason": status.reason,
             "ended": ended or self.kind == "kineto",
             "nodes": sorted(n for n in nodes if n),
+            "hosts": {**hosts, **((job or {}).get("hosts") or {})},
             "ranks": dict(sorted(ranks.items())),
             "first_timestamp_us": min(firsts) if firsts else None,
             "last_timestamp_us": max(lasts) if lasts else None,
