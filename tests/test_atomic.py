@@ -22,6 +22,17 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_temporary_file(tmp_path: 
     assert [p.name for p in tmp_path.iterdir()] == ["status.json"]
 
 
+def test_an_exclusive_write_creates_the_file_once_and_never_replaces_it(tmp_path: Path) -> None:
+    # two launchers given one job folder at once both wrote job.json, each taking the job
+    target = tmp_path / "job.json"
+    write_atomic(target, '{"node": "algo-1"}', exclusive=True)
+    with pytest.raises(FileExistsError):
+        write_atomic(target, '{"node": "algo-2"}', exclusive=True)
+    assert target.read_text() == '{"node": "algo-1"}'
+    assert target.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["job.json"]
+
+
 def test_a_new_file_is_readable_by_others_in_a_new_folder(tmp_path: Path) -> None:
     target = tmp_path / "rule-output" / "profiler-reports" / "StepOutlier.json"
     write_atomic(target, b"{}")

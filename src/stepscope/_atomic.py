@@ -18,7 +18,11 @@ __all__ = ["replacing", "write_atomic"]
 
 @contextlib.contextmanager
 def replacing(
-    path: str | os.PathLike[str], *, suffix: str = ".tmp", make_folder: bool = True
+    path: str | os.PathLike[str],
+    *,
+    suffix: str = ".tmp",
+    make_folder: bool = True,
+    exclusive: bool = False,
 ) -> Iterator[Path]:
     """A new empty file beside ``path`` for the block to write; it replaces ``path`` when the
     block ends, and is removed when the block raises.
@@ -31,6 +35,8 @@ def replacing(
     :param suffix: how the temporary file's name ends (it starts with a dot, hidden from readers).
     :param make_folder: create the folder of ``path`` when it is missing; else that is an error
         naming ``path`` (an output given on a command line, where a typo is likelier).
+    :param exclusive: create ``path`` only if no file is there yet, in one step (a hard link),
+        so that of two processes creating it at once one gets ``FileExistsError``.
     :raises OSError: the folder or the file cannot be written, naming ``path`` when the
         error named no file (a full disk). A folder at ``path`` is named as such, not the
         temporary file the rename would fail on.
@@ -47,7 +53,11 @@ def replacing(
     try:
         yield Path(temporary)
         os.chmod(temporary, 0o644)
-        os.replace(temporary, target)
+        if exclusive:
+            os.link(temporary, target)
+            os.unlink(temporary)
+        else:
+            os.replace(temporary, target)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
@@ -57,14 +67,21 @@ def replacing(
         raise
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, durable: bool = False) -> None:
+def write_atomic(
+    path: str | os.PathLike[str],
+    data: bytes | str,
+    *,
+    durable: bool = False,
+    exclusive: bool = False,
+) -> None:
     """Replace the content of ``path`` with ``data`` (text as UTF-8); see :func:`replacing`.
 
     :param durable: also flush the new content to the disk before the rename (a file that other
         processes start from, such as a job's configuration).
+    :param exclusive: only create ``path``: ``FileExistsError`` when a file is there already.
     :raises OSError: the folder or the file cannot be written; no temporary file is left behind.
     """
-    with replacing(path) as temporary, open(temporary, "wb") as handle:
+    with replacing(path, exclusive=exclusive) as temporary, open(temporary, "wb") as handle:
         handle.write(data.encode() if isinstance(data, str) else data)
         if durable:
             handle.flush()

@@ -159,14 +159,13 @@ def launch(
     config = _job_config(profiler_config)
     job = Job(path=_make_job_dir(job_dir, command))
     config = _with_local_path(config, job.profiler_output)
-    job.profiler_output.mkdir(parents=True, exist_ok=True)
-    config_path = job_config_path(job.path)
-    config.to_file(config_path)
-
     child_command = _child_command(command, nproc_per_node)
     node = node_name(_node_index(command))
     job.info = _initial_job_info(job, command, config, rules, hyperparameters, nproc_per_node, node)
-    _write_job_file(job)
+    _claim_job_folder(job)
+    job.profiler_output.mkdir(parents=True, exist_ok=True)
+    config_path = job_config_path(job.path)
+    config.to_file(config_path)
 
     monitor = engine = None
     watcher = _StatusPrinter(job.path, on_status)
@@ -374,9 +373,7 @@ def _make_job_dir(job_dir: str | os.PathLike[str] | None, command: Sequence[str]
         if path.exists() and not path.is_dir():
             raise ConfigError("job_dir", str(path), "a folder (or a path that does not exist yet)")
         if (path / JOB_FILE).exists():
-            raise ConfigError(
-                "job_dir", str(path), "a folder that holds no job yet", "Pick a new job folder."
-            )
+            raise _folder_taken(path)
         path.mkdir(parents=True, exist_ok=True)
         return path
     base = (DEFAULT_JOBS_ROOT / new_job_folder_name(_command_name(command))).resolve()
@@ -386,6 +383,26 @@ def _make_job_dir(job_dir: str | os.PathLike[str] | None, command: Sequence[str]
         path = base.with_name(f"{base.name}-{n}")
     path.mkdir(parents=True)
     return path
+
+
+def _folder_taken(path: Path) -> ConfigError:
+    return ConfigError(
+        "job_dir",
+        str(path),
+        "a folder that holds no job yet",
+        "Pick a new job folder (each node of a multi-node job needs one of its own: its "
+        "launcher writes the job's end, rules and report).",
+    )
+
+
+def _claim_job_folder(job: Job) -> None:
+    """Write the first ``job.json`` only if there is none yet: of two launchers started at once
+    with the same folder (two nodes given one ``--job-dir``), one is refused here rather than
+    both ending, judging and reporting one job."""
+    try:
+        write_atomic(job.path / JOB_FILE, _job_document(job), exclusive=True)
+    except FileExistsError:
+        raise _folder_taken(job.path) from None
 
 
 def _command_name(command: Sequence[str]) -> str:
@@ -485,7 +502,11 @@ def _versions() -> dict[str, str | None]:
 
 def _write_job_file(job: Job) -> None:
     """Atomic, so a UI or reader never sees half a job.json."""
-    write_atomic(job.path / JOB_FILE, json.dumps(job.info, indent=2, default=str))
+    write_atomic(job.path / JOB_FILE, _job_document(job))
+
+
+def _job_document(job: Job) -> str:
+    return json.dumps(job.info, indent=2, default=str)
 
 
 # -- the child process ----------------------------------------------------------------------

@@ -294,6 +294,7 @@ def test_run_rejects_an_existing_job_folder(tmp_path: Path, train_script: Path) 
     result = _stepscope("run", "--job-dir", str(job_dir), "--", "python", str(train_script))
     assert result.returncode == 2
     assert "--job-dir must be a folder that holds no job yet" in result.stderr
+    assert "each node of a multi-node job needs one of its own" in result.stderr
 
 
 def test_launch_takes_a_script_alone_and_its_arguments(tmp_path: Path, train_script: Path) -> None:
