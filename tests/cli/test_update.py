@@ -200,3 +200,26 @@ def test_a_running_instrumented_job_gets_no_warning(job, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="stepscope.cli.update"):
         assert main(["update", str(job), "--detailed", "30:2"]) == 0
     assert caplog.records == []
+
+
+def test_every_node_of_a_multi_node_job_gets_the_change_or_none_does(tmp_path, capsys) -> None:
+    # a job run with one folder per node could only be changed one node at a time
+    nodes = [tmp_path / "node0", tmp_path / "node1"]
+    for job_dir in nodes:
+        ProfilerConfig(framework_profile_params=FrameworkProfile()).to_file(
+            job_dir / "profiler-config.json"
+        )
+    assert main(["update", *map(str, nodes), "--detailed", "100:5"]) == 0
+    out = capsys.readouterr().out
+    for job_dir in nodes:
+        assert f"updated {job_dir / 'profiler-config.json'}" in out
+        framework = _config(job_dir).framework_profile_params
+        assert framework is not None
+        assert framework.range_for("detailed") == ProfileRange(start_step=100, num_steps=5)
+    # a node whose job has ended: the change reaches neither
+    info = {"status": "Completed", "profiler_config": _config(nodes[1]).to_dict()}
+    (nodes[1] / "job.json").write_text(json.dumps(info))
+    before = [(job_dir / "profiler-config.json").read_bytes() for job_dir in nodes]
+    assert main(["update", *map(str, nodes), "--detailed", "7:1"]) == 2
+    assert "The job is Completed" in capsys.readouterr().err
+    assert [(job_dir / "profiler-config.json").read_bytes() for job_dir in nodes] == before

@@ -1,8 +1,9 @@
-"""``stepscope update <job-dir> [options]``: change what a running job profiles.
+"""``stepscope update <job-dir>... [options]``: change what a running job profiles.
 
 A thin wrapper over :func:`stepscope.config.update_job_config`: it rewrites the job's
 ``profiler-config.json`` atomically (the running job picks the change up at its next step) and
-prints each setting that changed. A job that no longer runs is refused.
+prints each setting that changed. A job that no longer runs is refused. Several folders (one per
+node of a multi-node job) get the same change, once every one of them is known to accept it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,12 @@ def _option_change(text: str) -> tuple[int, int] | bool:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from stepscope.config import SYSTEM_MONITOR_INTERVALS_MS, PythonProfiler, cProfileTimer
 
-    parser.add_argument("job_dir", type=Path, help="the job folder (it holds profiler-config.json)")
+    parser.add_argument(
+        "job_dir",
+        type=Path,
+        nargs="+",
+        help="the job folder (it holds profiler-config.json); one per node of a multi-node job",
+    )
     for option, what in (
         ("detailed", "detailed (kernel-level) profiling"),
         ("dataloader", "data-loader profiling"),
@@ -184,15 +190,28 @@ def _flags() -> dict[str, str]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from stepscope.config import update_job_config
+
+    # every folder is checked before any changes (a call without a change only checks that
+    # there is a configuration to change), so the nodes of one job never part ways
+    for job_dir in args.job_dir:
+        _refuse_unless_running(job_dir)
+        update_job_config(job_dir)
+    for job_dir in args.job_dir:
+        _update(job_dir, args)
+    return 0
+
+
+def _update(job_dir: Path, args: argparse.Namespace) -> None:
+    """Apply the change to one job folder and print what changed there."""
     from stepscope.cli.run import naming_flags
     from stepscope.config import ProfilerConfig, job_config_path, update_job_config
 
-    path = job_config_path(args.job_dir)
-    _refuse_unless_running(args.job_dir)
+    path = job_config_path(job_dir)
     before = ProfilerConfig.from_file(path) if path.is_file() else None
     with naming_flags(_flags()):
         after = update_job_config(
-            args.job_dir,
+            job_dir,
             detailed=args.detailed,
             dataloader=args.dataloader,
             python=args.python,
@@ -207,12 +226,11 @@ def main(args: argparse.Namespace) -> int:
     changes = [key for key in new if old.get(key) != new[key]]
     if not changes:
         print(f"{path}: nothing changed")
-        return 0
+        return
     print(f"updated {path}")
     width = max(len(key) for key in changes)
     for key in changes:
         print(f"  {key:<{width}}  {old.get(key, '-')} -> {new[key]}")
-    note = _unreached(args.job_dir, after)
+    note = _unreached(job_dir, after)
     if note is not None:
         logger.warning("%s", note)
-    return 0
