@@ -131,8 +131,8 @@ def launch(
         ``torch.distributed.run`` (each rank instruments itself). ``job.json`` ends with the
         number that ran, counted from the ranks' descriptions: more when the command starts its
         own ranks (``torchrun --nproc-per-node 2 train.py``).
-    :param hyperparameters: recorded in ``job.json``; default parsed from ``--name value``
-        options of the command.
+    :param hyperparameters: recorded in ``job.json``; default parsed from the ``--name value``
+        options the command gives its script (not torchrun's own).
     :param on_start: called with the :class:`Job` once its folder exists, as the command
         starts (where to look at it while it trains).
     :param on_status: called with (rule name, status dict) whenever a rule's status changes.
@@ -317,6 +317,16 @@ def _node_index(command: list[str]) -> int:
         return 0  # torchrun itself refuses it
 
 
+def _script_arguments(command: list[str]) -> list[str]:
+    """What the training script is given: the words after it, without the options of the
+    interpreter or of ``torchrun`` (``--nnodes 2 --node-rank 1`` are no hyperparameters); the
+    whole command when it runs no script that can be told."""
+    script = _script_of(command)
+    if script and script in command:
+        return command[command.index(script) + 1 :]
+    return command
+
+
 def _script_of(command: list[str]) -> str:
     """The Python script ``command`` runs, or "" when it runs none or it cannot tell: a
     leading script, the first word after a Python interpreter's options (``python -u
@@ -479,7 +489,9 @@ def _initial_job_info(
         "hardware": {node: describe_hardware()},
         "versions": _versions(),
         "hyperparameters": (
-            hyperparameters if hyperparameters is not None else parse_hyperparameters(command)
+            hyperparameters
+            if hyperparameters is not None
+            else parse_hyperparameters(_script_arguments(command))
         ),
         "profiler_config": config.to_dict(),
         "rules": [_rule_name(rule) for rule in rules or []] or ["ProfilerReport"],

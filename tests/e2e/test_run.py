@@ -553,10 +553,20 @@ def test_the_torchrun_program_itself_profiles_nothing(tmp_path: Path) -> None:
     job_dir = tmp_path / "job"
     torchrun = [_TORCHRUN, "--standalone", "--nproc-per-node=2"]
     result = _stepscope(
-        "run", "--no-report", "--job-dir", str(job_dir), "--", *torchrun, str(script)
+        "run",
+        "--no-report",
+        "--job-dir",
+        str(job_dir),
+        "--",
+        *torchrun,
+        str(script),
+        "--lr",
+        "0.05",
     )
     assert result.returncode == 0, result.stderr
     assert sorted(_job(job_dir)["ranks"]) == ["0", "1"]
+    # the script's options are its hyperparameters; torchrun's own used to be listed with them
+    assert _job(job_dir)["hyperparameters"] == {"lr": 0.05}
     cprofile = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile"
     profiled = sorted(cprofile.glob("*/*/python_stats"))
     assert {path.parent.parent.name for path in profiled} == {"0-algo-1", "1-algo-1"}
