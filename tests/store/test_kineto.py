@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from tests.analysis import _kineto_synthetic as synthetic
 
@@ -75,7 +76,7 @@ def test_every_trace_loads_with_its_events(shared_fixtures, name, caplog):
     assert set(table["source"].to_pylist()) == {"kineto"}
     assert not set(categories) & {"Operator", "Runtime", "Kernel", "Memcpy", "Memset"}
     durations = sorted(float(e.get("dur", 0)) for e in raw if e.get("ph") == "X")
-    assert sorted(table.filter(pa.compute.equal(table["ph"], "X"))["dur_us"].to_pylist()) == (
+    assert sorted(table.filter(pc.equal(table["ph"], "X"))["dur_us"].to_pylist()) == (
         pytest.approx(durations)
     )
 
@@ -88,7 +89,7 @@ def test_legacy_names_and_string_streams(shared_fixtures):
     assert categories["cpu_op"] == sum(e.get("cat") == "Operator" for e in raw)
     assert categories["cuda_runtime"] == sum(e.get("cat") == "Runtime" for e in raw)
     assert categories["gpu_memcpy"] == 2
-    kernels = table.filter(pa.compute.equal(table["category"], "kernel")).to_pylist()
+    kernels = table.filter(pc.equal(table["category"], "kernel")).to_pylist()
     # tid "stream 7" and the 2021 "external id" key.
     assert {k["stream"] for k in kernels} == {7}
     assert {k["device"] for k in kernels} == {0}
@@ -103,7 +104,7 @@ def test_ns_resolution_and_base_time(shared_fixtures):
     table, metadata = _table(ns_path)
     assert metadata["display_time_unit"] == "ns"
     assert metadata["base_time_ns"] is None
-    kernel = table.filter(pa.compute.equal(table["correlation"], first["args"]["correlation"]))
+    kernel = table.filter(pc.equal(table["correlation"], first["args"]["correlation"]))
     # µs floats with ns fractions stay µs: no scaling by the display unit.
     assert kernel["start_us"][0].as_py() == pytest.approx(first["ts"], abs=0.25)
     assert kernel["dur_us"][0].as_py() == pytest.approx(first["dur"])
@@ -114,7 +115,7 @@ def test_ns_resolution_and_base_time(shared_fixtures):
     first = next(e for e in raw["traceEvents"] if e.get("cat") == "kernel")
     table, metadata = _table(base_path)
     assert metadata["base_time_ns"] == raw["baseTimeNanoseconds"]
-    kernel = table.filter(pa.compute.equal(table["correlation"], first["args"]["correlation"]))
+    kernel = table.filter(pc.equal(table["correlation"], first["args"]["correlation"]))
     expected = raw["baseTimeNanoseconds"] / 1000 + first["ts"]
     assert kernel["start_us"][0].as_py() == pytest.approx(expected, abs=0.5)
 
@@ -153,7 +154,7 @@ def test_steps_by_containment_and_by_launch(v100_memory):
 def test_memory_events(v100_memory):
     raw_events, table = v100_memory
     raw = [e for e in raw_events if e.get("name") == "[memory]"]
-    memory = table.filter(pa.compute.equal(table["name"], "[memory]")).to_pylist()
+    memory = table.filter(pc.equal(table["name"], "[memory]")).to_pylist()
     assert len(memory) == len(raw) == 28_010
     assert {m["category"] for m in memory} == {"cpu_instant_event"}
     assert {m["ph"] for m in memory} == {"i"}
@@ -293,7 +294,7 @@ def test_python_function_tree_ids_stay_in_args(tmp_path):
     from tests.analysis import _kineto_synthetic as synthetic
 
     table, metadata = _table(synthetic.write_trace(tmp_path))
-    frame = table.filter(pa.compute.equal(table["category"], "python_function")).to_pylist()[0]
+    frame = table.filter(pc.equal(table["category"], "python_function")).to_pylist()[0]
     assert json.loads(frame["args"]) == {"Python id": 7, "Python parent id": 3}
     assert metadata["flow_events"] == 2
     assert metadata["steps"] == [1, 2]
@@ -494,3 +495,21 @@ def test_the_warning_of_a_trace_cut_short_says_where_its_events_end(tmp_path):
     assert match, warning
     kept_text = cut.read_text()[: int(match.group(1))]
     assert kept_text.count('"ph"') == trace.metadata["event_count"]
+
+
+def test_a_trace_with_a_quote_in_an_annotation_name_keeps_all_its_events(tmp_path):
+    # The PyTorch profiler writes event names unescaped (pytorch/pytorch#146900): one
+    # record_function name with a quote made the trace invalid JSON, and the reader kept only
+    # what came before the first event, losing the whole window.
+    torch = pytest.importorskip("torch")
+    names = ['load "train" shard', 'say "hi"', "plain"]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        for name in names:
+            with torch.profiler.record_function(name):
+                torch.ones(4).sum()
+    path = tmp_path / "rank-0.pt.trace.json"
+    profiler.export_chrome_trace(str(path))
+    table = read_kineto_trace(path).table()
+    annotations = table.filter(pc.equal(table["category"], "user_annotation"))
+    assert annotations["name"].to_pylist() == names
+    assert table["name"].to_pylist().count("aten::ones") == len(names)
