@@ -64,3 +64,43 @@ def test_stepscope_annotations_count_once_inside_and_outside_detailed_windows(tm
     assert names.loc["load batch", "count"] == 6
     durations = annotation_durations(job, "load batch")
     assert len(durations) == 6 and (durations["dur_us"] >= 2_000).all()
+
+
+ANNOTATED_SCRIPT = """
+import torch
+import stepscope
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(6):
+    with stepscope.annotate("forward"):
+        with stepscope.annotate("前向 🚀"):
+            loss = model(torch.randn(2, 4)).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_every_stepscope_annotation_counts_once_whatever_its_name(tmp_path):
+    # Only the PyTorch profiler's ranges were read: an annotation counted the steps of the
+    # detailed window (1 of 6), and one whose name is not ASCII was there as "unknown".
+    pytest.importorskip("torch")
+    from tests.collect.torch.torchjob import run_script
+
+    from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
+    from stepscope.store import open_job
+
+    window = DetailedProfilingConfig(start_step=2, num_steps=1)
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(detailed_profiling_config=window)
+    )
+    job_dir, _ = run_script(tmp_path, ANNOTATED_SCRIPT, config)
+    job = open_job(job_dir, cache_dir=tmp_path / "cache")
+    assert (
+        job.connect().execute("SELECT count(*) FROM events WHERE source = 'kineto'").fetchone()[0]
+    )
+    counts = annotation_names(job).set_index("name")["count"]
+    assert counts["forward"] == 6 and counts["前向 🚀"] == 6
+    durations = annotation_durations(job, "前向 🚀")
+    assert len(durations) == 6 and (durations["dur_us"] > 0).all()
