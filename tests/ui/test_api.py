@@ -19,6 +19,7 @@ import pytest
 
 from stepscope.store.layout import job_end_marker_paths
 from stepscope.testing import generate_job
+from stepscope.ui.panels import MAX_ANNOTATION_CHARS
 
 from .conftest import T0_US, job_ids, load_and_wait, write_job_folder
 
@@ -174,7 +175,8 @@ def test_bad_panel_parameters_are_refused(client):
     response = client.get(f"/api/jobs/{job}/dashboard/kernel_time_all?k=ten")
     assert response.status_code == 422 and response.json()["detail"].startswith("k: ")
     response = client.get(
-        f"/api/jobs/{job}/dashboard/annotation_histogram", params={"annotation": "x" * 501}
+        f"/api/jobs/{job}/dashboard/annotation_histogram",
+        params={"annotation": "x" * (MAX_ANNOTATION_CHARS + 1)},
     )
     assert response.status_code == 422
 

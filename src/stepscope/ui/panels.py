@@ -36,6 +36,7 @@ from stepscope.ui.profiles import ProfileJob
 __all__ = [
     "DEFAULT_K",
     "HISTOGRAM_BINS",
+    "MAX_ANNOTATION_CHARS",
     "MAX_K",
     "MAX_POINTS",
     "PANELS",
@@ -51,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_K = 15
 MAX_K = 100
+#: The longest annotation name a histogram can be asked for (it travels in the URL).
+MAX_ANNOTATION_CHARS = 1000
 MAX_POINTS = 600
 HISTOGRAM_BINS = 40
 _LABEL_CHARS = 80
@@ -451,8 +454,12 @@ def _annotation_histogram(job: ProfileJob, query: PanelQuery) -> dict[str, Any]:
 
 
 def annotation_names(job: ProfileJob) -> list[str]:
-    """Names for the custom histogram's drop-down, largest total time first (at most 500)."""
-    return [str(name) for name in analysis.annotation_names(job)["name"].head(500)]
+    """Names for the custom histogram's drop-down, largest total time first (at most 500).
+
+    Only names a histogram can be asked for: not empty, at most :data:`MAX_ANNOTATION_CHARS`.
+    """
+    names = (str(name) for name in analysis.annotation_names(job)["name"])
+    return [name for name in names if 0 < len(name) <= MAX_ANNOTATION_CHARS][:500]
 
 
 # step_time_breakdown's identifying columns; every other column is a category of the step

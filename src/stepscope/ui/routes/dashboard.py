@@ -15,6 +15,7 @@ from fastapi.responses import FileResponse
 from stepscope.ui.discovery import current_entry
 from stepscope.ui.panels import (
     DEFAULT_K,
+    MAX_ANNOTATION_CHARS,
     MAX_K,
     PANELS,
     PanelQuery,
@@ -53,7 +54,7 @@ def dashboard_panel(
     panel: str,
     state: State,
     k: Annotated[int, Query(ge=1, le=MAX_K)] = DEFAULT_K,
-    annotation: Annotated[str, Query(max_length=500)] = "",
+    annotation: Annotated[str, Query(max_length=MAX_ANNOTATION_CHARS)] = "",
 ) -> dict[str, Any]:
     """One panel's payload (see :mod:`stepscope.ui.panels` for the shapes)."""
     profile = state.loaded(job_id)

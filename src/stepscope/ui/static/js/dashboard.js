@@ -139,6 +139,17 @@ function panelCard(jobId, panel, { wide, defaultK, maxK, params = {}, title = nu
 // hundreds of them).
 const PICK_NOTE = "Pick or type an annotation recorded by the training script to see how its duration is distributed.";
 
+// The annotation the field names: the text as it is, else as typed with stray spaces around it.
+// A text field holds no line break (picking a name drops them, pasting one makes them spaces),
+// so a name that has one is found by its text either way.
+function pickedName(names, value) {
+  const inField = (name, text) =>
+    name.replace(/\r\n|[\r\n]/g, "") === text || name.replace(/\r\n|[\r\n]/g, " ") === text;
+  return [value, value.trim()]
+    .map((text) => names.find((name) => name === text) ?? names.find((name) => inField(name, text)))
+    .find((name) => name !== undefined);
+}
+
 function customHistograms(jobId) {
   const choices = h("datalist", { id: "annotation-names" });
   const field = h("input", {
@@ -170,9 +181,10 @@ function customHistograms(jobId) {
       : PICK_NOTE;
   }
   button.addEventListener("click", async () => {
-    const name = field.value.trim();
-    if (!names.includes(name)) {
-      note.textContent = name ? `This job has no annotation named “${name}”. ${PICK_NOTE}` : PICK_NOTE;
+    const name = pickedName(names, field.value);
+    if (name === undefined) {
+      const typed = field.value.trim();
+      note.textContent = typed ? `This job has no annotation named “${typed}”. ${PICK_NOTE}` : PICK_NOTE;
       return;
     }
     note.textContent = PICK_NOTE;
