@@ -375,6 +375,19 @@ def test_an_event_time_no_timestamp_holds_is_a_damaged_record(
     assert "corrupt data at line 7" in caplog.text
 
 
+@pytest.mark.parametrize("dur", [-50, -0.25])
+def test_a_span_with_a_negative_duration_is_a_damaged_record(
+    tmp_path: Path, dur: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    # it was kept: a span that ends before it starts took time off every sum of durations
+    events = [_step(0), {**_step(1), "dur": dur}, _step(2)]
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        tables = _every_reader(tmp_path, events)
+    for table in tables:
+        assert table.column("step").to_pylist() == [0, 2]
+    assert "corrupt data at line 7" in caplog.text and "negative" in caplog.text
+
+
 def test_integers_beyond_64_bits_read_as_missing(tmp_path: Path) -> None:
     huge = 10**22
     events = [

@@ -239,6 +239,10 @@ class TraceEventConverter:
         dur_us = float(event.get("dur") or 0.0) if ph == "X" else 0.0
         if not (abs(start_us) < TIME_LIMIT_US and abs(start_us + dur_us) < TIME_LIMIT_US):
             raise ValueError(f"ts {ts!r} and dur {event.get('dur')!r} are beyond any timestamp")
+        if dur_us < 0:
+            raise ValueError(
+                f"dur {event.get('dur')!r} is negative: the span ends before it starts"
+            )
         args = _args_of(event)
         pid = tid = step = device = nbytes = -1
         if "tid" in event:
@@ -502,8 +506,8 @@ def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBa
 
     :returns: None when the array needs the event-by-event path: ``B``/``E`` or instant events,
         two different start times, a pid renamed, a metadata record that cannot be read, a
-        non-object item, a ``ts`` not a number, a time beyond any timestamp or a ``pid`` that
-        is a list or an object.
+        non-object item, a ``ts`` not a number, a time beyond any timestamp, a negative ``dur``
+        or a ``pid`` that is a list or an object.
     """
     spans = []
     metadata = []
@@ -532,6 +536,8 @@ def _simple_array_batch(events: list[Any], columns: EventColumns) -> pa.RecordBa
     starts = pc.add(ts, start_us)
     durations = pc.fill_null(durations, 0.0)
     if pc.any(times_out_of_range(starts, pc.add(starts, durations))).as_py():
+        return None
+    if pc.any(pc.less(durations, 0.0)).as_py():
         return None
     n = len(spans)
     pid, tid, step, device, nbytes, args = args_columns(

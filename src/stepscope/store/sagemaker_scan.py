@@ -256,6 +256,7 @@ def _events_tables(
         odd_pid,
         odd_tid,
         times_out_of_range(starts, pc.add(starts, durations)),
+        pc.less(durations, 0.0),
     ):
         if damaged is not None:
             skip |= _files_with(damaged, file_of_span, n_files)
