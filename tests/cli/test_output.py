@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,23 @@ def test_messages_and_paths_are_printed_as_they_are(
     assert f"Watch it live:  stepscope ui {tmp_path}" in lines
     assert any(line.startswith("Custom") and line.endswith(message) for line in lines)
     assert f"Job Completed (exit code 0); data in {path}" in lines
+
+
+def test_the_ui_command_printed_can_be_pasted_whatever_the_folder_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # printed as it was, "stepscope ui my runs #1" ran the UI on "my" and "runs" (# began a
+    # comment)
+    runs = tmp_path / "my runs #1 it's 名前 $HOME"
+    job = _job_with_statuses(runs / "job", {})
+    print_job_start(job)
+    print_job_summary(job)
+    commands = [
+        shlex.split(line.split(":  ", 1)[1])
+        for line in capsys.readouterr().err.splitlines()
+        if line.startswith(("Watch it live:", "Open the Profiler UI:"))
+    ]
+    assert commands == [["stepscope", "ui", str(runs)]] * 2
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +66,13 @@ def _say(text: str, *, markup: bool = True, console: Console = _console) -> None
 def print_job_start(job: Job) -> None:
     """Where the job's data goes, and how to watch it while it trains."""
     _say(f"Profiling into {job.path}", markup=False)
-    _say(f"Watch it live:  stepscope ui {job.path.parent}", markup=False)
+    _say(f"Watch it live:  {_ui_command(job)}", markup=False)
+
+
+def _ui_command(job: Job) -> str:
+    """The command that opens the UI on the job's folder, quoted for a shell as needed, so it
+    can be pasted whatever the folder's name holds (spaces, ``#``, quotes)."""
+    return f"stepscope ui {shlex.quote(str(job.path.parent))}"
 
 
 def print_rule_status(rule: str, status: dict[str, Any], *, result: bool = False) -> None:
@@ -107,7 +114,7 @@ def print_job_summary(job: Job) -> None:
     _say(f"Job [bold]{job.status}[/] ({_ending(job)}); data in {escape(str(job.path))}")
     if job.report_path.exists():
         _say(f"Report:  {job.report_path}", markup=False)
-    _say(f"Open the Profiler UI:  stepscope ui {job.path.parent}", markup=False)
+    _say(f"Open the Profiler UI:  {_ui_command(job)}", markup=False)
 
 
 def exit_status(job: Job) -> int:
