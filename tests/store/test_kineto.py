@@ -513,3 +513,21 @@ def test_a_trace_with_a_quote_in_an_annotation_name_keeps_all_its_events(tmp_pat
     annotations = table.filter(pc.equal(table["category"], "user_annotation"))
     assert annotations["name"].to_pylist() == names
     assert table["name"].to_pylist().count("aten::ones") == len(names)
+
+
+def test_a_name_with_a_lone_surrogate_escape_keeps_the_trace_whole(tmp_path):
+    # Python's json writes \udcxx for a name that held undecodable bytes (a file path, say);
+    # orjson and DuckDB refuse it, and every event after the first was lost.
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+        for i in range(50)
+    ]
+    events[10]["name"] = "data/\udcff.bin"
+    events[20]["name"] = "🚀 \\ud800 as text"
+    path = tmp_path / "rank-0.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}, indent=1))
+    trace = read_kineto_trace(path)
+    names = trace.table()["name"].to_pylist()
+    assert len(names) == 50
+    assert not [w for w in trace.metadata["warnings"] if "ends early" in w]
+    assert names[10] == "data/\ufffd.bin" and names[20] == "🚀 \\ud800 as text"

@@ -39,7 +39,8 @@ Rank: ``distributedInfo.rank``; else ``rank_hint``; else the file name (``rank-3
 ``rank3``, or the SageMaker node id ``3-algo-1``); else 0, with a warning. A damaged file (a
 truncated ``.gz``, a document cut mid-event) keeps every event read before the damage and logs a
 warning naming the file and the position. Event names the profiler wrote with a quote
-unescaped (pytorch/pytorch#146900), which make the document invalid JSON, are read as written.
+unescaped (pytorch/pytorch#146900), which make the document invalid JSON, are read as written;
+a lone surrogate escape (``\\udcff``), which orjson and DuckDB refuse, is read as U+FFFD.
 An event with no finite ``ts``, or a ``dur`` that is
 negative or not finite, has no place in time: it is skipped, with one warning naming the file
 and the first. A number JSON cannot hold in ``args`` (``inf``, ``NaN``) is kept as its text.
@@ -227,8 +228,9 @@ def read_kineto_trace(
             # orjson.JSONDecodeError is a ValueError: the chunker then tries an earlier cut.
             try:
                 events = orjson.loads(text)
-            except orjson.JSONDecodeError:  # a bad cut, inf and NaN, or quotes in a name
-                events = orjson.loads(_escaped_names(_finite_json(text.decode("utf-8", "replace"))))
+            except orjson.JSONDecodeError:  # a bad cut, inf and NaN, a name's quotes or surrogates
+                readable = _finite_json(text.decode("utf-8", "replace"))
+                events = orjson.loads(_without_lone_surrogates(_escaped_names(readable)))
             try:
                 return convert_chunk(events if isinstance(events, list) else [], counts)
             except ValueError as exc:  # not a bad cut: a value no column could hold
@@ -390,6 +392,19 @@ def _escaped_names(text: str) -> str:
 def _escape(match: re.Match[str]) -> str:
     token = match.group()
     return token if len(token) == 2 else orjson.dumps(token).decode()[1:-1]
+
+
+#: An escaped backslash (kept), a surrogate pair (kept) or a lone surrogate escape.
+_SURROGATE_ESCAPE = re.compile(
+    r"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+)
+
+
+def _without_lone_surrogates(text: str) -> str:
+    """``text`` with each ``\\uD800``-``\\uDFFF`` escape that is not half of a pair written as
+    U+FFFD: JSON's grammar allows them, but they are no character (Python's ``json`` writes
+    one for a string that holds undecodable bytes), and orjson and DuckDB refuse the trace."""
+    return _SURROGATE_ESCAPE.sub(lambda m: m.group() if len(m.group()) != 6 else "\\ufffd", text)
 
 
 def _assign_steps(raw: pa.Table) -> pa.Array:
