@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import os
 import subprocess
 import sys
 import threading
@@ -162,3 +163,20 @@ def test_annotating_does_not_import_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+def test_an_annotation_named_with_undecodable_bytes_is_recorded_and_so_is_what_follows(
+    tmp_path: Path,
+) -> None:
+    # os.fsdecode makes a lone surrogate of a file name's undecodable byte; orjson refused it
+    # and the timeline writer stopped: every later event of the job was dropped
+    session = _session(tmp_path).start()
+    try:
+        for _ in range(3):
+            for name in ("before", os.fsdecode(b"data/\xff.bin"), "after"):
+                with stepscope.annotate(name):
+                    pass
+    finally:
+        session.stop()
+    names = [e["name"] for e in read_events(tmp_path / "job") if e["phase"] == "Annotation"]
+    assert names == ["before", "data/\ufffd.bin", "after"] * 3

@@ -52,6 +52,7 @@ import functools
 import logging
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -641,12 +642,21 @@ _RECORD_START = b',\n{"name":'
 
 
 def _record_or_repr(record: dict[str, Any]) -> bytes:
-    """:func:`_record`, with args orjson rejects written as their ``repr``."""
+    """:func:`_record`, with a name that is no UTF-8 text (a lone surrogate, as
+    ``os.fsdecode`` makes of a file name's undecodable bytes) written with U+FFFD in its place,
+    and args orjson rejects written as their ``repr``."""
+    try:
+        return _record(record)
+    except (TypeError, orjson.JSONEncodeError):
+        record["name"] = _LONE_SURROGATE.sub("\ufffd", str(record["name"]))
     try:
         return _record(record)
     except (TypeError, orjson.JSONEncodeError):
         record["args"] = {"unserializable_args": repr(record["args"])}
         return _record(record)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _record(record: dict[str, Any]) -> bytes:
