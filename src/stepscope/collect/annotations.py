@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from stepscope.collect import session as _session
 from stepscope.collect.events import ANNOTATION_PHASE, LATER_MAX_EVENTS
+from stepscope.store.timeline_writer import utf8_text
 
 if TYPE_CHECKING:
     from stepscope.collect.session import Session
@@ -113,7 +114,7 @@ def _open_range(session: Session, name: str) -> Any:
     if record_function is None or session.guard.is_disabled(_RANGE_ENTER):
         return None
     try:
-        range_ = record_function(str(name))
+        range_ = record_function(utf8_text(str(name)))  # torch takes UTF-8 text only
         range_.__enter__()
     except Exception:  # noqa: BLE001 - the guard's catch-all; fail() logs the traceback
         session.guard.fail(_RANGE_ENTER)

@@ -67,7 +67,7 @@ from stepscope.errors import ConfigError
 from stepscope.store.layout import TIMELINE_SUFFIXES, framework_dir, timeline_tmp_path
 from stepscope.store.timeline_files import publish_closed_file
 
-__all__ = ["TimelineEvent", "TimelineWriter"]
+__all__ = ["TimelineEvent", "TimelineWriter", "utf8_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -648,7 +648,7 @@ def _record_or_repr(record: dict[str, Any]) -> bytes:
     try:
         return _record(record)
     except (TypeError, orjson.JSONEncodeError):
-        record["name"] = _LONE_SURROGATE.sub("\ufffd", str(record["name"]))
+        record["name"] = utf8_text(str(record["name"]))
     try:
         return _record(record)
     except (TypeError, orjson.JSONEncodeError):
@@ -657,6 +657,12 @@ def _record_or_repr(record: dict[str, Any]) -> bytes:
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_text(text: str) -> str:
+    """``text`` as UTF-8 can hold it: each lone surrogate (``os.fsdecode`` makes one of an
+    undecodable byte) becomes U+FFFD."""
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _record(record: dict[str, Any]) -> bytes:

@@ -771,3 +771,32 @@ def test_a_time_range_lasts_its_duration_when_the_wall_clock_steps_back(tmp_path
     windows = [parse_python_stats_folder(folder.name) for folder in root.iterdir()]
     profiled = {w[0].step for w in windows if w is not None and w[0].phase == "stepstart"}
     assert len(profiled) >= 35, sorted(profiled)
+
+
+UNDECODABLE_NAME_SCRIPT = """
+import os
+import torch
+import stepscope
+
+model = torch.nn.Linear(4, 1)
+for step in range(4):
+    with stepscope.annotate(os.fsdecode(b"data/\\xff.bin")):
+        with stepscope.annotate("forward"):
+            model(torch.randn(2, 4)).sum().backward()
+"""
+
+
+def test_an_annotation_torch_cannot_name_keeps_the_ranges_of_the_window(tmp_path: Path) -> None:
+    # torch refused the lone surrogate os.fsdecode makes of an undecodable byte: the guard
+    # printed a traceback and disabled the record_function ranges of every later annotation
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            detailed_profiling_config=DetailedProfilingConfig(start_step=1, num_steps=2)
+        )
+    )
+    job_dir, result = run_script(tmp_path, UNDECODABLE_NAME_SCRIPT, config)
+    assert "Traceback" not in result.stderr
+    (trace_path,) = (job_dir / "profiler-output").rglob("*.pt.trace.json.gz")
+    events = json.loads(gzip.decompress(trace_path.read_bytes()))["traceEvents"]
+    ranges = [e["name"] for e in events if e.get("cat") == "user_annotation"]
+    assert ranges.count("forward") == 2 and len(ranges) >= 4
