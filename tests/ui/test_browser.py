@@ -155,7 +155,7 @@ def _ensure_loaded(page, base: str, name: str) -> None:
 def _open_dashboard(page, base: str, name: str) -> None:
     _ensure_loaded(page, base, name)
     page.locator("#loaded-profiles tr", has_text=name).locator("input[type=radio]").click()
-    page.wait_for_url("**/dashboard")
+    page.wait_for_url("**/dashboard?job=*")
     expect(page.locator("h1")).to_have_text(name)
     expect(page.locator("article.panel")).to_have_count(13)
     expect(page.locator("article.panel:not([data-state])")).to_have_count(0)

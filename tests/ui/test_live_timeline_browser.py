@@ -69,7 +69,7 @@ def test_the_timeline_of_a_running_job_reaches_new_data(live: dict[str, Any]) ->
         radio = page.locator("#loaded-profiles input[type=radio]")
         expect(radio).to_be_enabled()
         radio.click()
-        page.wait_for_url("**/dashboard")
+        page.wait_for_url("**/dashboard?job=*")
         page.goto(live["base"] + "/timeline")
         page.wait_for_selector("#tl-canvas[data-loaded='1']")
         before = _whole_job_end(page)

@@ -58,7 +58,7 @@ def page(base_url: str) -> Iterator[Any]:
         radio = page.locator("#loaded-profiles tr", has_text=JOB).locator("input[type=radio]")
         expect(radio).to_be_enabled(timeout=120_000)
         radio.click()
-        page.wait_for_url("**/dashboard")
+        page.wait_for_url("**/dashboard?job=*")
         yield page
         assert errors == [], f"console errors: {errors}"
         assert page.locator(".notice.error").count() == 0

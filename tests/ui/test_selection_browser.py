@@ -1,5 +1,6 @@
 """What the pages say about a profile in a real browser: when it started, why it cannot be
-shown yet (still loading, failed to load), and its load state in the job list.
+shown yet (still loading, failed to load, not loaded), its load state in the job list, and which
+job each tab shows (the one its URL names).
 
 A generated PyTorch profiler trace without ``baseTimeNanoseconds`` (as a trace cut short is)
 keeps its own clock: its times are no dates. A job whose opening waits on a gate stays "loading"
@@ -30,6 +31,8 @@ UNDATED = "undated_trace"
 SLOW = "slow_trace"
 GONE = "gone_trace"
 RACE = "race_trace"
+FIRST = "first_trace"
+SECOND = "second_trace"
 PAGES = ("/dashboard", "/info", "/timeline")
 
 
@@ -76,6 +79,8 @@ def server(tmp_path_factory) -> Iterator[dict[str, Any]]:
     write_trace(root / f"{SLOW}.json", start_us=1_700_000_000_000_000)
     write_trace(root / f"{GONE}.json", start_us=1_700_000_000_000_000)
     write_trace(root / f"{RACE}.json", start_us=1_700_000_000_000_000)
+    write_trace(root / f"{FIRST}.json", start_us=1_700_000_000_000_000)
+    write_trace(root / f"{SECOND}.json", start_us=1_700_000_000_000_000)
     gates = {SLOW: threading.Event(), RACE: threading.Event()}
 
     def opener(path: Path) -> Any:
@@ -131,7 +136,7 @@ def test_a_trace_on_its_own_clock_has_no_1970_start(page, server):
     expect(row).not_to_contain_text("1970")
     expect(row).to_contain_text("ms")  # its duration is known
     radio.click()
-    page.wait_for_url("**/dashboard")
+    page.wait_for_url("**/dashboard?job=*")
     lead = page.locator(".page-head .lead")
     expect(lead).to_contain_text("Start date unknown")
     expect(lead).not_to_contain_text("1970")
@@ -194,3 +199,54 @@ def test_the_job_list_follows_a_load_that_ends_between_two_of_its_requests(page,
     expect(page.locator("#loaded-profiles tr", has_text=RACE)).to_contain_text("Loaded")
     # the list polls every second while anything loads; it must not stop at "Loading…"
     expect(row).to_contain_text("Loaded", timeout=15_000)
+
+
+def _open_dashboard(page, base: str, name: str) -> None:
+    page.goto(base + "/")
+    page.locator("#loaded-profiles tr", has_text=name).locator("input[type=radio]").click()
+    page.wait_for_url("**/dashboard*")
+    expect(page.locator("h1")).to_have_text(name)
+
+
+def test_each_tab_keeps_its_job_through_links_reloads_and_back(page, server):
+    base = server["base"]
+    first, second = _job_id(base, FIRST), _job_id(base, SECOND)
+    for job_id in (first, second):
+        _load(base, job_id)
+    # two tabs of one browser, which share what it remembers
+    context = page.context.browser.new_context(viewport={"width": 1440, "height": 900})
+    tab, other = context.new_page(), context.new_page()
+    errors = [page_errors(tab), page_errors(other)]
+    _open_dashboard(tab, base, FIRST)
+    _open_dashboard(other, base, SECOND)
+    # the first tab still shows its own job on every page, reloaded or not
+    tab.click("nav a[data-page=info]")
+    expect(tab.locator("h1")).to_have_text(f"Information · {FIRST}")
+    tab.reload()
+    expect(tab.locator("h1")).to_have_text(f"Information · {FIRST}")
+    tab.go_back()
+    expect(tab.locator("h1")).to_have_text(FIRST)
+    # a link to a page of a job opens that job, whatever was picked last
+    other.goto(f"{base}/info?job={first}")
+    expect(other.locator("h1")).to_have_text(f"Information · {FIRST}")
+    context.close()
+    assert errors == [[], []], errors
+
+
+def test_a_link_to_a_job_that_is_not_loaded_offers_to_load_it(page, server):
+    base = server["base"]
+    first = _job_id(base, FIRST)
+    _load(base, first)
+    page.goto(base + "/")
+    page.locator("#loaded-profiles tr", has_text=FIRST).get_by_role(
+        "button", name=f"Unload {FIRST}"
+    ).click()
+    expect(page.locator("#loaded-profiles tr", has_text=FIRST)).to_have_count(0)
+    page.goto(f"{base}/dashboard?job={first}")
+    notice = page.locator("#selection-notice")
+    expect(notice).to_contain_text(f"“{FIRST}” is not loaded")
+    notice.get_by_role("button", name="Load it").click()
+    expect(page.locator("h1")).to_have_text(FIRST)
+    expect(page.locator("article.panel[data-state]")).to_have_count(13)
+    page.goto(f"{base}/timeline?job=0123456789abcdef0123")
+    expect(page.locator("#selection-notice")).to_contain_text("not among this server's jobs")

@@ -4,7 +4,7 @@
 import { api } from "./api.js";
 import { clear, h } from "./dom.js";
 import { formatDuration, formatStart, LOAD_LABEL, OWN_CLOCK, STATUS_LABEL } from "./format.js";
-import { selectedJob, selectJob } from "./selection.js";
+import { forgetJob, jobUrl, selectedJob, selectJob } from "./selection.js";
 
 const POLL_MS = 1000;
 
@@ -56,7 +56,7 @@ function renderLoaded(box, loaded, refresh) {
       disabled: profile.state !== "loaded",
       onchange: () => {
         selectJob(profile.id);
-        window.location.assign("/dashboard");
+        window.location.assign(jobUrl("/dashboard", profile.id));
       },
     });
     const trash = h("button", {
@@ -66,7 +66,7 @@ function renderLoaded(box, loaded, refresh) {
       "aria-label": `Unload ${profile.name}`,
       onclick: async () => {
         await api.unload(profile.id);
-        if (selectedJob() === profile.id) selectJob(null);
+        forgetJob(profile.id);
         await refresh();
       },
     }, trashIcon());

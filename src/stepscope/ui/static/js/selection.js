@@ -1,24 +1,53 @@
-// Which loaded profile the dashboard, timeline and information pages show (kept in the browser
-// only), and what those pages say while it cannot be shown.
+// Which loaded profile the dashboard, timeline and information pages show, and what those pages
+// say while it cannot be shown.
+//
+// The page's URL names it (`?job=<id>`), and so do the navigation's links: a reload, a bookmark,
+// back and forward, and every tab keep showing their own job, whatever is picked in another tab.
+// The browser also remembers the last pick, for a page opened without a job in its URL.
 
 import { api } from "./api.js";
 import { h } from "./dom.js";
 
 const KEY = "stepscope.selectedJob";
+const PARAM = "job";
 const WAIT_MS = 1000;
 
 export function selectedJob() {
-  return window.localStorage.getItem(KEY);
+  return new URLSearchParams(window.location.search).get(PARAM) || window.localStorage.getItem(KEY);
+}
+
+// The URL of the page at `path` showing the job `id`.
+export function jobUrl(path, id) {
+  return id ? `${path}?${PARAM}=${encodeURIComponent(id)}` : path;
+}
+
+// Names the job `id` (or none) in the page's URL and its navigation links, without a new
+// history entry.
+export function showJobInUrl(id) {
+  const here = new URL(window.location.href);
+  if (id) here.searchParams.set(PARAM, id);
+  else here.searchParams.delete(PARAM);
+  window.history.replaceState(window.history.state, "", here);
+  for (const link of document.querySelectorAll("#nav a")) {
+    link.setAttribute("href", jobUrl(new URL(link.href).pathname, id));
+  }
 }
 
 export function selectJob(id) {
-  if (id) window.localStorage.setItem(KEY, id);
-  else window.localStorage.removeItem(KEY);
+  window.localStorage.setItem(KEY, id);
+  showJobInUrl(id);
+}
+
+// After `id` is unloaded: neither this page nor the browser's last pick names it any more.
+export function forgetJob(id) {
+  if (window.localStorage.getItem(KEY) === id) window.localStorage.removeItem(KEY);
+  if (new URLSearchParams(window.location.search).get(PARAM) === id) showJobInUrl(null);
 }
 
 // The selected profile once it is loaded, or null. Until then a notice appended to `main` says
-// why, the same on every page: nothing is selected, it is still loading (the page waits for
-// it), or it failed to load (with the error). `what` names what the page shows ("its timeline").
+// why, the same on every page: nothing is selected, the job is not loaded (a link or bookmark
+// to a job unloaded since: a button loads it), it is still loading (the page waits for it), or
+// it failed to load (with the error). `what` names what the page shows ("its timeline").
 export async function loadedSelection(main, what) {
   const id = selectedJob();
   const notice = h("div", { class: "notice", id: "selection-notice" });
@@ -30,8 +59,14 @@ export async function loadedSelection(main, what) {
       return profile;
     }
     if (!profile) {
-      notice.replaceChildren("No profile is selected. ", h("a", { href: "/" }, "Load a profile"), ` and pick it to see ${what}.`);
-      return null;
+      const listed = id ? (await api.jobs({ poll })).jobs.find((j) => j.id === id) : null;
+      if (!listed) {
+        notice.replaceChildren(id ? "The job this page names is not among this server's jobs. " : "No profile is selected. ",
+          h("a", { href: "/" }, "Load a profile"), ` and pick it to see ${what}.`);
+        return null;
+      }
+      await offerToLoad(notice, listed, what);
+      continue;
     }
     if (profile.state === "error") {
       notice.className = "notice error";
@@ -41,4 +76,19 @@ export async function loadedSelection(main, what) {
     notice.replaceChildren(`“${profile.name}” is still loading; ${what} appears here once it is loaded.`);
     await new Promise((resolve) => window.setTimeout(resolve, WAIT_MS));
   }
+}
+
+// Says that `job` is not loaded and offers to load it; resolves once its loading started.
+function offerToLoad(notice, job, what) {
+  return new Promise((resolve) => {
+    const button = h("button", { class: "button primary", type: "button", id: "load-selected" }, "Load it");
+    button.addEventListener("click", () => {
+      button.disabled = true;
+      api.load(job.id).then(resolve, (error) => {
+        notice.className = "notice error";
+        notice.replaceChildren(`“${job.name}” could not be loaded: ${error.message} `, h("a", { href: "/" }, "Go to Load profile."));
+      });
+    });
+    notice.replaceChildren(`“${job.name}” is not loaded. Load it to see ${what}, or `, h("a", { href: "/" }, "go to Load profile"), ". ", button);
+  });
 }
