@@ -120,6 +120,8 @@ def _wait_view_change(page: Any, before: tuple[float, float]) -> tuple[float, fl
 def test_kernels_streams_keys_selection_and_areas(open_timeline, base_url: str) -> None:
     job_id = _load(base_url, "a100_rank0of2_nccl")
     page, errors, outside = open_timeline(job_id)
+    # the page says whose timeline it is, as the dashboard and information pages do
+    sync_api.expect(page.locator("h1")).to_have_text("Timeline · a100_rank0of2_nccl")
     tree = page.locator("#tl-tree")
     sync_api.expect(tree.locator("[data-label='GPU-0']")).to_be_visible()
     sync_api.expect(tree.locator("[data-label='rank 0 · stream 7']")).to_be_visible()

@@ -75,9 +75,10 @@ function closeGroups(group, closed, prefix = "") {
 }
 
 class TimelinePage {
-  constructor(main, jobId, payload) {
+  constructor(main, job, payload) {
     this.main = main;
-    this.jobId = jobId;
+    this.jobId = job.id;
+    this.jobName = job.name;
     this.tracks = payload.tracks;
     this.bounds = payload.bounds;
     this.origin = payload.bounds[0];
@@ -152,7 +153,7 @@ class TimelinePage {
     };
     clear(this.main).append(
       h("header", { class: "page-head tl-head" },
-        h("h1", {}, "Timeline"),
+        h("h1", {}, `Timeline · ${this.jobName}`),
         this.rangeLabel,
         h("button", { class: "button", id: "tl-shortcuts-button", onclick: () => this.toggleShortcuts() }, "Keyboard shortcuts")),
       this.shortcuts,
@@ -501,6 +502,7 @@ export async function renderTimeline(main) {
   clear(main).append(h("header", { class: "page-head" }, h("h1", {}, "Timeline")));
   const loaded = await loadedSelection(main, "its timeline");
   if (!loaded) return;
+  main.querySelector("h1").textContent = `Timeline · ${loaded.name}`;
   const id = loaded.id;
   let payload;
   try {
@@ -516,7 +518,7 @@ export async function renderTimeline(main) {
     main.append(h("div", { class: "notice" }, "This profile holds no events or metrics yet."));
     return;
   }
-  const page = new TimelinePage(main, id, payload);
+  const page = new TimelinePage(main, loaded, payload);
   await page.fetchWindow();
   const listed = (await api.jobs()).jobs.find((j) => j.id === id);
   if (listed && listed.status === "running") page.followLive();
