@@ -29,6 +29,10 @@ _LAUNCH: tuple[str, ...] = ("cuda_runtime", "cuda_driver")
 _GPU_ACTIVITY: tuple[str, ...] = ("kernel", "gpu_memcpy", "gpu_memset")
 #: ``gpu`` of a node's counter of all its GPUs (the node's CPU side is -1).
 _ALL_GPUS = -2
+# A slice's time inside the window [$start, $end): its recorded duration less what lies outside.
+# Not least(end) - greatest(start): µs since the epoch resolve only 0.25 µs, so that difference
+# was off by as much even for a slice wholly inside (10 % of a 2.4 µs kernel).
+_TIME_IN_WINDOW = "dur_us - greatest($start - start_us, 0) - greatest(end_us - $end, 0)"
 #: Counters per node; ``gpu`` -1 is the node's CPU side, -2 its GPUs together.
 _COUNTERS_SQL = f"""
     WITH s AS (SELECT CASE WHEN node = '' THEN '{UNKNOWN_NODE}' ELSE node END AS node,
@@ -234,7 +238,7 @@ class TimelineIndex:
         rows = self.con.execute(
             f"""
             SELECT idx, floor((greatest(start_us, $start) - $start) / $bin) AS b, count(*),
-                   sum(least(end_us, $end) - greatest(start_us, $start)), arg_max(name_id, dur_us)
+                   sum({_TIME_IN_WINDOW}), arg_max(name_id, dur_us)
             FROM tl_slices
             WHERE idx IN ({self._idx_list(tracks)}) AND start_us < $end AND end_us > $start
             GROUP BY ALL ORDER BY idx, b
@@ -368,7 +372,7 @@ class TimelineIndex:
         rows = self.con.execute(
             f"""
             SELECT name, category, count(*) AS n,
-                   sum(least(end_us, $end) - greatest(start_us, $start)) AS total
+                   sum({_TIME_IN_WINDOW}) AS total
             FROM tl_slices JOIN tl_names USING (name_id)
             WHERE idx IN ({self._idx_list(chosen)}) AND start_us < $end AND end_us > $start
             GROUP BY ALL ORDER BY total DESC LIMIT {int(top)}
