@@ -261,11 +261,12 @@ def test_ruler_and_range_tell_close_times_apart(open_timeline, base_url: str) ->
     )
     lo, hi = _view(page)
     middle = lo + 343_600
-    before = _view(page)
-    page.evaluate("() => { window.rulerTexts = []; }")
-    page.evaluate("([a, b]) => window.stepscopeTimeline.show(a, b)", [middle, middle + 20])
-    _wait_view_change(page, before)
-    ticks = page.evaluate("() => window.rulerTexts")
+    # the labels of one drawing: show() draws at once (a later answer of the server redraws)
+    ticks = page.evaluate(
+        "([a, b]) => { window.rulerTexts = []; window.stepscopeTimeline.show(a, b);"
+        " return window.rulerTexts; }",
+        [middle, middle + 20],
+    )
     assert len(ticks) >= 4, ticks
     assert len(set(ticks)) == len(ticks), f"ruler labels repeat: {ticks}"
     assert all(t.endswith(" ms") for t in ticks), ticks
@@ -307,5 +308,30 @@ def test_the_launch_arrow_leaves_from_the_launch_itself(open_timeline, base_url:
     # the arrow starting at the launch's time starts at the launch's row, not at its track's top
     x0, y0 = next((a[0], a[1]) for a in arrows if abs(box["x"] + a[0] - launch["x"]) < 5)
     assert abs(box["y"] + y0 - launch["y"]) <= 8, (y0, launch)
+    assert not errors, errors
+    assert not outside, outside
+
+
+def test_the_view_is_in_the_url_so_a_reload_or_a_link_opens_it_again(
+    open_timeline, base_url: str
+) -> None:
+    job_id = _load(base_url, "a100_rank0of2_nccl")
+    page, errors, outside = open_timeline(job_id)
+    whole = _view(page)
+    page.locator("#tl-canvas").focus()
+    for key in "wwwwd":
+        before = _view(page)
+        page.keyboard.press(key)
+        _wait_view_change(page, before)
+    zoomed = _view(page)
+    page.wait_for_url("**&from=*&to=*")
+    page.reload()
+    page.wait_for_selector("#tl-canvas[data-loaded='1']")
+    assert _view(page) == pytest.approx(zoomed, abs=0.01)
+    # a link naming a window (µs since the start) opens it
+    page.goto(f"{base_url}/timeline?job={job_id}&from=345000&to=346000")
+    page.wait_for_selector("#tl-canvas[data-loaded='1']")
+    assert _view(page) == pytest.approx((whole[0] + 345_000, whole[0] + 346_000), abs=0.01)
+    assert page.locator("#tl-range").inner_text().startswith("345.000 ms – 346.000 ms")
     assert not errors, errors
     assert not outside, outside

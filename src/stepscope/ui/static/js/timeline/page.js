@@ -12,6 +12,8 @@ import { COUNTER_PX, LEVEL_PX, MAX_LEVELS, RULER_PX, draw, formatDuration, forma
 const ROW_MIN_PX = 22;
 const FETCH_DELAY_MS = 60;
 const LIVE_MS = 15000;
+// The view goes into the URL once it rests this long (browsers refuse many URL changes a second).
+const URL_DELAY_MS = 400;
 // The server answers at most this many tracks per window request (MAX_TRACKS in routes/timeline.py).
 const MAX_TRACKS = 400;
 const SHORTCUTS = [
@@ -91,6 +93,28 @@ class TimelinePage {
     this.drawn = { hits: [], flows: 0, arrows: [] };
     this.requestId = 0;
     this.render();
+    const linked = this.viewInUrl();
+    if (linked) this.setView(...linked);
+  }
+
+  // -- the view in the URL ------------------------------------------------------------------
+  // `from` and `to` (µs since the job's start) name the view, so a reload, back and forward, or
+  // a link someone sent opens the same window.
+
+  viewInUrl() {
+    const params = new URLSearchParams(window.location.search);
+    const [from, to] = [params.get("from"), params.get("to")].map((v) => (v === null || v === "" ? NaN : Number(v)));
+    return Number.isFinite(from) && Number.isFinite(to) && to > from ? [this.origin + from, this.origin + to] : null;
+  }
+
+  rememberView() {
+    clearTimeout(this.urlTimer);
+    this.urlTimer = setTimeout(() => {
+      const url = new URL(window.location.href);
+      url.searchParams.set("from", (this.view.start - this.origin).toFixed(3));
+      url.searchParams.set("to", (this.view.end - this.origin).toFixed(3));
+      window.history.replaceState(window.history.state, "", url);
+    }, URL_DELAY_MS);
   }
 
   // -- layout -----------------------------------------------------------------------------
@@ -295,6 +319,7 @@ class TimelinePage {
     this.view = { start: s, end: s + span };
     this.redraw();
     this.scheduleFetch();
+    this.rememberView();
   }
 
   zoom(factor, anchorX = this.width / 2) {
