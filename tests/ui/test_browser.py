@@ -8,6 +8,7 @@ Screenshots of each page go to ``test-artifacts/`` for a human to look at.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterator
@@ -388,3 +389,30 @@ def test_timeline_durations_round_into_the_next_unit_rather_than_show_a_full_one
         [999.9996, 999_999.9996, 1500.0, 2_500_000.0, 0.5],
     )
     assert shown == ["1.000 ms", "1.000 s", "1.500 ms", "2.500 s", "0.500 µs"]
+
+
+def _screen_colour(page, x: float, y: float) -> tuple[int, ...]:
+    """The colour the window shows at (x, y): a screenshot's pixel, decoded by the browser."""
+    png = page.screenshot(clip={"x": x, "y": y, "width": 1, "height": 1})
+    rgb = page.evaluate(
+        "async (data) => { const img = new Image(); img.src = `data:image/png;base64,${data}`;"
+        " await img.decode(); const canvas = document.createElement('canvas');"
+        " canvas.width = 1; canvas.height = 1; const ctx = canvas.getContext('2d');"
+        " ctx.drawImage(img, 0, 0); return [...ctx.getImageData(0, 0, 1, 1).data.slice(0, 3)]; }",
+        base64.b64encode(png).decode(),
+    )
+    return tuple(rgb)
+
+
+def test_a_narrow_window_puts_the_navigation_above_a_readable_page(page, server):
+    _open_dashboard(page, server["base"], CPU_JOB)
+    page.set_viewport_size({"width": 800, "height": 700})
+    heading = page.locator("h1")
+    box = heading.bounding_box()
+    assert box is not None
+    # the page's dark-on-light heading sits on the light page, not on the sidebar's dark strip
+    assert min(_screen_colour(page, box["x"] - 8, box["y"] + box["height"] / 2)) > 200
+    # the links take a row above the page, not a screen of their own
+    tops = {round(b["y"]) for b in (a.bounding_box() for a in page.locator("#nav a").all()) if b}
+    assert len(tops) == 1, tops
+    _shot(page, "dashboard-narrow")
