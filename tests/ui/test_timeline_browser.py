@@ -126,6 +126,16 @@ def test_kernels_streams_keys_selection_and_areas(open_timeline, base_url: str) 
     sync_api.expect(tree.locator("[data-label='GPU-0']")).to_be_visible()
     sync_api.expect(tree.locator("[data-label='rank 0 · stream 7']")).to_be_visible()
     sync_api.expect(tree.locator("[data-label='rank 0 · stream 40']")).to_be_visible()
+    # a group opens and closes from the keyboard, and keeps the focus to be pressed again
+    gpu = tree.locator("[data-label='GPU-0']")
+    gpu.focus()
+    page.keyboard.press("Enter")
+    sync_api.expect(gpu).to_have_attribute("aria-expanded", "false")
+    sync_api.expect(tree.locator("[data-label='rank 0 · stream 7']")).to_have_count(0)
+    sync_api.expect(gpu).to_be_focused()
+    page.keyboard.press(" ")
+    sync_api.expect(gpu).to_have_attribute("aria-expanded", "true")
+    sync_api.expect(tree.locator("[data-label='rank 0 · stream 7']")).to_be_visible()
 
     # w zooms in, s zooms out, d and → move right, a and ← move left
     start, end = _view(page)
@@ -192,8 +202,9 @@ def test_kernels_streams_keys_selection_and_areas(open_timeline, base_url: str) 
     assert focused[0] <= kernel_start <= focused[1]
     assert focused[1] - focused[0] <= kernel[1] * 2 + 2
 
-    # a click on the connection centres its launch
-    page.locator("#tl-connections tr.tl-link").first.click()
+    # the connection centres its launch, chosen from the keyboard as well as with the mouse
+    page.locator("#tl-connections tr.tl-link").first.focus()
+    page.keyboard.press("Enter")
     launch_view = _wait_view_change(page, focused)
     assert launch_view[0] <= flow["from"][1] <= launch_view[1]
 

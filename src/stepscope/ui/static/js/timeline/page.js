@@ -39,6 +39,16 @@ async function getJson(path, { poll = false } = {}) {
   return payload;
 }
 
+// What a focusable row needs to act as a button: a click, or Enter or Space once focused.
+function pressable(action) {
+  const onkeydown = (event) => {
+    if (event.key !== "Enter" && event.key !== " ") return;
+    event.preventDefault();
+    action();
+  };
+  return { tabindex: "0", onclick: action, onkeydown };
+}
+
 function ensureStyles() {
   if (document.querySelector("link[data-timeline-css]")) return;
   document.head.append(h("link", { rel: "stylesheet", href: "/static/timeline.css", "data-timeline-css": "1" }));
@@ -123,7 +133,7 @@ class TimelinePage {
     const rows = [];
     let y = RULER_PX;
     // a group's own tracks (e.g. the node's GPU utilization) come before its subgroups (GPU-i)
-    const visit = (group, depth) => {
+    const visit = (group, depth, prefix) => {
       for (const track of group.tracks) {
         const levels = Math.min(MAX_LEVELS, this.levels[track.id] || 1);
         const height = track.kind === "counter" ? COUNTER_PX : Math.max(ROW_MIN_PX, levels * LEVEL_PX + 6);
@@ -131,12 +141,13 @@ class TimelinePage {
         y += height;
       }
       for (const child of group.children.values()) {
-        rows.push({ group: child, label: child.label, depth, y, height: ROW_MIN_PX, kind: "group" });
+        const path = `${prefix}/${child.label}`;
+        rows.push({ group: child, label: child.label, path, depth, y, height: ROW_MIN_PX, kind: "group" });
         y += ROW_MIN_PX;
-        if (child.open) visit(child, depth + 1);
+        if (child.open) visit(child, depth + 1, path);
       }
     };
-    visit(this.tree, 0);
+    visit(this.tree, 0, "");
     rows.forEach((row, index) => (row.index = index));
     const byId = {};
     for (const row of rows) if (row.id) byId[row.id] = row;
@@ -194,19 +205,22 @@ class TimelinePage {
   }
 
   relayout() {
+    // a group row toggled from the keyboard is drawn anew: the focus goes to its new row
+    const focused = document.activeElement?.dataset?.group;
     this.currentLayout = this.layout();
     clear(this.labels).append(h("div", { class: "tl-ruler-gap", style: `height:${RULER_PX}px` }));
     for (const row of this.currentLayout.rows) {
       const style = `height:${row.height}px;padding-left:${8 + row.depth * 14}px`;
       if (row.kind === "group") {
         this.labels.append(h("div", {
-          class: "tl-row tl-group", style, role: "button", tabindex: "0", "aria-expanded": String(row.group.open), "data-label": row.label,
-          onclick: () => { row.group.open = !row.group.open; this.relayout(); this.scheduleFetch(); },
+          class: "tl-row tl-group", style, role: "button", "aria-expanded": String(row.group.open), "data-label": row.label, "data-group": row.path,
+          ...pressable(() => { row.group.open = !row.group.open; this.relayout(); this.scheduleFetch(); }),
         }, h("span", { class: "tl-caret" }, row.group.open ? "▾" : "▸"), row.label));
       } else {
         this.labels.append(h("div", { class: `tl-row tl-track tl-${row.kind}`, style, "data-track": row.id, "data-label": row.label, title: row.track.path.join(" / ") }, row.label));
       }
     }
+    if (focused) this.labels.querySelector(`[data-group="${CSS.escape(focused)}"]`)?.focus();
     this.resize();
   }
 
@@ -406,8 +420,8 @@ class TimelinePage {
     panel.append(h("table", { class: "table tl-connections" },
       h("thead", {}, h("tr", {}, ["Relation", "Name", "Category", "Start", "Duration"].map((c) => h("th", {}, c)))),
       h("tbody", {}, connections.map((c) => h("tr", {
-        class: "tl-link", tabindex: "0", "data-track": c.track || "",
-        onclick: () => this.jumpTo(c),
+        class: "tl-link", role: "button", "data-track": c.track || "",
+        ...pressable(() => this.jumpTo(c)),
       }, h("td", {}, c.relation), h("td", {}, c.name), h("td", {}, c.category),
       h("td", {}, formatOffset(c.start_us - this.origin, 1)), h("td", {}, formatDuration(c.dur_us)))))));
   }
