@@ -152,3 +152,21 @@ def test_every_answer_is_bounded_whatever_the_number_of_dense_tracks() -> None:
     )
     assert items <= 1200
     assert sum(b[1] for t in window["tracks"].values() for b in t["bins"]) == 24_000
+
+
+def test_find_gives_the_next_slice_whose_name_holds_the_text_and_goes_round(index) -> None:
+    thread = _by_path(index)["algo-1 / CPU / rank 0 · thread 1"]
+    first = index.find("ADDMM", T0 - 1)
+    assert first["count"] == 1
+    assert first["match"] == {
+        "track": thread.id,
+        "start_us": T0 + 20,
+        "dur_us": 190.4,
+        "name": "aten::addmm",
+    }
+    steps = [index.find("ProfilerStep#", T0 - 1), index.find("ProfilerStep#", T0)]
+    assert [s["match"]["name"] for s in steps] == ["ProfilerStep#3", "ProfilerStep#4"]
+    # past the last match, the search starts again from the first
+    assert index.find("addmm", T0 + 20)["match"]["start_us"] == T0 + 20
+    # % and _ are searched for, not wildcards
+    assert index.find("aten_%", T0 - 1) == {"count": 0, "match": None}

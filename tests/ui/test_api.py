@@ -213,6 +213,20 @@ def test_timeline_windows_beyond_finite_times_are_refused(client):
             assert "start_us and end_us" in response.json()["detail"]
 
 
+def test_timeline_find_names_the_next_matching_slice_and_refuses_bad_questions(client):
+    job = job_ids(client)["job-a"]
+    load_and_wait(client, job)
+    found = client.get(
+        f"/api/jobs/{job}/timeline/find", params={"text": "forward", "after_us": T0_US + 1}
+    ).json()
+    assert found["count"] == 50  # one Forward per step
+    assert found["match"]["name"] == "Forward"
+    assert found["match"]["start_us"] == T0_US + 300_000
+    for params in ({"text": "", "after_us": 0}, {"text": "x", "after_us": "nan"}):
+        response = client.get(f"/api/jobs/{job}/timeline/find", params=params)
+        assert response.status_code == 422, params
+
+
 def test_information_of_a_loaded_job(client):
     job = job_ids(client)["job-a"]
     assert client.get(f"/api/jobs/{job}/info").status_code == 409

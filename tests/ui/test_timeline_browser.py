@@ -9,6 +9,7 @@ covers; both ranks of a two-rank job appear on one clock. No console errors, no 
 
 from __future__ import annotations
 
+import gzip
 import json
 import time
 from collections.abc import Iterator
@@ -344,5 +345,50 @@ def test_the_view_is_in_the_url_so_a_reload_or_a_link_opens_it_again(
     page.wait_for_selector("#tl-canvas[data-loaded='1']")
     assert _view(page) == pytest.approx((whole[0] + 345_000, whole[0] + 346_000), abs=0.01)
     assert page.locator("#tl-range").inner_text().startswith("345.000 ms – 346.000 ms")
+    assert not errors, errors
+    assert not outside, outside
+
+
+def test_find_selects_each_slice_of_a_name_in_turn(
+    open_timeline, base_url: str, shared_fixtures: Path
+) -> None:
+    trace = json.loads(
+        gzip.decompress((shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz").read_bytes())
+    )
+    expected = sorted(
+        e["ts"]
+        for e in trace["traceEvents"]
+        if e.get("ph") == "X" and "ncclkernel_allreduce" in e.get("name", "").lower()
+    )
+    job_id = _load(base_url, "a100_rank0of2_nccl")
+    page, errors, outside = open_timeline(job_id)
+    page.locator("[data-label='GPU-0']").click()  # its streams hidden: the match opens them
+    field = page.locator("#tl-find")
+    field.fill("NCCLKERNEL_allreduce")
+    field.press("Enter")
+    status = page.locator("#tl-find-status")
+    sync_api.expect(status).to_have_text(f"{len(expected)} matches")
+    selection = page.locator("#tl-selection")
+    sync_api.expect(selection).to_contain_text("ncclKernel_AllReduce")
+    sync_api.expect(page.locator("[data-label='rank 0 · stream 40']")).to_be_visible()
+    starts = []
+    for _ in range(2):
+        start = page.evaluate("() => window.stepscopeTimeline.state().selected.start")
+        lo, hi = _view(page)
+        assert lo <= start <= hi
+        starts.append(start)
+        field.press("Enter")
+        page.wait_for_function(
+            "s => window.stepscopeTimeline.state().selected.start !== s", arg=start
+        )
+    # the first two matches in time, on the trace's clock, then the next
+    origin = _get(f"{base_url}/api/jobs/{job_id}/timeline/tracks")["bounds"][0]
+    first_ts = min(e["ts"] for e in trace["traceEvents"] if e.get("ph") == "X")
+    assert [s - origin for s in starts] == pytest.approx(
+        [t - first_ts for t in expected[:2]], abs=0.5
+    )
+    field.fill("no slice has this name")
+    field.press("Enter")
+    sync_api.expect(status).to_contain_text("No slice's name holds")
     assert not errors, errors
     assert not outside, outside

@@ -362,6 +362,29 @@ class TimelineIndex:
             for idx, name, category, start, dur in rows
         ]
 
+    def find(self, text: str, after_us: float) -> dict[str, Any]:
+        """The first slice starting after ``after_us`` whose name holds ``text`` (any case),
+        else the first of all (the search goes round), and how many slices match.
+
+        :returns: ``{"count": n, "match": {"track", "start_us", "dur_us", "name"} or None}``.
+        """
+        rows = self.con.execute(
+            """
+            WITH hits AS (
+                SELECT idx, start_us, dur_us, name FROM tl_slices JOIN tl_names USING (name_id)
+                WHERE name_id IN (SELECT name_id FROM tl_names WHERE name ILIKE $pattern ESCAPE '\\')
+            )
+            SELECT (SELECT count(*) FROM hits), * FROM hits
+            ORDER BY start_us <= $after, start_us, idx LIMIT 1
+            """,
+            {"pattern": f"%{_like_escaped(text)}%", "after": after_us},
+        ).fetchall()
+        if not rows:
+            return {"count": 0, "match": None}
+        count, idx, start, dur, name = rows[0]
+        match = {"track": self.tracks[idx].id, "start_us": start, "dur_us": dur, "name": name}
+        return {"count": count, "match": match}
+
     def statistics(
         self, tracks: list[TimelineTrack], start_us: float, end_us: float, *, top: int = 50
     ) -> list[dict[str, Any]]:
@@ -380,6 +403,11 @@ class TimelineIndex:
             {"start": start_us, "end": end_us},
         ).fetchall()
         return [{"name": n, "category": c, "count": k, "total_us": t} for n, c, k, t in rows]
+
+
+def _like_escaped(text: str) -> str:
+    """``text`` matched literally by LIKE (its own % and _ are no wildcards)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _depths(starts: list[float], ends: list[float]) -> list[int]:

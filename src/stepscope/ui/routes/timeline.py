@@ -125,6 +125,20 @@ def slice_(
     return found
 
 
+@router.get("/find")
+def find(
+    job_id: str,
+    state: State,
+    text: Annotated[str, Query(min_length=1, max_length=200)],
+    after_us: float,
+) -> dict[str, Any]:
+    """The next slice after ``after_us`` whose name holds ``text``, and how many match."""
+    if not math.isfinite(after_us):
+        raise HTTPException(status_code=422, detail="after_us must be a finite number.")
+    profile = state.loaded(job_id)
+    return _ask(state, profile, ("find", text, after_us), lambda index: index.find(text, after_us))
+
+
 @router.get("/stats")
 def stats(
     job_id: str,

@@ -1,7 +1,7 @@
 // The Timeline page: a collapsible track tree beside a canvas, fed by bounded window requests.
 //
 // Keys: w/s or ↑/↓ zoom in/out, a/d or ←/→ pan, f focuses the selected slice, 0 shows it all,
-// ? lists the shortcuts. Mouse: ctrl/⌘ + wheel zooms at the pointer, shift + wheel pans, a click
+// ? lists the shortcuts; Enter in the find field selects the next slice of that name. Mouse: ctrl/⌘ + wheel zooms at the pointer, shift + wheel pans, a click
 // selects a slice, a drag selects an area (its statistics appear in the bottom panel).
 
 import { api, ApiError } from "../api.js";
@@ -27,6 +27,7 @@ const SHORTCUTS = [
   ["shift + wheel", "move left or right"],
   ["click", "select a slice"],
   ["drag", "select an area and list what it covers"],
+  ["Enter in Find", "select the next slice whose name holds the text"],
   ["?", "show or hide this list"],
 ];
 
@@ -171,6 +172,11 @@ class TimelinePage {
   render() {
     ensureStyles();
     this.rangeLabel = h("span", { class: "tl-range", id: "tl-range" });
+    this.findField = h("input", {
+      type: "search", id: "tl-find", class: "tl-find", placeholder: "Find a slice by name", "aria-label": "Find a slice by name",
+      onkeydown: (event) => { if (event.key === "Enter") this.findNext().catch(showError); },
+    });
+    this.findStatus = h("span", { class: "tl-find-status muted small", id: "tl-find-status", role: "status" });
     this.shortcuts = h("div", { class: "tl-shortcuts", id: "tl-shortcuts", hidden: true },
       h("h3", {}, "Keyboard and mouse"),
       h("table", {}, SHORTCUTS.map(([k, v]) => h("tr", {}, h("td", {}, h("kbd", {}, k)), h("td", {}, v)))));
@@ -189,6 +195,7 @@ class TimelinePage {
     clear(this.main).append(
       h("header", { class: "page-head tl-head" },
         h("h1", {}, `Timeline · ${this.jobName}`),
+        h("div", { class: "tl-find-box" }, this.findField, this.findStatus),
         this.rangeLabel,
         h("button", { class: "button", id: "tl-shortcuts-button", onclick: () => this.toggleShortcuts() }, "Keyboard shortcuts")),
       this.shortcuts,
@@ -458,6 +465,43 @@ class TimelinePage {
       h("table", { class: "table tl-stats", id: "tl-area-stats" },
         h("thead", {}, h("tr", {}, ["Name", "Category", "Count", "Total time"].map((c) => h("th", {}, c)))),
         h("tbody", {}, rows.map((r) => h("tr", {}, h("td", {}, r.name), h("td", {}, r.category), h("td", { class: "num" }, r.count.toLocaleString()), h("td", { class: "num" }, formatDuration(r.total_us)))))));
+  }
+
+  // -- find -------------------------------------------------------------------------------------
+
+  // Selects and shows the next slice whose name holds the text in the find field: the first
+  // after the selected one, or after the start of the view for a new text; after the last,
+  // the first again.
+  async findNext() {
+    const text = this.findField.value.trim();
+    if (!text) return;
+    const after = this.selected && text === this.lastFind ? this.selected.start : this.view.start - 1e-3;
+    this.lastFind = text;
+    const params = new URLSearchParams({ text, after_us: String(after) });
+    const { count, match } = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/find?${params}`);
+    if (!match) {
+      this.findStatus.textContent = `No slice's name holds “${text}”.`;
+      return;
+    }
+    this.findStatus.textContent = `${count.toLocaleString()} ${count === 1 ? "match" : "matches"}`;
+    this.revealTrack(match.track);
+    this.jumpTo(match);
+    await this.select({ track: match.track, start: match.start_us, dur: match.dur_us, name: match.name });
+  }
+
+  // Opens the groups a track sits in, so it can be scrolled to.
+  revealTrack(trackId) {
+    const track = this.tracks.find((t) => t.id === trackId);
+    if (!track) return;
+    let group = this.tree;
+    let opened = false;
+    for (const part of track.path.slice(0, -1)) {
+      group = group.children.get(part);
+      if (!group) return;
+      opened = opened || !group.open;
+      group.open = true;
+    }
+    if (opened) this.relayout();
   }
 
   toggleShortcuts() {
