@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -340,6 +341,12 @@ def test_a_running_jobs_dashboard_stays_live_until_the_job_ends(page, server):
     _open_dashboard(page, server["base"], LIVE_JOB)
     expect(page.locator(".page-head .badge")).to_have_text("Running")
     expect(page.locator(".live")).to_have_text("Live: refreshes every 15 s")
+    # how long it has run so far, as the job list says (it started long ago: hours)
+    start_us = json.loads((server["live_job"] / "job.json").read_text())["start_time_us"]
+    hours = int((time.time() * 1e6 - start_us) / 3.6e9)
+    expect(page.locator(".page-head .lead")).to_contain_text(
+        re.compile(rf"· ({hours}|{hours + 1}) h ")
+    )
     assert _panel_states(page)["cpu_utilization"] == "data"  # the data so far
     job_json = server["live_job"] / "job.json"
     job_json.write_text(json.dumps({**json.loads(job_json.read_text()), "status": "Completed"}))
