@@ -94,3 +94,19 @@ def test_a_run_without_plotly_says_once_that_it_writes_no_report(tmp_path: Path)
     assert (job / "rule-output" / "ProfilerReport" / "status.json").is_file()
     assert not (job / "rule-output" / "profiler-report.html").exists()
     assert "Report:" not in result.stdout + result.stderr
+
+
+def test_a_run_without_the_ui_extra_says_what_its_ui_command_needs(tmp_path: Path) -> None:
+    # "Watch it live: stepscope ui ..." and "Open the Profiler UI: ..." were printed as they are
+    # with the extra, for a command that then fails
+    (tmp_path / "train.py").write_text("print('trained')\n")
+    result = _stepscope_without(["fastapi"], ["run", "--no-report", "--", "train.py"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = [
+        line
+        for line in (result.stdout + result.stderr).splitlines()
+        if line.startswith(("Watch it live:", "Open the Profiler UI:"))
+    ]
+    assert len(lines) == 2, result.stderr
+    for line in lines:
+        assert "stepscope ui " in line and "pip install 'stepscope[ui]'" in line, line

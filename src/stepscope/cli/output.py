@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from stepscope.ui.server import ui_installed
+
 if TYPE_CHECKING:
     from stepscope.launcher import Job
 
@@ -71,8 +73,12 @@ def print_job_start(job: Job) -> None:
 
 def _ui_command(job: Job) -> str:
     """The command that opens the UI on the job's folder, quoted for a shell as needed, so it
-    can be pasted whatever the folder's name holds (spaces, ``#``, quotes)."""
-    return f"stepscope ui {shlex.quote(str(job.path.parent))}"
+    can be pasted whatever the folder's name holds (spaces, ``#``, quotes); and what it needs
+    first where the ``ui`` extra is not installed."""
+    command = f"stepscope ui {shlex.quote(str(job.path.parent))}"
+    if ui_installed():
+        return command
+    return f"{command}  (after pip install 'stepscope[ui]')"
 
 
 def print_rule_status(rule: str, status: dict[str, Any], *, result: bool = False) -> None:

@@ -13,10 +13,10 @@ import threading
 import webbrowser
 from collections.abc import Sequence
 
-from stepscope._optional import require
-from stepscope.errors import ConfigError, ServeError
+from stepscope._optional import require, require_installed
+from stepscope.errors import ConfigError, MissingDependencyError, ServeError
 
-__all__ = ["DEFAULT_PORT", "serve"]
+__all__ = ["DEFAULT_PORT", "serve", "ui_installed"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +27,16 @@ _UI_PACKAGES = ("fastapi", "uvicorn", "plotly")
 
 #: addresses that bind every interface -> the loopback address the local browser opens
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+def ui_installed() -> bool:
+    """Whether the packages the UI runs on are installed (found, not imported)."""
+    try:
+        for package in _UI_PACKAGES:
+            require_installed(package, extra="ui", feature="the Profiler UI")
+    except MissingDependencyError:
+        return False
+    return True
 
 
 def serve(
