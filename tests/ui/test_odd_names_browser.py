@@ -105,7 +105,7 @@ def _open_dashboard(page: Any, base: str) -> None:
     radio = page.locator("#loaded-profiles tr", has_text="名前").locator("input[type=radio]")
     expect(radio).to_be_enabled()
     radio.click()
-    page.wait_for_url("**/dashboard")
+    page.wait_for_url("**/dashboard?job=*")
     expect(page.locator("h1")).to_have_text(JOB)
 
 
