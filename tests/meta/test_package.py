@@ -25,7 +25,7 @@ ALLOWED = {
     "ui": {"config", "store", "analysis", "rules", "report"},
     "export": {"config", "store", "analysis"},
 }
-LEAVES = {"errors", "_optional", "_lazy", "_gzip", "_atomic", "_sql", "_natural"}
+LEAVES = {"errors", "_optional", "_lazy", "_gzip", "_atomic", "_sql", "_natural", "_utf8"}
 
 
 def test_every_public_name_resolves() -> None:

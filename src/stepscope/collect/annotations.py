@@ -30,9 +30,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from stepscope._utf8 import utf8_text
 from stepscope.collect import session as _session
 from stepscope.collect.events import ANNOTATION_PHASE, LATER_MAX_EVENTS
-from stepscope.store.timeline_writer import utf8_text
 
 if TYPE_CHECKING:
     from stepscope.collect.session import Session

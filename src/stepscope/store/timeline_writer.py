@@ -52,7 +52,6 @@ import functools
 import logging
 import math
 import os
-import re
 import sys
 import threading
 import time
@@ -63,11 +62,12 @@ from typing import Any
 
 import orjson
 
+from stepscope._utf8 import utf8_text
 from stepscope.errors import ConfigError
 from stepscope.store.layout import TIMELINE_SUFFIXES, framework_dir, timeline_tmp_path
 from stepscope.store.timeline_files import publish_closed_file
 
-__all__ = ["TimelineEvent", "TimelineWriter", "utf8_text"]
+__all__ = ["TimelineEvent", "TimelineWriter"]
 
 logger = logging.getLogger(__name__)
 
@@ -654,15 +654,6 @@ def _record_or_repr(record: dict[str, Any]) -> bytes:
     except (TypeError, orjson.JSONEncodeError):
         record["args"] = {"unserializable_args": repr(record["args"])}
         return _record(record)
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def utf8_text(text: str) -> str:
-    """``text`` as UTF-8 can hold it: each lone surrogate (``os.fsdecode`` makes one of an
-    undecodable byte) becomes U+FFFD."""
-    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _record(record: dict[str, Any]) -> bytes:
