@@ -8,7 +8,7 @@ from types import ModuleType
 
 from stepscope.errors import MissingDependencyError
 
-__all__ = ["require", "require_installed"]
+__all__ = ["installed", "require", "require_installed"]
 
 
 def require(module: str, *, extra: str | None, feature: str) -> ModuleType:
@@ -32,9 +32,13 @@ def require_installed(module: str, *, extra: str | None, feature: str) -> None:
 
     The parameters are :func:`require`'s; ``module`` is a top-level package name.
     """
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a module marked absent, or a broken package
-        found = False
-    if not found:
+    if not installed(module):
         raise MissingDependencyError(module, extra, feature)
+
+
+def installed(module: str) -> bool:
+    """Whether the top-level package ``module`` is installed (found, not imported)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a module marked absent, or a broken package
+        return False

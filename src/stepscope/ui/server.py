@@ -13,8 +13,8 @@ import threading
 import webbrowser
 from collections.abc import Sequence
 
-from stepscope._optional import require, require_installed
-from stepscope.errors import ConfigError, MissingDependencyError, ServeError
+from stepscope._optional import installed, require
+from stepscope.errors import ConfigError, ServeError
 
 __all__ = ["DEFAULT_PORT", "serve", "ui_installed"]
 
@@ -31,12 +31,7 @@ _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
 def ui_installed() -> bool:
     """Whether the packages the UI runs on are installed (found, not imported)."""
-    try:
-        for package in _UI_PACKAGES:
-            require_installed(package, extra="ui", feature="the Profiler UI")
-    except MissingDependencyError:
-        return False
-    return True
+    return all(installed(package) for package in _UI_PACKAGES)
 
 
 def serve(
