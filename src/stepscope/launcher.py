@@ -4,7 +4,9 @@
 
 1. create the job folder and write ``job.json`` (status ``Running``) and the resolved
    ``profiler-config.json`` that every rank reads through ``STEPSCOPE_CONFIG``;
-2. start one system monitor for the node and the live rule engine, each in its own process;
+2. start one system monitor for the node and the live rule engine, each in its own process (a
+   node that ``torchrun`` numbers at its rendezvous, without ``--node-rank``, gets its name
+   and its monitor from its first local rank instead, which learns the number there);
 3. run the command with the instrumentation bootstrap on ``PYTHONPATH`` (``torch.distributed.run``
    when more than one process per node is asked for);
 4. whatever happens to the command (exit, crash, Ctrl-C, a SIGTERM or SIGHUP to this process,
@@ -160,7 +162,10 @@ def launch(
     job = Job(path=_make_job_dir(job_dir, command))
     config = _with_local_path(config, job.profiler_output)
     child_command = _child_command(command, nproc_per_node)
-    node = node_name(_node_index(command))
+    node_index = _node_index(command)
+    # a node that torchrun numbers at its rendezvous is named by its ranks, and until they do,
+    # job.json calls it the first node
+    node = node_name(node_index or 0)
     job.info = _initial_job_info(job, command, config, rules, hyperparameters, nproc_per_node, node)
     _claim_job_folder(job)
     job.profiler_output.mkdir(parents=True, exist_ok=True)
@@ -168,15 +173,15 @@ def launch(
     config.to_file(config_path)
 
     monitor = engine = None
-    watcher = _StatusPrinter(job.path, on_status)
+    watcher = _JobWatcher(job, on_status, node_named_by_ranks=node_index is None)
     try:
-        monitor = _start_monitor(job, config, node)
+        if node_index is not None:
+            monitor = _start_monitor(job, config, node)
         engine = _start_rule_engine(job, rules, report)
         if on_start is not None:
             on_start(job)
-        job.exit_code, job.status = _run_child(
-            child_command, _child_env(job, config_path, node), watcher
-        )
+        env = _child_env(job, config_path, node if node_index is not None else None)
+        job.exit_code, job.status = _run_child(child_command, env, watcher)
     except KeyboardInterrupt:
         # Ctrl-C before the command started: the job ends here, stopped, and stays readable
         job.exit_code, job.status = _INTERRUPTED_EXIT_CODE, JobStatus.STOPPED
@@ -289,14 +294,19 @@ def _torchrun_arguments(command: list[str]) -> list[str] | None:
     return None
 
 
-#: torchrun's option for the index of this node, and the variable it reads when the option is absent
+#: torchrun's options for the index of this node and for the number of nodes, and the
+#: variables it reads when they are absent
 _NODE_RANK_OPTIONS = ("--node-rank", "--node_rank")
 _NODE_RANK_VARIABLE = "PET_NODE_RANK"
+_NNODES_OPTION = "--nnodes"
+_NNODES_VARIABLE = "PET_NNODES"
 
 
-def _node_index(command: list[str]) -> int:
+def _node_index(command: list[str]) -> int | None:
     """The 0-based index of the node this command runs on: a multi-node ``torchrun``'s
-    ``--node-rank`` (or ``PET_NODE_RANK``, which torchrun reads in its place); 0 otherwise.
+    ``--node-rank`` (or ``PET_NODE_RANK``, which torchrun reads in its place); 0 for any other
+    command; ``None`` for a multi-node ``torchrun`` without one, whose rendezvous numbers the
+    nodes (its ranks learn the number as ``GROUP_RANK``).
 
     Its ranks' framework files, its system monitor and ``job.json`` name the node
     ``algo-<index + 1>``, so two nodes of one job never take each other's names.
@@ -304,15 +314,22 @@ def _node_index(command: list[str]) -> int:
     arguments = _torchrun_arguments(command)
     if arguments is None:
         return 0
-    value = os.environ.get(_NODE_RANK_VARIABLE)
+    values = {
+        _NODE_RANK_OPTIONS[0]: os.environ.get(_NODE_RANK_VARIABLE),
+        _NNODES_OPTION: os.environ.get(_NNODES_VARIABLE),
+    }
     for index, word in enumerate(arguments):
         if word in ("-m", "--module") or (word.endswith(".py") and not word.startswith("-")):
             break  # what follows is the training script's own
         option, equals, given = word.partition("=")
-        if option in _NODE_RANK_OPTIONS:
-            value = given if equals else " ".join(arguments[index + 1 : index + 2])
+        option = _NODE_RANK_OPTIONS[0] if option in _NODE_RANK_OPTIONS else option
+        if option in values:
+            values[option] = given if equals else " ".join(arguments[index + 1 : index + 2])
+    node_rank, nnodes = values[_NODE_RANK_OPTIONS[0]], values[_NNODES_OPTION]
+    if node_rank is None and nnodes not in (None, "1", "1:1"):
+        return None
     try:
-        return max(0, int(value or 0))
+        return max(0, int(node_rank or 0))
     except ValueError:
         return 0  # torchrun itself refuses it
 
@@ -542,19 +559,26 @@ def _child_command(command: list[str], nproc_per_node: int) -> list[str]:
     ]
 
 
-def _child_env(job: Job, config_path: Path, node: str) -> dict[str, str]:
-    from stepscope.collect.bootstrap import BOOTSTRAP_DIR
+def _child_env(job: Job, config_path: Path, node: str | None) -> dict[str, str]:
+    """The command's environment; ``node`` ``None`` leaves the node's name and its system
+    monitor to the ranks (:data:`~stepscope.collect.bootstrap.RANK_STARTS_MONITOR`)."""
+    from stepscope.collect.bootstrap import BOOTSTRAP_DIR, RANK_STARTS_MONITOR
 
     env = dict(os.environ)
     env["STEPSCOPE_CONFIG"] = str(config_path)
     env["STEPSCOPE_JOB_DIR"] = str(job.path)
-    env["STEPSCOPE_NODE"] = node
+    env.pop(RANK_STARTS_MONITOR, None)
+    if node is None:
+        env.pop("STEPSCOPE_NODE", None)
+        env[RANK_STARTS_MONITOR] = "1"
+    else:
+        env["STEPSCOPE_NODE"] = node
     paths = [str(BOOTSTRAP_DIR), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
 
 
-def _run_child(command: list[str], env: dict[str, str], watcher: _StatusPrinter) -> tuple[int, str]:
+def _run_child(command: list[str], env: dict[str, str], watcher: _JobWatcher) -> tuple[int, str]:
     """Run the command to its end; Ctrl-C stops it gracefully, and SIGTERM or SIGHUP sent to
     this process go on to the command, which ends as it chooses (a preempted job saving its
     checkpoint); either counts as Stopped."""
@@ -662,7 +686,7 @@ def _finish(
     job: Job,
     monitor: Any,
     engine: Any,
-    watcher: _StatusPrinter,
+    watcher: _JobWatcher,
     report: bool,
     rules: Sequence[Any] | None,
 ) -> None:
@@ -695,6 +719,7 @@ def _finish(
         _run_rules_offline(job, rules)
     watcher.poll()
     ranks = _collect_ranks(job.profiler_output)
+    watcher.take_node_name(ranks)
     job.info.update(
         # on the clock of the job's data: a wall clock NTP stepped back during the job would
         # make the job end before it started
@@ -764,21 +789,50 @@ def _processes_per_node(ranks: dict[str, dict[str, Any]], asked: int) -> int:
     return max([asked, *per_node.values()])
 
 
-class _StatusPrinter:
-    """Reports rule statuses as they change while the job runs."""
+class _JobWatcher:
+    """What the launcher looks at every second while the job runs: the rules' statuses, told to
+    ``on_status`` as they change; and, for a node that torchrun numbers at its rendezvous
+    (``node_named_by_ranks``), the name its ranks give it, which job.json takes at once."""
 
     def __init__(
-        self, job_dir: Path, on_status: Callable[[str, dict[str, Any]], None] | None
+        self,
+        job: Job,
+        on_status: Callable[[str, dict[str, Any]], None] | None,
+        *,
+        node_named_by_ranks: bool,
     ) -> None:
-        self.job_dir = job_dir
+        self.job = job
         self.on_status = on_status
         self.seen: dict[str, str] = {}
+        self.node_pending = node_named_by_ranks
 
     def poll(self) -> None:
+        if self.node_pending:
+            self.take_node_name(_collect_ranks(self.job.profiler_output))
         if self.on_status is None:
             return
-        for rule, status in read_rule_statuses(self.job_dir).items():
+        for rule, status in read_rule_statuses(self.job.path).items():
             state = str(status.get("status"))
             if self.seen.get(rule) != state:
                 self.seen[rule] = state
                 self.on_status(rule, status)
+
+    def take_node_name(self, ranks: dict[str, dict[str, Any]]) -> None:
+        """Name the node in job.json as its ranks name it (``algo-<GROUP_RANK + 1>``), once
+        their rank files say it; a folder is one node's, so they name one."""
+        nodes = {str(info["node"]) for info in ranks.values() if info.get("node")}
+        if not self.node_pending or len(nodes) != 1:
+            return
+        self.node_pending = False
+        (node,) = nodes
+        info = self.job.info
+        (provisional,) = info["nodes"]
+        if node == provisional:
+            return
+        info["nodes"] = [node]
+        for key in ("hosts", "hardware"):
+            info[key] = {node: info[key][provisional]}
+        try:
+            _write_job_file(self.job)
+        except OSError as exc:  # written again at the end
+            logger.warning("%s could not take the node's name (%s)", self.job.path / JOB_FILE, exc)

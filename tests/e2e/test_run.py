@@ -575,22 +575,16 @@ def test_the_torchrun_program_itself_profiles_nothing(tmp_path: Path) -> None:
         assert not any(file.endswith("torch/distributed/run.py") for file, _, _ in functions)
 
 
-@pytest.mark.slow
-def test_each_node_of_a_multi_node_torchrun_job_is_named_by_its_node_rank(tmp_path: Path) -> None:
-    # every node used to call itself algo-1: the second node's ranks, monitor and hardware
-    # took the first node's name
-    from tests.servers import free_port
-
+def _train_on_two_nodes(tmp_path: Path, torchrun_options: Callable[[int], list[str]]) -> None:
+    """Train ``DDP_TRAIN`` as a job of two nodes with one rank each, a ``stepscope run`` per node
+    with the folder ``node<index>``, torchrun given ``torchrun_options(index)``."""
     script = tmp_path / "ddp_train.py"
     script.write_text(DDP_TRAIN)
-    rendezvous = ["--nnodes", "2", "--nproc-per-node", "1", "--master-addr", "127.0.0.1"]
-    rendezvous += ["--master-port", str(free_port())]
     nodes = [
         subprocess.Popen(
             [sys.executable, "-m", "stepscope", "run", "--no-report", "--job-dir"]
-            + [str(tmp_path / f"node{index}"), "--", _TORCHRUN, *rendezvous]
-            + [f"--node-rank={index}" if index else "--node_rank", *([] if index else ["0"])]
-            + [str(script)],
+            + [str(tmp_path / f"node{index}"), "--", _TORCHRUN, "--nnodes", "2"]
+            + ["--nproc-per-node", "1", *torchrun_options(index), str(script)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -600,20 +594,58 @@ def test_each_node_of_a_multi_node_torchrun_job_is_named_by_its_node_rank(tmp_pa
     for node in nodes:
         _, stderr = node.communicate(timeout=240)
         assert node.returncode == 0, stderr
+
+
+def _assert_named(job_dir: Path, rank: int, node: str) -> None:
+    """The node's ``job.json``, its rank, framework and system files all name it ``node``."""
+    job = _job(job_dir)
+    assert job["nodes"] == [node] and list(job["hosts"]) == [node]
+    assert list(job["hardware"]) == [node]
+    assert {(r["rank"], r["node"], r["node_id"]) for r in job["ranks"].values()} == {
+        (rank, node, f"{rank}-{node}")
+    }
+    output = job_dir / "profiler-output"
+    timelines = list(output.glob("framework/pevents/*/*.json"))
+    assert timelines and all(f"_{rank}-{node}_" in path.name for path in timelines)
+    system = list(output.glob("system/incremental/*/*.json"))
+    assert system and all(path.name.endswith(f".{node}.json") for path in system)
+
+
+@pytest.mark.slow
+def test_each_node_of_a_multi_node_torchrun_job_is_named_by_its_node_rank(tmp_path: Path) -> None:
+    # every node used to call itself algo-1: the second node's ranks, monitor and hardware
+    # took the first node's name
+    from tests.servers import free_port
+
+    port = str(free_port())
+    _train_on_two_nodes(
+        tmp_path,
+        lambda index: (
+            ["--master-addr", "127.0.0.1", "--master-port", port]
+            + ([f"--node-rank={index}"] if index else ["--node_rank", "0"])
+        ),
+    )
     for index in (0, 1):
-        job_dir = tmp_path / f"node{index}"
-        node = f"algo-{index + 1}"
-        job = _job(job_dir)
-        assert job["nodes"] == [node] and list(job["hosts"]) == [node]
-        assert list(job["hardware"]) == [node]
-        assert {(r["rank"], r["node"], r["node_id"]) for r in job["ranks"].values()} == {
-            (index, node, f"{index}-{node}")
-        }
-        output = job_dir / "profiler-output"
-        timelines = list(output.glob("framework/pevents/*/*.json"))
-        assert timelines and all(f"_{index}-{node}_" in path.name for path in timelines)
-        system = list(output.glob("system/incremental/*/*.json"))
-        assert system and all(path.name.endswith(f".{node}.json") for path in system)
+        _assert_named(tmp_path / f"node{index}", index, f"algo-{index + 1}")
+
+
+@pytest.mark.slow
+def test_the_nodes_a_rendezvous_numbers_are_named_by_their_ranks(tmp_path: Path) -> None:
+    # without --node-rank a c10d rendezvous numbers the nodes, which the launchers cannot know
+    # before it: every node called itself algo-1, and their system metrics took one name
+    from tests.servers import free_port
+
+    endpoint = f"127.0.0.1:{free_port()}"
+    _train_on_two_nodes(
+        tmp_path,
+        lambda index: ["--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "two"],
+    )
+    ranks = [_job(tmp_path / f"node{index}")["ranks"] for index in (0, 1)]
+    assert sorted(rank for node_ranks in ranks for rank in node_ranks) == ["0", "1"]
+    for index, node_ranks in enumerate(ranks):
+        (rank,) = map(int, node_ranks)
+        # one rank per node: its rank is the number the rendezvous gave its node
+        _assert_named(tmp_path / f"node{index}", rank, f"algo-{rank + 1}")
 
 
 def test_a_terminal_that_goes_away_leaves_the_job_to_run_to_its_end(

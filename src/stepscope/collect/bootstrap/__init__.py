@@ -7,7 +7,10 @@ calls :func:`install` when ``STEPSCOPE_JOB_DIR`` is set (and then chains to the
 1. skips torchrun's own launcher process (its ranks are the ones that train), then reads the
    configuration named by ``STEPSCOPE_CONFIG``, the job folder ``STEPSCOPE_JOB_DIR``, the
    node ``STEPSCOPE_NODE`` and torchrun's ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``GROUP_RANK``;
-2. starts the process's profiling session (no thread, no file until the first event);
+2. starts the process's profiling session (no thread, no file until the first event); when
+   ``stepscope run`` could not name the node (a multi-node ``torchrun`` without
+   ``--node-rank``: :data:`RANK_STARTS_MONITOR` is set), the node's first local rank names it
+   from ``GROUP_RANK`` and starts its system monitor;
 3. waits for the script to import torch (an import hook, one-shot), and only then installs the
    PyTorch instrumentation; a script that never imports torch pays nothing more;
 4. stops the session when the main script is done (before ``atexit`` handlers, so the
@@ -37,18 +40,25 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepscope.collect.rank_file import rank_from_env
 from stepscope.collect.session import Session, forget_session, get_active_session
 from stepscope.errors import StepscopeError
 
-__all__ = ["BOOTSTRAP_DIR", "install"]
+if TYPE_CHECKING:
+    from stepscope.config import ProfilerConfig
+
+__all__ = ["BOOTSTRAP_DIR", "RANK_STARTS_MONITOR", "install"]
 
 logger = logging.getLogger(__name__)
 
 #: The folder ``stepscope run`` puts first on ``PYTHONPATH`` (it holds ``sitecustomize.py``).
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "site"
+
+#: Set by ``stepscope run`` when torchrun's rendezvous numbers the nodes: the launcher cannot
+#: name its node, so the node's first local rank starts the node's system monitor.
+RANK_STARTS_MONITOR = "STEPSCOPE_RANK_STARTS_MONITOR"
 
 
 def install(
@@ -74,6 +84,14 @@ def install(
             "stepscope: not profiling this process: its configuration is invalid (%s)", exc
         )
         return None
+    rank = rank_from_env(dict(env))
+    if (
+        config is not None
+        and env.get(RANK_STARTS_MONITOR)
+        and rank["local_rank"] == 0
+        and not _is_multiprocessing_child()
+    ):
+        _start_node_monitor(config, job_dir, rank["node"], env.get("STEPSCOPE_CONFIG"))
     if config is None or config.disable_profiler:
         return None
     if config.framework_profile_params is None:
@@ -82,20 +100,37 @@ def install(
         from stepscope.config import FrameworkProfile
 
         config = dataclasses.replace(config, framework_profile_params=FrameworkProfile())
-    framework = config.framework_profile_params
-    local_path = getattr(framework, "local_path", None)
-    output = Path(local_path) if local_path else Path(job_dir) / "profiler-output"
-    session = Session(
-        config,
-        output,
-        config_path=env.get("STEPSCOPE_CONFIG") or None,
-        **rank_from_env(dict(env)),
-    )
+    output = _profiler_output(config, job_dir)
+    session = Session(config, output, config_path=env.get("STEPSCOPE_CONFIG") or None, **rank)
     session.start()
     session.guard.wrap("bootstrap.pool_workers", _leave_pool_workers_unprofiled)()
     _when_torch_is_imported(session.guard.wrap("bootstrap.instrument", _instrument_torch))
     _at_end_of_main(session.guard.wrap("bootstrap.stop", session.stop))
     return session
+
+
+def _profiler_output(config: ProfilerConfig, job_dir: str) -> Path:
+    local_path = getattr(config.framework_profile_params, "local_path", None)
+    return Path(local_path) if local_path else Path(job_dir) / "profiler-output"
+
+
+def _start_node_monitor(
+    config: ProfilerConfig, job_dir: str, node: str, config_path: str | None
+) -> None:
+    """Start the node's system monitor, paused while the profiler is disabled (it follows the
+    configuration file, as the launcher's does); it stops when the script's main module ends,
+    or on its own when this process dies."""
+    from stepscope.collect.monitor import start_monitor_or_warn
+
+    monitor = start_monitor_or_warn(
+        _profiler_output(config, job_dir),
+        node=node,
+        interval_ms=config.system_monitor_interval_millis,
+        parent_pid=os.getpid(),
+        config_path=config_path or None,
+    )
+    if monitor is not None:
+        _at_end_of_main(monitor.stop)
 
 
 #: ``python -m <module>`` launchers that only start the ranks (each rank profiles itself)
@@ -122,9 +157,14 @@ _POOL_WORKERS = (
 )
 
 
+def _is_multiprocessing_child() -> bool:
+    """Whether ``multiprocessing`` spawned this process (a pool or data-loader worker)."""
+    return "--multiprocessing-fork" in getattr(sys, "orig_argv", ())
+
+
 def _leave_pool_workers_unprofiled() -> None:
     """In a process that ``multiprocessing`` spawned, a pool worker drops the session."""
-    if "--multiprocessing-fork" not in getattr(sys, "orig_argv", ()):
+    if not _is_multiprocessing_child():
         return
     for module_name, name in _POOL_WORKERS:
         module = importlib.import_module(module_name)
@@ -149,7 +189,7 @@ def _instrument_torch() -> None:
     instrument(session)
 
 
-def _at_end_of_main(callback: Callable[[], None]) -> None:
+def _at_end_of_main(callback: Callable[[], object]) -> None:
     """Run ``callback`` once the main script returned: before ``atexit`` handlers when possible
     (the threading module's shutdown hook), else as the last ``atexit`` handler."""
     register = getattr(threading, "_register_atexit", None)
