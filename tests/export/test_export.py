@@ -368,3 +368,92 @@ def test_an_export_that_fails_half_way_leaves_the_previous_export_whole(
     assert failed.stdout.strip() == "OSError"  # the export failed
     assert output.read_bytes() == before
     assert [p.name for p in output.parent.iterdir()] == [name]
+
+
+_COPY_STDIN = "import shutil, sys; shutil.copyfileobj(sys.stdin.buffer, open(sys.argv[1], 'wb'))"
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [([], "t.pftrace"), (["--format", "chrome"], "t.json")],
+    ids=["perfetto", "chrome"],
+)
+def test_an_export_to_dash_goes_down_a_pipe_and_its_summary_to_stderr(
+    tmp_path: Path, argv: list[str], name: str
+) -> None:
+    # `stepscope export job -o - | ...` wrote a file named "-" and printed its summary on stdout
+    from stepscope.testing import generate_job
+
+    job = generate_job(tmp_path / "job", gpus=1, cpus=2, minutes=1)
+    stepscope = [sys.executable, "-m", "stepscope", "export", str(job)]
+    subprocess.run([*stepscope, *argv, "-o", str(tmp_path / name)], check=True, timeout=120)
+    exporter = subprocess.Popen(
+        [*stepscope, *argv, "-o", "-"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert exporter.stdout is not None
+    reader = subprocess.run(
+        [sys.executable, "-c", _COPY_STDIN, str(tmp_path / "piped")],
+        stdin=exporter.stdout,
+        timeout=120,
+    )
+    exporter.stdout.close()
+    _, err = exporter.communicate(timeout=120)
+    assert exporter.returncode == 0 and reader.returncode == 0, err
+    assert (tmp_path / "piped").read_bytes() == (tmp_path / name).read_bytes()
+    assert " trace with " in err.decode() and " slices on " in err.decode()
+    assert not (tmp_path / "-").exists()
+    if name.endswith(".json"):
+        check_chrome(load_chrome(tmp_path / "piped"))
+    else:
+        check_perfetto(tmp_path / "piped")
+
+
+def test_an_export_to_dash_ends_quietly_when_the_reader_leaves_early(tmp_path: Path) -> None:
+    # `stepscope export job -o - | head -c 10` ended with "stepscope: error: Broken pipe"
+    from stepscope.testing import generate_job
+
+    job = generate_job(tmp_path / "job", gpus=1, cpus=2, minutes=1)
+    exporter = subprocess.Popen(
+        [sys.executable, "-m", "stepscope", "export", str(job), "-o", "-"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert exporter.stdout is not None
+    head = subprocess.run(
+        [sys.executable, "-c", "import sys; print(len(sys.stdin.buffer.read(10)))"],
+        stdin=exporter.stdout,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    exporter.stdout.close()
+    _, err = exporter.communicate(timeout=120)
+    assert head.stdout.strip() == "10"
+    assert err == b""
+    assert exporter.returncode == 128 + 13  # as a shell reports a command SIGPIPE ended
+
+
+def test_an_export_to_dash_refuses_a_terminal(tmp_path: Path) -> None:
+    import os
+    import pty
+
+    job = tmp_path / "job"  # refused before the job is read: it need not exist
+    controller, terminal = pty.openpty()
+    try:
+        refused = subprocess.run(
+            [sys.executable, "-m", "stepscope", "export", str(job), "-o", "-"],
+            cwd=tmp_path,
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(
+        "stepscope: error: -o must be a file, or - with standard output piped or redirected, "
+        "got '-'. Standard output is a terminal"
+    )

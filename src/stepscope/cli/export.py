@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
 
 __all__ = ["add_arguments", "main"]
 
@@ -24,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        help="the file to write (default: <job>.perfetto-trace, or <job>.trace.json.gz for "
-        "--format chrome, in the current folder)",
+        help="the file to write, or - for standard output (default: <job>.perfetto-trace, or "
+        "<job>.trace.json.gz for --format chrome, in the current folder)",
     )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--steps", metavar="A:B", help="only steps A <= step < B")
@@ -35,17 +37,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from stepscope.cli.output import discard_output
     from stepscope.cli.run import naming_flags
+    from stepscope.errors import ConfigError
     from stepscope.export import export_trace, parse_range
 
     steps = parse_range(args.steps, parameter="--steps", integer=True) if args.steps else None
     time_s = parse_range(args.time, parameter="--time", integer=False) if args.time else None
-    with naming_flags(
-        {"steps": "--steps", "time_s": "--time", "output": "-o"},
-        typed={"steps": args.steps, "time_s": args.time},
-    ):
-        summary = export_trace(
-            args.source, args.output, format=args.format, steps=steps, time_s=time_s
+    # -o - is standard output, as for other Unix tools; what is said about the trace then goes
+    # to stderr, so that stdout holds the trace alone
+    to_stdout = args.output == "-"
+    if to_stdout and sys.stdout.isatty():
+        raise ConfigError(
+            "-o",
+            "-",
+            "a file, or - with standard output piped or redirected",
+            "Standard output is a terminal, which a trace would flood: pipe it (-o - | ...) or "
+            "redirect it (-o - > FILE).",
         )
-    print(summary)
+    try:
+        with naming_flags(
+            {"steps": "--steps", "time_s": "--time", "output": "-o"},
+            typed={"steps": args.steps, "time_s": args.time},
+        ):
+            summary = export_trace(
+                args.source,
+                sys.stdout.buffer if to_stdout else args.output,
+                format=args.format,
+                steps=steps,
+                time_s=time_s,
+            )
+        if to_stdout:
+            sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        # the reader took what it wanted and left (-o - | head): end quietly, with the status
+        # of a Unix tool that SIGPIPE ended
+        discard_output(sys.stdout)
+        return 128 + signal.SIGPIPE
+    if to_stdout:
+        print(f"standard output: {summary}", file=sys.stderr)
+    else:
+        print(summary)
     return 0

@@ -7,7 +7,7 @@ import contextlib
 import os
 import shlex
 import signal
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from stepscope.launcher import Job
 
 __all__ = [
+    "discard_output",
     "exit_status",
     "print_job_start",
     "print_job_summary",
@@ -34,11 +35,16 @@ class _Console(Console):
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
-        with contextlib.suppress(OSError, ValueError):
-            # what is left in Python's buffer, and later writers, go nowhere instead of failing
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self.file.fileno())
-            os.close(devnull)
+        discard_output(self.file)
+
+
+def discard_output(stream: IO[Any]) -> None:
+    """Send what is left in ``stream``'s buffer, and what is written to it later, nowhere: its
+    reader went away, and writing on would fail again (at the latest as Python exits)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
 
 
 #: what stepscope says about a job goes to stderr, beside the training's own output on stdout

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from stepscope._atomic import replacing
 from stepscope.errors import ConfigError
@@ -39,7 +39,7 @@ def format_for(output: str | os.PathLike[str] | None) -> ExportFormat:
 
 def export_trace(
     source: str | os.PathLike[str],
-    output: str | os.PathLike[str] | None = None,
+    output: str | os.PathLike[str] | BinaryIO | None = None,
     *,
     format: ExportFormat | None = None,
     steps: tuple[float | None, float | None] | None = None,
@@ -50,24 +50,32 @@ def export_trace(
     :param source: anything :func:`stepscope.store.open_job` reads.
     :param output: the file to write (never the trace being exported); default
         ``<job name><suffix>`` in the current folder. It is replaced once the whole trace is
-        written: an export that fails leaves the file as it was.
+        written: an export that fails leaves the file as it was. Or a binary stream
+        (``sys.stdout.buffer``) that gets the trace as it is written, never compressed; the
+        summary's ``path`` is then ``None``.
     :param format: ``perfetto`` (protobuf TrackEvent) or ``chrome`` (trace-event JSON); default
-        :func:`format_for` the output's name.
+        :func:`format_for` the output's name (``perfetto`` for a stream).
     :param steps: only steps ``A <= step < B`` (either bound may be ``None``).
     :param time_s: only seconds ``[A, B)`` from the job's first record; not with ``steps``.
     """
     from stepscope.store import open_job
 
+    if output is None or isinstance(output, (str, os.PathLike)):
+        name, stream = output, None
+    else:
+        name, stream = None, output
     if format is None:
-        format = format_for(output)
+        format = format_for(name)
     if format not in EXPORT_FORMATS:
         raise ConfigError("format", format, f"one of {', '.join(EXPORT_FORMATS)}")
     writer, suffix = EXPORT_FORMATS[format]
-    target = local_output_path("output", output) if output is not None else None
+    target = local_output_path("output", name) if name is not None else None
     job = open_job(source)
     job.refresh()
     con = job.connect()
     window = resolve_window(con, steps=steps, time_s=time_s)
+    if stream is not None:
+        return writer(con, stream, window)
     path = target if target is not None else Path(f"{job.name}{suffix}")
     if isinstance(job.path, Path) and path.exists() and path.samefile(job.path):
         raise ConfigError(

@@ -18,14 +18,13 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stepscope._gzip import gzip_writer
 from stepscope.export.model import (
     TrackSlices,
     iter_counters,
     iter_track_slices,
     linked_correlations,
 )
-from stepscope.export.summary import ExportSummary, origin_us
+from stepscope.export.summary import ExportSummary, open_output, origin_us
 from stepscope.export.window import Window
 
 __all__ = ["write_chrome_trace"]
@@ -159,13 +158,19 @@ def _counter_lines(name: str, pid: int, timestamps_us: np.ndarray, values: np.nd
 
 
 def write_chrome_trace(
-    con: duckdb.DuckDBPyConnection, output: Path, window: Window
+    con: duckdb.DuckDBPyConnection, output: Path | BinaryIO, window: Window
 ) -> ExportSummary:
-    """Write the job's window as Chrome trace JSON (gzipped when ``output`` ends in ``.gz``)."""
+    """Write the job's window as Chrome trace JSON to a file (gzipped when its name ends in
+    ``.gz``) or a binary stream.
+
+    A gzipped file is written at the fastest level (:mod:`stepscope._gzip`): compressing is most
+    of a Chrome export's time at higher levels (zlib's level 9 took three times as long as
+    everything else), for files only about a third smaller.
+    """
     origin = origin_us(con, window)
     linked = linked_correlations(con, window)
-    summary = ExportSummary(path=output, format="chrome")
-    with _open(output) as stream:
+    summary = ExportSummary(path=output if isinstance(output, Path) else None, format="chrome")
+    with open_output(output, gzip=True) as stream:
         header = {"displayTimeUnit": "ms", "otherData": {"origin_epoch_us": origin}}
         stream.write(orjson.dumps(header)[:-1] + b',"traceEvents":[')
         out = _EventWriter(stream)
@@ -189,15 +194,3 @@ def write_chrome_trace(
             summary.counters += 1
         stream.write(b"\n]}\n")
     return summary
-
-
-def _open(output: Path) -> BinaryIO:
-    """The output file, gzipped when its name ends in ``.gz``.
-
-    At the fastest level (:mod:`stepscope._gzip`): compressing is most of a Chrome export's time
-    at higher levels (zlib's level 9 took three times as long as everything else), for files
-    only about a third smaller.
-    """
-    if output.name.lower().endswith(".gz"):
-        return gzip_writer(output)
-    return open(output, "wb")

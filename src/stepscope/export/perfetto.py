@@ -11,7 +11,7 @@ Timestamps are epoch ns. Field numbers follow Perfetto's ``trace_packet.proto``,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 import duckdb
 import numpy as np
@@ -25,7 +25,7 @@ from stepscope.export.model import (
     iter_track_slices,
     linked_correlations,
 )
-from stepscope.export.summary import ExportSummary
+from stepscope.export.summary import ExportSummary, open_output
 from stepscope.export.window import Window
 
 __all__ = ["write_perfetto_trace"]
@@ -140,12 +140,13 @@ def _write_lane(out: _TraceWriter, lane: TrackSlices, linked: np.ndarray) -> int
 
 
 def write_perfetto_trace(
-    con: duckdb.DuckDBPyConnection, output: Path, window: Window
+    con: duckdb.DuckDBPyConnection, output: Path | BinaryIO, window: Window
 ) -> ExportSummary:
-    """Write the job's window as a Perfetto protobuf trace (open it in ui.perfetto.dev)."""
+    """Write the job's window as a Perfetto protobuf trace (open it in ui.perfetto.dev) to a
+    file or a binary stream."""
     linked = linked_correlations(con, window)
-    summary = ExportSummary(path=output, format="perfetto")
-    with open(output, "wb") as stream:
+    summary = ExportSummary(path=output if isinstance(output, Path) else None, format="perfetto")
+    with open_output(output) as stream:
         out = _TraceWriter(stream)
         for series in iter_counters(con, window):
             group = (

@@ -1,22 +1,26 @@
-"""What an export wrote, and the time origin every format measures from."""
+"""What an export wrote, where it writes, and the time origin every format measures from."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import duckdb
 
+from stepscope._gzip import gzip_writer
 from stepscope.export.window import Window
 
-__all__ = ["ExportSummary", "origin_us"]
+__all__ = ["ExportSummary", "open_output", "origin_us"]
 
 
 @dataclass
 class ExportSummary:
-    """Counts of what went into an exported trace."""
+    """Counts of what went into an exported trace, and its file (``None`` for a stream)."""
 
-    path: Path
+    path: Path | None
     format: str
     tracks: int = 0
     slices: int = 0
@@ -24,10 +28,27 @@ class ExportSummary:
     counters: int = 0
 
     def __str__(self) -> str:
-        return (
-            f"{self.path}: {self.format} trace with {self.slices:,} slices on {self.tracks} "
-            f"tracks, {self.flows:,} launch flows, {self.counters} counter tracks"
+        counts = (
+            f"{self.format} trace with {self.slices:,} slices on {self.tracks} tracks, "
+            f"{self.flows:,} launch flows, {self.counters} counter tracks"
         )
+        return counts if self.path is None else f"{self.path}: {counts}"
+
+
+@contextlib.contextmanager
+def open_output(output: Path | BinaryIO, *, gzip: bool = False) -> Iterator[BinaryIO]:
+    """The binary stream a writer writes to: a file it opens and closes (gzipped when ``gzip``
+    and the name ends in ``.gz``), or a stream it is given (standard output), left open as is.
+    """
+    if not isinstance(output, Path):
+        yield output
+        return
+    if gzip and output.name.lower().endswith(".gz"):
+        with gzip_writer(output) as packed:
+            yield packed
+    else:
+        with open(output, "wb") as plain:
+            yield plain
 
 
 def origin_us(con: duckdb.DuckDBPyConnection, window: Window) -> float:
