@@ -226,3 +226,31 @@ def test_an_export_onto_the_trace_it_reads_is_refused(
     assert err.startswith("stepscope: error: -o must be a file other than the trace")
     assert "rank-0.json" in err
     assert trace.read_bytes() == recorded
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["update", "{config}", "--detailed", "-5:3"], "--detailed START must be an integer >= 0"),
+        (["update", "{config}", "--python", "-1:2"], "--python START must be an integer >= 0"),
+        (["export", "{job}", "--steps", "-5:3"], "--steps must be A:B with whole numbers A < B"),
+        (["export", "{job}", "--time", "-1.5:3"], "--time must be A:B in seconds with A < B"),
+    ],
+    ids=["update-detailed", "update-python", "export-steps", "export-time"],
+)  # fmt: skip
+def test_a_range_that_starts_with_a_minus_is_refused_saying_what_a_range_allows(
+    job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    # argparse took "-5:3" for an option: "argument --detailed: expected one argument"
+    from stepscope.config import ProfilerConfig
+
+    ProfilerConfig().to_file(tmp_path / "config" / "profiler-config.json")
+    argv = [arg.format(job=job, config=tmp_path / "config") for arg in argv]
+    assert main(argv) == 2
+    spaced = capsys.readouterr().err
+    assert spaced.startswith(f"stepscope: error: {message}"), spaced
+    assert "negative" in spaced or ">= 0" in spaced
+    # the same words as for --flag=value
+    option = argv.index(argv[-2])
+    assert main([*argv[:option], f"{argv[-2]}={argv[-1]}"]) == 2
+    assert capsys.readouterr().err == spaced

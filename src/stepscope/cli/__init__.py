@@ -1,7 +1,8 @@
 """The ``stepscope`` command: one module per subcommand, each a thin wrapper over a public function.
 
-Every subcommand module defines ``add_arguments(parser)`` and ``main(args) -> int``. The table
-below is the only list of commands; modules are imported lazily so ``stepscope --help`` stays fast.
+Every subcommand module defines ``add_arguments(parser)`` and ``main(args) -> int``, and
+``RANGE_OPTIONS`` when some of its options take a range (``--steps A:B``). The table below is the
+only list of commands; modules are imported lazily so ``stepscope --help`` stays fast.
 Only this package configures logging and maps stepscope errors to exit codes (2 for a bad
 configuration, 1 for any other stepscope error or for a file or folder that cannot be written or
 read, such as an output path in a missing folder).
@@ -13,7 +14,7 @@ import argparse
 import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from stepscope import __version__
 from stepscope.errors import ConfigError, StepscopeError
@@ -45,6 +46,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _join_dashed_ranges(words: Sequence[str], options: Collection[str]) -> list[str]:
+    """``--steps -5:3`` as ``--steps=-5:3``: argparse takes a word that starts with ``-`` and is
+    no plain negative number for an option, and said "expected one argument"; joined to its
+    option, the range reaches the option's own check, which says what a range allows. Nothing
+    after ``--`` is touched."""
+    joined: list[str] = []
+    for index, word in enumerate(words):
+        if word == "--":
+            return [*joined, *words[index:]]
+        if joined and joined[-1] in options and word[:1] == "-" and ":" in word:
+            joined[-1] = f"{joined[-1]}={word}"
+        else:
+            joined.append(word)
+    return joined
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``stepscope`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -60,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub_parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     module.add_arguments(sub_parser)
-    args = sub_parser.parse_args(argv[index + 1 :])
+    words = _join_dashed_ranges(argv[index + 1 :], getattr(module, "RANGE_OPTIONS", ()))
+    args = sub_parser.parse_args(words)
     args.verbose = args.verbose or known.verbose
     # Other libraries' messages show only from warnings up (boto's INFO lines, printed under
     # our prefix, read as if they were ours); stepscope's own from INFO, or DEBUG with -v.

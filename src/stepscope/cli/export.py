@@ -6,7 +6,9 @@ import argparse
 import signal
 import sys
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["RANGE_OPTIONS", "add_arguments", "main"]
+
+RANGE_OPTIONS = ("--steps", "--time")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,11 +14,19 @@ import logging
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["RANGE_OPTIONS", "add_arguments", "main"]
 
 logger = logging.getLogger(__name__)
 
 _RANGE_HELP = "START:NUM to profile NUM steps from step START, or 'off'"
+#: the options that take a range, named as the user types them
+_RANGE_OPTIONS = {
+    "detailed": "detailed (kernel-level) profiling",
+    "dataloader": "data-loader profiling",
+    "python": "Python profiling",
+    "distributed": "distributed (collectives) profiling",
+}
+RANGE_OPTIONS = tuple(f"--{option}" for option in _RANGE_OPTIONS)
 #: options printed under the name of their flag, the one the user typed
 _FLAG_NAMES = {"smdataparallel": "distributed"}
 
@@ -47,12 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         help="the job folder (it holds profiler-config.json); one per node of a multi-node job",
     )
-    for option, what in (
-        ("detailed", "detailed (kernel-level) profiling"),
-        ("dataloader", "data-loader profiling"),
-        ("python", "Python profiling"),
-        ("distributed", "distributed (collectives) profiling"),
-    ):
+    for option, what in _RANGE_OPTIONS.items():
         parser.add_argument(
             f"--{option}",
             type=_option_change,
