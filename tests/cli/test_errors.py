@@ -160,8 +160,22 @@ def test_a_bad_launch_flag_is_named_as_typed(
             "--rule must be each rule at most once",
         ),
         (["rules", "{job}", "--param", "Nope.stddev=3"], "--param rule must be one of "),
+        (["run", "--param", "Nope.stddev=3", *_COMMAND], "--param rule must be one of "),
+        (["run", "--param", "stddev=3", *_COMMAND], "--param must be RULE.PARAM=VALUE"),
+        (
+            ["run", "--rule", "StepOutlier", "--param", "StepOutlier.stddev=-1", *_COMMAND],
+            "StepOutlier.stddev must be ",
+        ),
     ],
-    ids=["run-unknown-rule", "rules-unknown-rule", "rules-rule-twice", "rules-param-of-no-rule"],
+    ids=[
+        "run-unknown-rule",
+        "rules-unknown-rule",
+        "rules-rule-twice",
+        "rules-param-of-no-rule",
+        "run-param-of-no-rule",
+        "run-param-without-a-rule",
+        "run-param-out-of-range",
+    ],
 )
 def test_a_bad_rule_flag_is_named_as_typed(
     job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str

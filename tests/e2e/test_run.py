@@ -764,3 +764,17 @@ def test_a_wall_clock_stepped_back_during_the_job_leaves_its_duration_whole(
     meta = json.loads((job_dir / "job.json").read_text())
     assert meta["status"] == "Completed"
     assert 2.0 <= (meta["end_time_us"] - meta["start_time_us"]) / 1e6 < 600
+
+
+def test_run_sets_rule_parameters_as_stepscope_rules_does(
+    tmp_path: Path, train_script: Path
+) -> None:
+    job_dir = tmp_path / "job"
+    rules = ["--rule", "StepOutlier", "--param", "StepOutlier.stddev=7"]
+    result = _stepscope(
+        "run", "--no-report", *rules, "--job-dir", str(job_dir), "--", sys.executable,
+        str(train_script),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    status = json.loads((job_dir / "rule-output" / "StepOutlier" / "status.json").read_text())
+    assert "beyond 7 standard deviations" in status["message"]

@@ -8,13 +8,22 @@ from typing import Any
 
 from stepscope.errors import ConfigError
 
-__all__ = ["add_arguments", "main", "rules_from_arguments"]
+__all__ = ["add_arguments", "add_rule_arguments", "main", "rules_from_arguments"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "path", help="job folder, SageMaker Debugger output folder (or s3:// URL), Kineto trace"
     )
+    add_rule_arguments(parser)
+    parser.add_argument(
+        "--output-dir", help="where to write the results (default <job>/rule-output)"
+    )
+
+
+def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--rule`` and ``--param``, which every command that runs rules takes alike (read by
+    :func:`rules_from_arguments`)."""
     parser.add_argument(
         "--rule",
         action="append",
@@ -29,10 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="params",
         default=[],
         metavar="RULE.PARAM=VALUE",
-        help="set a rule parameter, e.g. StepOutlier.stddev=3 (repeatable)",
-    )
-    parser.add_argument(
-        "--output-dir", help="where to write the results (default <job>/rule-output)"
+        help="set a rule parameter, e.g. StepOutlier.stddev=3 (repeatable); one of a rule "
+        "that ProfilerReport runs goes to ProfilerReport when that rule is not given to --rule",
     )
 
 

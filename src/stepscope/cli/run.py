@@ -6,7 +6,6 @@ import argparse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from stepscope.cli.output import (
     exit_status,
@@ -14,6 +13,7 @@ from stepscope.cli.output import (
     print_job_summary,
     print_rule_finding,
 )
+from stepscope.cli.rules import add_rule_arguments, rules_from_arguments
 from stepscope.errors import ConfigError
 
 __all__ = ["add_arguments", "main", "naming_flags"]
@@ -31,13 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="processes per node; above 1 the command runs through torch.distributed.run",
     )
-    parser.add_argument(
-        "--rule",
-        action="append",
-        dest="rules",
-        metavar="NAME",
-        help="a built-in rule to run live (repeatable; default: ProfilerReport)",
-    )
+    add_rule_arguments(parser)
     parser.add_argument(
         "--no-report", action="store_true", help="do not write the HTML report at the end"
     )
@@ -59,11 +53,12 @@ def main(args: argparse.Namespace) -> int:
             missing=True,
         )
     config = ProfilerConfig.from_file(args.config) if args.config else None
+    rules = rules_from_arguments(args.rules, args.params)
     with naming_flags():
         job = launch(
             command,
             profiler_config=config,
-            rules=_rules(args.rules),
+            rules=rules,
             job_dir=args.job_dir,
             nproc_per_node=args.nproc_per_node,
             on_start=print_job_start,
@@ -99,11 +94,3 @@ def naming_flags(
             raise
         value = (typed or {}).get(exc.parameter, exc.value)
         raise ConfigError(flag, value, exc.allowed, exc.hint, missing=exc.missing) from None
-
-
-def _rules(names: list[str] | None) -> list[Any] | None:
-    if not names:
-        return None
-    from stepscope.rules import ProfilerRule, rule_configs
-
-    return [ProfilerRule.stepscope(rule_configs.by_name(name)()) for name in names]
