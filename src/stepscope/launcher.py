@@ -26,7 +26,7 @@ import socket
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -109,7 +109,7 @@ def launch(
     rules: Sequence[Any] | None = None,
     job_dir: str | os.PathLike[str] | None = None,
     nproc_per_node: int = 1,
-    hyperparameters: dict[str, Any] | None = None,
+    hyperparameters: Mapping[str, Any] | None = None,
     on_start: Callable[[Job], None] | None = None,
     on_status: Callable[[str, dict[str, Any]], None] | None = None,
     report: bool = True,
@@ -133,8 +133,10 @@ def launch(
         ``torch.distributed.run`` (each rank instruments itself). ``job.json`` ends with the
         number that ran, counted from the ranks' descriptions: more when the command starts its
         own ranks (``torchrun --nproc-per-node 2 train.py``).
-    :param hyperparameters: recorded in ``job.json``; default parsed from the ``--name value``
-        options the command gives its script (not torchrun's own).
+    :param hyperparameters: SageMaker's estimator ``hyperparameters``: passed to the script as
+        SageMaker passes them (see :func:`hyperparameter_arguments`), after ``args``, and
+        recorded in ``job.json`` as given. Without them, ``job.json`` records those parsed from
+        the ``--name value`` options the command gives its script (not torchrun's own).
     :param on_start: called with the :class:`Job` once its folder exists, as the command
         starts (where to look at it while it trains).
     :param on_status: called with (rule name, status dict) whenever a rule's status changes.
@@ -145,6 +147,8 @@ def launch(
     if isinstance(args, str) or not all(isinstance(arg, str) for arg in args):
         raise ConfigError("args", args, "a list of strings")
     command += args
+    if hyperparameters is not None:
+        command += hyperparameter_arguments(hyperparameters)
     if not command or not command[0]:
         raise ConfigError("command", command, "a non-empty command to run")
     if (
@@ -445,6 +449,35 @@ def _command_name(command: Sequence[str]) -> str:
     return job_name(name, fallback="job")
 
 
+def hyperparameter_arguments(hyperparameters: Mapping[str, Any]) -> list[str]:
+    """The command-line arguments SageMaker gives a training script for its estimator's
+    ``hyperparameters``, so that a ported script gets what it parsed there: ``--name value`` in
+    the order of the names (``-n value`` for a one-letter name), each value as Python writes it
+    (``True``, ``0.001``), a dict's as ``key=value,key=value``.
+
+    :raises ConfigError: ``hyperparameters`` is no dict of non-empty names.
+    """
+    if not isinstance(hyperparameters, Mapping) or not all(
+        isinstance(name, str) and name for name in hyperparameters
+    ):
+        raise ConfigError(
+            "hyperparameters",
+            hyperparameters,
+            "a dict of names (non-empty strings) to values",
+            "Each is given to the script as --name value, as SageMaker does.",
+        )
+    arguments: list[str] = []
+    for name in sorted(hyperparameters):
+        value = hyperparameters[name]
+        if isinstance(value, Mapping):
+            value = ",".join(f"{key}={item}" for key, item in sorted(value.items()))
+        arguments += [
+            f"--{name}" if len(name) > 1 else f"-{name}",
+            "" if value is None else str(value),
+        ]
+    return arguments
+
+
 def parse_hyperparameters(args: Sequence[str]) -> dict[str, Any]:
     """``--lr 0.1 --epochs=3 --amp`` → ``{"lr": 0.1, "epochs": 3, "amp": True}``."""
     found: dict[str, Any] = {}
@@ -480,7 +513,7 @@ def _initial_job_info(
     command: list[str],
     config: ProfilerConfig,
     rules: Sequence[Any] | None,
-    hyperparameters: dict[str, Any] | None,
+    hyperparameters: Mapping[str, Any] | None,
     nproc_per_node: int,
     node: str,
 ) -> dict[str, Any]:
@@ -506,7 +539,7 @@ def _initial_job_info(
         "hardware": {node: describe_hardware()},
         "versions": _versions(),
         "hyperparameters": (
-            hyperparameters
+            dict(hyperparameters)
             if hyperparameters is not None
             else parse_hyperparameters(_script_arguments(command))
         ),

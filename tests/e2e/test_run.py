@@ -778,3 +778,27 @@ def test_run_sets_rule_parameters_as_stepscope_rules_does(
     assert result.returncode == 0, result.stderr
     status = json.loads((job_dir / "rule-output" / "StepOutlier" / "status.json").read_text())
     assert "beyond 7 standard deviations" in status["message"]
+
+
+def test_launch_gives_the_script_its_hyperparameters_as_sagemaker_does(tmp_path: Path) -> None:
+    # launch("train.py", hyperparameters={"epochs": 3}) only wrote them into job.json: the script
+    # ran with its own defaults. SageMaker passes each one as --name value, in name order.
+    from stepscope.launcher import launch
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import json, pathlib, sys\n"
+        "pathlib.Path(__file__).with_name('argv.json').write_text(json.dumps(sys.argv[1:]))\n"
+    )
+    given = {"lr": 0.5, "epochs": 3, "name": "run a", "amp": True, "b": 8}
+    job = launch(str(script), args=["--seed", "1"], hyperparameters=given, job_dir=tmp_path / "job",
+                 rules=["StepOutlier"], report=False)  # fmt: skip
+    assert job.status == "Completed", job.info
+    arguments = ["--seed", "1", "--amp", "True", "-b", "8", "--epochs", "3", "--lr", "0.5",
+                 "--name", "run a"]  # fmt: skip
+    assert json.loads((tmp_path / "argv.json").read_text()) == arguments
+    assert job.info["command"] == [str(script), *arguments]
+    assert job.info["hyperparameters"] == given
+    with pytest.raises(ConfigError, match="hyperparameters must be a dict of names"):
+        launch(str(script), hyperparameters={"": 1}, job_dir=tmp_path / "other")
+    assert not (tmp_path / "other").exists()
