@@ -44,6 +44,18 @@ def wait_for(condition: Any, timeout_s: float = 30.0) -> bool:
     return bool(condition())
 
 
+def _online_cores() -> list[int]:
+    """The ids of the cores online, as the kernel lists them (``0-3,6-7``)."""
+    online = Path("/sys/devices/system/cpu/online")
+    if not online.exists():  # not Linux: the cores are numbered
+        return list(range(psutil.cpu_count() or 0))
+    cores = []
+    for part in online.read_text().strip().split(","):
+        first, _, last = part.partition("-")
+        cores += range(int(first), int(last or first) + 1)
+    return cores
+
+
 def test_monitor_process_writes_every_metric_for_every_core(tmp_path: Path) -> None:
     handle = start_monitor(tmp_path, interval_ms=100, gpu_backend="none")
     try:
@@ -61,9 +73,8 @@ def test_monitor_process_writes_every_metric_for_every_core(tmp_path: Path) -> N
     by_series: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         by_series[(record["Name"], record["Dimension"])].append(record)
-    cores = psutil.cpu_count()
     expected = {
-        (f"cpu{i}", d) for i in range(cores) for d in ("CPUUtilization", "I/OWaitPercentage")
+        (f"cpu{i}", d) for i in _online_cores() for d in ("CPUUtilization", "I/OWaitPercentage")
     }
     expected |= {("MemoryUsedPercent", "")}
     expected |= {
@@ -257,6 +268,44 @@ def test_sampler_stamps_records_with_its_clock_and_sees_a_busy_core() -> None:
     busy = [r.value for r in records if r.dimension == "CPUUtilization"]
     # our half second of CPU ran on some core(s) in that interval, whatever else ran
     assert len(busy) == psutil.cpu_count() and sum(busy) >= 50.0
+
+
+def _proc_stat(ticks: dict[int, tuple[int, ...]]) -> str:
+    """A /proc/stat of the cores ``ticks`` lists (user nice system idle iowait irq softirq
+    steal guest guest_nice, in clock ticks), the others offline as the kernel leaves them out."""
+    lines = ["cpu  " + " ".join(map(str, map(sum, zip(*ticks.values(), strict=True))))]
+    lines += [f"cpu{core} " + " ".join(map(str, times)) for core, times in ticks.items()]
+    return "\n".join([*lines, "intr 1 0", "ctxt 5", "btime 1700000000", ""])
+
+
+def test_cores_are_named_by_their_ids_when_some_are_offline(tmp_path: Path) -> None:
+    # /sys/devices/system/cpu/online = 0-3,6-7: cores 6 and 7 were reported as cpu4 and cpu5,
+    # and each series mixed two cores when one went offline and another came back
+    online = [0, 1, 2, 3, 6, 7]
+    stat = tmp_path / "stat"
+    stat.write_text(_proc_stat({core: (100, 0, 0, 100, 0, 0, 0, 0, 0, 0) for core in online}))
+    sampler = SystemSampler(ScriptedGpuBackend([]), proc_stat=stat)
+    sampler.sample()
+    # 100 more ticks on each core: core 6 spent 50 of them busy (10 of them guest time, already
+    # in user time) and 25 in I/O wait, the others all idle
+    after = {core: (100, 0, 0, 200, 0, 0, 0, 0, 0, 0) for core in online}
+    after[6] = (140, 0, 10, 125, 25, 0, 0, 0, 10, 0)
+    stat.write_text(_proc_stat(after))
+    records = [r for r in sampler.sample() if r.type == "cpu"]
+    assert {r.name for r in records} == {f"cpu{core}" for core in online}
+    values = {(r.name, r.dimension): r.value for r in records}
+    assert values[("cpu6", "CPUUtilization")] == 50.0
+    assert values[("cpu6", "I/OWaitPercentage")] == 25.0
+    assert values[("cpu7", "CPUUtilization")] == 0.0
+    # core 3 goes offline and core 5 comes online: the others go on under their own names
+    later = {core: (*times[:3], times[3] + 100, *times[4:]) for core, times in after.items()}
+    del later[3]
+    later[5] = (10, 0, 0, 10, 0, 0, 0, 0, 0, 0)
+    later[7] = (200, 0, 0, 240, 0, 0, 0, 0, 0, 0)
+    stat.write_text(_proc_stat(dict(sorted(later.items()))))
+    values = {(r.name, r.dimension): r.value for r in sampler.sample() if r.type == "cpu"}
+    assert {name for name, _ in values} == {"cpu0", "cpu1", "cpu2", "cpu6", "cpu7"}
+    assert values[("cpu7", "CPUUtilization")] == 71.43  # 100 busy of 140 ticks
 
 
 def _bytes_read() -> dict[str, int]:

@@ -16,7 +16,10 @@ network    ReceiveBytesPerSecond, TransmitBytesPerSecond                   Algor
 =========  ==============================================================  ==============
 
 ``CPUUtilization`` counts iowait as idle (like ``top`` and ``psutil.cpu_percent``), and guest time
-once (Linux already includes it in user time).
+once (Linux already includes it in user time). A core is named by the id the kernel gives it: with
+cores offline (``/sys/devices/system/cpu/online`` = ``0-3,6-7``) the last two are ``cpu6`` and
+``cpu7``, not the fifth and sixth in the list, and a core going offline or coming back leaves the
+others' series as they are.
 
 Disk and network rates sum the devices with hardware behind them (``/sys/block/<disk>/device``,
 ``/sys/class/net/<interface>/device`` on Linux), where ``psutil``'s totals add every layer: the
@@ -32,7 +35,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import psutil
 
@@ -42,10 +45,23 @@ from stepscope.store import SystemRecord
 
 __all__ = ["SystemSampler"]
 
+_PROC_STAT = Path("/proc/stat")
 _SYS_BLOCK = Path("/sys/block")
 _SYS_NET = Path("/sys/class/net")
 _IDLE_FIELDS = ("idle", "iowait")
 _DOUBLE_COUNTED_FIELDS = ("guest", "guest_nice")  # already part of user / nice on Linux
+#: /proc/stat's fields of a core, in its order
+_PROC_STAT_FIELDS = (
+    "user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice",
+)  # fmt: skip
+
+
+class _CoreTimes(NamedTuple):
+    """The time a core has spent, in any unit: in all (guest time once), idle, in I/O wait."""
+
+    total: float
+    idle: float
+    iowait: float
 
 
 class SystemSampler:
@@ -54,12 +70,21 @@ class SystemSampler:
     :param gpu_backend: an opened GPU backend (its :meth:`~GpuBackend.sample` is called each time).
     :param clock_s: the clock of the record timestamps, seconds since the epoch (default the
         collection clock, which a step of the wall clock does not move).
+    :param proc_stat: the kernel's CPU counters on Linux, which name each core by its id (another
+        file replays scripted counters); where it cannot be read, psutil's list of cores.
     """
 
-    def __init__(self, gpu_backend: GpuBackend, *, clock_s: Callable[[], float] = now_s) -> None:
+    def __init__(
+        self,
+        gpu_backend: GpuBackend,
+        *,
+        clock_s: Callable[[], float] = now_s,
+        proc_stat: Path = _PROC_STAT,
+    ) -> None:
         self._gpu = gpu_backend
         self._clock_s = clock_s
-        self._cpu: list[Any] | None = None
+        self._proc_stat = proc_stat
+        self._cpu: dict[str, _CoreTimes] | None = None
         self._disk: tuple[float, _DiskCounters] | None = None
         self._hardware: dict[Path, bool] = {}
         self._net: tuple[float, int, int] | None = None
@@ -87,22 +112,41 @@ class SystemSampler:
         return records
 
     def _sample_cpu(self, records: list[SystemRecord]) -> None:
-        times = psutil.cpu_times(percpu=True)
+        times = self._core_times()
         now_s = self._clock_s()
         previous, self._cpu = self._cpu, times
-        if previous is None or len(previous) != len(times):
+        if previous is None:
             return
-        for index, (before, after) in enumerate(zip(previous, times, strict=True)):
-            total_s = _total_s(after) - _total_s(before)
-            if total_s <= 0:
+        for name, after in times.items():
+            before = previous.get(name)
+            if before is None:
+                continue  # came online since the last sample: primed now
+            total = after.total - before.total
+            if total <= 0:
                 continue  # no tick on this core since the last sample (very short interval)
-            idle_s = sum(getattr(after, f, 0.0) - getattr(before, f, 0.0) for f in _IDLE_FIELDS)
-            iowait_s = getattr(after, "iowait", 0.0) - getattr(before, "iowait", 0.0)
-            name = f"cpu{index}"
-            busy_pct = _clamp_pct(100.0 * (total_s - idle_s) / total_s)
+            busy_pct = _clamp_pct(100.0 * (total - (after.idle - before.idle)) / total)
             records.append(SystemRecord("cpu", name, "CPUUtilization", busy_pct, now_s))
-            iowait_pct = _clamp_pct(100.0 * iowait_s / total_s)
+            iowait_pct = _clamp_pct(100.0 * (after.iowait - before.iowait) / total)
             records.append(SystemRecord("cpu", name, "I/OWaitPercentage", iowait_pct, now_s))
+
+    def _core_times(self) -> dict[str, _CoreTimes]:
+        """Each online core's times by its SageMaker name, ``cpu<id>``: Linux's ``/proc/stat``
+        names the cores by id, where psutil's list (all there is elsewhere) numbers them."""
+        try:
+            text = self._proc_stat.read_text()
+        except OSError:  # not Linux
+            return {
+                f"cpu{index}": _core_times(times._asdict())
+                for index, times in enumerate(psutil.cpu_times(percpu=True))
+            }
+        cores = {}
+        for line in text.splitlines():
+            name, _, ticks = line.partition(" ")
+            if name.startswith("cpu") and name[3:].isdigit():
+                # an older kernel reports fewer fields, a newer one may add some
+                fields = zip(_PROC_STAT_FIELDS, map(float, ticks.split()), strict=False)
+                cores[name] = _core_times(dict(fields))
+        return cores
 
     def _sample_disk(self, records: list[SystemRecord]) -> None:
         counters = self._disk_counters()
@@ -182,9 +226,11 @@ class _DiskCounters(NamedTuple):
     write_bytes: int
 
 
-def _total_s(times: Any) -> float:
-    total = float(sum(times))
-    return total - sum(float(getattr(times, f, 0.0)) for f in _DOUBLE_COUNTED_FIELDS)
+def _core_times(fields: dict[str, float]) -> _CoreTimes:
+    """A core's times from its named fields (those a kernel does not report count 0)."""
+    total = sum(fields.values()) - sum(fields.get(f, 0.0) for f in _DOUBLE_COUNTED_FIELDS)
+    idle = sum(fields.get(f, 0.0) for f in _IDLE_FIELDS)
+    return _CoreTimes(total, idle, fields.get("iowait", 0.0))
 
 
 def _clamp_pct(value: float) -> float:
