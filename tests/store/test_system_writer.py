@@ -181,6 +181,46 @@ def test_a_full_disk_leaves_no_torn_line_behind(tmp_path: Path) -> None:
     assert done.stderr.count("could not be written") == 1
 
 
+_DISK_FULL_TWICE_WRITER = textwrap.dedent(
+    """
+    import logging, resource, signal, sys
+    from stepscope.store import SystemMetricsWriter, SystemRecord
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    writer = SystemMetricsWriter(sys.argv[1])
+    snapshot = lambda i: [SystemRecord("cpu", f"cpu{c}", "CPUUtilization", float(i), 1.7e9 + i) for c in range(8)]
+    for spell in range(2):
+        print(f"INFO spell {spell}", file=sys.stderr, flush=True)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3000 * (spell + 1), hard))  # the disk fills up
+        for i in range(10):
+            writer.write(snapshot(20 * spell + i))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # space is freed
+        writer.write(snapshot(20 * spell + 10))
+    writer.close()
+    """
+)
+
+
+def test_a_disk_that_fills_again_after_it_was_freed_is_warned_about_again(
+    tmp_path: Path,
+) -> None:
+    # the one warning came at the first full disk only: a second was silent, records lost unsaid
+    done = subprocess.run(
+        [sys.executable, "-c", _DISK_FULL_TWICE_WRITER, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    spells = done.stderr.split("INFO spell ")[1:]
+    assert len(spells) == 2
+    for spell in spells:  # one warning each time writing starts failing, not one per write
+        assert spell.count("WARNING ") == 1, done.stderr
+        assert "could not be written" in spell
+        assert "are written again" in spell and "dropped" in spell
+
+
 def test_job_end_marker_is_seen_by_us_and_by_sagemaker_readers(tmp_path: Path) -> None:
     assert not job_has_ended(tmp_path)
     marker = write_job_end_marker(tmp_path)

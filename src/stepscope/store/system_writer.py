@@ -8,9 +8,11 @@ in ``system/incremental/<YYYYMMDDHH>/<epoch_minute_s>.<node>.json`` (the minute 
 record's own timestamp, UTC). Files are only appended to, and each :meth:`SystemMetricsWriter.write`
 call ends with one ``write`` system call per file it touches, so a reader sees whole lines and a
 ``kill -9`` loses at most the records of the call in progress (a torn last line is what every
-reader of this format tolerates). A failing disk logs one warning and drops records; nothing is
-raised, and the part of a failed write that reached the file is cut off again. A file removed
-while it is written (its folder deleted) is made again at the next write, with a warning.
+reader of this format tolerates). A failing disk logs one warning and drops records while it
+lasts; nothing is raised, and the part of a failed write that reached the file is cut off again.
+Once writing works again, a message says how many records were lost, and a disk that fails again
+later (filled once more) gets a warning of its own. A file removed while it is written (its folder
+deleted) is made again at the next write, with a warning.
 """
 
 from __future__ import annotations
@@ -71,8 +73,9 @@ class SystemMetricsWriter:
         self._node = node
         self._fd: int | None = None
         self._fd_minute_s: int | None = None
-        self._warned = False
         self._dropped = 0
+        #: records dropped since writing last failed after working (None while it works)
+        self._failing_dropped: int | None = None
 
     @property
     def dropped_records(self) -> int:
@@ -102,9 +105,21 @@ class SystemMetricsWriter:
         for minute_s, lines in lines_by_minute.items():
             if self._append(minute_s, b"\n".join(lines) + b"\n"):
                 written += len(lines)
+                self._recovered()
             else:
                 self._dropped += len(lines)
+                self._failing_dropped = (self._failing_dropped or 0) + len(lines)
         return written
+
+    def _recovered(self) -> None:
+        """After failures, say that records are written again and how many were lost."""
+        if self._failing_dropped is not None:
+            logger.info(
+                "System metrics for %s are written again; %d records were dropped.",
+                self._node,
+                self._failing_dropped,
+            )
+            self._failing_dropped = None
 
     def close(self) -> None:
         """Close the open minute file (later writes reopen files as needed)."""
@@ -146,8 +161,7 @@ class SystemMetricsWriter:
         except OSError as exc:
             self._cut_torn_write(size_before)
             self.close()
-            if not self._warned:
-                self._warned = True
+            if self._failing_dropped is None:  # it worked until now: once per failing spell
                 logger.warning(
                     "System metrics for %s could not be written to %s (%s); records are dropped "
                     "while this lasts. Check free space and permissions of the profiler output "
