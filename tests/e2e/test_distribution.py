@@ -21,7 +21,22 @@ import stepscope
 
 REPO = Path(__file__).resolve().parents[2]
 #: what a release is built from (the rest of the checkout is caches and virtualenvs)
-SOURCE = ["pyproject.toml", "README.md", "MANIFEST.in", "src", "docs", "tests", "scripts"]
+SOURCE = [
+    "pyproject.toml",
+    "README.md",
+    "LICENSE",
+    "MANIFEST.in",
+    "src",
+    "docs",
+    "tests",
+    "scripts",
+]
+#: the first lines of the Apache License 2.0, as the Apache Software Foundation publishes it
+APACHE_2_HEADER = (
+    "\n                                 Apache License\n"
+    "                           Version 2.0, January 2004\n"
+    "                        http://www.apache.org/licenses/\n"
+)
 
 
 def _files(root: Path, folder: str) -> set[str]:
@@ -77,6 +92,11 @@ def test_the_sdist_holds_the_docs_the_tests_and_the_scripts(source: Path) -> Non
     for folder in ("src/stepscope", "docs", "tests", "scripts"):
         missing = _files(source, folder) - held
         assert not missing, f"the sdist lacks {sorted(missing)}"
+    # pyproject declared Apache-2.0, and neither the checkout nor the sdist held its text
+    with tarfile.open(sdist) as archive:
+        license_file = archive.extractfile(f"{top}LICENSE")
+        assert license_file is not None
+        assert license_file.read().decode().startswith(APACHE_2_HEADER)
 
 
 def test_the_wheel_holds_every_file_of_the_package(source: Path, wheel: Path) -> None:
@@ -92,6 +112,11 @@ def test_the_wheel_holds_every_file_of_the_package(source: Path, wheel: Path) ->
     # it said >=3.10, where pip found no duckdb>=2.0 and failed on that instead of naming Python
     assert "\nRequires-Python: >=3.11\n" in metadata
     assert "stepscope = stepscope.cli:main" in entry_points
+    assert "\nLicense-Expression: Apache-2.0\n" in metadata
+    assert "\nLicense-File: LICENSE\n" in metadata
+    with zipfile.ZipFile(wheel) as archive:
+        text = archive.read(f"stepscope-{stepscope.__version__}.dist-info/licenses/LICENSE")
+    assert text.decode().startswith(APACHE_2_HEADER)
 
 
 @pytest.mark.slow
