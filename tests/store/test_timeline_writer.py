@@ -364,6 +364,54 @@ def test_full_disk_drops_events_with_warnings_and_leaves_no_broken_file(tmp_path
     assert closed_files(tmp_path) == [] and not list((tmp_path / "framework").glob("*.tmp"))
 
 
+_DISK_FULL_TWICE_WRITER = textwrap.dedent(
+    """
+    import logging, resource, signal, sys, time
+    from pathlib import Path
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    from stepscope.store import TimelineWriter
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    writer = TimelineWriter(sys.argv[1], "0-algo-1", file_max_size=2000)
+    closed = lambda: len(list(Path(sys.argv[1], "framework", "pevents").glob("*/*")))
+
+    def burst(first, until):
+        for i in range(first, first + 50):
+            writer.write_event(f"e{i}", "Forward", 1_700_000_000_000_000 + i, 1.0, {"i": i})
+        deadline = time.monotonic() + 60
+        while not until() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    for spell in range(2):
+        print(f"INFO spell {spell}", file=sys.stderr, flush=True)
+        dropped, files = writer.dropped_events, closed()
+        resource.setrlimit(resource.RLIMIT_FSIZE, (500, hard))  # the disk fills up
+        burst(100 * spell, lambda: writer.dropped_events > dropped)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # space is freed
+        burst(100 * spell + 50, lambda: closed() > files)
+    writer.close()
+    """
+)
+
+
+def test_a_disk_that_fills_again_after_it_was_freed_is_warned_about_again(
+    tmp_path: Path,
+) -> None:
+    # the one warning came at the first full disk only: a second was silent, events lost unsaid
+    done = subprocess.run(
+        [sys.executable, "-c", _DISK_FULL_TWICE_WRITER, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    spells = done.stderr.split("INFO spell ")[1:]
+    assert len(spells) == 2
+    for spell in spells:  # one warning each time writing starts failing, not one per write
+        assert spell.count("WARNING ") == 1, done.stderr
+        assert "could not write" in spell and "files are written again" in spell, done.stderr
+
+
 def test_invalid_settings_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="TimelineWriter.file_max_size must be an integer > 0"):
         TimelineWriter(tmp_path, NODE, file_max_size=0)

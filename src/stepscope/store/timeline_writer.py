@@ -30,7 +30,8 @@ afterwards; a ``kill -9`` leaves only the open ``.tmp`` file behind, and
 :func:`~stepscope.store.timeline_files.recover_timeline_files` closes such files once their process is gone.
 
 **Failures never reach the caller.** An unwritable or full disk logs one warning and drops the
-affected events. Consecutive failures to open or write a file are counted, and the count is reset
+affected events; once a file is written whole again, a message says so, and a disk that fails
+again later (filled once more) gets a warning of its own. Consecutive failures to open or write a file are counted, and the count is reset
 by every file closed successfully; when it reaches ``file_open_fail_threshold`` the writer logs
 one warning and disables itself (every later event is dropped and counted). Differences from
 SageMaker Debugger: its counter is cumulative (never reset) and counts only failed opens; its
@@ -586,6 +587,9 @@ class TimelineWriter:
             self._record_failure(f"could not move {tmp_path} into pevents: {exc}")
             return
         self._consecutive_failures = 0
+        if "file-failure" in self._warned:  # files get through again: a later failure is news
+            self._warned.discard("file-failure")
+            logger.info("Timeline writer %s: files are written again.", self._node_id)
 
     def _abandon_file(self, reason: str) -> None:
         """Drop the open file after a failed write (its tail is unknown, so it cannot be kept)."""
