@@ -1,5 +1,5 @@
-"""Every option a subcommand's ``--help`` lists is documented where users learn stepscope, and
-``stepscope --version`` says which stepscope it is."""
+"""Every option a subcommand's ``--help`` lists is documented where users learn stepscope and
+says its default, and ``stepscope --version`` says which stepscope it is."""
 
 from __future__ import annotations
 
@@ -22,10 +22,15 @@ def _documentation() -> str:
     )
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_every_option_in_help_is_documented(command: str) -> None:
+def _parser(command: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"stepscope {command}")
     importlib.import_module(f"stepscope.cli.{COMMANDS[command][0]}").add_arguments(parser)
+    return parser
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_option_in_help_is_documented(command: str) -> None:
+    parser = _parser(command)
     docs = _documentation()
     missing = [
         "/".join(action.option_strings)
@@ -34,6 +39,18 @@ def test_every_option_in_help_is_documented(command: str) -> None:
         if not any(re.search(re.escape(o) + r"(?![\w-])", docs) for o in action.option_strings)
     ]
     assert not missing, f"stepscope {command} options in no doc: {missing}"
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_option_that_takes_a_value_says_its_default(command: str) -> None:
+    # `stepscope run --help` said nothing of what --config and --nproc-per-node are without them
+    silent = [
+        "/".join(action.option_strings)
+        for action in _parser(command)._actions
+        if action.option_strings and action.nargs != 0
+        if "default" not in (action.help or "")
+    ]
+    assert not silent, f"stepscope {command} options whose help gives no default: {silent}"
 
 
 def test_version_is_the_packages(capsys: pytest.CaptureFixture[str]) -> None:

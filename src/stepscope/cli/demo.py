@@ -45,9 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--steps-per-epoch",
         type=_positive_int,
         default=80,
-        help="training steps per epoch (default 80)",
+        help="training steps per epoch, an integer >= 1 (default 80)",
     )
-    parser.add_argument("--epochs", type=_positive_int, default=1, help="epochs (default 1)")
+    parser.add_argument(
+        "--epochs", type=_positive_int, default=1, help="epochs, an integer >= 1 (default 1)"
+    )
 
 
 def _demo_steps(training_steps: int) -> dict[str, int]:

@@ -32,9 +32,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "<job>.trace.json.gz for --format chrome, in the current folder)",
     )
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--steps", metavar="A:B", help="only steps A <= step < B")
     which.add_argument(
-        "--time", metavar="A:B", help="only seconds A to B from the job's first record"
+        "--steps",
+        metavar="A:B",
+        help="only steps A <= step < B; either bound may be left out, e.g. 100: (default: "
+        "every step)",
+    )
+    which.add_argument(
+        "--time",
+        metavar="A:B",
+        help="only seconds A to B from the job's first record; either bound may be left out "
+        "(default: the whole job)",
     )
 
 

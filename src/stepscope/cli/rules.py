@@ -17,7 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_rule_arguments(parser)
     parser.add_argument(
-        "--output-dir", help="where to write the results (default <job>/rule-output)"
+        "--output-dir",
+        help="where to write the results (default <job>/rule-output; required for a read-only "
+        "input, such as a trace or s3://, and for a job that stepscope run still runs)",
     )
 
 
@@ -29,8 +31,8 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         dest="rules",
         metavar="NAME",
-        help="a built-in rule (repeatable; default ProfilerReport, i.e. all of them) or a "
-        "custom Rule class as module:Class",
+        help="a built-in rule by name, e.g. StepOutlier, or a custom Rule class as "
+        "module:Class (repeatable; default ProfilerReport, which runs all the built-in ones)",
     )
     parser.add_argument(
         "--param",
@@ -38,8 +40,9 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
         dest="params",
         default=[],
         metavar="RULE.PARAM=VALUE",
-        help="set a rule parameter, e.g. StepOutlier.stddev=3 (repeatable); one of a rule "
-        "that ProfilerReport runs goes to ProfilerReport when that rule is not given to --rule",
+        help="set a rule parameter, e.g. StepOutlier.stddev=3 (repeatable; the others keep "
+        "their defaults); one of a rule that ProfilerReport runs goes to ProfilerReport when "
+        "that rule is not given to --rule",
     )
 
 

@@ -23,13 +23,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--job-dir", help="the job folder (default: a new one under ./stepscope-jobs/)"
     )
-    parser.add_argument("--config", type=Path, help="a profiler configuration file (JSON or YAML)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="a profiler configuration file: JSON or YAML, SageMaker's profilerconfig.json "
+        "included (default: every framework option on its default steps)",
+    )
     parser.add_argument(
         "--nproc-per-node",
         type=int,
         default=1,
         metavar="N",
-        help="processes per node; above 1 the command runs through torch.distributed.run",
+        help="processes per node, an integer >= 1 (default 1); above 1 the command runs "
+        "through torch.distributed.run",
     )
     add_rule_arguments(parser)
     parser.add_argument(

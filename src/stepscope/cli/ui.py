@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="folders (or trace files) to list jobs from (default: ./stepscope-jobs and .)",
     )
     parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help="TCP port (default %(default)s)"
+        "--port", type=int, default=DEFAULT_PORT, help="TCP port, 1-65535 (default %(default)s)"
     )
     parser.add_argument(
         "--host",

@@ -18,7 +18,7 @@ __all__ = ["RANGE_OPTIONS", "add_arguments", "main"]
 
 logger = logging.getLogger(__name__)
 
-_RANGE_HELP = "START:NUM to profile NUM steps from step START, or 'off'"
+_RANGE_HELP = "START:NUM to profile NUM steps from step START, or 'off' (default: unchanged)"
 #: the options that take a range, named as the user types them
 _RANGE_OPTIONS = {
     "detailed": "detailed (kernel-level) profiling",
@@ -66,13 +66,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--python-profiler",
         choices=[member.value for member in PythonProfiler],
         type=str.lower,
-        help="the Python profiler",
+        help="the Python profiler, for Python profiling that is on (default: unchanged)",
     )
     parser.add_argument(
         "--cprofile-timer",
         choices=[member.value for member in cProfileTimer],
         type=str.lower,
-        help="the clock cProfile uses ('default' cycles through the three)",
+        help="the clock cProfile uses; 'default' cycles through the three (default: unchanged)",
     )
     parser.add_argument(
         "--system-interval-ms",
@@ -80,7 +80,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=SYSTEM_MONITOR_INTERVALS_MS,
         metavar="N",
         help="system-metrics interval in ms: "
-        + ", ".join(str(ms) for ms in SYSTEM_MONITOR_INTERVALS_MS),
+        + ", ".join(str(ms) for ms in SYSTEM_MONITOR_INTERVALS_MS)
+        + " (default: unchanged)",
     )
     switch = parser.add_mutually_exclusive_group()
     switch.add_argument(
