@@ -210,6 +210,32 @@ def test_cli_custom_rule_by_import_path(starved_job, tmp_path):
     assert json.loads((tmp_path / "StepCounter" / "status.json").read_text())["datapoints"] > 100
 
 
+def test_cli_custom_rule_from_a_module_in_the_current_folder(starved_job, tmp_path):
+    # `stepscope rules <job> --rule myrules:Class` beside myrules.py said "No module named
+    # 'myrules'": the console script's folder, not the current one, leads the import path
+    (tmp_path / "myrules.py").write_text(
+        "from stepscope.rules import Rule, Verdict\n"
+        "class Always(Rule):\n"
+        "    description = 'Always finds an issue.'\n"
+        "    def scan(self, window): pass\n"
+        "    def evaluate(self): return Verdict(triggered=True, message='found')\n"
+    )
+    console_script = tmp_path / "bin" / "stepscope"
+    console_script.parent.mkdir()
+    console_script.write_text("import sys\nfrom stepscope.cli import main\nsys.exit(main())\n")
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, str(console_script), "rules", str(starved_job)]
+        + ["--rule", "myrules:Always", "--output-dir", str(out)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[:3] == ["Always", "IssuesFound", "found"]
+
+
 def test_a_long_job_is_scanned_in_windows_of_six_hours(job):
     import numpy as np
 

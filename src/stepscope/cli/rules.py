@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import sys
 from typing import Any
 
 from stepscope.errors import ConfigError
@@ -88,6 +90,11 @@ def _rule_class(name: str, builtin_rule: Any) -> Any:
         return builtin_rule(name)
     module, _, attribute = name.partition(":")
     allowed = "a built-in rule name or module:Class naming a Rule subclass"
+    # The console script's import path holds its own folder, not the current one, where a
+    # module beside the user (myrules.py) is. Added last, it shadows none of what stepscope
+    # imports later (a pandas.py there would, first).
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         found = getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
