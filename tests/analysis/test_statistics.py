@@ -24,6 +24,7 @@ from stepscope.analysis.statistics import (
 )
 from stepscope.errors import ConfigError
 from stepscope.store import open_job
+from stepscope.testing import generate_job
 
 S = hb.S
 
@@ -91,6 +92,29 @@ def test_utilization_is_per_resource_and_dimension(analysis: PandasFrameAnalysis
     assert gpu_only[["Resource", "dimension", "utilization_mean"]].values.tolist() == [
         ["gpu", "GPUUtilization", 50.0]
     ]
+
+
+def test_io_metrics_sharing_an_empty_dimension_are_told_apart_by_name(tmp_path: Path) -> None:
+    # IOPS (ops/s) and read and write throughput (B/s) all have dimension "": one `i/o` row
+    # averaged them together, a mean of millions with a minimum that was an IOPS sample
+    job = generate_job(tmp_path / "job", minutes=2, gpus=1, cpus=2)
+    raw = open_job(job).table("system").to_pandas()
+    io = raw[raw.type == "i/o"].groupby("name")["value"]
+    pf = PandasFrame(job)
+    for stats in (
+        utilization_statistics(job, resource=Resource.IO),
+        PandasFrameAnalysis(
+            pf.get_all_system_metrics(), pf.get_all_framework_metrics()
+        ).get_utilization_stats(resource=Resource.IO),
+    ):
+        by_metric = stats.set_index("dimension")
+        assert sorted(by_metric.index) == [
+            "IOPS",
+            "ReadThroughputInBytesPerSecond",
+            "WriteThroughputInBytesPerSecond",
+        ]
+        assert by_metric["utilization_min"].to_dict() == io.min().to_dict()
+        assert by_metric["utilization_max"].to_dict() == io.max().to_dict()
 
 
 def test_utilization_by_training_phase(analysis: PandasFrameAnalysis) -> None:

@@ -17,8 +17,9 @@ Where we differ from SageMaker, on purpose:
   step 3 into one interval, though each mode counts its steps from zero, and each rank of a
   distributed job runs its own step 3.
 * Utilization statistics are per resource **and dimension** and node: ``cpu`` CPUUtilization and
-  ``cpu`` I/OWaitPercentage are separate rows (SageMaker pooled them). Resources match ``type``
-  exactly, not by substring.
+  ``cpu`` I/OWaitPercentage are separate rows (SageMaker pooled them), and so are the ``i/o``
+  metrics, whose dimension is empty: their ``dimension`` is their name (``IOPS``,
+  ``ReadThroughputInBytesPerSecond``, ...). Resources match ``type`` exactly, not by substring.
 * ``initialization`` is measured from the job start (first system sample), not from the minute of
   the first system file; the training-loop start falls back to the first TRAIN/GLOBAL step when
   there is no step 0; all job statistics are plain numbers (SageMaker returned a Series for
@@ -421,10 +422,20 @@ def _is_percent_range(bounds: object) -> bool:
 
 
 _SYSTEM_COLUMNS = ("timestamp_us", "value", "dimension", "nodeID", "type")
+
 _FRAMEWORK_COLUMNS = ("start_time_us", "end_time_us", "framework_metric", "step", "process")
 _ALL_RESOURCES = list(Resource)
 _DEVICES = [Resource.CPU, Resource.GPU]
 _STEP_BY = list(StatsBy)
+
+
+def _dimension_sql(name_column: str | None) -> str:
+    """What a system sample measures, as the statistics' ``dimension``: its dimension, else its
+    name. The ``i/o`` metrics (IOPS, read and write throughput) share an empty dimension and
+    differ in unit, so grouped by dimension alone they would be averaged together."""
+    if name_column is None:
+        return "dimension"
+    return f"coalesce(nullif(dimension, ''), {name_column}, '') AS dimension"
 
 
 class PandasFrameAnalysis:
@@ -470,6 +481,7 @@ class PandasFrameAnalysis:
         self._con.register("_fw", fw.assign(_row=range(len(fw))))
         self._con.register("_sys", sm)
         t = "timestamp_epoch_us" if "timestamp_epoch_us" in sm else f"timestamp_us + {offset}"
+        dimension = _dimension_sql("system_metric" if "system_metric" in sm else None)
         node = '"nodeID"' if "nodeID" in fw else "''"
         rank = "rank" if "rank" in fw else "-1"
         self._stats = _Statistics(
@@ -479,7 +491,7 @@ class PandasFrameAnalysis:
                 f"{offset} AS s, end_time_us + {offset} AS e, {node} AS node, {rank} AS rank, "
                 "_row FROM _fw"
             ),
-            system_sql=f"SELECT {t} AS t, type, dimension, nodeID, value FROM _sys",
+            system_sql=f"SELECT {t} AS t, type, {dimension}, nodeID, value FROM _sys",
             offset_us=offset,
         )
         if len(fw):
@@ -505,7 +517,8 @@ class PandasFrameAnalysis:
         by: StatsBy | None = None,
         phase: str | Sequence[str] | None = None,
     ) -> pd.DataFrame:
-        """Mean, min, max, p50, p95 and p99 of ``value`` per resource, dimension and node.
+        """Mean, min, max, p50, p95 and p99 of ``value`` per resource, dimension and node (a
+        metric's name stands for its empty dimension, which the ``i/o`` metrics share).
 
         :param resource: a :class:`Resource` or a list; None means all five.
         :param by: None, or ``StatsBy.TRAINING_PHASE`` to add a ``Training_phase`` column (each
@@ -560,7 +573,9 @@ _JOB_FRAMEWORK_SQL = (
     f"SELECT category AS process, {FRAMEWORK_METRIC_SQL} AS framework_metric, step, "
     "start_us AS s, start_us + dur_us AS e, node, rank FROM events WHERE ph <> 'C'"
 )
-_JOB_SYSTEM_SQL = "SELECT timestamp_us AS t, type, dimension, node AS nodeID, value FROM system"
+_JOB_SYSTEM_SQL = (
+    f"SELECT timestamp_us AS t, type, {_dimension_sql('name')}, node AS nodeID, value FROM system"
+)
 
 
 def _job(job: Any) -> _Statistics:
