@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import stepscope
-from stepscope.cli import COMMANDS, main
+from stepscope.cli import COMMANDS, build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,17 +28,26 @@ def _parser(command: str) -> argparse.ArgumentParser:
     return parser
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_every_option_in_help_is_documented(command: str) -> None:
-    parser = _parser(command)
+def _undocumented(parser: argparse.ArgumentParser) -> list[str]:
     docs = _documentation()
-    missing = [
+    return [
         "/".join(action.option_strings)
         for action in parser._actions
         if action.option_strings and action.dest != "help"
         if not any(re.search(re.escape(o) + r"(?![\w-])", docs) for o in action.option_strings)
     ]
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_option_in_help_is_documented(command: str) -> None:
+    missing = _undocumented(_parser(command))
     assert not missing, f"stepscope {command} options in no doc: {missing}"
+
+
+def test_every_option_of_stepscope_itself_is_documented() -> None:
+    # -v/--verbose was in every command's --help and in no doc
+    missing = _undocumented(build_parser())
+    assert not missing, f"stepscope options in no doc: {missing}"
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
