@@ -14,9 +14,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        help="HTML file to write (default <job>/rule-output/profiler-report.html); the rule "
-        "results are the job's own, or, for a read-only input (a trace, s3://), read from or "
-        "computed into this file's folder (computed again when they are another input's)",
+        help="HTML file to write (default <job>/rule-output/profiler-report.html; required for "
+        "a read-only input, such as a trace or s3://); the rule results are the job's own, or, "
+        "for a read-only input, read from or computed into this file's folder (computed again "
+        "when they are another input's)",
     )
 
 
