@@ -202,6 +202,9 @@ def test_dashboard_of_a_generated_job(page, server):
         assert empty.nth(i).inner_text().strip()
     # utilization charts are drawn by plotly
     expect(page.locator("article[data-panel=cpu_utilization] .main-svg").first).to_be_visible()
+    # k picks among kernels: a job without any offers no k to change
+    expect(page.locator("article[data-panel=kernel_time_all]")).to_contain_text("no GPU kernels")
+    expect(page.locator("input.k-input:visible")).to_have_count(0)
     # the step times' legend stays off the bars
     step_time = page.locator("article[data-panel=step_time]")
     legend = step_time.locator(".legend").bounding_box()
@@ -227,6 +230,7 @@ def test_dashboard_of_a_gpu_trace_with_k_and_hover(page, server):
     legend = page.locator("article[data-panel=kernel_time_all] .legend .traces")
     expect(legend).to_have_count(16)  # 15 kernels and "others"
     k = page.locator("article[data-panel=kernel_time_all] input.k-input")
+    expect(k).to_be_visible()
     k.fill("5")
     k.press("Enter")
     expect(legend).to_have_count(6)

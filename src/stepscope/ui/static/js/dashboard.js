@@ -87,6 +87,7 @@ function panelCard(jobId, panel, { wide, defaultK, maxK, params = {}, title = nu
   const note = h("p", { class: "note", hidden: true });
   const controls = [];
   let k = defaultK;
+  let kLabel = null;
   if (panel.uses_k) {
     const input = h("input", {
       type: "number", min: 1, max: maxK, value: defaultK, class: "k-input", "aria-label": "k: kernels shown",
@@ -101,7 +102,8 @@ function panelCard(jobId, panel, { wide, defaultK, maxK, params = {}, title = nu
         input.value = String(k);
       }
     });
-    controls.push(h("label", { class: "k-label" }, "k", input));
+    kLabel = h("label", { class: "k-label" }, "k", input);
+    controls.push(kLabel);
   }
   if (onRemove) {
     controls.push(h("button", { class: "icon-button", type: "button", title: "Remove this histogram",
@@ -118,6 +120,8 @@ function panelCard(jobId, panel, { wide, defaultK, maxK, params = {}, title = nu
       payload = { empty: true, message: error instanceof ApiError ? error.message : "The server did not answer." };
     }
     node.dataset.state = payload.empty ? "empty" : "data";
+    // k picks among the job's kernels: a job without any has nothing for it to pick
+    if (kLabel) kLabel.hidden = payload.empty;
     if (payload.empty) {
       purgeChart(chart);
       chart.hidden = true;
