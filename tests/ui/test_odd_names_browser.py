@@ -3,7 +3,8 @@
 One job, a PyTorch profiler trace whose file name is markup, holds annotations named with
 markup, quotes, a line break, spaces around them, other scripts and hundreds of characters. Each
 page that shows them (job list, dashboard, custom histograms, information, timeline) must show
-them as text: no planted handler runs, no request leaves for the planted image.
+them as text: no planted handler runs, no request leaves for the planted image. A node named
+with plotly's template syntax reads as written in the charts' hovers.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from tests.browser import chromium, needs_chromium, page_errors
 from tests.servers import serve_app
 
-from .conftest import T0_US
+from .conftest import T0_US, step_events, system_rows, write_job_folder
 
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
@@ -121,6 +122,8 @@ def test_every_listed_annotation_can_be_drawn_whatever_its_name(page, base):
     expect(cards.locator("xpath=self::*[@data-state='data']")).to_have_count(len(ANNOTATIONS))
     titles = set(cards.locator("h3").all_text_contents())
     assert titles == {f"Histogram of “{name}”" for name in ANNOTATIONS}
+    templated = cards.filter(has_text="%{x}").locator(".legend .legendtext")
+    expect(templated).to_contain_text("%s {} {0} %{x} (n=5")
 
 
 def test_planted_markup_is_shown_as_text_on_every_page(page, base):
@@ -131,3 +134,54 @@ def test_planted_markup_is_shown_as_text_on_every_page(page, base):
     page.click("nav a[data-page=timeline]")
     expect(page.locator("canvas").first).to_be_visible()
     assert page.locator("img").count() == 0
+
+
+#: A node name that holds plotly's template syntax and markup.
+TEMPLATED_NODE = "%{x} %{y:.1f} <b>n</b>"
+
+
+@pytest.fixture(scope="module")
+def templated_base(tmp_path_factory) -> Iterator[str]:
+    """A job whose one node is named :data:`TEMPLATED_NODE` (a table job: real store files name
+    nodes ``algo-<n>``)."""
+    from stepscope.testing import TableJob
+    from stepscope.ui import create_app
+
+    tmp = tmp_path_factory.mktemp("templated-node")
+    write_job_folder(tmp / "jobs", "templated", nodes=[TEMPLATED_NODE])
+
+    def open_job(path: Path) -> TableJob:
+        metadata = {"nodes": [TEMPLATED_NODE], "first_timestamp_us": T0_US}
+        rows = system_rows(seconds=20, node=TEMPLATED_NODE)
+        return TableJob(path, rows, step_events(node=TEMPLATED_NODE), metadata)
+
+    app = create_app([tmp / "jobs"], settings_path=tmp / "settings.json", job_opener=open_job)
+    with serve_app(app) as url:
+        yield url
+
+
+def test_a_node_name_reads_as_written_in_chart_hovers(templated_base):
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        errors = page_errors(page)
+        _hover_each_utilization_chart(page, templated_base)
+        assert errors == []
+
+
+def _hover_each_utilization_chart(page: Any, base: str) -> None:
+    page.goto(base + "/")
+    page.locator("#job-list tbody tr", has_text="templated").locator("input[type=checkbox]").check()
+    page.click("#load-button")
+    radio = page.locator("#loaded-profiles tr", has_text="templated").locator("input[type=radio]")
+    expect(radio).to_be_enabled()
+    radio.click()
+    page.wait_for_url("**/dashboard?job=*")
+    for panel in ("cpu_utilization", "gpu_utilization"):
+        card = page.locator(f"article[data-panel={panel}]")
+        expect(card.locator(".main-svg").first).to_be_visible()
+        card.locator(".chart").evaluate(
+            "node => window.Plotly.Fx.hover(node, [{curveNumber: 0, pointNumber: 3}])"
+        )
+        hover = card.locator(".hovertext").first
+        expect(hover).to_contain_text(f"{TEMPLATED_NODE}: ")
+        expect(hover).to_contain_text("3.0 s since start")

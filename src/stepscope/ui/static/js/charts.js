@@ -172,8 +172,11 @@ export function purgeChart(node) {
   if (window.Plotly) window.Plotly.purge(node);
 }
 
+// Every text from a job (node, kernel and annotation names) goes through here on its way to
+// plotly, which reads a small HTML subset in all its text and fills in "%{...}" in hover and text
+// templates: "%" as an entity stops a name's "%{x}" from being filled in, wherever it lands.
 function escapeText(text) {
-  return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/%/g, "&#37;");
 }
 
 // Server hover text is plain text with newlines; plotly reads a small HTML subset.
