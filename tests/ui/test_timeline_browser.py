@@ -392,3 +392,32 @@ def test_find_selects_each_slice_of_a_name_in_turn(
     sync_api.expect(status).to_contain_text("No slice's name holds")
     assert not errors, errors
     assert not outside, outside
+
+
+def test_a_view_the_server_fails_to_give_says_so_and_can_be_retried(browser, base_url: str) -> None:
+    job_id = _load(base_url, "a100_rank0of2_nccl")
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    errors = page_errors(page)
+    failed: list[str] = []
+
+    def fail_once(route: Any) -> None:
+        if failed:
+            route.continue_()
+            return
+        failed.append(route.request.url)
+        route.fulfill(status=500, json={"detail": "the disk went away"})
+
+    page.route("**/timeline/window?*", fail_once)
+    page.goto(f"{base_url}/timeline?job={job_id}")
+    notice = page.locator("#tl-window-error")
+    sync_api.expect(notice).to_contain_text("the disk went away")
+    # the page stays: its title, tracks and controls are there to use
+    sync_api.expect(page.locator("h1")).to_have_text("Timeline · a100_rank0of2_nccl")
+    sync_api.expect(page.locator("#tl-tree [data-label='GPU-0']")).to_be_visible()
+    sync_api.expect(page.locator("#tl-find")).to_be_enabled()
+    notice.get_by_role("button", name="Retry").click()
+    page.wait_for_selector("#tl-canvas[data-loaded='1']")
+    sync_api.expect(notice).to_have_count(0)
+    assert len(failed) == 1
+    assert [e for e in errors if "status of 500" not in e] == []
+    page.close()

@@ -299,9 +299,11 @@ class TimelinePage {
 
   scheduleFetch() {
     clearTimeout(this.fetchTimer);
-    this.fetchTimer = setTimeout(() => this.fetchWindow().catch(showError), FETCH_DELAY_MS);
+    this.fetchTimer = setTimeout(() => this.fetchWindow(), FETCH_DELAY_MS);
   }
 
+  // Draws the view's slices; when the server fails to give them, says so above the tracks, which
+  // stay usable (a move asks again, and so does Retry).
   async fetchWindow() {
     const id = ++this.requestId;
     const ids = this.visibleTrackIds();
@@ -313,8 +315,16 @@ class TimelinePage {
       tracks: ids.join(","),
       bins: String(bins),
     });
-    const answer = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/window?${params}`);
+    let answer;
+    try {
+      answer = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/window?${params}`);
+    } catch (error) {
+      if (id === this.requestId) this.showWindowError(error);
+      return;
+    }
     if (id !== this.requestId) return; // a newer view is on its way
+    this.windowError?.remove();
+    this.windowError = null;
     let grew = false;
     for (const [trackId, trackData] of Object.entries(answer.tracks)) {
       if (!trackData.slices) continue;
@@ -328,6 +338,15 @@ class TimelinePage {
     this.canvas.dataset.loaded = "1";
     if (grew) this.relayout();
     else this.redraw();
+  }
+
+  showWindowError(error) {
+    const notice = h("div", { class: "notice error tl-window-error", id: "tl-window-error", role: "alert" },
+      `The slices of this view could not be read: ${error.message} `,
+      h("button", { class: "button", type: "button", onclick: () => this.fetchWindow() }, "Retry"));
+    if (this.windowError) this.windowError.replaceWith(notice);
+    else this.body.before(notice);
+    this.windowError = notice;
   }
 
   // -- view changes -----------------------------------------------------------------------
@@ -593,9 +612,11 @@ export async function renderTimeline(main) {
   } catch (error) {
     if (error instanceof ApiError && (error.status === 404 || error.status === 409)) {
       main.append(h("div", { class: "notice" }, `${error.message} `, h("a", { href: "/" }, "Go to Load profile.")));
-      return;
+    } else {
+      main.append(h("div", { class: "notice error", role: "alert" }, `The timeline's tracks could not be read: ${error.message} `,
+        h("button", { class: "button", type: "button", onclick: () => renderTimeline(main) }, "Retry")));
     }
-    throw error;
+    return;
   }
   if (!payload.bounds) {
     main.append(h("div", { class: "notice" }, "This profile holds no events or metrics yet."));
