@@ -25,6 +25,7 @@ from stepscope.store import (
     is_kineto_trace,
     open_job,
     read_kineto_trace,
+    read_trace_head,
 )
 from stepscope.store._kineto_json import extract_event_array
 
@@ -531,3 +532,35 @@ def test_a_name_with_a_lone_surrogate_escape_keeps_the_trace_whole(tmp_path):
     assert len(names) == 50
     assert not [w for w in trace.metadata["warnings"] if "ends early" in w]
     assert names[10] == "data/\ufffd.bin" and names[20] == "🚀 \\ud800 as text"
+
+
+def test_a_traces_head_gives_its_rank_world_size_and_start_without_reading_it(
+    shared_fixtures, tmp_path
+):
+    folder = shared_fixtures / "kineto"
+    gloo = read_trace_head(folder / "cpu_only_gloo_rank34of300.json.gz")
+    assert gloo is not None and (gloo.rank, gloo.world_size) == (34, 300)
+    # a trace without distributedInfo is the rank its file name says
+    (tmp_path / "worker_rank-3.json.gz").write_bytes(
+        (folder / "distributed_info_not_found.json.gz").read_bytes()
+    )
+    named = read_trace_head(tmp_path / "worker_rank-3.json.gz")
+    assert named is not None and (named.rank, named.world_size) == (3, None)
+    # an older trace's times are dates: its start is its first events'
+    memory = json.loads(gzip.decompress((folder / "v100_rank1of2_memory.json.gz").read_bytes()))
+    times = [e["ts"] for e in memory["traceEvents"] if "ts" in e]
+    head = read_trace_head(folder / "v100_rank1of2_memory.json.gz")
+    assert head is not None and min(times) <= head.start_us <= min(times) + 1e6
+    # a newer one's count from the baseTimeNanoseconds at its end: read in a plain file, not in
+    # a compressed one (that would mean decompressing it all)
+    triton = gzip.decompress((folder / "a100_triton.json.gz").read_bytes())
+    document = json.loads(triton)
+    first = min(e["ts"] for e in document["traceEvents"] if "ts" in e)
+    (tmp_path / "triton.json").write_bytes(triton)
+    plain = read_trace_head(tmp_path / "triton.json")
+    assert plain is not None
+    assert plain.start_us == pytest.approx(document["baseTimeNanoseconds"] / 1e3 + first)
+    compressed = read_trace_head(folder / "a100_triton.json.gz")
+    assert compressed is not None and compressed.start_us is None
+    (tmp_path / "notes.json").write_text('{"not": "a trace"}')
+    assert read_trace_head(tmp_path / "notes.json") is None

@@ -6,6 +6,7 @@ API promises independently of the readers; the last ones go through the real sto
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import socket
@@ -13,7 +14,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -428,6 +431,79 @@ def test_a_loaded_job_without_job_json_shows_when_its_data_ran(tmp_path: Path, m
     ]
     info = client.get(f"/api/jobs/{job}/info").json()["sections"][0]["rows"]
     assert dict(map(tuple, info))["Start"] == "2023-11-14 22:14:30 UTC"  # start_s, in UTC
+
+
+def _kineto_trace(
+    path: Path, *, first_ts: float, base_ns: int | None = None, **header: Any
+) -> None:
+    """A trace of one profiler step from ``first_ts``; with ``base_ns``, written as newer
+    Kineto does: times relative to the ``baseTimeNanoseconds`` that follows the events."""
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#0",
+            "pid": 1,
+            "tid": 1,
+            "ts": first_ts,
+            "dur": 1_000_000,
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": first_ts + 10,
+            "dur": 500,
+        },
+    ]
+    document: dict[str, Any] = {"schemaVersion": 1, **header, "traceEvents": events}
+    if base_ns is not None:
+        document["baseTimeNanoseconds"] = base_ns
+    data = json.dumps(document).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
+
+
+def test_trace_jobs_are_listed_newest_first_with_their_ranks_before_loading(
+    tmp_path: Path, make_client
+):
+    """A trace's start is read from its first bytes; one dated only at its end (a newer
+    compressed trace) goes by when its file was written until it is loaded, then by its start."""
+    from stepscope.store import open_job
+
+    root = tmp_path / "jobs"
+    year_us = {
+        year: datetime(year, 6, 1, tzinfo=timezone.utc).timestamp() * 1e6
+        for year in (2019, 2020, 2022, 2024, 2030)
+    }
+    write_job_folder(root, "job-2023")  # starts at T0_US, in November 2023
+    _kineto_trace(root / "dated-2030.json", first_ts=year_us[2030])
+    _kineto_trace(root / "old-2020.json.gz", first_ts=year_us[2020])
+    for rank in (0, 1):
+        info = {"backend": "nccl", "rank": rank, "world_size": 4}
+        _kineto_trace(
+            root / "ddp" / f"rank-{rank}.json.gz", first_ts=year_us[2024], distributedInfo=info
+        )
+    undated = root / "undated.json.gz"  # ran in 2019, written in 2022
+    _kineto_trace(undated, first_ts=1e9, base_ns=int((year_us[2019] - 1e9) * 1e3))
+    os.utime(undated, (year_us[2022] / 1e6, year_us[2022] / 1e6))
+    client = make_client([root], job_opener=open_job)
+
+    jobs = client.get("/api/jobs").json()["jobs"]
+    assert [j["name"] for j in jobs] == ["dated-2030", "ddp", "job-2023", "undated", "old-2020"]
+    listed = {j["name"]: j for j in jobs}
+    assert listed["dated-2030"]["start_us"] == year_us[2030]
+    assert listed["undated"]["start_us"] is None
+    assert listed["undated"]["written_us"] == year_us[2022]
+    assert (listed["ddp"]["ranks"], listed["ddp"]["world_size"]) == ([0, 1], 4)
+    assert (listed["dated-2030"]["ranks"], listed["dated-2030"]["world_size"]) == ([None], None)
+    assert listed["job-2023"]["nodes"] == ["algo-1"] and listed["job-2023"]["ranks"] == []
+
+    assert load_and_wait(client, listed["undated"]["id"])["start_us"] == year_us[2019]
+    jobs = client.get("/api/jobs").json()["jobs"]
+    assert [j["name"] for j in jobs] == ["dated-2030", "ddp", "job-2023", "old-2020", "undated"]
 
 
 def _training_so_far(root: Path, later: Path) -> tuple[Path, Callable[[], None]]:

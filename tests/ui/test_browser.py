@@ -184,12 +184,18 @@ def test_load_page_lists_jobs_and_loads_them(page, server):
     expect(row).to_contain_text("3 min 0 s")
     expect(row).to_contain_text("algo-1")
     expect(row).to_contain_text("Not loaded")
+    # a newer compressed trace is dated only at its end: listed by when it was written, until
+    # loaded; its one file is rank 0 of the 2 its header names
+    trace = page.locator("#job-list tbody tr", has_text=GPU_TRACE)
+    expect(trace).to_contain_text("— (file written ")
+    expect(trace).to_contain_text("rank 0 of 2")
     expect(page.locator("#load-button")).to_be_disabled()
     for name in (CPU_JOB, GPU_TRACE):
         page.locator("#job-list tbody tr", has_text=name).locator("input[type=checkbox]").check()
     page.click("#load-button")
     expect(page.locator("#loaded-profiles input[type=radio]:not([disabled])")).to_have_count(2)
-    expect(page.locator("#job-list tbody tr", has_text=GPU_TRACE)).to_contain_text("Loaded")
+    expect(trace).to_contain_text("Loaded")
+    expect(trace).to_contain_text("2024-05-23 00:15:22 UTC")  # its base time + first ts
     _shot(page, "load-profile")
 
 
@@ -223,6 +229,7 @@ def test_dashboard_of_a_generated_job(page, server):
 
 def test_dashboard_of_a_gpu_trace_with_k_and_hover(page, server):
     _open_dashboard(page, server["base"], GPU_TRACE)
+    expect(page.locator(".page-head .lead")).to_contain_text("729 ms · rank 0 of 2")
     states = _panel_states(page)
     assert {name for name, state in states.items() if state == "data"} == DATA_PANELS[GPU_TRACE]
     _shot(page, "dashboard-gpu")

@@ -8,11 +8,14 @@ A root may hold, at any depth up to :data:`MAX_DEPTH`:
   that differ only in their digits, like ``rank-0.json.gz`` / ``rank-1.json.gz``) is one job, and
   every other trace file is a job of its own. A root may also be a single trace file.
 
-Discovery reads only names, ``job.json`` and the first bytes of candidate trace files, so listing
-stays fast on large roots; the walk is bounded in depth and in folders visited. Nothing outside a
-root is ever listed: symbolic links are not followed, and a candidate whose resolved path leaves
-its root is skipped. The browser only ever sees a job's :attr:`JobEntry.id` (a hash of the root
-and the path relative to it), never a path.
+Discovery reads only names, ``job.json`` and the first bytes of candidate trace files (and the
+last ones of an uncompressed trace, where Kineto dates its times), so listing stays fast on large
+roots; the walk is bounded in depth and in folders visited. The list is newest first: a trace
+job's start is that of the first events those bytes hold (its ranks are those its files' headers
+or names give), and a trace they do not date goes by when its files were written until it is
+loaded. Nothing outside a root is ever listed: symbolic links are not followed, and a candidate
+whose resolved path leaves its root is skipped. The browser only ever sees a job's
+:attr:`JobEntry.id` (a hash of the root and the path relative to it), never a path.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal  # Any: the JSON values of an answer
 
 from stepscope.errors import JobNotFoundError, UnsupportedFormatError
-from stepscope.store import is_kineto_trace
+from stepscope.store import TraceHead, read_trace_head
 from stepscope.store.job_status import output_status
 from stepscope.store.layout import profiler_output_dir, trace_name
 
@@ -42,6 +45,7 @@ __all__ = [
     "current_entry",
     "discover_jobs",
     "job_id",
+    "listing_order",
 ]
 
 logger = logging.getLogger(__name__)
@@ -73,6 +77,10 @@ class JobEntry:
     :param root: the root it was found under.
     :param start_us: job start in µs since the epoch, ``None`` when unknown before loading.
     :param end_us: job end in µs since the epoch, ``None`` while running or when unknown.
+    :param ranks: a trace job's ranks, one per trace file (``None`` where neither its header nor
+        its name gives one).
+    :param world_size: the ranks the traced run had (``distributedInfo.world_size``), when known.
+    :param written_us: when a trace job's newest file was written, µs since the epoch.
     """
 
     id: str
@@ -84,6 +92,9 @@ class JobEntry:
     start_us: float | None = None
     end_us: float | None = None
     nodes: tuple[str, ...] = field(default_factory=tuple)
+    ranks: tuple[int | None, ...] = field(default_factory=tuple)
+    world_size: int | None = None
+    written_us: float | None = None
 
     @property
     def duration_s(self) -> float | None:
@@ -97,6 +108,13 @@ class JobEntry:
             return None
         return max(0.0, (end_us - self.start_us) / 1e6)
 
+    @property
+    def timed_by_data(self) -> bool:
+        """Whether its data, once read, times the job better than the listing: that has only a
+        trace's first bytes, or the whole minutes SageMaker system files are named after, where
+        job.json holds the job's own times."""
+        return self.kind != "stepscope" or self.start_us is None
+
     def to_json(self) -> dict[str, Any]:
         """The browser-facing view: no path, only the id and what the job list shows."""
         return {
@@ -108,6 +126,9 @@ class JobEntry:
             "end_us": self.end_us,
             "duration_s": self.duration_s,
             "nodes": list(self.nodes),
+            "ranks": list(self.ranks),
+            "world_size": self.world_size,
+            "written_us": self.written_us,
             "location": str(self.path.relative_to(self.root)) if self.path != self.root else ".",
         }
 
@@ -116,6 +137,16 @@ def job_id(root: Path, path: Path) -> str:
     """The opaque id of ``path`` under ``root``: stable across restarts, reveals no path."""
     relative = path.relative_to(root).as_posix()
     return hashlib.sha256(f"{root}\0{relative}".encode()).hexdigest()[:20]
+
+
+def listing_order(entry: JobEntry, start_us: float | None = None) -> tuple[float, str]:
+    """Where ``entry`` goes in the job list, newest first: by its start (``start_us`` when the
+    caller knows it better, as a loaded trace's), else by when its files were written, then by
+    name."""
+    when = start_us if start_us is not None else entry.start_us
+    if when is None:
+        when = entry.written_us
+    return (-(when or 0.0), entry.name)
 
 
 def check_root(root: str | os.PathLike[str]) -> Path:
@@ -133,7 +164,7 @@ def check_root(root: str | os.PathLike[str]) -> Path:
     path = Path(root).expanduser()
     if not path.exists():
         raise JobNotFoundError(str(root), "Give a folder of jobs or a PyTorch profiler trace.")
-    if path.is_file() and not _is_trace(path):
+    if path.is_file() and _trace_head(path) is None:
         raise UnsupportedFormatError(
             str(root), "a folder of jobs or a PyTorch profiler trace (.json or .json.gz)"
         )
@@ -154,7 +185,7 @@ def discover_jobs(roots: Iterable[str | os.PathLike[str]]) -> list[JobEntry]:
         for entry in _discover_root(root):
             # a job under two roots (./stepscope-jobs and .) is listed once, from the first
             found.setdefault(entry.path, entry)
-    return sorted(found.values(), key=lambda e: (-(e.start_us or 0.0), e.name))
+    return sorted(found.values(), key=listing_order)
 
 
 def current_entry(entry: JobEntry) -> JobEntry:
@@ -172,8 +203,9 @@ def current_entry(entry: JobEntry) -> JobEntry:
 
 def _discover_root(root: Path) -> Iterable[JobEntry]:
     if root.is_file():
-        if _is_trace(root):
-            yield _entry(root, root.parent, "kineto", trace_name(root.name), "completed")
+        head = _trace_head(root)
+        if head is not None:
+            yield _trace_entry(root, root.parent, trace_name(root.name), {root: head})
         return
     visited = 0
     pending: list[tuple[Path, int]] = [(root, 0)]
@@ -190,14 +222,13 @@ def _discover_root(root: Path) -> Iterable[JobEntry]:
         if entry is not None:
             yield entry
             continue
-        traces = [
+        candidates = (
             Path(c.path)
             for c in children
-            if c.is_file(follow_symlinks=False)
-            and _inside(root, Path(c.path))
-            and _is_trace(Path(c.path))
-        ]
-        yield from _trace_jobs(root, folder, traces)
+            if c.is_file(follow_symlinks=False) and _inside(root, Path(c.path))
+        )
+        heads = {path: head for path in candidates if (head := _trace_head(path)) is not None}
+        yield from _trace_jobs(root, folder, heads)
         if depth < MAX_DEPTH:
             pending.extend(
                 (Path(c.path), depth + 1)
@@ -345,18 +376,38 @@ def _hour_files(folder: Path) -> Iterable[os.DirEntry[str]]:
                 continue
 
 
-def _trace_jobs(root: Path, folder: Path, traces: list[Path]) -> Iterable[JobEntry]:
+def _trace_jobs(root: Path, folder: Path, heads: dict[Path, TraceHead]) -> Iterable[JobEntry]:
     """Traces that are ranks of one job become one job (their folder); others one job each."""
-    if len(traces) >= 2 and len({re.sub(r"\d+", "#", t.name) for t in traces}) == 1:
-        yield _entry(folder, root, "kineto", folder.name, "completed")
+    if len(heads) >= 2 and len({re.sub(r"\d+", "#", t.name) for t in heads}) == 1:
+        yield _trace_entry(folder, root, folder.name, heads)
         return
-    for trace in traces:
-        yield _entry(trace, root, "kineto", trace_name(trace.name), "completed")
+    for trace, head in heads.items():
+        yield _trace_entry(trace, root, trace_name(trace.name), {trace: head})
 
 
-def _is_trace(path: Path) -> bool:
-    """Whether ``path`` is a Kineto trace (the store's cheap sniff of its first bytes)."""
-    return path.name.endswith(_TRACE_SUFFIXES) and bool(is_kineto_trace(path))
+def _trace_entry(path: Path, root: Path, name: str, heads: dict[Path, TraceHead]) -> JobEntry:
+    """A job of the traces ``heads`` holds: it starts with the earliest of them, and was written
+    when the newest was."""
+    starts = [head.start_us for head in heads.values() if head.start_us is not None]
+    sizes = {head.world_size for head in heads.values() if head.world_size is not None}
+    written = [t for t in map(_mtime, map(str, heads)) if t is not None]
+    return JobEntry(
+        id=job_id(root, path),
+        name=name,
+        kind="kineto",
+        path=path,
+        root=root,
+        status="completed",
+        start_us=min(starts, default=None),
+        ranks=tuple(sorted((h.rank for h in heads.values()), key=lambda r: (r is None, r or 0))),
+        world_size=max(sizes, default=None),
+        written_us=max(written) * 1e6 if written else None,
+    )
+
+
+def _trace_head(path: Path) -> TraceHead | None:
+    """What the first bytes of ``path`` tell, None when it is no Kineto trace."""
+    return read_trace_head(path) if path.name.endswith(_TRACE_SUFFIXES) else None
 
 
 def _mtime(path: str) -> float | None:

@@ -86,9 +86,7 @@ class LoadedProfile:
         """
         start_us, end_us = self.entry.start_us, self.entry.end_us
         duration_s = self.entry.duration_s  # a running job's: its time so far
-        if self.first_us is not None and (start_us is None or self.entry.kind == "sagemaker"):
-            # a trace is timed only by its data; profiler output without job.json only by the
-            # whole minutes its system files are named after, until its data is read
+        if self.first_us is not None and self.entry.timed_by_data:
             start_us, end_us = self.first_us, self.last_us
             duration_s = (end_us - start_us) / 1e6 if start_us and end_us else None
         own_clock = start_us is not None and not is_unix_time(start_us)

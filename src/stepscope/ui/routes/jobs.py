@@ -6,6 +6,7 @@ from typing import Any  # Any: the JSON values of an answer
 
 from fastapi import APIRouter, Response
 
+from stepscope.ui.discovery import listing_order
 from stepscope.ui.state import State
 
 __all__ = ["MAX_LISTED_JOBS", "router"]
@@ -20,6 +21,7 @@ MAX_LISTED_JOBS = 1000
 def list_jobs(state: State) -> dict[str, Any]:
     """Every job under the roots with its load state (``not_loaded`` unless loaded)."""
     jobs = []
+    order = []
     entries = state.jobs()
     for entry in entries[:MAX_LISTED_JOBS]:
         profile = state.registry.get(entry.id)
@@ -27,15 +29,18 @@ def list_jobs(state: State) -> dict[str, Any]:
         item["load_state"] = profile.state if profile else "not_loaded"
         item["load_error"] = profile.error if profile else ""
         item["own_clock"] = False
-        if profile is not None and (entry.start_us is None or entry.kind == "sagemaker"):
-            # a bare trace's time range is known only once loaded, and may have no date; that of
-            # profiler output without job.json, to the second
+        if profile is not None and entry.timed_by_data:
+            # a trace's time range is known once loaded, and may have no date; that of profiler
+            # output without job.json, to the second
             loaded = profile.to_json()
             for key in ("start_us", "end_us", "duration_s", "own_clock"):
                 item[key] = loaded[key]
         if profile is not None and not entry.nodes:
             item["nodes"] = profile.nodes
         jobs.append(item)
+        order.append(listing_order(entry, item["start_us"]))
+    # a trace dated only once loaded takes its place by that date
+    jobs = [item for _, item in sorted(zip(order, jobs, strict=True), key=lambda pair: pair[0])]
     return {"jobs": jobs, "roots": len(state.roots), "truncated": len(entries) > MAX_LISTED_JOBS}
 
 

@@ -5,7 +5,7 @@
 import { api, ApiError } from "./api.js";
 import { drawChart, purgeChart } from "./charts.js";
 import { clear, h } from "./dom.js";
-import { formatDuration, formatTime, OWN_CLOCK, STATUS_LABEL } from "./format.js";
+import { formatDuration, formatPlaces, formatTime, OWN_CLOCK, STATUS_LABEL } from "./format.js";
 import { loadedSelection } from "./selection.js";
 
 const REFRESH_MS = 15000;
@@ -25,7 +25,7 @@ export async function renderDashboard(main) {
   const loaded = await loadedSelection(main, "its dashboard");
   if (!loaded) return;
   const id = loaded.id;
-  const listed = (await api.jobs()).jobs.find((j) => j.id === id) || { nodes: [] };
+  const listed = (await api.jobs()).jobs.find((j) => j.id === id) || {};
   const job = { ...listed, ...loaded };
   const { panels, default_k: defaultK, max_k: maxK } = await api.panels();
   const titles = Object.fromEntries(panels.map((p) => [p.name, p]));
@@ -72,13 +72,14 @@ export async function renderDashboard(main) {
   }
 }
 
-// The job's status, start, length so far and nodes, under its name.
+// The job's status, start, length so far and nodes (or ranks), under its name.
 function lead(job) {
+  const places = formatPlaces(job, { count: true });
   return h("p", { class: "lead" },
     h("span", { class: `badge status-${job.status}` }, STATUS_LABEL[job.status] || job.status),
     " ", job.own_clock ? h("span", { title: OWN_CLOCK }, "Start date unknown (the trace keeps its own clock)") : `Started ${formatTime(job.start_us)}`,
     job.duration_s !== null && job.duration_s !== undefined ? ` · ${formatDuration(job.duration_s)}` : "",
-    job.nodes.length ? ` · ${job.nodes.length} node${job.nodes.length > 1 ? "s" : ""}` : "");
+    places ? ` · ${places}` : "");
 }
 
 function panelCard(jobId, panel, { wide, defaultK, maxK, params = {}, title = null, onRemove = null }) {

@@ -12,9 +12,34 @@ export function formatTime(us) {
 // as dates, they said 1970), only its duration is known.
 export const OWN_CLOCK = "The trace has no date: its times are on its own clock (a trace cut short loses the key that dates it), so only its duration is known.";
 
+// A newer trace dates its events only at its end, which listing a compressed one does not read:
+// until it is loaded, the job list shows and orders it by when its file was written.
+const UNDATED = "Not loaded yet: the trace dates its events only at its end, so the list orders it by when its file was written; loading it reads its start.";
+const awaitsItsDate = (job) => job.start_us === null && Boolean(job.written_us) && job.load_state !== "loaded";
+
 // When a job started, or why that is not known.
 export function formatStart(job) {
-  return job.own_clock ? "— (no date in the trace)" : formatTime(job.start_us);
+  if (job.own_clock) return "— (no date in the trace)";
+  if (awaitsItsDate(job)) return `— (file written ${formatTime(job.written_us)})`;
+  return formatTime(job.start_us);
+}
+
+// What the start of a job in the job list means, when it is not simply its start.
+export function startTitle(job) {
+  return job.own_clock ? OWN_CLOCK : awaitsItsDate(job) ? UNDATED : null;
+}
+
+// Where a job ran: its nodes, else (a PyTorch profiler trace) its ranks, one per trace file, as
+// their headers or file names give them: "rank 3 of 8", "2 of 128 ranks", "2 ranks". With
+// `count`, how many nodes ("2 nodes") rather than their names.
+export function formatPlaces(job, { count = false } = {}) {
+  const nodes = job.nodes || [];
+  if (nodes.length) return count ? `${nodes.length} node${nodes.length > 1 ? "s" : ""}` : nodes.join(", ");
+  const ranks = job.ranks || [];
+  if (!ranks.length) return "";
+  const of = job.world_size > ranks.length ? ` of ${job.world_size}` : "";
+  if (ranks.length === 1) return ranks[0] === null ? "1 rank" : `rank ${ranks[0]}${of}`;
+  return `${ranks.length}${of} ranks`;
 }
 
 // Each unit is chosen by the value as rounded for display, so 119.6 s reads "2 min 0 s", not

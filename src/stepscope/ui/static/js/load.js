@@ -3,7 +3,7 @@
 
 import { api } from "./api.js";
 import { clear, h } from "./dom.js";
-import { formatDuration, formatStart, LOAD_LABEL, OWN_CLOCK, STATUS_LABEL } from "./format.js";
+import { formatDuration, formatPlaces, formatStart, LOAD_LABEL, STATUS_LABEL, startTitle } from "./format.js";
 import { forgetJob, jobUrl, selectedJob, selectJob } from "./selection.js";
 
 const POLL_MS = 1000;
@@ -113,9 +113,9 @@ function renderJobs(box, jobs, refresh) {
       h("td", { class: "narrow" }, check),
       h("td", { class: "name" }, job.name, h("div", { class: "muted small" }, kindLabel(job.kind), " · ", job.location)),
       h("td", {}, statusBadge(job.status)),
-      h("td", { class: "nowrap", title: job.own_clock ? OWN_CLOCK : null }, formatStart(job)),
+      h("td", { class: "nowrap", title: startTitle(job) }, formatStart(job)),
       h("td", { class: "nowrap" }, formatDuration(job.duration_s)),
-      h("td", {}, job.nodes.length ? job.nodes.join(", ") : "—"),
+      h("td", {}, formatPlaces(job) || "—"),
       h("td", {}, h("span", { class: `badge load-${job.load_state}` }, LOAD_LABEL[job.load_state] || job.load_state)));
   });
   box.append(h("table", { class: "table" },
