@@ -506,6 +506,23 @@ def test_trace_jobs_are_listed_newest_first_with_their_ranks_before_loading(
     assert [j["name"] for j in jobs] == ["dated-2030", "ddp", "job-2023", "old-2020", "undated"]
 
 
+def test_a_loaded_trace_starts_when_its_data_does_on_every_page(
+    tmp_path: Path, make_client, shared_fixtures: Path, monkeypatch
+):
+    """Listed, a trace's start is its first bytes' earliest event; loaded, its data's."""
+    from stepscope.store import open_job
+
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    client = make_client([shared_fixtures / "kineto" / "two_ranks_one_job"], job_opener=open_job)
+    job = job_ids(client)["two_ranks_one_job"]
+    loaded = load_and_wait(client, job)
+    sections = client.get(f"/api/jobs/{job}/info").json()["sections"]
+    rows = {label: value for section in sections for label, value in section.get("rows", [])}
+    assert rows["Start"] == rows["First record"] == "2023-04-28 23:51:37 UTC"
+    listed = {j["name"]: j for j in client.get("/api/jobs").json()["jobs"]}["two_ranks_one_job"]
+    assert listed["start_us"] == loaded["start_us"]
+
+
 def _training_so_far(root: Path, later: Path) -> tuple[Path, Callable[[], None]]:
     """A generated job as it is while training: running, only its first minute written.
 

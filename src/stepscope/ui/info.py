@@ -164,7 +164,7 @@ def job_information(
         ``events``, ``data_nodes``, ``data_ranks``.
     """
     start_us, end_us = entry.start_us, entry.end_us
-    if entry.kind == "sagemaker":  # its file names time it to the minute, its data to the µs
+    if entry.timed_by_data:
         start_us, end_us = data.get("first_us", start_us), data.get("last_us", end_us)
     sections = [
         _rows(
