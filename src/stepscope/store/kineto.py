@@ -39,7 +39,8 @@ Rank: ``distributedInfo.rank``; else ``rank_hint``; else the file name (``rank-3
 ``rank3``, or the SageMaker node id ``3-algo-1``); else 0, with a warning. A damaged file (a
 truncated ``.gz``, a document cut mid-event) keeps every event read before the damage and logs a
 warning naming the file and the position. Event names the profiler wrote with a quote
-unescaped (pytorch/pytorch#146900), which make the document invalid JSON, are read as written;
+unescaped (pytorch/pytorch#146900, see :mod:`stepscope.store.kineto_names`), which make the
+document invalid JSON, are read as written;
 a lone surrogate escape (``\\udcff``), which orjson and DuckDB refuse, is read as U+FFFD.
 An event with no finite ``ts``, or a ``dur`` that is
 negative or not finite, has no place in time: it is skipped, with one warning naming the file
@@ -73,6 +74,7 @@ from stepscope.store._kineto_columns import (
     read_whole_array,
 )
 from stepscope.store._kineto_json import TraceDocument, iter_event_chunks
+from stepscope.store.kineto_names import escape_names
 from stepscope.store.sagemaker import times_out_of_range
 from stepscope.store.schema import EVENT_SCHEMA
 
@@ -312,9 +314,9 @@ def read_kineto_trace(
             # orjson.JSONDecodeError is a ValueError: the chunker then tries an earlier cut.
             try:
                 events = orjson.loads(text)
-            except orjson.JSONDecodeError:  # a bad cut, inf and NaN, a name's quotes or surrogates
-                readable = _finite_json(text.decode("utf-8", "replace"))
-                events = orjson.loads(_without_lone_surrogates(_escaped_names(readable)))
+            except orjson.JSONDecodeError:  # a bad cut, a name's quotes, inf and NaN or surrogates
+                readable = _finite_json(escape_names(text).decode("utf-8", "replace"))
+                events = orjson.loads(_without_lone_surrogates(readable))
             try:
                 return convert_chunk(events if isinstance(events, list) else [], counts)
             except ValueError as exc:  # not a bad cut: a value no column could hold
@@ -448,34 +450,6 @@ def _finite_json(text: str) -> str:
 def _quoted(match: re.Match[str]) -> str:
     token = match.group()
     return token if token.startswith('"') else f'"{token}"'
-
-
-#: A ``"name"`` value as Kineto writes it, unescaped: it ends at the last quote before the
-#: next key, the end of its line or the end of its object.
-_NAME_VALUE = re.compile(
-    r'("name"\s*:\s*")(.*?)"(?=\s*,\s*"[^"\n]*"\s*:|\s*,?\s*$|\s*\})', re.MULTILINE
-)
-#: A JSON escape, kept, or what a JSON string may not hold as it is: a quote, a backslash
-#: that starts no escape, a control character.
-_UNESCAPED = re.compile(r'\\["\\/bfnrtu]|["\\\x00-\x1f]')
-
-
-def _escaped_names(text: str) -> str:
-    """``text`` with the quotes and control characters of every ``"name"`` value escaped.
-
-    Kineto wrote event names without escaping them (pytorch/pytorch#146900): one name with a
-    quote (an annotation ``'load "train"'``, a ``with_stack`` frame of generated code) made the
-    whole trace invalid JSON, and every event after it was lost. Only text that did not parse
-    is rewritten, so names written correctly are read as they are.
-    """
-    return _NAME_VALUE.sub(
-        lambda match: match.group(1) + _UNESCAPED.sub(_escape, match.group(2)) + '"', text
-    )
-
-
-def _escape(match: re.Match[str]) -> str:
-    token = match.group()
-    return token if len(token) == 2 else orjson.dumps(token).decode()[1:-1]
 
 
 #: An escaped backslash (kept), a surrogate pair (kept) or a lone surrogate escape.

@@ -736,6 +736,41 @@ def test_a_detailed_trace_lines_up_with_its_steps_after_the_wall_clock_stepped(
     assert abs(starts["ProfilerStep#2"] - starts["Step:ModeKeys.TRAIN"]) < 1e6
 
 
+QUOTED_NAMES_SCRIPT = """
+import sys
+import torch
+import stepscope
+from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
+
+detailed = DetailedProfilingConfig(start_step=1, num_steps=1)
+config = ProfilerConfig(framework_profile_params=FrameworkProfile(detailed_profiling_config=detailed))
+model = torch.nn.Linear(4, 4)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+with stepscope.profile(config, job_dir=sys.argv[1]):
+    for _ in range(3):
+        with torch.profiler.record_function('say "hi"'), stepscope.annotate('a"b'):
+            loss = model(torch.randn(2, 4)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_detailed_trace_with_quotes_in_its_names_is_valid_json(tmp_path: Path) -> None:
+    # torch writes event names unescaped: a name with a quote made the saved trace invalid JSON,
+    # which TensorBoard, Perfetto and HTA refuse
+    job_dir = tmp_path / "job"
+    subprocess.run(
+        [sys.executable, "-c", QUOTED_NAMES_SCRIPT, str(job_dir)], check=True, timeout=240
+    )
+    (trace_path,) = (job_dir / "profiler-output").rglob("*.pt.trace.json.gz")
+    with gzip.open(trace_path, "rt", encoding="utf-8") as text:
+        trace = json.load(text)
+    names = [event.get("name") for event in trace["traceEvents"]]
+    assert names.count('say "hi"') == 1 and names.count('a"b') == 1
+    assert "ProfilerStep#1" in names and "aten::addmm" in names
+
+
 STEPPED_BACK_SCRIPT = """
 import sys, time
 wall = time.time

@@ -15,7 +15,7 @@ this module watches while instrumented), and a window open when one starts ends 
 trace, before the script's profiler begins.
 
 The trace is exported (by a writer thread, off the training thread, gzipped at ISA-L's fastest
-level) to
+level, with the event names torch leaves unescaped escaped) to
 ``framework/pytorch/detailed_profiling/<YYYYMMDDHH>/<first step:09d>/<node_id>_<start_us>_<end_us>
 .pt.trace.json.gz``. Its metadata key ``stepscope`` ties it to the job: node id, rank, world size,
 first and last step, the window's start and end on the session clock (µs since the epoch), and
@@ -359,19 +359,25 @@ class DetailedProfiler:
 
 
 def _export(profiler: Any, path: Path) -> None:
-    """Write the trace as plain JSON, gzip it at ISA-L's fastest level, then publish it.
+    """Write the trace as plain JSON, gzip it at ISA-L's fastest level with its event names
+    escaped, then publish it.
 
     ``export_chrome_trace`` to a ``.gz`` name would compress line by line with zlib's level 9,
     which costs about as much CPU as the profiled steps did; this costs about a tenth of that.
+    torch writes names with a quote unescaped (see :mod:`stepscope.store.kineto_names`), which
+    would leave a trace that TensorBoard, Perfetto and HTA refuse.
     """
-    from stepscope._gzip import gzip_file
+    from stepscope._gzip import gzip_writer
+    from stepscope.store.kineto_names import iter_escaped_blocks
 
     raw = path.with_name(f".{path.name}.partial.json")
     partial = path.with_name(f".{path.name}.partial.json.gz")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         profiler.export_chrome_trace(str(raw))
-        gzip_file(raw, partial)
+        with open(raw, "rb") as source, gzip_writer(partial) as packed:
+            for block in iter_escaped_blocks(source):
+                packed.write(block)
         partial.replace(path)
     except OSError as exc:
         logger.warning("stepscope: cannot write the detailed trace %s (%s)", path, exc)
