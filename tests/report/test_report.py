@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -199,6 +200,20 @@ def test_report_of_custom_rules_and_command(tmp_path, capsys):
     assert str(path) in capsys.readouterr().out
     text = path.read_text()
     assert 'id="rule-AlwaysWarns"' in text and "do the thing" in text
+
+
+def test_a_job_with_metric_values_out_of_range_is_reported_without_numpy_warnings(tmp_path, caplog):
+    job = generate_job(tmp_path / "job", **TINY_JOB)
+    bad = {"GPUUtilization": 1e308, "CPUUtilization": float("inf"), "I/OWaitPercentage": -5.0}
+    for path in (job / "profiler-output" / "system").rglob("*.json"):
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        for record in records[:40]:
+            record["Value"] = bad.get(record["Dimension"], record["Value"])
+        path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # NumPy's overflow and invalid value
+        assert cli_main(["report", str(job)]) == 0
+    assert "skipped" in caplog.text and "damaged record(s)" in caplog.text
 
 
 def test_reports_written_elsewhere_show_each_jobs_own_rule_results(tmp_path):

@@ -163,6 +163,45 @@ def test_a_system_timestamp_out_of_range_is_a_damaged_record(
     assert f"{path}: corrupt data at line 2" in caplog.text
 
 
+@pytest.mark.parametrize(
+    ("name", "dimension", "value"),
+    [
+        ("gpu0", "GPUUtilization", 1e308),
+        ("cpu0", "CPUUtilization", 100.5),
+        ("cpu0", "I/OWaitPercentage", -5.0),
+        ("gpu0", "GPUMemoryUtilization", math.inf),
+        ("MemoryUsedPercent", "", math.nan),
+        ("ReceiveBytesPerSecond", "Algorithm", 1e308),
+        ("IOPS", "", -1.0),
+    ],
+)
+def test_a_metric_value_out_of_its_range_is_a_damaged_record(
+    tmp_path: Path, name: str, dimension: str, value: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "1700000040.algo-1.json"
+    metric = {"Type": "any", "Name": name, "Dimension": dimension}
+    # the limits themselves are values a metric takes: 0 and 100 %, a 400 Gb/s network
+    good = [0.0, 5e10] if name in ("ReceiveBytesPerSecond", "IOPS") else [0.0, 100.0]
+    records = [
+        {**metric, "Value": good[0]},
+        {**metric, "Value": value},
+        {**metric, "Value": good[1]},
+    ]
+    lines = [json.dumps({**r, "Timestamp": 1700000040.0 + i}) for i, r in enumerate(records)]
+    path.write_text("\n".join(lines) + "\n{not json\n")
+    with caplog.at_level(logging.WARNING, logger="stepscope.store"):
+        (scanned,) = _scanned_system_tables([path])
+        table = _system_table(path)
+    assert scanned is None  # the per-file reader keeps the other records and warns
+    assert table.column("value").to_pylist() == good
+    # the first damaged record in the file, though values are checked after the lines are read
+    # (JSON has no inf and NaN: those lines are no JSON to the per-file reader)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"{path}: corrupt data at line 2" in warning
+    assert ("out of range" in warning) == math.isfinite(value)
+    assert "skipped 2 damaged record(s)" in warning
+
+
 # --------------------------------------------------------------------------- framework events
 
 

@@ -26,9 +26,15 @@ class DamagedRecords:
         self.path = path
         self.count = 0
         self.first: CorruptFileError | None = None
+        self._first_line: int | None = None
 
     def add(self, line_no: int, offset: int, reason: str) -> None:
-        """Count one bad record, at line ``line_no`` starting at byte ``offset``."""
+        """Count one bad record, at line ``line_no`` starting at byte ``offset``; records may
+        be added out of line order (a check of all the records read comes last)."""
+        if self._first_line is not None and line_no < self._first_line:
+            self.first = None
+        if self.first is None:
+            self._first_line = line_no
         self.add_at(f"line {line_no} (byte {offset})", reason)
 
     def add_at(self, position: str, reason: str) -> None:

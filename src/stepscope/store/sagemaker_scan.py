@@ -6,8 +6,8 @@ the per-query cost that one query per file pays (an hour of one node is 60 syste
 framework files). :func:`scan_system_files` and :func:`scan_pevents_files` give, for each file,
 the table that :func:`~stepscope.store.sagemaker_system.read_system_file` or
 :func:`~stepscope.store.sagemaker.read_pevents_file` would give, or None when the scan cannot
-promise that: a damaged record, a field of an unusual type, ``B``/``E`` pairs or instants, two
-start times. The caller reads those files with the per-file readers, which keep every good
+promise that: a damaged record (a system metric's value out of range too), a field of an
+unusual type, ``B``/``E`` pairs or instants, two start times. The caller reads those files with the per-file readers, which keep every good
 record and name what was skipped.
 
 A scan runs on one DuckDB thread: on a busy machine a second one only adds CPU time. A refresh
@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from stepscope._sql import sql_text
 from stepscope.store.sagemaker import args_columns, process_names, times_out_of_range
+from stepscope.store.sagemaker_system import values_out_of_range
 from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
 
 __all__ = ["ScanFile", "scan_pevents_files", "scan_system_files"]
@@ -159,6 +160,8 @@ def _system_tables(
     damaged = np.zeros(len(files), bool)
     for column in ("timestamp_us", "type", "value"):
         damaged |= _files_with(pc.is_null(table.column(column)), file_of_row, len(files))
+    out_of_range = values_out_of_range(table["name"], table["dimension"], table["value"])
+    damaged |= _files_with(out_of_range, file_of_row, len(files))
     # a damaged record: the per-file reader keeps the good ones and warns
     keep = pa.array(~damaged[file_of_row])
     table, file_of_row = table.filter(keep), file_of_row[~damaged[file_of_row]]

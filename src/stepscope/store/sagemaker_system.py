@@ -18,11 +18,44 @@ from typing import IO, Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from stepscope.store.damaged_records import DamagedRecords
 from stepscope.store.schema import INT64_MAX, INT64_MIN, SYSTEM_SCHEMA
 
-__all__ = ["read_system_file"]
+__all__ = ["read_system_file", "values_out_of_range"]
+
+#: The metrics whose values are percentages, by ``Dimension`` (and by ``Name`` for host memory).
+_PERCENT_DIMENSIONS = (
+    "CPUUtilization",
+    "I/OWaitPercentage",
+    "GPUUtilization",
+    "GPUMemoryUtilization",
+)
+_PERCENT_NAMES = ("MemoryUsedPercent",)
+#: The largest value of any other metric (bytes or operations per second): a petabyte per second
+#: is far beyond any disk or network, and a job's worth of such values still sums without
+#: overflowing a float.
+_MAX_RATE = 1e15
+
+
+def values_out_of_range(
+    names: pa.Array | pa.ChunkedArray,
+    dimensions: pa.Array | pa.ChunkedArray,
+    values: pa.Array | pa.ChunkedArray,
+) -> pa.Array | pa.ChunkedArray:
+    """Where a record's value is one its metric cannot take, a damaged record: not a number,
+    infinite or negative, above 100 for a percentage, above :data:`_MAX_RATE` for a rate.
+
+    Kept, such a value made every sum and mean over it meaningless (and NumPy warn of an
+    overflow in the report)."""
+    percent = pc.or_(
+        pc.is_in(dimensions, pa.array(_PERCENT_DIMENSIONS)),
+        pc.is_in(names, pa.array(_PERCENT_NAMES)),
+    )
+    limit = pc.if_else(percent, 100.0, _MAX_RATE)
+    in_range = pc.and_(pc.greater_equal(values, 0.0), pc.less_equal(values, limit))
+    return pc.invert(pc.fill_null(in_range, False))
 
 
 def read_system_file(
@@ -33,8 +66,9 @@ def read_system_file(
     ``Timestamp`` (float seconds) becomes ``timestamp_us`` rounded to the nearest microsecond
     (halves up). A record without ``NodeId`` (or with an empty one) gets ``node`` (from the file
     name); one without ``Name`` or ``Dimension`` gets ``""``. A record without ``Type``,
-    ``Value`` or ``Timestamp``, with a time no µs column holds, or that is not JSON, is damaged:
-    it is skipped, and the file logs one warning naming the first bad line and its byte offset.
+    ``Value`` or ``Timestamp``, with a time no µs column holds, with a value its metric cannot
+    take (:func:`values_out_of_range`), or that is not JSON, is damaged: it is skipped, and the
+    file logs one warning naming the first bad line and its byte offset.
 
     :param stream: the file, opened in binary mode.
     :param path: the file's name for messages.
@@ -48,6 +82,7 @@ def read_system_file(
     columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
     timestamps, nodes, types, names, dimensions, values = columns
     damaged = DamagedRecords(path)
+    positions: list[tuple[int, int]] = []  # (line, byte offset) of each record kept
     offset = 0
     for line_no, line in enumerate(lines, start=1):
         start = offset
@@ -71,6 +106,20 @@ def read_system_file(
         names.append(str(record.get("Name") or ""))
         dimensions.append(str(record.get("Dimension") or ""))
         values.append(value)
+        positions.append((line_no, start))
+    batch = pa.record_batch([pa.array(c) for c in columns], schema=SYSTEM_SCHEMA)
+    out_of_range = values_out_of_range(batch["name"], batch["dimension"], batch["value"])
+    if pc.any(out_of_range).as_py():
+        for row in pc.indices_nonzero(out_of_range).to_pylist():
+            metric = dimensions[row] or names[row]
+            line_no, start = positions[row]
+            damaged.add(
+                line_no,
+                start,
+                f"Value {values[row]!r} of {metric} is out of range (percentages run from 0 to "
+                f"100, rates from 0 to {_MAX_RATE:g})",
+            )
+        batch = batch.filter(pc.invert(out_of_range))
     damaged.report()
-    if timestamps:
-        yield pa.record_batch([pa.array(c) for c in columns], schema=SYSTEM_SCHEMA)
+    if batch.num_rows:
+        yield batch
