@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import pandas as pd
 import pyarrow as pa
 import pytest
 from tests.analysis import _handbuilt as hb
@@ -173,9 +174,13 @@ def test_an_outlier_batch_is_found_again_by_the_bounds_the_outlier_table_gives()
     # the calls start at fractions of a µs, as real ones do; the text timestamps round them
     analysis = _getnext_job({3: 0.7, 6: 0.3})
     (outlier,) = analysis.analyze_batchtime().outliers.itertuples()
+    texts = pd.Series([outlier.previous_batch_start, outlier.start_time])
+    parsed = pd.to_datetime(texts, format="%Y-%m-%dT%H:%M:%S:%f")
     for bounds in (
         (outlier.previous_batch_start_epoch_us, outlier.start_time_epoch_us),
         (outlier.previous_batch_start, outlier.start_time),
+        tuple(parsed),  # pandas.Timestamp
+        tuple(parsed.to_numpy()),  # numpy.datetime64
     ):
         times = analysis.analyze_batchtime(*bounds).batches["BatchTime_in_seconds"].dropna()
         assert times.tolist() == [pytest.approx(3.0)], bounds

@@ -167,9 +167,13 @@ def test_a_window_in_other_units_says_where_the_data_is(
     assert "µs since the epoch" in caplog.text and f"{hb.T0:.0f}" in caplog.text
 
 
-@pytest.mark.parametrize("missing", [math.nan, math.inf, -math.inf, pd.NaT])
+@pytest.mark.parametrize(
+    "missing",
+    [math.nan, math.inf, -math.inf, pd.NaT, np.datetime64("NaT"), np.timedelta64(5, "s")],
+)
 def test_a_bound_that_is_not_a_time_is_a_config_error(pf: PandasFrame, missing: object) -> None:
-    # e.g. training_loop_start_epoch_us of a job without TRAIN steps is NaN
+    # e.g. training_loop_start_epoch_us of a job without TRAIN steps is NaN; a duration is no
+    # time either, though numpy counts it as an integer
     with pytest.raises(ConfigError, match="get_profiler_data_by_time.start_time_us"):
         pf.get_profiler_data_by_time(missing, hb.T0)
     with pytest.raises(ConfigError, match="get_profiler_data_by_time.end_time_us"):
@@ -188,6 +192,28 @@ def test_an_event_is_in_the_window_of_its_own_start_time(fraction_us: float) -> 
     for bound in (event.start_time, event.start_time_epoch_us):
         _, fw = pf.get_profiler_data_by_time(bound, bound)
         assert fw["framework_metric"].tolist() == ["Net"], bound
+
+
+def test_a_time_window_takes_the_datetimes_pandas_and_numpy_parse_the_text_times_into(
+    pf: PandasFrame,
+) -> None:
+    steps = pf.get_all_framework_metrics(["Step:ModeKeys.TRAIN"])
+    first = steps.iloc[0]
+    by_text = pf.get_profiler_data_by_time(first["start_time"], first["end_time"])
+    parsed = pd.to_datetime(
+        pd.Series([first["start_time"], first["end_time"]]), format="%Y-%m-%dT%H:%M:%S:%f"
+    )
+    in_tokyo = parsed.dt.tz_localize("UTC").dt.tz_convert("Asia/Tokyo")
+    for start, end in (
+        (parsed.iloc[0], parsed.iloc[1]),  # pandas.Timestamp
+        (parsed.to_numpy()[0], parsed.to_numpy()[1]),  # numpy.datetime64[ns]
+        (in_tokyo.iloc[0], in_tokyo.iloc[1]),  # the same instants, in another zone
+    ):
+        system, fw = pf.get_profiler_data_by_time(start, end)
+        assert system.equals(by_text[0]) and fw.equals(by_text[1]), type(start)
+    assert len(by_text[1]) > 0
+    finer = parsed.to_numpy()[0] + np.timedelta64(999, "ns")  # cut to its µs
+    assert pf.convert_datetime_to_timestamp(finer) == first["start_time_epoch_us"]
 
 
 def test_data_by_step_takes_system_samples_within_those_steps(pf: PandasFrame) -> None:

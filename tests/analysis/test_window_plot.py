@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 from tests.analysis import _handbuilt as hb
@@ -118,6 +119,10 @@ def test_text_timestamps_and_a_default_file_name(
     path = plot_the_window(pf, system["timestamp"].iloc[0], system["timestamp"].iloc[-1])
     assert path.name == f"stepscope-window-{hb.T0}-{hb.T0 + 9 * S}.html"
     assert (tmp_path / path).is_file()
+    # the same times as pandas parses the text (numpy.datetime64 in its array)
+    parsed = pd.to_datetime(system["timestamp"], format="%Y-%m-%dT%H:%M:%S:%f").to_numpy()
+    again = plot_the_window(pf, parsed[0], parsed[-1], output=tmp_path / "again.html")
+    assert _figure_data(again.read_text()) == _figure_data((tmp_path / path).read_text())
 
 
 def test_without_bounds_the_window_is_the_whole_job(

@@ -282,7 +282,8 @@ class PT_dataloader_analysis:
         and rank did during them.
 
         :param start_timestamp: window start: µs since the epoch, or a SageMaker text timestamp
-            (standing for its whole µs); None means the first GetNext.
+            or a datetime (``datetime``, ``numpy.datetime64``, ``pandas.Timestamp``; standing for
+            its whole µs); None means the first GetNext.
         :param end_timestamp: window end, likewise; None means the last GetNext.
         :param select_events: regular expressions for the framework events (name or phase) to
             report during outlier batches.

@@ -107,14 +107,23 @@ def connect_source(source: Any) -> tuple[Any, duckdb.DuckDBPyConnection]:
 
 
 def to_epoch_us(timestamp: Any, parameter: str = "timestamp") -> int:
-    """A SageMaker text timestamp (``%Y-%m-%dT%H:%M:%S:%f``, UTC), a datetime or a finite number
-    of µs since the epoch, as integer µs since the epoch.
+    """A SageMaker text timestamp (``%Y-%m-%dT%H:%M:%S:%f``, UTC), a datetime (Python's,
+    ``numpy.datetime64`` or ``pandas.Timestamp``, UTC unless it says its zone) or a finite
+    number of µs since the epoch, as integer µs since the epoch (a finer time is cut to its µs).
+
+    Every time argument of the analysis API comes through here, so each takes the same kinds.
 
     :param parameter: the caller's parameter, named in the error.
-    :raises ConfigError: ``timestamp`` is none of these.
+    :raises ConfigError: ``timestamp`` is none of these, or a missing time (NaN, ``NaT``).
     """
-    allowed = "µs since the epoch, a datetime or text like '2023-11-14T22:14:05:000000' (UTC)"
-    if isinstance(timestamp, bool):
+    import numpy as np
+
+    allowed = (
+        "µs since the epoch, a datetime (datetime, numpy.datetime64, pandas.Timestamp) or text "
+        "like '2023-11-14T22:14:05:000000' (UTC)"
+    )
+    given = timestamp  # named in the error as the caller gave it
+    if isinstance(timestamp, (bool, np.timedelta64)):  # numpy counts a timedelta as an integer
         raise ConfigError(parameter, timestamp, allowed)
     if isinstance(timestamp, (float, numbers.Integral)):  # Integral: numpy's too
         if not math.isfinite(timestamp):  # a missing value (NaN) is no time
@@ -125,16 +134,18 @@ def to_epoch_us(timestamp: Any, parameter: str = "timestamp") -> int:
             timestamp = _dt.datetime.strptime(timestamp, TIMESTAMP_FORMAT)
         except ValueError:
             raise ConfigError(parameter, timestamp, allowed) from None
-    if hasattr(timestamp, "to_pydatetime"):
-        timestamp = timestamp.to_pydatetime()
-        if timestamp != timestamp:  # pandas' NaT, a missing time, equals nothing
-            raise ConfigError(parameter, timestamp, allowed)
+    if hasattr(timestamp, "to_datetime64"):  # pandas' Timestamp (and NaT): its UTC time, in ns
+        timestamp = timestamp.to_datetime64()
+    if isinstance(timestamp, np.datetime64):
+        if np.isnat(timestamp):  # a missing time
+            raise ConfigError(parameter, given, allowed)
+        return int(timestamp.astype("datetime64[us]").astype(np.int64))
     if isinstance(timestamp, _dt.datetime):
         if timestamp.tzinfo is None:
             timestamp = timestamp.replace(tzinfo=_dt.timezone.utc)
         delta: _dt.timedelta = timestamp - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
         return delta.days * 86_400_000_000 + delta.seconds * 1_000_000 + delta.microseconds
-    raise ConfigError(parameter, timestamp, allowed)
+    raise ConfigError(parameter, given, allowed)
 
 
 def window_bound_us(timestamp: Any, parameter: str, *, end: bool) -> float:
@@ -142,9 +153,9 @@ def window_bound_us(timestamp: Any, parameter: str, *, end: bool) -> float:
 
     A number is kept as it is: events start at fractions of a µs, so cutting the
     ``start_time_epoch_us`` of an event to whole µs would leave that event out of a window
-    ending there. A text timestamp (or a datetime) shows a time rounded to the µs, so it stands
-    for that whole µs: the window reaches half a µs beyond it, and the event it was read from is
-    in.
+    ending there. A text timestamp (or a datetime of any kind) shows a time cut to the µs, so
+    it stands for that whole µs: the window reaches half a µs beyond it, and the event it was
+    read from is in.
 
     :param end: whether this is the window's end (else its start).
     :raises ConfigError: ``timestamp`` is not a timestamp (see :func:`to_epoch_us`).
@@ -364,7 +375,8 @@ class PandasFrame:
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """System samples taken in, and framework events overlapping, ``[start_time_us,
         end_time_us]`` (µs since the epoch, or text timestamps as in the frames' ``timestamp``
-        column, each standing for its whole µs). A table not asked for is empty.
+        column or datetimes (``datetime``, ``numpy.datetime64``, ``pandas.Timestamp``), each
+        standing for its whole µs). A table not asked for is empty.
 
         :param cache_metrics: accepted for compatibility, ignored.
         :raises ConfigError: a bound is not a timestamp, or the end is before the start.
@@ -463,7 +475,8 @@ class PandasFrame:
     # -- correlation -----------------------------------------------------------------------------
 
     def convert_datetime_to_timestamp(self, timestamp: Any) -> int:
-        """A text timestamp (``%Y-%m-%dT%H:%M:%S:%f``, UTC) as µs since the epoch."""
+        """A text timestamp (``%Y-%m-%dT%H:%M:%S:%f``, UTC) or a datetime as µs since the epoch
+        (see :func:`to_epoch_us`)."""
         return to_epoch_us(timestamp)
 
     def _sum_overlaps(
@@ -506,7 +519,8 @@ class PandasFrame:
         SageMaker: per phase other than ``Step:*`` (normalised to the largest), per event name
         other than ``Step*`` (µs), and per ``Step:*`` phase (µs).
 
-        :param timestep_list: text timestamps, datetimes, or µs since the epoch.
+        :param timestep_list: text timestamps, datetimes (``datetime``, ``numpy.datetime64``,
+            ``pandas.Timestamp``), or µs since the epoch.
         """
         instants = sorted(to_epoch_us(t, "timestep_list") for t in timestep_list)
         totals = self._sum_overlaps(

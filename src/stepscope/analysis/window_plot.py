@@ -58,8 +58,8 @@ def plot_the_window(
 
     :param source: a :class:`~stepscope.analysis.PandasFrame`, a job path, a ``JobData`` or a
         DuckDB connection with ``system`` and ``events`` views.
-    :param start_timestamp: µs since the epoch, or a SageMaker text timestamp (standing for its
-        whole µs); None means the first instant of the job's data (``plot_the_window()`` charts
+    :param start_timestamp: µs since the epoch, or a SageMaker text timestamp or a datetime
+        (``datetime``, ``numpy.datetime64``, ``pandas.Timestamp``; standing for its whole µs); None means the first instant of the job's data (``plot_the_window()`` charts
         the whole job).
     :param end_timestamp: likewise, after the start; None means the last instant of the data.
     :param select_events: regular expressions; events whose name or phase matches are drawn.
