@@ -141,16 +141,33 @@ def test_cpu_and_gpu_operator_overviews_each_have_a_table_and_a_pie(tmp_path):
         source="kineto",
     )
     add_events(job, "algo-1", "kernel", [T0_US + 2000], 500, name="volta_sgemm", source="kineto")
-    text = write_report(job, output=tmp_path / "out" / "report.html").read_text()
+    pies = _pies(write_report(job, output=tmp_path / "out" / "report.html"))
+    assert pies["Overview: CPU operators (s)"] == {"aten::mm": 0.004, "aten::add": 0.001}
+    assert pies["Overview: GPU operators (s)"] == {"volta_sgemm": 0.0005}
+
+
+def _pies(report: Path) -> dict[str, dict[str, float]]:
+    """Each pie of the report: its title -> its slices."""
+    text = report.read_text()
     figures = json.loads(re.search(r'id="figures">(.*?)</script>', text, re.DOTALL).group(1))
-    pies = {
+    return {
         f["layout"]["title"]["text"]: dict(zip(pie["labels"], pie["values"], strict=True))
         for f in figures
         for pie in f["data"]
         if pie["type"] == "pie"
     }
-    assert pies["Overview: CPU operators (s)"] == {"aten::mm": 0.004, "aten::add": 0.001}
-    assert pies["Overview: GPU operators (s)"] == {"volta_sgemm": 0.0005}
+
+
+def test_the_collectives_pie_says_which_time_it_shows(tmp_path):
+    # a trace's collective kernels and the CPU calls that launched them, which it left out
+    job = TableJob(tmp_path / "job")
+    machine(job, 60)
+    kernel = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+    add_events(job, "algo-1", "kernel", [T0_US + 2000], 3000, name=kernel, source="kineto")
+    calls = {"name": "nccl:all_reduce", "source": "kineto"}
+    add_events(job, "algo-1", "user_annotation", [T0_US + 1000], 200, **calls)
+    pies = _pies(write_report(job, output=tmp_path / "out" / "report.html"))
+    assert pies["Collective communication, GPU kernel time (s)"] == {"AllReduce": 0.003}
 
 
 def test_utilization_charts_share_the_jobs_time_origin(tmp_path):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import numpy as np
 import pytest
 
-from stepscope.rules import ProfilerRule, rule_configs
+from stepscope.rules import ProfilerRule, rule_configs, run_rules
 from stepscope.rules.builtin import (
     Dataloader,
     MaxInitializationTime,
@@ -14,6 +17,7 @@ from stepscope.rules.builtin import (
     StepOutlier,
 )
 from stepscope.rules.engine import RuleSession
+from stepscope.store import open_job
 from tests.rules.tablejob import T0_US, add_events, machine, training_steps, verdict
 
 STALL = {100: 2.0, 101: 2.0, 102: 2.0, 103: 2.0, 104: 2.0}
@@ -247,6 +251,43 @@ def test_gpu_annotation_ranges_are_not_counted_as_gpu_operators(job):
     assert [row["name"] for row in d["GPU"]] == ["sgemm"]
     assert d["horovod"] == {}
     assert d["general"] == {}  # the same ranges on the CPU (user_annotation) are counted there
+
+
+def test_collectives_are_gpu_kernel_time_when_the_job_has_collective_kernels(job):
+    # the CPU call of a collective only launches its kernel: a pie of both added unlike times
+    start, _ = training_steps(job, 10, step_s=0.1)
+    for name, gpu_us, cpu_us in (("AllReduce", 20_000, 1_000), ("Broadcast", 5_000, 500)):
+        kernel = f"ncclKernel_{name}_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+        add_events(job, "algo-1", "kernel", start, gpu_us, name=kernel, source="kineto")
+        call = "nccl:all_reduce" if name == "AllReduce" else "nccl:broadcast"
+        add_events(job, "algo-1", "user_annotation", start, cpu_us, name=call, source="kineto")
+    d = verdict(job, OverallFrameworkMetrics()).details
+    assert d["horovod"] == {"AllReduce": pytest.approx(0.2), "Broadcast": pytest.approx(0.05)}
+    assert d["collective_time"] == "GPU kernel time"
+
+
+def test_collectives_without_kernels_are_the_calls_cpu_time(job):
+    start, _ = training_steps(job, 10, step_s=0.1)
+    for name, dur_us in (("all_reduce", 8_000), ("broadcast", 2_000)):
+        add_events(job, "algo-1", "Collective", start, dur_us, name=name, source="collective")
+    d = verdict(job, OverallFrameworkMetrics()).details
+    assert d["horovod"] == {"all_reduce": pytest.approx(0.08), "broadcast": pytest.approx(0.02)}
+    assert d["collective_time"] == "CPU time"
+
+
+def test_collectives_of_a_recorded_nccl_trace_are_its_nccl_kernels(shared_fixtures, tmp_path):
+    path = shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz"
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    kernels: dict[str, float] = {}
+    for event in events:
+        if event.get("cat") == "kernel" and event["name"].startswith("ncclKernel_"):
+            collective = event["name"].split("_")[1]
+            kernels[collective] = kernels.get(collective, 0.0) + event["dur"] / 1e6
+    results = run_rules(open_job(path), ["OverallFrameworkMetrics"], output_dir=tmp_path)
+    d = results["OverallFrameworkMetrics"].details
+    assert d["collective_time"] == "GPU kernel time"
+    assert d["horovod"] == {k: pytest.approx(v, abs=1e-6) for k, v in kernels.items()}
+    assert set(kernels) == {"AllReduce", "Broadcast"}
 
 
 def starving_loader(job, workers: int, cores: int = 32, seconds: int = 60, gpus: int = 1):

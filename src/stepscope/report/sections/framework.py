@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from stepscope.report.figures import pie
 from stepscope.report.sections.base import ReportContext, Section, table
 
@@ -22,7 +24,7 @@ class FrameworkMetrics(Section):
             context.chart(pie("Forward versus backward pass (s)", d.get("forward_backward", {}))),
             context.chart(pie("CPU versus GPU operators (s)", d.get("ratio", {}))),
             context.chart(pie("Other framework operations (s)", d.get("general", {}))),
-            context.chart(pie("Collective communication (s)", d.get("horovod", {}))),
+            context.chart(pie(_collectives_title(d), d.get("horovod", {}))),
         ]
         grid = '<div class="grid">' + "".join(f"<div>{c}</div>" for c in charts if c) + "</div>"
         tables = []
@@ -36,3 +38,10 @@ class FrameworkMetrics(Section):
                     + f"</div><div>{chart}</div></div>"
                 )
         return grid + "".join(tables)
+
+
+def _collectives_title(details: dict[str, Any]) -> str:
+    """The collectives pie's title, with the kind of time it shows (results written before the
+    rule named it have none)."""
+    time = details.get("collective_time")
+    return f"Collective communication, {time} (s)" if time else "Collective communication (s)"

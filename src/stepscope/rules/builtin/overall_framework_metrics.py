@@ -3,16 +3,23 @@
 Sums event durations per category over the whole job into SageMaker's report groups: step time
 per mode versus the rest of the loop ("others"), forward versus backward, CPU versus GPU
 operators (with the top operators of each), general framework operations (data loading,
-annotations) and collectives (Horovod, smdataparallel, torch.distributed). Operator totals are
+annotations) and collectives (Horovod, smdataparallel, torch.distributed, NCCL). Operator totals are
 kept per name; past 5,000 names only the 2,000 largest are kept (a Kineto trace has thousands of
 kernel names), which can only under-count the smallest ones. A trace's ``gpu_user_annotation``
 ranges are left out: they project an annotation (counted as ``user_annotation``) onto the GPU,
 spanning its kernels, so as GPU operators they would count those kernels twice. SageMaker swapped
 the CPU and GPU labels of its ratio; here ``ratio`` is ``{"CPU": cpu_us, "GPU": gpu_us}``.
+
+The collectives (``horovod``, SageMaker's name) are the time of each collective in one dimension,
+which ``collective_time`` names: ``"GPU kernel time"`` of the NCCL kernels when the job has any,
+else ``"CPU time"`` of the calls (Horovod's activities, stepscope's ``torch.distributed`` events, a
+trace's ``nccl:*`` ranges). A trace holds both for the same collective, the CPU call only
+launching the kernel, so a pie of both would add up unlike times.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from stepscope.rules.base import Rule, Verdict
@@ -21,6 +28,9 @@ from stepscope.rules.window import ScanWindow
 __all__ = ["OverallFrameworkMetrics"]
 
 _NAME_LIMIT, _NAME_KEEP = 5000, 2000
+#: The collective of an NCCL or RCCL kernel: ``ncclKernel_AllReduce_RING_LL_Sum_float(...)``,
+#: ``ncclDevKernel_Broadcast_RING_LL(...)``.
+_NCCL_KERNEL = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 
 _TOTALS_SQL = """
 SELECT
@@ -60,6 +70,8 @@ class OverallFrameworkMetrics(Rule):
         self.categories: dict[tuple[str, str], float] = {}
         self.names: dict[tuple[str, str], list[float]] = {}
         self.step_spans: dict[tuple[str, int], list[float]] = {}
+        #: (``"gpu"`` or ``"cpu"``, collective) -> µs
+        self.collectives: dict[tuple[str, str], float] = {}
         self.events = 0
 
     def scan(self, window: ScanWindow) -> None:
@@ -84,6 +96,9 @@ class OverallFrameworkMetrics(Rule):
             entry = self.names.setdefault((grp, name), [0.0, 0])
             entry[0] += total
             entry[1] += n
+            if grp == "collective":
+                key = _collective(category, name)
+                self.collectives[key] = self.collectives.get(key, 0.0) + total
             if grp == "step":
                 span = self.step_spans.setdefault((node, int(rank)), [first, last, 0.0])
                 span[0], span[1] = min(span[0], first), max(span[1], last)
@@ -118,10 +133,11 @@ class OverallFrameworkMetrics(Rule):
             for (grp, cat), us in sorted(self.categories.items())
             if grp == "general"
         }
+        on_gpu = any(where == "gpu" for where, _ in self.collectives)
         collective = {
-            cat: round(us / 1e6, 6)
-            for (grp, cat), us in sorted(self.categories.items())
-            if grp == "collective"
+            name: round(us / 1e6, 6)
+            for (where, name), us in sorted(self.collectives.items())
+            if (where == "gpu") == on_gpu
         }
         details: dict[str, Any] = {
             "unit": "s",
@@ -130,6 +146,7 @@ class OverallFrameworkMetrics(Rule):
             "ratio": ratio if any(ratio.values()) else {},
             "general": general,
             "horovod": collective,
+            "collective_time": "GPU kernel time" if on_gpu else "CPU time",
             "CPU": self._top("cpu"),
             "GPU": self._top("gpu"),
         }
@@ -171,6 +188,19 @@ class OverallFrameworkMetrics(Rule):
                 }
             )
         return top
+
+
+def _collective(category: str, name: str) -> tuple[str, str]:
+    """Where a collective event's time was spent (``"gpu"``: a kernel; ``"cpu"``: a call) and
+    which collective it was."""
+    if category == "kernel":
+        match = _NCCL_KERNEL.search(name)
+        return "gpu", match.group(1) if match else name
+    if category == "Collective":  # stepscope's torch.distributed events: the op is the name
+        return "cpu", name
+    if name.startswith("nccl:"):  # a trace's record_function range of the call
+        return "cpu", name.removeprefix("nccl:")
+    return "cpu", category  # Horovod's activity (ALLREDUCE, NEGOTIATE_ALLREDUCE ...)
 
 
 def _duration(seconds: float) -> str:
