@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import json
 import logging
 import math
@@ -221,6 +222,54 @@ def test_data_by_step_takes_system_samples_within_those_steps(pf: PandasFrame) -
     # TRAIN step 1 [2, 3.5] and EVAL step 1 [6.5, 7.5]: samples at 2..7 s.
     assert sorted(fw["process"]) == ["Step:ModeKeys.EVAL", "Step:ModeKeys.TRAIN"]
     assert sorted(set(system["timestamp_epoch_us"])) == [hb.T0 + k * S for k in range(2, 8)]
+
+
+class ModeKeys(enum.Enum):
+    """smdebug's ``ModeKeys``, as a notebook written for it passes them."""
+
+    TRAIN = 1
+    EVAL = 2
+    PREDICT = 3
+    GLOBAL = 4
+
+
+def test_data_by_step_of_one_mode_leaves_the_other_modes_steps_of_that_number(
+    pf: PandasFrame,
+) -> None:
+    # TRAIN step 1 [2, 3.5] holds a Forward; EVAL step 1 [6.5, 7.5]; samples every second
+    train_system, train = pf.get_profiler_data_by_step(1, 1, mode="TRAIN")
+    assert train["process"].tolist() == ["Step:ModeKeys.TRAIN"]
+    assert train_system["timestamp_epoch_us"].unique().tolist() == [hb.T0 + 2 * S, hb.T0 + 3 * S]
+    for mode in ("eval", ModeKeys.EVAL, "ModeKeys.EVAL"):
+        _, evaluation = pf.get_profiler_data_by_step(1, 1, mode=mode)
+        assert evaluation["process"].tolist() == ["Step:ModeKeys.EVAL"], mode
+    assert pf.get_profiler_data_by_step(0, 2, mode=ModeKeys.PREDICT)[1].empty
+    with pytest.raises(ConfigError, match="get_profiler_data_by_step.mode must be one of TRAIN"):
+        pf.get_profiler_data_by_step(1, 1, mode="TEST")
+
+
+def test_data_by_step_of_a_mode_in_a_recorded_job(shared_fixtures: Path, tmp_path: Path) -> None:
+    # a TensorFlow job of 30 TRAIN and 10 EVAL steps, each mode numbering its steps from 0
+    job = tmp_path / "merge_traces"
+    shutil.copytree(shared_fixtures / "smdebug" / "merge_traces", job)
+    pf = PandasFrame(job)
+    both = pf.get_profiler_data_by_step(0, 9)[1]
+    evaluation = pf.get_profiler_data_by_step(0, 9, mode="EVAL")[1]
+    training = pf.get_profiler_data_by_step(0, 29, mode=ModeKeys.TRAIN)[1]
+    assert evaluation["step"].tolist() == list(range(10))
+    assert set(evaluation["process"]) == {"Step:ModeKeys.EVAL"}
+    assert len(training) == 30 and set(training["process"]) == {"Step:ModeKeys.TRAIN"}
+    assert len(both) == 20
+
+
+def test_data_by_step_of_a_trace_counts_its_profiler_steps_as_train(
+    shared_fixtures: Path,
+) -> None:
+    pf = PandasFrame(shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz")
+    every = pf.get_profiler_data_by_step(4, 6)[1]
+    training = pf.get_profiler_data_by_step(4, 6, mode="TRAIN")[1]
+    assert len(training) == len(every) > 0  # kernels that ran after their step's range too
+    assert pf.get_profiler_data_by_step(4, 6, mode="EVAL")[1].empty
 
 
 def test_dataloader_metrics_are_selected_by_regex(pf: PandasFrame) -> None:

@@ -29,7 +29,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from stepscope.config.validation import check_int, plain_number
+from stepscope.config.validation import check_int, check_mode, plain_number
 from stepscope.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -70,6 +70,30 @@ def _arg_int(key: str) -> str:
 #: The SageMaker ``framework_metric`` of an event: ``args.layer_name``, else ``args.name``, else
 #: the event name. Reused by the statistics so both agree on what a metric is called.
 FRAMEWORK_METRIC_SQL = f"coalesce({_arg('layer_name')}, {_arg('name')}, name)"
+
+
+#: The steps of a range (two parameters: the first and last step) with their mode: the
+#: ``Step:ModeKeys.<MODE>`` events, and a trace's ``ProfilerStep#N`` ranges as TRAIN steps on a
+#: rank without them (there they repeat steps the Step events count).
+_STEP_MARKS_SQL = """
+    SELECT node, rank, step, start_us,
+           CASE WHEN category LIKE 'Step:ModeKeys.%' THEN substr(category, 15) ELSE 'TRAIN' END
+               AS mode
+    FROM events
+    WHERE ph = 'X' AND step BETWEEN ? AND ?
+      AND (category LIKE 'Step:ModeKeys.%'
+           OR (name LIKE 'ProfilerStep#%' AND category <> 'gpu_user_annotation'
+               AND (node, rank) NOT IN (SELECT DISTINCT node, rank FROM events
+                                        WHERE category LIKE 'Step:ModeKeys.%')))
+"""
+#: An event's mode (see ``get_profiler_data_by_step``): that of the latest step of its number on
+#: its rank that began at or before it, else of the first.
+_STEP_MODE_SQL = f"""(
+    SELECT coalesce(arg_max(mode, start_us) FILTER (WHERE start_us <= events.start_us),
+                    arg_min(mode, start_us))
+    FROM ({_STEP_MARKS_SQL}) AS marks
+    WHERE marks.node = events.node AND marks.rank = events.rank AND marks.step = events.step
+)"""
 
 
 def first_minute_us(con: duckdb.DuckDBPyConnection) -> int | None:
@@ -409,14 +433,23 @@ class PandasFrame:
         return system, framework
 
     def get_profiler_data_by_step(
-        self, start_step: int, end_step: int, cache_metrics: bool = False
+        self, start_step: int, end_step: int, cache_metrics: bool = False, mode: Any = None
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Framework events of steps ``start_step``..``end_step`` (inclusive) and the system samples
         taken between the first of them starting and the last ending.
 
+        Each mode numbers its steps from 0, so without ``mode`` the TRAIN and EVAL steps of the
+        same number come back together, as SageMaker's did.
+
         :param cache_metrics: accepted for compatibility, ignored.
+        :param mode: only the steps of this mode: ``"TRAIN"``, ``"EVAL"``, ``"PREDICT"`` or
+            ``"GLOBAL"`` (any case), or ``smdebug``'s ``ModeKeys`` member. An event takes the mode
+            of the latest step of its number on its rank that began before it (the first one when
+            none did); a rank without ``Step:ModeKeys`` events has its ``ProfilerStep#N`` ranges
+            as TRAIN steps. Events of a step number no step of their rank has are left out.
         :raises ConfigError: a step is not an integer >= 0 (-1 is how events without a step are
-            stored, so a negative start would select all of those), or the end is before the start.
+            stored, so a negative start would select all of those), the end is before the start,
+            or the mode is none of these.
         """
         start_step, end_step = (
             check_int(f"get_profiler_data_by_step.{parameter}", plain_number(step), minimum=0)
@@ -428,7 +461,12 @@ class PandasFrame:
                 end_step,
                 f"an integer >= start_step ({start_step})",
             )
-        framework = self._query(self._framework_sql("step BETWEEN ? AND ?"), [start_step, end_step])
+        where = "step BETWEEN ? AND ?"
+        params: list[Any] = [start_step, end_step]
+        if mode is not None:
+            where += f" AND {_STEP_MODE_SQL} = ?"
+            params += [start_step, end_step, check_mode("get_profiler_data_by_step.mode", mode)]
+        framework = self._query(self._framework_sql(where), params)
         if framework.empty:
             return self._query(self._system_sql("FALSE")), framework
         lo = framework["start_time_epoch_us"].min()

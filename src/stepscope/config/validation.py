@@ -19,10 +19,12 @@ from typing import Any, TypeVar
 from stepscope.errors import ConfigError
 
 __all__ = [
+    "MODES",
     "check_bool",
     "check_choice",
     "check_enum",
     "check_int",
+    "check_mode",
     "check_number",
     "check_path",
     "check_range_fields",
@@ -33,6 +35,9 @@ __all__ = [
 ]
 
 E = TypeVar("E", bound=Enum)
+
+#: SageMaker's training modes (``smdebug``'s ``ModeKeys``), as written in ``Step:ModeKeys.<MODE>``.
+MODES = ("TRAIN", "EVAL", "PREDICT", "GLOBAL")
 
 
 def plain_number(value: Any) -> Any:
@@ -135,6 +140,15 @@ def check_enum(parameter: str, value: object, enum: type[E]) -> E:
             return member
         allowed = ", ".join(f"{enum.__name__}.{member.name} ({member.value!r})" for member in enum)
         raise ConfigError(parameter, value, f"one of {allowed}") from None
+
+
+def check_mode(parameter: str, value: object) -> str:
+    """``value`` as one of :data:`MODES`: its name in any case, ``"ModeKeys.TRAIN"``, or a
+    ``ModeKeys`` member of ``smdebug`` (whose text is ``"ModeKeys.TRAIN"``)."""
+    name = str(value).upper().removeprefix("MODEKEYS.")
+    if name not in MODES:
+        raise ConfigError(parameter, value, f"one of {', '.join(MODES)}")
+    return name
 
 
 def check_range_fields(

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from stepscope.config.validation import MODES
 from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.distribution import IntervalList, QuantileSketch
 from stepscope.rules.parameters import Param
@@ -49,8 +50,6 @@ SELECT node, phase, step, rank, start_us, dur_us FROM (
 ORDER BY node, rank, phase, start_us
 """
 
-_MODES = ("TRAIN", "EVAL", "PREDICT", "GLOBAL")
-
 
 class StepOutlier(Rule):
     description = (
@@ -67,7 +66,7 @@ class StepOutlier(Rule):
             minimum=0,
         ),
         "mode": Param(
-            None, str, "Only judge steps of this mode (default: every mode, apart).", choices=_MODES
+            None, str, "Only judge steps of this mode (default: every mode, apart).", choices=MODES
         ),
         "n_outliers": Param(10, int, "Outliers tolerated before the rule triggers.", minimum=0),
     }
