@@ -504,3 +504,39 @@ def test_a_job_folder_removed_while_it_is_open_is_named_and_not_made_again(job: 
     with pytest.raises(JobNotFoundError, match="removed"):
         data.refresh()
     assert not job.exists()
+
+
+_HOLD_THE_LOCK = """
+import sys, time
+from pathlib import Path
+from stepscope.store.cache import ColumnarCache
+
+with ColumnarCache(Path(sys.argv[1])).locked():
+    print("locked", flush=True)
+    time.sleep(120)  # hung while it refreshes
+"""
+
+
+def test_a_cache_locked_by_a_hung_process_names_it_and_one_killed_no_longer_blocks(
+    tmp_path: Path,
+) -> None:
+    from stepscope.store.cache import ColumnarCache
+
+    root = tmp_path / "cache"
+    with subprocess.Popen(
+        [sys.executable, "-c", _HOLD_THE_LOCK, str(root)], stdout=subprocess.PIPE, text=True
+    ) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+            cache = ColumnarCache(root, lock_timeout_s=1.0)
+            with pytest.raises(StoreError) as raised:
+                with cache.locked():
+                    pytest.fail("the lock of a running holder was taken")
+            assert f"pid {holder.pid} on " in str(raised.value)
+            assert str(root) in str(raised.value)
+            holder.kill()  # kill -9 while it holds the lock
+            holder.wait(timeout=30)
+            with cache.locked():
+                pass
+        finally:
+            holder.kill()

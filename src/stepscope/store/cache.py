@@ -31,7 +31,9 @@ writable; otherwise ``$STEPSCOPE_CACHE_DIR/<hash>/`` or ``~/.cache/stepscope/<ha
 from the job's absolute path or URL, so read-only inputs and ``s3://`` jobs still get one (under
 the temporary folder, with a warning, when the home folder is read-only too).
 
-Concurrent refreshes (the live rule engine and the UI) serialise on ``<cache>/lock`` (``flock``);
+Concurrent refreshes (the live rule engine and the UI) serialise on ``<cache>/lock`` (``flock``,
+which a process that dies lets go; the file names the holder, and a refresh waits for it at most
+``lock_timeout_s``, then fails saying who holds it);
 the manifest and every segment (converted, merged or rewritten) are written to a temporary name
 and renamed into place (the next refresh that saves deletes those of a refresh that was killed),
 and a segment is never modified once renamed. A replaced segment is
@@ -45,6 +47,8 @@ import fcntl
 import hashlib
 import logging
 import os
+import socket
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -73,6 +77,12 @@ logger = logging.getLogger(__name__)
 KINDS: dict[str, pa.Schema] = {"system": SYSTEM_SCHEMA, "events": EVENT_SCHEMA}
 
 _MANIFEST_VERSION = 1
+#: How long a refresh waits for another process's (converting a large job takes minutes).
+LOCK_TIMEOUT_S = 600.0
+#: A wait this long is logged, with who is waited for.
+_LOCK_WAIT_NOTICE_S = 5.0
+_LOCK_POLL_S = 0.1
+_HOLDER_COMMAND_CHARS = 200
 _DUCKDB_TYPES = {
     pa.int64(): "BIGINT",
     pa.int32(): "INTEGER",
@@ -132,6 +142,16 @@ def _temporary_cache_root() -> Path:
     return Path(tempfile.mkdtemp(prefix="stepscope-cache-"))
 
 
+def _holder_text(lock: Path) -> str:
+    """Who holds the lock, as its file says (``pid 12 on host (stepscope ui) since 10:02:03``)."""
+    try:
+        holder = orjson.loads(lock.read_bytes())
+        since = time.strftime("%H:%M:%S", time.localtime(float(holder["since"])))
+        return f"pid {holder['pid']} on {holder['host']} ({holder['command']}) since {since}"
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return "a process that did not say who it is"
+
+
 def _empty_view_sql(schema: pa.Schema) -> str:
     columns = ", ".join(
         f"CAST(NULL AS {_DUCKDB_TYPES[field.type]}) AS {field.name}" for field in schema
@@ -149,6 +169,7 @@ class ColumnarCache:
     :param segment_target_rows: segments with fewer rows are small; merged segments are cut
         after this many rows.
     :param settled_after_s: a raw file unchanged for this long is closed and may be merged.
+    :param lock_timeout_s: how long :meth:`locked` waits for another process's refresh.
     """
 
     def __init__(
@@ -159,12 +180,14 @@ class ColumnarCache:
         compact_min_segments: int = 8,
         segment_target_rows: int = 1_000_000,
         settled_after_s: float = 120.0,
+        lock_timeout_s: float = LOCK_TIMEOUT_S,
     ) -> None:
         self.root = Path(root)
         self.retire_after_s = retire_after_s
         self.compact_min_segments = max(2, compact_min_segments)
         self.segment_target_rows = segment_target_rows
         self.settled_after_s = settled_after_s
+        self.lock_timeout_s = lock_timeout_s
         self.retired: list[tuple[str, float]] = []
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -274,16 +297,59 @@ class ColumnarCache:
     def locked(self) -> Iterator[None]:
         """Hold the cache's lock: one refresh at a time across processes.
 
-        The folder is made again if it was removed (a user clearing the cache while the UI or
-        the live rules use it): the refresh that follows rebuilds the cache.
+        The lock goes with its holder: a process that dies (``kill -9``) holds it no more. One
+        that holds it for ``lock_timeout_s`` (hung, or stopped) makes this a :class:`StoreError`
+        naming it, as the lock file says who holds it, rather than a wait without end. The
+        folder is made again if it was removed (a user clearing the cache while the UI or the
+        live rules use it): the refresh that follows rebuilds the cache.
         """
         self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / "lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        path = self.root / "lock"
+        # not truncated on open: it names the holder to whoever waits
+        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self._acquire(handle, path)
+            try:
+                os.ftruncate(handle, 0)
+                os.pwrite(handle, orjson.dumps(self._holder()), 0)
+            except OSError:  # a full disk: the lock holds all the same, without a name
+                logger.debug("cannot name the holder in %s", path, exc_info=True)
             try:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+        finally:
+            os.close(handle)
+
+    def _acquire(self, handle: int, path: Path) -> None:
+        """Take the lock on ``handle`` within ``lock_timeout_s``; say once who is waited for."""
+        started = time.monotonic()
+        told = False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                waited = time.monotonic() - started
+            if waited >= self.lock_timeout_s:
+                raise StoreError(
+                    f"The cache {self.root} stayed locked for {self.lock_timeout_s:.0f} s by "
+                    f"{_holder_text(path)}. Wait for it to finish, or end that process (its "
+                    "lock goes with it), or pass cache_dir= to open_job for a cache of your own."
+                )
+            if not told and waited >= _LOCK_WAIT_NOTICE_S:
+                logger.info("Waiting for the cache lock of %s: %s", self.root, _holder_text(path))
+                told = True
+            time.sleep(_LOCK_POLL_S)
+
+    @staticmethod
+    def _holder() -> dict[str, Any]:
+        return {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "command": " ".join(sys.argv)[:_HOLDER_COMMAND_CHARS],
+            "since": time.time(),
+        }
 
     def is_current(self, info: FileInfo) -> bool:
         """True when ``info`` was converted with this size and modification time."""
