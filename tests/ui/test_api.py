@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -576,11 +575,12 @@ def test_a_running_job_shows_data_so_far_then_new_data(
 def _ended_process() -> dict[str, object]:
     """A launcher that has ended: a real process, started and waited for."""
     code = (
-        "import json, os, psutil; print(json.dumps([os.getpid(), psutil.Process().create_time()]))"
+        "import json; from stepscope.store.job_status import process_identity; "
+        "print(json.dumps(process_identity()))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    pid, start_time = json.loads(done.stdout)
-    return {"host": socket.gethostname(), "pid": pid, "start_time": start_time}
+    identity: dict[str, object] = json.loads(done.stdout)
+    return identity
 
 
 def test_the_list_and_the_information_page_tell_a_job_whose_launcher_is_gone(
@@ -593,6 +593,8 @@ def test_the_list_and_the_information_page_tell_a_job_whose_launcher_is_gone(
     write_job_folder(jobs_root, "killed", status="Running", launcher=_ended_process())
     # its pid runs another process now, started an hour after the launcher
     reused = {**this_process, "start_time": this_process["start_time"] - 3600}
+    if "start_ticks" in this_process:  # Linux: its start in clock ticks since boot
+        reused["start_ticks"] = this_process["start_ticks"] - 3600 * os.sysconf("SC_CLK_TCK")
     write_job_folder(jobs_root, "reused", status="Running", launcher=reused)
     training = write_job_folder(jobs_root, "training", status="Running", launcher=this_process)
     client = make_client([jobs_root], job_opener=open_job)

@@ -2,7 +2,7 @@
 
 ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` and ``GROUP_RANK`` as torchrun sets them, the node from
 ``STEPSCOPE_NODE``; each instrumented rank writes ``framework/ranks/<node_id>.json`` (rank, node,
-pid, host, start time, the process group's backend and its clock offset to rank 0), which
+pid, host, start, the process group's backend and its clock offset to rank 0), which
 ``stepscope run`` merges into ``job.json``.
 """
 
@@ -45,16 +45,17 @@ def rank_from_env(env: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def write_rank_file(target: Path, info: dict[str, Any]) -> bool:
-    """Write ``info`` plus this host's name and this process's start time to ``target``
+    """Write ``info`` plus this host's name and this process's identity to ``target``
     atomically (a reader on this host tells from them that a killed rank is gone, see
-    :mod:`stepscope.store.job_status`); a failure costs a warning.
+    :func:`stepscope.store.job_status.process_identity`); a failure costs a warning.
 
     :returns: whether the file was written.
     """
     from stepscope.store.job_status import process_identity
 
     identity = process_identity()
-    info = {**info, "hostname": identity["host"], "start_time": identity["start_time"]}
+    host = identity.pop("host")
+    info = {**info, **identity, "hostname": host}
     try:
         write_atomic(target, json.dumps(info))
     except OSError as exc:

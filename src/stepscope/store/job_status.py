@@ -5,15 +5,21 @@ A job records that it runs, and later how it ended: ``job.json``'s ``status`` fo
 job, ``training_job_end.ts`` for profiler output without ``job.json`` (``stepscope.profile()``,
 SageMaker Debugger). A process killed before it recorded the end (the launcher, or every rank
 of a ``profile()`` job, by SIGKILL or the OOM killer) leaves the job recorded as running for
-ever. So the process that would record the end is named by its host, pid and start time: on
-that host, a reader tells it is gone when its pid no longer runs, or runs a process started at
-another time (the pid was reused). A job recorded as running whose processes are gone has
-**Failed**: it ended without recording how. On another host nothing can be told, and the
-record stands.
+ever. So the process that would record the end is named by its host, pid and start; on
+Linux also by the kernel's boot id, its pid namespace and its start in clock ticks since boot
+(which, unlike the wall-clock start time the system derives from the boot time, does not move
+when NTP steps the clock). A reader in the same boot and pid namespace tells it is gone when its
+pid no longer runs, or runs a process started at another tick (the pid was reused); a reader on
+the same host after a reboot, when the host booted after the process started. A job recorded as
+running whose processes are gone has **Failed**: it ended without recording how. From another
+host, or another container of this host (another pid namespace, whose pids are not this one's,
+though its host name may be the same), nothing can be told, and the record stands. Records
+without the Linux fields (another system) are judged by host name and wall-clock start time.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -27,6 +33,7 @@ import orjson
 
 from stepscope.store.filesystem import LocalFiles, SourceFiles
 from stepscope.store.layout import job_has_ended
+from stepscope.store.timeline_files import pid_running
 
 __all__ = [
     "WRITTEN_LATELY_S",
@@ -61,22 +68,49 @@ class Status:
 
 
 def process_identity() -> dict[str, Any]:
-    """This process, as a reader on this host can later tell it is gone: ``host``, ``pid`` and
-    ``start_time`` (seconds since the epoch; None when the system does not say)."""
+    """This process, as a reader can later tell it is gone: ``host``, ``pid``, ``start_time``
+    (seconds since the epoch; None when the system does not say) and, on Linux, ``boot_id``,
+    ``pid_namespace`` and ``start_ticks`` (see the module docstring)."""
     import psutil
 
     try:
         start_time: float | None = psutil.Process().create_time()
     except (psutil.Error, OSError):
         start_time = None
-    return {"host": socket.gethostname(), "pid": os.getpid(), "start_time": start_time}
+    pid = os.getpid()
+    identity: dict[str, Any] = {"host": socket.gethostname(), "pid": pid, "start_time": start_time}
+    system, ticks = _this_system(), _start_ticks(pid)
+    if system is not None and ticks is not None:
+        identity.update(boot_id=system[0], pid_namespace=system[1], start_ticks=ticks)
+    return identity
 
 
-def process_gone(host: object, pid: object, start_time: object = None) -> bool:
-    """Whether the process ``pid`` started at ``start_time`` on ``host`` is known to have
-    ended: False when it runs, and when that cannot be told (another host, no pid, or a pid
-    that runs with no start time to compare)."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or host != socket.gethostname():
+def process_gone(host: object, record: Mapping[str, Any]) -> bool:
+    """Whether the process ``record`` names (:func:`process_identity`'s fields but its host),
+    run on ``host``, is known to have ended: False when it runs, and when that cannot be told
+    (another host or container, no pid, or a pid that runs with no start to compare)."""
+    pid = record.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        return False
+    start_time = record.get("start_time")
+    if not isinstance(start_time, (int, float)) or isinstance(start_time, bool):
+        start_time = None
+    system = _this_system()
+    if system is not None and isinstance(record.get("boot_id"), str):
+        if record["boot_id"] != system[0]:
+            # this host restarted since, or another host has its name: only the first is told
+            return (
+                host == socket.gethostname()
+                and start_time is not None
+                and (_boot_time() > start_time + _START_TIME_TOLERANCE_S)
+            )
+        if record.get("pid_namespace") != system[1]:
+            return False  # another container's pid: not one this namespace can look up
+        ticks = _start_ticks(pid)
+        if ticks is None:
+            return not pid_running(pid)  # a pid hidden from this user (hidepid) runs
+        return ticks != record.get("start_ticks") or _zombie(pid)
+    if host != socket.gethostname():
         return False
     import psutil
 
@@ -89,9 +123,44 @@ def process_gone(host: object, pid: object, start_time: object = None) -> bool:
         return True
     except psutil.Error:  # not ours to inspect: it runs
         return False
-    if not isinstance(start_time, (int, float)) or isinstance(start_time, bool):
-        return False
-    return abs(started - start_time) > _START_TIME_TOLERANCE_S
+    return start_time is not None and abs(started - start_time) > _START_TIME_TOLERANCE_S
+
+
+@functools.cache
+def _this_system() -> tuple[str, str] | None:
+    """This kernel's boot id and this process's pid namespace (None off Linux)."""
+    try:
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return boot_id, os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (None when there is no such process to
+    read, or off Linux)."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields is not None else None
+
+
+def _zombie(pid: int) -> bool:
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] == "Z"
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (the state first)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def _boot_time() -> float:
+    import psutil
+
+    return float(psutil.boot_time())
 
 
 def job_status(
@@ -119,7 +188,7 @@ def job_status(
         if recorded != RUNNING or not isinstance(launcher, Mapping):
             return Status(COMPLETED if recorded == RUNNING and ended else recorded)
         host, pid = launcher.get("host"), launcher.get("pid")
-        if not process_gone(host, pid, launcher.get("start_time")):
+        if not process_gone(host, launcher):
             # it runs (maybe finishing after the end marker), or another host cannot tell
             return Status(COMPLETED if ended and host != socket.gethostname() else RUNNING)
         if _running_ranks(ranks):
@@ -154,9 +223,7 @@ def output_status(
 def _running_ranks(ranks: Iterable[Mapping[str, Any]]) -> bool:
     """Whether a rank may still run: it did not mark its end, and is not known to be gone."""
     return any(
-        not rank.get("ended")
-        and not process_gone(rank.get("hostname"), rank.get("pid"), rank.get("start_time"))
-        for rank in ranks
+        not rank.get("ended") and not process_gone(rank.get("hostname"), rank) for rank in ranks
     )
 
 

@@ -1,0 +1,88 @@
+"""A job's status read from its processes: real ``profile()`` jobs, running, then killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import pytest
+
+from stepscope.store import open_job
+
+#: A profiled script that trains until its rank file is written, then waits to be killed.
+_WAITING = """
+import sys, time
+from pathlib import Path
+import stepscope
+
+job_dir = Path(sys.argv[1])
+ranks = job_dir / "profiler-output" / "framework" / "ranks"
+with stepscope.profile(job_dir=job_dir):
+    while not any(ranks.glob("*.json")):
+        with stepscope.step():
+            time.sleep(0.01)
+    print("training", flush=True)
+    time.sleep(300)
+"""
+
+
+@contextmanager
+def _profiled(job_dir: Path, prefix: Sequence[str] = ()) -> Iterator[subprocess.Popen[str]]:
+    """The waiting script, run (after ``prefix``) in a session of its own; killed at the end."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPSCOPE_")}
+    with subprocess.Popen(
+        [*prefix, sys.executable, "-c", _WAITING, str(job_dir)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as process:
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline() == "training\n", "the script never trained"
+            yield process
+        finally:
+            with suppress(ProcessLookupError):  # killed by the test already
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+def _rank_file(job_dir: Path) -> Path:
+    (path,) = (job_dir / "profiler-output" / "framework" / "ranks").glob("*.json")
+    return path
+
+
+def test_a_running_job_stays_running_when_ntp_steps_the_wall_clock(tmp_path: Path) -> None:
+    job_dir = tmp_path / "job"
+    with _profiled(job_dir) as process:
+        # NTP steps the wall clock an hour: the start time the system now gives the process
+        # (its boot time, read from the wall clock, plus its age) is an hour off the recorded one
+        rank_file = _rank_file(job_dir)
+        record = json.loads(rank_file.read_text())
+        record["start_time"] -= 3600
+        rank_file.write_text(json.dumps(record))
+        assert open_job(job_dir).metadata["status"] == "Running"
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    metadata = open_job(job_dir).metadata
+    assert metadata["status"] == "Failed", metadata["status_reason"]
+
+
+def test_a_job_in_another_container_of_this_host_is_not_judged_by_this_ones_pids(
+    tmp_path: Path,
+) -> None:
+    # a container with the host's name (``--uts=host``) but pids of its own: its pid means
+    # another process here, and the job runs all the same
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "-Urpf", "true"]).returncode != 0:
+        pytest.skip("no unprivileged pid namespaces here")
+    job_dir = tmp_path / "job"
+    with _profiled(job_dir, [unshare, "-Urpf", "--mount-proc"]):
+        assert json.loads(_rank_file(job_dir).read_text())["pid"] != os.getpid()
+        assert open_job(job_dir).metadata["status"] == "Running"
