@@ -16,16 +16,19 @@ import pytest
 
 from stepscope.store import open_job
 
-#: A profiled script that trains until its rank file is written, then waits to be killed.
+#: A profiled script that trains until its rank file is written and its open timeline file
+#: holds steps, then waits to be killed.
 _WAITING = """
 import sys, time
 from pathlib import Path
 import stepscope
 
 job_dir = Path(sys.argv[1])
-ranks = job_dir / "profiler-output" / "framework" / "ranks"
+framework = job_dir / "profiler-output" / "framework"
 with stepscope.profile(job_dir=job_dir):
-    while not any(ranks.glob("*.json")):
+    while not any(framework.glob("ranks/*.json")) or b'"Step' not in b"".join(
+        path.read_bytes() for path in framework.glob("*.tmp")
+    ):
         with stepscope.step():
             time.sleep(0.01)
     print("training", flush=True)
@@ -86,3 +89,38 @@ def test_a_job_in_another_container_of_this_host_is_not_judged_by_this_ones_pids
     with _profiled(job_dir, [unshare, "-Urpf", "--mount-proc"]):
         assert json.loads(_rank_file(job_dir).read_text())["pid"] != os.getpid()
         assert open_job(job_dir).metadata["status"] == "Running"
+
+
+def _whole_records(timeline: Path) -> int:
+    """The complete duration events of an open timeline file, counted line by line."""
+    count = 0
+    for line in timeline.read_bytes().split(b"\n")[1:]:
+        try:
+            record = json.loads(line.removesuffix(b","))
+        except ValueError:
+            continue  # the torn tail
+        count += record.get("ph") == "X"
+    return count
+
+
+def test_what_a_killed_profiled_script_wrote_to_its_open_timeline_stays_readable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    job_dir = tmp_path / "job"
+    with _profiled(job_dir) as process:
+        os.killpg(process.pid, signal.SIGKILL)  # as the OOM killer would, its timeline open
+        process.wait(timeout=30)
+    framework = job_dir / "profiler-output" / "framework"
+    (timeline,) = framework.glob("*.tmp")
+    assert not list(framework.glob("pevents/*/*")), "a timeline file was closed before the kill"
+    with timeline.open("ab") as file:
+        file.write(b',\n{"name": "Step:ModeKeys.TRAIN", "ph": "X", "ts": 12')  # killed mid-write
+    expected = _whole_records(timeline)
+    assert expected > 0
+    job = open_job(job_dir)
+    assert job.metadata["status"] == "Failed"
+    with caplog.at_level("WARNING"):
+        events = "SELECT count(*) FROM events WHERE source = 'pythontimeline'"
+        (count,) = job.connect().execute(events).fetchone()
+    assert count == expected
+    assert not caplog.records, caplog.text

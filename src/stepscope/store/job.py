@@ -36,7 +36,13 @@ from stepscope.errors import (
 from stepscope.store import layout
 from stepscope.store.cache import KINDS, ColumnarCache, cache_dir_for
 from stepscope.store.filesystem import FileInfo, LocalFiles, RemoteFiles, SourceFiles, source_files
-from stepscope.store.job_status import COMPLETED, Status, job_status, rank_records
+from stepscope.store.job_status import (
+    COMPLETED,
+    Status,
+    dead_writers,
+    job_status,
+    rank_records,
+)
 from stepscope.store.raw_files import KINETO_SUFFIXES, RawFile, RawReading, classify, kineto
 
 __all__ = ["JobData", "JobKind", "open_job"]
@@ -172,7 +178,10 @@ class JobData:
         since this object last looked, whichever process converted them (the live rule engine,
         the UI and a notebook refresh one cache).
 
-        Open ``.tmp`` files are never read. A raw file that cannot be read (damaged beyond
+        Open ``.tmp`` files are not read while they are written; those a rank left open when
+        its process ended (``kill -9``, the OOM killer; see
+        :func:`~stepscope.store.job_status.dead_writers`) are, up to their last whole record. A
+        raw file that cannot be read (damaged beyond
         its records, or not the format its name says) is logged once and remembered, so it is
         retried only when it changes. Closed files go into their stream's merged segment, and
         the small segments of each stream are compacted (see :mod:`stepscope.store.cache`); a
@@ -197,6 +206,7 @@ class JobData:
                 prefix=self._prefix,
                 traces_only=self.kind == "kineto",
                 known_trace=lambda rel: self._cache.files.get(rel, {}).get("kineto") is not None,
+                dead_writers=self._dead_writers(listing),
             )
             pending = [raw for raw in raw_files if not self._cache.is_current(raw.info)]
             with self._cache.merged_writes(), RawReading(self._files, pending) as reading:
@@ -416,6 +426,16 @@ class JobData:
             logger.warning("Cannot read job.json of %s: %s", self.path, exc)
             return None
         return document if isinstance(document, dict) else None
+
+    def _dead_writers(self, listing: list[FileInfo]) -> set[tuple[str, int]]:
+        """The ranks known to have died, when open timeline files are listed (see
+        :func:`~stepscope.store.job_status.dead_writers`): what they wrote is read."""
+        framework = f"{self._prefix}framework/"
+        if self.kind == "kineto" or not any(
+            info.path.startswith(framework) and info.path.endswith(".tmp") for info in listing
+        ):
+            return set()
+        return dead_writers(rank_records(self._files, self._prefix))
 
     def _has_ended(self) -> bool:
         marker = layout.job_end_marker_path("").name

@@ -38,6 +38,7 @@ from stepscope.store.timeline_files import pid_running
 __all__ = [
     "WRITTEN_LATELY_S",
     "Status",
+    "dead_writers",
     "job_status",
     "output_status",
     "process_gone",
@@ -225,6 +226,16 @@ def _running_ranks(ranks: Iterable[Mapping[str, Any]]) -> bool:
     return any(
         not rank.get("ended") and not process_gone(rank.get("hostname"), rank) for rank in ranks
     )
+
+
+def dead_writers(ranks: Iterable[Mapping[str, Any]]) -> set[tuple[str, int]]:
+    """``(node_id, pid)`` of each rank whose process is known gone: the open timeline files it
+    left (``framework/<node_id>_<suffix>.<pid>.tmp``) will not grow again."""
+    return {
+        (str(rank.get("node_id")), rank["pid"])
+        for rank in ranks
+        if isinstance(rank.get("pid"), int) and process_gone(rank.get("hostname"), rank)
+    }
 
 
 def rank_records(files: SourceFiles, prefix: str) -> Iterator[dict[str, Any]]:

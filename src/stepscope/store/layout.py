@@ -26,7 +26,8 @@ index + 1, as on SageMaker; framework files use the node id ``<rank>-algo-<n>``.
 
 Where we differ from SageMaker: the open ``.tmp`` file carries the writer's pid, because a
 forked DataLoader worker or a relaunched process may write under the same node id at the same
-time (SageMaker uses one fixed ``.tmp`` name per node and suffix). Readers never read ``.tmp``.
+time (SageMaker uses one fixed ``.tmp`` name per node and suffix). Readers leave a ``.tmp`` alone
+while it is written, and read the one a rank left open when it died (by its pid and rank file).
 """
 
 from __future__ import annotations

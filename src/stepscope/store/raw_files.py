@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +31,7 @@ from stepscope.store.horovod import read_horovod_timeline
 from stepscope.store.read_ahead import ReadAhead, default_depth
 from stepscope.store.sagemaker import (
     BATCH_ROWS,
+    FRAMEWORK_SOURCES,
     node_and_rank,
     parse_pevents_name,
     read_pevents_file,
@@ -73,6 +74,9 @@ class RawFile:
     rank: int = -1
     source: str = ""
     marker: TfProfileMarker | None = None
+    #: a timeline file its writer left open when it died: read as it is, a torn last record
+    #: being no damage
+    left_open: bool = False
 
 
 def classify(
@@ -82,6 +86,7 @@ def classify(
     prefix: str,
     traces_only: bool,
     known_trace: Callable[[str], bool],
+    dead_writers: Collection[tuple[str, int]] = (),
 ) -> list[RawFile]:
     """Which of ``listing``'s files hold data, and how each is read.
 
@@ -90,6 +95,9 @@ def classify(
         file named ""); JSON files that are not traces are left out.
     :param known_trace: whether a path was converted as a Kineto trace before (no need to open
         it again to tell).
+    :param dead_writers: ``(node_id, pid)`` of the ranks known to have died: the open timeline
+        files (``framework/<node_id>_<suffix>.<pid>.tmp``) they left are read; other ``.tmp``
+        files are being written, and published by a rename when complete.
     """
     if traces_only:
         return [
@@ -110,7 +118,10 @@ def classify(
         rel = info.path[len(prefix) :]
         name = rel.rsplit("/", 1)[-1]
         if name.endswith(".tmp") or name.startswith("."):
-            continue  # being written: published by a rename when complete
+            left = _left_open(rel, name, dead_writers)
+            if left is not None:
+                raw.append(RawFile(info, "pevents", *left, left_open=True))
+            continue
         if rel.startswith("system/"):
             system = layout.parse_system_file_name(name)
             if system is not None:
@@ -133,6 +144,19 @@ def classify(
         elif rel.startswith("framework/") and _RAW_HOROVOD_NAME.search(name):
             raw.append(RawFile(info, "horovod"))
     return raw
+
+
+def _left_open(
+    rel: str, name: str, dead_writers: Collection[tuple[str, int]]
+) -> tuple[str, int, str] | None:
+    """``(node, rank, source)`` of a timeline file a dead writer left open, else None."""
+    match = layout.FRAMEWORK_TMP_RE.match(name) if rel == f"framework/{name}" else None
+    if match is None or match["pid"] is None:
+        return None
+    if (match["node_id"], int(match["pid"])) not in dead_writers:
+        return None
+    node, rank = node_and_rank(match["node_id"])
+    return node, rank, FRAMEWORK_SOURCES[match["suffix"]]
 
 
 def _is_trace(files: SourceFiles, rel: str, known_trace: Callable[[str], bool]) -> bool:
@@ -240,7 +264,12 @@ class RawReading:
                 yield read_system_file(stream, path=display, node=raw.node, growing=growing)
             elif raw.reader == "pevents":
                 yield read_pevents_file(
-                    stream, path=display, source=raw.source, node=raw.node, rank=raw.rank
+                    stream,
+                    path=display,
+                    source=raw.source,
+                    node=raw.node,
+                    rank=raw.rank,
+                    growing=growing or raw.left_open,
                 )
             else:
                 yield read_horovod_timeline(stream, path=display, ends_at_us=raw.info.mtime * 1e6)
@@ -256,7 +285,10 @@ class RawReading:
         con = self._connection().cursor()
         try:
             for reader, scan in _SCANNED.items():
-                members = [i for i, raw in enumerate(batch) if raw.reader == reader]
+                # a file left open has no closing "]" for a scan: its own reader reads it
+                members = [
+                    i for i, raw in enumerate(batch) if raw.reader == reader and not raw.left_open
+                ]
                 if members:
                     files = [
                         ScanFile(

@@ -294,12 +294,13 @@ _EXPECTED_ARRAY = "a Chrome trace-event JSON array ('[' then one event per line)
 
 
 def read_event_lines(
-    lines: Iterable[bytes], converter: TraceEventConverter, *, path: str
+    lines: Iterable[bytes], converter: TraceEventConverter, *, path: str, growing: bool = False
 ) -> Iterator[pa.RecordBatch]:
     """Feed a trace-event array, read line by line, through ``converter``; yield full batches.
 
     A line may hold one event (followed by ``,``), the opening ``[`` or closing ``]``, or several
-    events; a line that does not parse is counted as damaged and skipped.
+    events; a line that does not parse is counted as damaged and skipped, but for the last one
+    of a ``growing`` file, cut before its newline (a record not written whole).
 
     :raises UnsupportedFormatError: when the content does not start like a JSON array.
     """
@@ -330,7 +331,8 @@ def read_event_lines(
             try:
                 parsed = orjson.loads(b"[" + line.removesuffix(b"]") + b"]")
             except orjson.JSONDecodeError as exc:
-                corrupt.add(line_no, start, f"not JSON ({exc})")
+                if not (growing and not raw.endswith(b"\n")):
+                    corrupt.add(line_no, start, f"not JSON ({exc})")
                 continue
         for event in parsed if isinstance(parsed, list) else (parsed,):
             if not isinstance(event, dict):
@@ -356,7 +358,7 @@ _WHOLE_FILE_MAX_BYTES = 64 * 1024 * 1024
 
 
 def read_pevents_file(
-    stream: IO[bytes], *, path: str, source: str, node: str, rank: int
+    stream: IO[bytes], *, path: str, source: str, node: str, rank: int, growing: bool = False
 ) -> Iterator[pa.RecordBatch]:
     """Stream one framework events file (``*_pythontimeline.json`` and the other suffixes).
 
@@ -370,6 +372,8 @@ def read_pevents_file(
     :param source: the ``source`` column (see :data:`FRAMEWORK_SOURCES`).
     :param node: the host-level node (``algo-1``), from :func:`node_and_rank`.
     :param rank: the rank, -1 when the file name does not give one.
+    :param growing: the file is being written, or was left open by a writer that died: a last
+        line that is not a whole record is no damage, and is left out silently.
     """
     columns = EventColumns(source, node, rank)
     data = stream.read(_WHOLE_FILE_MAX_BYTES + 1)
@@ -386,7 +390,7 @@ def read_pevents_file(
         lines: Iterable[bytes] = io.BytesIO(data)
     else:
         lines = _chain_lines(data, stream)
-    yield from read_event_lines(lines, TraceEventConverter(columns), path=path)
+    yield from read_event_lines(lines, TraceEventConverter(columns), path=path, growing=growing)
 
 
 def _chain_lines(head: bytes, stream: IO[bytes]) -> Iterator[bytes]:
