@@ -692,6 +692,17 @@ def test_a_launcher_killed_with_sigkill_leaves_a_failed_job_once_its_command_is_
         process.communicate(timeout=60)
     assert _status_everywhere(job_dir) == ("Failed", "failed")
     assert _job(job_dir)["status"] == "Running"  # what it recorded: the truth is read, not written
+    assert _job(job_dir)["end_time_us"] is None
+    # it ended at its last write: the list and the Information page give it an end
+    from stepscope.store import open_job
+    from stepscope.ui.discovery import discover_jobs
+
+    (listed,) = discover_jobs([job_dir.parent])
+    job = open_job(job_dir)
+    job.refresh()
+    ended_us = job.metadata["end_time_us"]
+    assert listed.start_us is not None and listed.end_us is not None
+    assert listed.start_us < listed.end_us and job.metadata["start_time_us"] < ended_us
     update = _stepscope("update", str(job_dir), "--detailed", "7:2")
     assert update.returncode == 2 and "The job is Failed (its launcher" in update.stderr
 

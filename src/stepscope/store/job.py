@@ -355,7 +355,8 @@ class JobData:
         Every job.json field (``command``, ``start_time_us``, ``hardware``...) when there is one,
         and these, always: ``name``, ``kind``, ``path``, ``job`` (job.json as read, or None),
         ``status`` (see :mod:`stepscope.store.job_status`), ``status_reason`` (why the status
-        is not the one recorded, else None), ``ended``, ``nodes``, ``hosts`` (node -> host
+        is not the one recorded, else None; a job.json without ``end_time_us`` then gets its
+        last data file's last write), ``ended``, ``nodes``, ``hosts`` (node -> host
         name: job.json's, else the one its ranks' files name), ``ranks`` (rank -> ``node``,
         ``node_id``, ``clock_offset_us``, ``ended`` and the rank file's or job.json's fields,
         plus ``kineto`` metadata when the rank has a Kineto trace), ``first_timestamp_us`` and
@@ -392,15 +393,19 @@ class JobData:
         }
         firsts = [e["first_us"] for e in entries if e.get("first_us") is not None]
         lasts = [e["last_us"] for e in entries if e.get("last_us") is not None]
+        end: dict[str, float] = {}
         if self.kind == "kineto":
             status = Status(COMPLETED)
         else:
-            written = [e["mtime"] for e in self._cache.files.values() if e.get("mtime")]
-            status = job_status(
-                job, ended=ended, ranks=rank_files, last_write_s=max(written, default=None)
+            written = max(
+                (e["mtime"] for e in self._cache.files.values() if e.get("mtime")), default=None
             )
+            status = job_status(job, ended=ended, ranks=rank_files, last_write_s=written)
+            if job and job.get("end_time_us") is None and status.reason and written:
+                end["end_time_us"] = written * 1e6  # ended without recording it: its last write
         return {
             **(job or {}),
+            **end,
             "name": self.name,
             "kind": self.kind,
             "path": str(self.path),

@@ -306,9 +306,14 @@ def _stepscope_entry(root: Path, folder: Path) -> JobEntry:
         logger.warning("cannot read %s: %s; listing the job without its details", folder, exc)
         meta = {}
     status: JobStatus = "unknown"
-    if meta:
-        status = _JOB_STATUS.get(output_status(profiler_output_dir(folder), meta).status, "unknown")
     end_us = _number(meta.get("end_time_us"))
+    if meta:
+        output = profiler_output_dir(folder)
+        state = output_status(output, meta)
+        status = _JOB_STATUS.get(state.status, "unknown")
+        written = _last_written(output) if end_us is None and state.reason else None
+        if written is not None:  # it ended without recording it: at its last write
+            end_us = written * 1e6
     nodes = meta.get("nodes")
     return _entry(
         folder,
@@ -329,23 +334,13 @@ def _sagemaker_entry(root: Path, folder: Path, output: Path) -> JobEntry:
     its newest system or framework file was written (``unknown`` without either)."""
     minutes: list[int] = []
     nodes: set[str] = set()
-    newest: tuple[int, str] = (-1, "")
     for item in _hour_files(output / "system" / "incremental"):
         match = _SYSTEM_FILE.match(item.name)
         if match:
             minutes.append(int(match.group(1)))
             nodes.add(match.group(2))
-            newest = max(newest, (minutes[-1], item.path))
-    # closed framework files are named after the time they end, so the newest name is the
-    # newest file; the open ones (``framework/*.tmp``) grow until they are closed
-    closed = max(
-        (item.path for item in _hour_files(output / "framework" / "pevents")),
-        key=os.path.basename,
-        default="",
-    )
-    candidates = [newest[1], closed, *map(str, (output / "framework").glob("*.tmp"))]
-    written = [t for t in map(_mtime, candidates) if t is not None]
-    state = output_status(output, None, last_write_s=max(written, default=None))
+    written = _last_written(output)
+    state = output_status(output, None, last_write_s=written)
     status = _JOB_STATUS[state.status] if written or state.status != "Running" else "unknown"
     start_us = min(minutes) * 1e6 if minutes else None
     end_us = (max(minutes) + 60) * 1e6 if minutes else None
@@ -359,6 +354,25 @@ def _sagemaker_entry(root: Path, folder: Path, output: Path) -> JobEntry:
         end_us,
         sorted(nodes),
     )
+
+
+def _last_written(output: Path) -> float | None:
+    """When the newest system or framework file of the profiler output ``output`` was last
+    written (seconds since the epoch; None without either)."""
+    newest: tuple[int, str] = (-1, "")
+    for item in _hour_files(output / "system" / "incremental"):
+        match = _SYSTEM_FILE.match(item.name)
+        if match:
+            newest = max(newest, (int(match.group(1)), item.path))
+    # closed framework files are named after the time they end, so the newest name is the
+    # newest file; the open ones (``framework/*.tmp``) grow until they are closed
+    closed = max(
+        (item.path for item in _hour_files(output / "framework" / "pevents")),
+        key=os.path.basename,
+        default="",
+    )
+    candidates = [newest[1], closed, *map(str, (output / "framework").glob("*.tmp"))]
+    return max((t for t in map(_mtime, candidates) if t is not None), default=None)
 
 
 def _hour_files(folder: Path) -> Iterable[os.DirEntry[str]]:
