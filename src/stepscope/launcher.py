@@ -185,7 +185,7 @@ def launch(
         if on_start is not None:
             on_start(job)
         env = _child_env(job, config_path, node if node_index is not None else None)
-        job.exit_code, job.status = _run_child(child_command, env, watcher)
+        job.exit_code, job.status = _run_child(job, child_command, env, watcher)
     except KeyboardInterrupt:
         # Ctrl-C before the command started: the job ends here, stopped, and stays readable
         job.exit_code, job.status = _INTERRUPTED_EXIT_CODE, JobStatus.STOPPED
@@ -611,15 +611,25 @@ def _child_env(job: Job, config_path: Path, node: str | None) -> dict[str, str]:
     return env
 
 
-def _run_child(command: list[str], env: dict[str, str], watcher: _JobWatcher) -> tuple[int, str]:
+def _run_child(
+    job: Job, command: list[str], env: dict[str, str], watcher: _JobWatcher
+) -> tuple[int, str]:
     """Run the command to its end; Ctrl-C stops it gracefully, and SIGTERM or SIGHUP sent to
     this process go on to the command, which ends as it chooses (a preempted job saving its
-    checkpoint); either counts as Stopped."""
+    checkpoint); either counts as Stopped. ``job.json`` names the command's process: killed
+    alone, this launcher leaves a job that runs as long as it does."""
+    from stepscope.store.job_status import process_identity
+
     try:
         child = subprocess.Popen(command, env=env)
     except OSError as exc:
         logger.error("could not start %s: %s", command[0], exc)
         return 127, JobStatus.FAILED
+    job.info["command_process"] = process_identity(child.pid)
+    try:
+        _write_job_file(job)
+    except OSError as exc:  # a full disk: the job's status is then told by its ranks alone
+        logger.warning("%s could not name the command's process (%s)", job.path / JOB_FILE, exc)
     forwarded: list[int] = []
     with _forwarding_signals(child, forwarded):
         stopped = False

@@ -707,6 +707,26 @@ def test_a_launcher_killed_with_sigkill_leaves_a_failed_job_once_its_command_is_
     assert update.returncode == 2 and "The job is Failed (its launcher" in update.stderr
 
 
+def test_a_launcher_killed_before_its_command_profiled_anything_leaves_it_running(
+    tmp_path: Path,
+) -> None:
+    # the command loads its data for minutes before its first step: no rank has a file yet
+    job_dir = tmp_path / "jobs" / "job"
+    script = tmp_path / "loading.py"
+    script.write_text("import time\nprint('loading', flush=True)\ntime.sleep(300)\n")
+    with _running(job_dir, [sys.executable, str(script)]) as process:
+        assert process.stdout is not None and process.stdout.readline() == "loading\n"
+        children = psutil.Process(process.pid).children(recursive=True)
+        process.kill()  # kill -9 of `stepscope run` alone
+        process.wait(timeout=60)
+        assert not list(job_dir.glob("profiler-output/framework/ranks/*"))
+        assert _status_everywhere(job_dir) == ("Running", "running")
+        os.killpg(process.pid, signal.SIGKILL)  # then the command goes too
+        psutil.wait_procs(children, timeout=60)
+        process.communicate(timeout=60)
+    assert _status_everywhere(job_dir) == ("Failed", "failed")
+
+
 def test_a_job_whose_end_could_not_be_recorded_is_not_running_once_its_launcher_is_gone(
     tmp_path: Path, train_script: Path
 ) -> None:

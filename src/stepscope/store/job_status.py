@@ -5,7 +5,8 @@ A job records that it runs, and later how it ended: ``job.json``'s ``status`` fo
 job, ``training_job_end.ts`` for profiler output without ``job.json`` (``stepscope.profile()``,
 SageMaker Debugger). A process killed before it recorded the end (the launcher, or every rank
 of a ``profile()`` job, by SIGKILL or the OOM killer) leaves the job recorded as running for
-ever. So the process that would record the end is named by its host, pid and start; on
+ever. So the process that would record the end is named by its host, pid and start (and so is
+the command a launcher runs, ``command_process``, which may outlive it); on
 Linux also by the kernel's boot id, its pid namespace and its start in clock ticks since boot
 (which, unlike the wall-clock start time the system derives from the boot time, does not move
 when NTP steps the clock). A reader in the same boot and pid namespace tells it is gone when its
@@ -68,17 +69,18 @@ class Status:
     reason: str | None = None
 
 
-def process_identity() -> dict[str, Any]:
-    """This process, as a reader can later tell it is gone: ``host``, ``pid``, ``start_time``
-    (seconds since the epoch; None when the system does not say) and, on Linux, ``boot_id``,
-    ``pid_namespace`` and ``start_ticks`` (see the module docstring)."""
+def process_identity(pid: int | None = None) -> dict[str, Any]:
+    """Process ``pid`` of this host (default this one), as a reader can later tell it is gone:
+    ``host``, ``pid``, ``start_time`` (seconds since the epoch; None when the system does not
+    say) and, on Linux, ``boot_id``, ``pid_namespace`` and ``start_ticks`` (see the module
+    docstring)."""
     import psutil
 
+    pid = os.getpid() if pid is None else pid
     try:
-        start_time: float | None = psutil.Process().create_time()
+        start_time: float | None = psutil.Process(pid).create_time()
     except (psutil.Error, OSError):
         start_time = None
-    pid = os.getpid()
     identity: dict[str, Any] = {"host": socket.gethostname(), "pid": pid, "start_time": start_time}
     system, ticks = _this_system(), _start_ticks(pid)
     if system is not None and ticks is not None:
@@ -192,8 +194,11 @@ def job_status(
         if not process_gone(host, launcher):
             # it runs (maybe finishing after the end marker), or another host cannot tell
             return Status(COMPLETED if ended and host != socket.gethostname() else RUNNING)
-        if _running_ranks(ranks):
+        command = job.get("command_process")
+        if isinstance(command, Mapping) and not process_gone(host, command):
             return Status(RUNNING)  # the command outlived its launcher
+        if _running_ranks(ranks):
+            return Status(RUNNING)  # and so did a rank it started
         return Status(
             FAILED, f"its launcher (pid {pid} on {host}) ended without recording the job's end"
         )
