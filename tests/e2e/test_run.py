@@ -727,6 +727,45 @@ def test_a_launcher_killed_before_its_command_profiled_anything_leaves_it_runnin
     assert _status_everywhere(job_dir) == ("Failed", "failed")
 
 
+def test_the_live_rules_of_a_job_whose_launcher_was_killed_judge_the_whole_command(
+    tmp_path: Path, train_script: Path
+) -> None:
+    # kill -9 of the launcher alone: the command trains to its end, and the rules judge it all
+    job_dir = tmp_path / "jobs" / "job"
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(
+        textwrap.dedent(
+            f"""
+            from stepscope.launcher import launch
+            from stepscope.rules import ProfilerRule, rule_configs
+
+            if __name__ == "__main__":
+                rule = rule_configs.StepOutlier(scan_interval_us=1_000_000)
+                launch([{str(train_script)!r}, "--steps", "50", "--sleep-s", "0.01"],
+                       job_dir={str(job_dir)!r}, rules=[ProfilerRule.stepscope(rule)],
+                       report=False)
+            """
+        )
+    )
+    with subprocess.Popen([sys.executable, str(launcher)], start_new_session=True) as process:
+        try:
+            _wait_until(
+                process,
+                lambda: any(job_dir.glob("profiler-output/framework/ranks/*.json")),
+                "the command never started training",
+            )
+            children = psutil.Process(process.pid).children(recursive=True)
+            process.kill()
+            process.wait(timeout=60)
+            psutil.wait_procs(children, timeout=180)  # the command, the monitor, the rules
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+    verdict = json.loads((job_dir / "rule-output" / "StepOutlier" / "status.json").read_text())
+    assert verdict["status"] != "InProgress", verdict
+    assert verdict["datapoints"] > 0  # the steps the command wrote at its end, judged
+
+
 def test_a_job_whose_end_could_not_be_recorded_is_not_running_once_its_launcher_is_gone(
     tmp_path: Path, train_script: Path
 ) -> None:

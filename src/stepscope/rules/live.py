@@ -3,9 +3,10 @@
 :func:`start_rule_engine` starts it (``spawn``, so nothing of the training process is inherited).
 Every ``scan_interval_us`` it refreshes the job's columnar store, scans only the data added
 since the previous scan (:class:`~stepscope.rules.engine.RuleSession`), and rewrites each rule's
-``status.json`` and report JSON. When ``training_job_end.ts`` appears, the handle's
-:meth:`RuleEngineHandle.finish` is called, or the process that started it is gone (the other
-end of its pipe closes), it makes the final pass and exits.
+``status.json`` and report JSON. When ``training_job_end.ts`` appears, or the handle's
+:meth:`RuleEngineHandle.finish` is called, it makes the final pass and exits; so it does once
+the process that started it is gone (the other end of its pipe closes) and the job no longer
+runs (a command may outlive its killed launcher: see :mod:`stepscope.store.job_status`).
 
 After each scan that changed a verdict, and at most every ``report_interval_s``, it rewrites the
 HTML report through the hook named by ``report_hook`` (an import path resolved in the engine
@@ -32,7 +33,7 @@ from typing import Any
 
 from stepscope.rules.base import Rule
 from stepscope.rules.configs import build_rules
-from stepscope.rules.engine import RuleSession, open_input
+from stepscope.rules.engine import RuleSession, open_input, still_running
 from stepscope.rules.status import write_results
 
 __all__ = ["DEFAULT_REPORT_HOOK", "RuleEngineHandle", "start_rule_engine"]
@@ -118,7 +119,8 @@ def start_rule_engine(
         report; None for no report.
     :param report_interval_s: the report is rewritten at most this often.
     :returns: the engine's handle. Keep it while the job runs: the engine makes its final pass
-        and exits once no process holds it (the launcher ended, or dropped the handle).
+        and exits once no process holds it (the launcher ended, or dropped the handle) and the
+        job no longer runs.
     """
     built = build_rules(rules)
     context = multiprocessing.get_context("spawn")
@@ -188,15 +190,25 @@ def _run(
     finish: Connection,
 ) -> None:
     """The engine process: scan until the job ends or it is told to finish (anything on
-    ``finish``, or its launcher gone), then the final pass."""
+    ``finish``), then the final pass. Its launcher gone (killed: the pipe closed), it scans on
+    while the job runs without it (its command outlived it)."""
     logging.basicConfig(level=logging.INFO, format="stepscope rules: %(message)s")
     root = Path(job_dir)
     output = root / "rule-output"
     session: RuleSession | None = None
     interval_s = 60.0
     last_report = 0.0
+    launcher_gone = False
     while True:
-        ended = finish.poll() or _job_ended(root)
+        ended = _job_ended(root)
+        if not launcher_gone and finish.poll():
+            try:
+                finish.recv_bytes()
+                ended = True
+            except EOFError:
+                launcher_gone = True
+        if launcher_gone and not ended:
+            ended = session is not None and not still_running(session.job)
         try:
             if session is None:
                 session = RuleSession(open_input(root), rules)
@@ -219,7 +231,10 @@ def _run(
                 raise
         if ended:
             return
-        finish.poll(interval_s)
+        if launcher_gone:
+            time.sleep(interval_s)
+        else:
+            finish.poll(interval_s)
 
 
 def _job_ended(root: Path) -> bool:
