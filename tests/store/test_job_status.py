@@ -124,3 +124,21 @@ def test_what_a_killed_profiled_script_wrote_to_its_open_timeline_stays_readable
         (count,) = job.connect().execute(events).fetchone()
     assert count == expected
     assert not caplog.records, caplog.text
+
+
+def test_an_unreadable_job_json_is_read_as_none_alike_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stepscope.cli import main
+    from stepscope.config import ProfilerConfig, job_config_path
+    from stepscope.testing import TINY_JOB, generate_job
+    from stepscope.ui.discovery import discover_jobs
+
+    job_dir = generate_job(tmp_path / "jobs" / "job", **TINY_JOB)  # ended, with its end marker
+    ProfilerConfig().to_file(job_config_path(job_dir))
+    (job_dir / "job.json").write_text('{"name": "job", "status": "Runn')  # cut short
+    # its status comes from its profiler output alone, as for a folder without job.json
+    (listed,) = discover_jobs([tmp_path / "jobs"])
+    assert (open_job(job_dir).metadata["status"], listed.status) == ("Completed", "completed")
+    assert main(["update", str(job_dir), "--detailed", "7:2"]) == 2
+    assert "The job is Completed" in capsys.readouterr().err

@@ -135,8 +135,9 @@ def _job_info(job_dir: Path) -> dict[str, Any] | None:
 
 
 def _refuse_unless_running(job_dir: Path) -> None:
-    """A job that no longer runs has no process to read a change: refuse it (its
-    ``job.json`` read as every status is, see :mod:`stepscope.store.job_status`).
+    """A job that no longer runs has no process to read a change: refuse it (its status read
+    as every status is, see :mod:`stepscope.store.job_status`; without a readable
+    ``job.json``, from its profiler output alone).
 
     :raises ConfigError: the job has ended.
     """
@@ -144,10 +145,7 @@ def _refuse_unless_running(job_dir: Path) -> None:
     from stepscope.store.job_status import RUNNING, output_status
     from stepscope.store.layout import profiler_output_dir
 
-    info = _job_info(job_dir)
-    if info is None:
-        return
-    status = output_status(profiler_output_dir(job_dir), info)
+    status = output_status(profiler_output_dir(job_dir), _job_info(job_dir))
     if status.status != RUNNING:
         why = f" ({status.reason})" if status.reason else ""
         raise ConfigError(
@@ -199,8 +197,8 @@ def main(args: argparse.Namespace) -> int:
     # every folder is checked before any changes (a call without a change only checks that
     # there is a configuration to change), so the nodes of one job never part ways
     for job_dir in args.job_dir:
-        _refuse_unless_running(job_dir)
         update_job_config(job_dir)
+        _refuse_unless_running(job_dir)
     for job_dir in args.job_dir:
         _update(job_dir, args)
     return 0

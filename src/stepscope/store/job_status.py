@@ -16,6 +16,7 @@ running whose processes are gone has **Failed**: it ended without recording how.
 host, or another container of this host (another pid namespace, whose pids are not this one's,
 though its host name may be the same), nothing can be told, and the record stands. Records
 without the Linux fields (another system) are judged by host name and wall-clock start time.
+A ``job.json`` that cannot be read is taken as none: the status comes from the profiler output.
 """
 
 from __future__ import annotations

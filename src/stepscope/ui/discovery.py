@@ -298,30 +298,33 @@ def _entry(
 
 
 def _stepscope_entry(root: Path, folder: Path) -> JobEntry:
+    """A stepscope job folder; an unreadable ``job.json`` is read as none, as everywhere (see
+    :mod:`~stepscope.store.job_status`): its status from its profiler output alone."""
+    meta: dict[str, Any] | None = None
     try:
         meta = json.loads((folder / "job.json").read_text())
         if not isinstance(meta, dict):
             raise ValueError("job.json is not a JSON object")
     except (OSError, ValueError) as exc:
-        logger.warning("cannot read %s: %s; listing the job without its details", folder, exc)
-        meta = {}
-    status: JobStatus = "unknown"
-    end_us = _number(meta.get("end_time_us"))
-    if meta:
-        output = profiler_output_dir(folder)
-        state = output_status(output, meta)
-        status = _JOB_STATUS.get(state.status, "unknown")
-        written = _last_written(output) if end_us is None and state.reason else None
-        if written is not None:  # it ended without recording it: at its last write
-            end_us = written * 1e6
-    nodes = meta.get("nodes")
+        logger.warning(
+            "cannot read %s/job.json (%s): its status is read from its data", folder, exc
+        )
+        meta = None
+    output = profiler_output_dir(folder)
+    known = meta or {}
+    end_us = _number(known.get("end_time_us"))
+    state = output_status(output, meta, last_write_s=None if meta else _last_written(output))
+    written = _last_written(output) if end_us is None and state.reason else None
+    if written is not None:  # it ended without recording it: at its last write
+        end_us = written * 1e6
+    nodes = known.get("nodes")
     return _entry(
         folder,
         root,
         "stepscope",
-        str(meta.get("name") or folder.name),
-        status,
-        _number(meta.get("start_time_us")),
+        str(known.get("name") or folder.name),
+        _JOB_STATUS.get(state.status, "unknown"),
+        _number(known.get("start_time_us")),
         end_us,
         [str(n) for n in nodes] if isinstance(nodes, list) else [],
     )
