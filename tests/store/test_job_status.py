@@ -31,17 +31,29 @@ with stepscope.profile(job_dir=job_dir):
     ):
         with stepscope.step():
             time.sleep(0.01)
-    print("training", flush=True)
+    print("ready", flush=True)
+    time.sleep(300)
+"""
+#: A profiled script that loads its model for long before its first step.
+_LOADING = """
+import sys, time
+import stepscope
+
+with stepscope.profile(job_dir=sys.argv[1]):
+    print("ready", flush=True)
     time.sleep(300)
 """
 
 
 @contextmanager
-def _profiled(job_dir: Path, prefix: Sequence[str] = ()) -> Iterator[subprocess.Popen[str]]:
-    """The waiting script, run (after ``prefix``) in a session of its own; killed at the end."""
+def _profiled(
+    job_dir: Path, prefix: Sequence[str] = (), script: str = _WAITING
+) -> Iterator[subprocess.Popen[str]]:
+    """``script`` run (after ``prefix``) in a session of its own, once it is ready; killed at
+    the end."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEPSCOPE_")}
     with subprocess.Popen(
-        [*prefix, sys.executable, "-c", _WAITING, str(job_dir)],
+        [*prefix, sys.executable, "-c", script, str(job_dir)],
         env=env,
         stdout=subprocess.PIPE,
         text=True,
@@ -49,7 +61,7 @@ def _profiled(job_dir: Path, prefix: Sequence[str] = ()) -> Iterator[subprocess.
     ) as process:
         try:
             assert process.stdout is not None
-            assert process.stdout.readline() == "training\n", "the script never trained"
+            assert process.stdout.readline() == "ready\n", "the script never got ready"
             yield process
         finally:
             with suppress(ProcessLookupError):  # killed by the test already
@@ -142,3 +154,17 @@ def test_an_unreadable_job_json_is_read_as_none_alike_everywhere(
     assert (open_job(job_dir).metadata["status"], listed.status) == ("Completed", "completed")
     assert main(["update", str(job_dir), "--detailed", "7:2"]) == 2
     assert "The job is Completed" in capsys.readouterr().err
+
+
+def test_a_profiled_script_killed_before_its_first_step_leaves_a_failed_job(
+    tmp_path: Path,
+) -> None:
+    # the OOM killer, while the model loads: no step, no event was written
+    job_dir = tmp_path / "job"
+    with _profiled(job_dir, script=_LOADING) as process:
+        assert open_job(job_dir).metadata["status"] == "Running"
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    metadata = open_job(job_dir).metadata
+    assert metadata["status"] == "Failed"
+    assert "rank 0" in metadata["status_reason"]

@@ -222,6 +222,8 @@ def _running(session: Session) -> Iterator[Session]:
     # a block never left is marked at exit, after the session's own stop (registered later)
     atexit.register(ended)
     session.start()
+    # now, not at its first event: a rank killed before that (loading its model) is told gone
+    session.write_rank_file()
     monitor = _start_node_monitor(session)
     try:
         instrument(session)

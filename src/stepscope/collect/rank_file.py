@@ -16,7 +16,7 @@ from typing import Any
 
 from stepscope._atomic import write_atomic
 
-__all__ = ["rank_from_env", "write_rank_file"]
+__all__ = ["rank_from_env", "remove_rank_file", "write_rank_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,3 +62,13 @@ def write_rank_file(target: Path, info: dict[str, Any]) -> bool:
         logger.warning("stepscope: cannot write %s (%s)", target, exc)
         return False
     return True
+
+
+def remove_rank_file(target: Path, pid: int) -> None:
+    """Remove the rank file ``target`` if it is process ``pid``'s (a process that took another
+    rank); another process's (that rank's own, written meanwhile) stays."""
+    try:
+        if json.loads(target.read_text()).get("pid") == pid:
+            target.unlink()
+    except (OSError, ValueError, AttributeError) as exc:
+        logger.debug("stepscope: %s left as it is (%s)", target, exc)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from stepscope.collect.clock import EPOCH_OFFSET_US, now_us
 from stepscope.collect.events import EventQueue
-from stepscope.collect.rank_file import write_rank_file
+from stepscope.collect.rank_file import remove_rank_file, write_rank_file
 from stepscope.collect.torch.guard import Guard
 from stepscope.errors import SessionError
 
@@ -269,7 +269,8 @@ class Session:
     def adopt_rank(self, rank: int, world_size: int) -> None:
         """Take the rank the process group gave (scripts launched without torchrun's ``RANK``).
 
-        Only possible before the first event: files already written keep their node id.
+        Only possible before the first event: files already written keep their node id. A rank
+        file written already moves to the new node id.
         """
         if rank == self.rank and world_size == self.world_size:
             return
@@ -282,8 +283,13 @@ class Session:
                 self.node_id,
             )
             return
+        written = self.rank_file() if self._rank_file_written else None
         self.rank, self.world_size = rank, world_size
         self.node_id = f"{rank}-{self.node}"
+        if written is not None:
+            if written != self.rank_file():
+                remove_rank_file(written, self.pid)
+            self.write_rank_file()
 
     def set_clock_offset(self, offset_us: float) -> None:
         """Record this rank's clock offset to rank 0 (raw timestamps are never rewritten)."""

@@ -205,6 +205,33 @@ def test_profile_in_ranks_spawned_by_the_script_writes_each_rank_under_its_own_n
         assert [e["args"]["step_num"] for e in steps(mine)] == ["0", "1", "2"]
 
 
+@pytest.mark.slow
+def test_ranks_that_profile_before_their_process_group_is_up_name_their_own_rank_files(
+    tmp_path: Path,
+) -> None:
+    # each rank's file is written as profile() starts, as rank 0 (no RANK in the environment),
+    # and moves to its rank's name once the process group gives one
+    script = SPAWN_PROFILE_SCRIPT.replace(
+        '    dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=world_size)\n'
+        "    with stepscope.profile(job_dir=job_dir):\n",
+        "    with stepscope.profile(job_dir=job_dir):\n"
+        '        dist.init_process_group("gloo", init_method=rendezvous, rank=rank, '
+        "world_size=world_size)\n",
+    )
+    assert script != SPAWN_PROFILE_SCRIPT
+    job_dir = tmp_path / "explicit"
+    run_script(tmp_path, script, None, str(free_port()), str(job_dir))
+    ranks_dir = job_dir / "profiler-output" / "framework" / "ranks"
+    ranks = {p.stem: json.loads(p.read_text()) for p in ranks_dir.glob("*.json")}
+    assert sorted(ranks) == ["0-algo-1", "1-algo-1"]
+    assert [(info["rank"], info["world_size"]) for _, info in sorted(ranks.items())] == [
+        (0, 2),
+        (1, 2),
+    ]
+    assert ranks["0-algo-1"]["pid"] != ranks["1-algo-1"]["pid"]
+    assert open_job(job_dir).metadata["status"] == "Completed"
+
+
 #: Two torchrun ranks each profiling with ``stepscope.profile()``; rank 0 leaves its block first
 #: and says whether the job already read as ended while rank 1 was still in its own
 TORCHRUN_PROFILE_SCRIPT = """
