@@ -258,9 +258,11 @@ def test_the_windows_of_one_script_go_into_one_job_with_steps_numbered_on(
 #: Trains 5 steps on the thread that calls ``start_profiling()``; after step 1 another thread
 #: calls ``stop_profiling()`` (as a timer's callback would). ``--in-session``: inside a
 #: ``stepscope.profile()`` block the script entered itself; ``--trainer-ends``: the steps run on a
-#: thread that has ended when the main thread stops the window.
+#: thread that has ended when the main thread stops the window; ``--own-profiler``: right after
+#: the stop, another thread runs a ``torch.profiler`` of its own. Prints whether torch's profiler
+#: is still on in the main thread once it trained.
 OTHER_THREAD_STOPS = """
-import sys, threading
+import json, sys, threading
 import torch
 import stepscope
 import stepscope.smprof as smprof
@@ -280,6 +282,17 @@ def train(steps, stop_after):
             stopper = threading.Thread(target=SMProf.stop_profiling)
             stopper.start()
             stopper.join()
+            if "--own-profiler" in sys.argv:
+                profiling = threading.Thread(target=profile_on_its_own)
+                profiling.start()
+                profiling.join()
+
+def profile_on_its_own():
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as own:
+        torch.randn(8, 8) @ torch.randn(8, 8)
+    own.export_chrome_trace("own_trace.json")
+    events = json.load(open("own_trace.json"))["traceEvents"]
+    print("own trace has mm:", any(e.get("name") == "aten::mm" for e in events))
 
 def run():
     if "--trainer-ends" in sys.argv:
@@ -295,6 +308,7 @@ if "--in-session" in sys.argv:
         run()
 else:
     run()
+print("torch profiler on here:", torch._C._autograd._profiler_enabled())
 print("done")
 """
 
@@ -310,7 +324,7 @@ def test_stop_profiling_on_another_thread_closes_the_window_on_its_own_thread(
     # killed the script (SIGSEGV); the window's thread closes it at its next step end instead
     result = _run_script(tmp_path / "train.py", OTHER_THREAD_STOPS, "--in-session")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "done"
+    assert result.stdout.splitlines()[-2:] == ["torch profiler on here: False", "done"]
     assert _profiler_steps_of_the_one_trace(tmp_path / "job") == {
         "ProfilerStep#0",
         "ProfilerStep#1",
@@ -329,6 +343,21 @@ def test_a_window_stopped_where_torch_cannot_save_it_is_dropped_with_a_warning(
     # used to die (SIGSEGV) saving it
     result = _run_script(tmp_path / "train.py", OTHER_THREAD_STOPS, *args)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "done"
     assert "on the thread that called start_profiling()" in result.stderr
     assert not list(tmp_path.rglob("*.pt.trace.json*"))
+    # the thread that trains on turned torch's profiler off at its next step: it recorded
+    # every operator to the end of the script
+    assert result.stdout.splitlines()[-2:] == ["torch profiler on here: False", "done"]
+
+
+def test_a_profiler_started_before_the_training_thread_drops_a_stopped_window_runs(
+    tmp_path: Path,
+) -> None:
+    # the session start_profiling() started stopped on another thread, and before the training
+    # thread's next step (where it would turn the window's profiler off) the script's own
+    # torch.profiler starts on a third: turning the window off after that crashes torch
+    result = _run_script(tmp_path / "train.py", OTHER_THREAD_STOPS, "--own-profiler")
+    assert result.returncode == 0, result.stderr
+    assert "own trace has mm: True" in result.stdout
+    assert "so it stays on in that thread" in result.stderr
+    assert result.stdout.splitlines()[-1] == "done"

@@ -21,6 +21,11 @@ level, with the event names torch leaves unescaped escaped) to
 first and last step, the window's start and end on the session clock (µs since the epoch), and
 how the session clock relates to the wall clock Kineto's own timestamps count from
 (``epoch_offset_us``, ``wall_minus_session_us``).
+
+``torch.profiler`` records the thread that started it, and only that thread can turn it off: a
+window that a training thread opened and that is still open when the session stops on another
+thread is handed to its own thread, which drops it at its next optimizer step, after the
+session's end. Global state: that one handed-over window, if any (:data:`_handed_over`).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import Any
 
 import torch
 import torch.autograd.profiler
+import torch.optim.optimizer as _optimizer
 import torch.profiler
 
 from stepscope.collect.clock import now_us
@@ -49,6 +55,10 @@ __all__ = ["DetailedProfiler"]
 logger = logging.getLogger(__name__)
 
 _JOIN_TIMEOUT_S = 60.0
+
+#: the profiler whose window its stopped session handed to the window's own thread (one per
+#: process: Kineto runs one profiler at a time)
+_handed_over: DetailedProfiler | None = None
 
 
 class DetailedProfiler:
@@ -78,6 +88,8 @@ class DetailedProfiler:
         self._opening = False
         self._told_of_scripts_profiler = False
         self._patches = Patches()
+        #: the optimizer step hook of a handed-over window (:meth:`_hand_over`)
+        self._handover_hook: Any = None
         guard = session.guard
         self._on_scripts_profiler_start = guard.wrap("detailed_profiler.yield", self._make_way)
         self._on_scripts_profiler_end = guard.wrap(
@@ -85,12 +97,16 @@ class DetailedProfiler:
         )
 
     def install(self) -> None:
+        if _handed_over is not None:
+            # its patches come off before ours go on, as they went on before ours
+            _handed_over.settle_handover()
         profile = torch.autograd.profiler.profile
         self._patches.call_first(profile, "_prepare_trace", self._on_scripts_profiler_start)
         self._patches.wrap(profile, "__exit__", self._watch_end)
 
     def remove(self) -> None:
-        self._patches.restore()
+        if _handed_over is not self:  # a handed-over window keeps watching for profilers
+            self._patches.restore()
 
     # -- the script's own profilers come first ------------------------------------------
 
@@ -114,7 +130,9 @@ class DetailedProfiler:
             if self._profiler is None:
                 return
             self._tell_of_scripts_profiler()
-            if self._others_window():
+            if _handed_over is self:
+                self.settle_handover()
+            elif self._others_window():
                 logger.warning(
                     "stepscope: the detailed profiling window from step %d, opened by another "
                     "thread, was open when the script's torch.profiler started on this one; "
@@ -212,9 +230,58 @@ class DetailedProfiler:
                 "start_profiling().",
                 self._first_step,
             )
-            self._drop()
+            if self._thread is not None and self._thread.is_alive():
+                self._hand_over()
+            else:
+                self._drop()
         elif self._profiler is not None:
             self._end(manual=self._manual)
+
+    # -- a window handed to its own thread ------------------------------------------------
+
+    def _hand_over(self) -> None:
+        """Leave the open window to its own thread, which goes on after the session stopped on
+        this one: stopped from here, torch's profiler would stay on there, recording every
+        operator from then on. That thread drops it at its next optimizer step; until then the
+        script's profilers stay watched (:meth:`_make_way`)."""
+        global _handed_over
+        self._manual = False
+        self.session.record_function = None
+        settle = self.session.guard.wrap("detailed_profiler.handover", self._settle_if_its_thread)
+        self._handover_hook = _optimizer.register_optimizer_step_post_hook(settle)
+        _handed_over = self
+
+    def _settle_if_its_thread(self, *_optimizer_step: Any) -> None:
+        """After an optimizer step: settle the handed-over window unless its thread goes on
+        elsewhere."""
+        opener = self._thread
+        if opener is threading.current_thread() or opener is None or not opener.is_alive():
+            self.settle_handover()
+
+    def settle_handover(self) -> None:
+        """End the handed-over window now: dropped on its own thread, or once that thread ended
+        (its profiler ended with it). Anywhere else a profiler (the script's) or a new session
+        is about to start, and torch crashes when a profiler stops after another one ran: the
+        window's profiler is left on, with a warning."""
+        global _handed_over
+        with self._lock:
+            if _handed_over is not self:
+                return
+            _handed_over = None
+            self._handover_hook.remove()
+            self._handover_hook = None
+            opener = self._thread
+            if opener is threading.current_thread() or opener is None or not opener.is_alive():
+                self._drop()
+            else:
+                logger.warning(
+                    "stepscope: a profiler or a new profiling session starts while the thread "
+                    "that trains still has the detailed profiling window of a stopped session "
+                    "open; torch cannot turn that window's profiler off from here, so it stays "
+                    "on in that thread."
+                )
+                self._profiler = self._step_range = None  # both belong to that thread
+            self._patches.restore()
 
     # -- explicit windows -----------------------------------------------------------------
 
