@@ -183,6 +183,40 @@ def test_starting_or_stopping_twice_warns_and_training_goes_on(tmp_path: Path) -
     assert {f"step_{n}" for n in range(4)} <= names
 
 
+#: Two threads call ``start_profiling()`` at the same moment; the main thread then stops it.
+STARTED_AT_ONCE = """
+import threading
+import stepscope.smprof as smprof
+from stepscope.collect.session import get_active_session
+
+SMProf = smprof.SMProfiler.instance()
+both = threading.Barrier(2)
+
+def start():
+    both.wait()
+    SMProf.start_profiling()
+
+starters = [threading.Thread(target=start) for _ in range(2)]
+for starter in starters:
+    starter.start()
+for starter in starters:
+    starter.join()
+SMProf.stop_profiling()
+print("profiling after the stop:", get_active_session() is not None)
+"""
+
+
+def test_two_threads_starting_at_once_start_one_window(tmp_path: Path) -> None:
+    # both threads saw no window, and each started a session: the second start raised into the
+    # script, or joined the first's session, which the one stop_profiling() then left running
+    result = _run_script(tmp_path / "train.py", STARTED_AT_ONCE)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("already profiling") == 1
+    assert result.stdout.strip() == "profiling after the stop: False"
+    assert len(list((tmp_path / "stepscope-jobs").iterdir())) == 1
+
+
 def test_under_stepscope_run_with_sagemaker_profiler_config_the_window_goes_into_the_job(
     tmp_path: Path,
 ) -> None:

@@ -22,7 +22,8 @@ profiles no framework (SageMaker's launcher config: ``profile_params`` alone); o
 ``start_profiling`` starts a session of its own (output under ``./stepscope-jobs/``) and
 ``stop_profiling`` stops it, and a later window goes on in the same job, its steps numbered on.
 
-Global state: the one :class:`SMProfiler` of the process, from :meth:`SMProfiler.instance`.
+Global state: the one :class:`SMProfiler` of the process, from :meth:`SMProfiler.instance`;
+threads that start or stop it at once take turns.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +80,8 @@ class SMProfiler:
         self._owned: Any = None  # the profile() context this profiler started, if any
         self._stopped: Any = None  # the session of the last such context, once it stopped
         self._detailed: Any = None
+        #: held by a start or a stop: two threads starting at once would each start a session
+        self._lock = threading.RLock()
 
     @staticmethod
     def instance() -> SMProfiler:
@@ -99,6 +103,10 @@ class SMProfiler:
         Called again before :meth:`stop_profiling`, it warns and the open window goes on: a
         profiler's slip must not stop the training script.
         """
+        with self._lock:
+            self._start_profiling()
+
+    def _start_profiling(self) -> None:
         if self._detailed is not None:
             logger.warning(
                 "stepscope: SageMaker Profiler is already profiling; start_profiling() does "
@@ -129,13 +137,14 @@ class SMProfiler:
 
     def stop_profiling(self) -> None:
         """Close the detailed window (and the session, if :meth:`start_profiling` started it)."""
-        detailed, self._detailed = self._detailed, None
-        if detailed is not None:
-            detailed.stop_manual()
-        owned, self._owned = self._owned, None
-        if owned is not None:
-            self._stopped = get_active_session()
-            owned.__exit__(None, None, None)
+        with self._lock:
+            detailed, self._detailed = self._detailed, None
+            if detailed is not None:
+                detailed.stop_manual()
+            owned, self._owned = self._owned, None
+            if owned is not None:
+                self._stopped = get_active_session()
+                owned.__exit__(None, None, None)
 
 
 def _session_of_the_run() -> Any:
