@@ -701,3 +701,48 @@ def test_a_script_that_stops_the_session_before_os_exit_keeps_its_last_steps(
     assert [e["args"]["step_num"] for e in steps(read_events(job_dir))] == [
         str(n) for n in range(6)
     ]
+
+
+def test_a_teacher_called_first_in_every_epoch_makes_no_eval_steps_of_its_own(
+    tmp_path: Path,
+) -> None:
+    # Distillation over epochs, each followed by a validation of the student: the teacher's
+    # forward at the start of every epoch after the first made an EVAL step of its own (a new
+    # data-loader loop looked like an evaluation). Only its very first call, before any training
+    # step, cannot be told from an evaluation.
+    import torch
+
+    import stepscope
+
+    torch.manual_seed(0)
+    teacher = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    teacher.eval()
+    student = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+    train = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(12, 4)), 4)
+    val = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4)), 4)
+    validations = 0
+    with stepscope.profile(QUIET, job_dir=tmp_path / "job"):
+        for _ in range(3):
+            student.train()
+            for (x,) in train:
+                with torch.no_grad():
+                    target = teacher(x)
+                loss = torch.nn.functional.mse_loss(student(x), target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            student.eval()
+            with torch.no_grad():
+                for (x,) in val:
+                    student(x)
+                    validations += 1
+    events = read_events(tmp_path / "job")
+    train_steps = steps(events)
+    assert len(train_steps) == 9
+    assert len(steps(events, "EVAL")) == 1 + validations
+    teacher_forwards = [e for e in events if e["phase"] == "Forward" and e["name"] == "Sequential"]
+    assert len(teacher_forwards) == 9
+    for forward, step in zip(teacher_forwards[1:], train_steps[1:], strict=True):
+        assert step["start_us"] <= forward["start_us"] <= forward["end_us"] <= step["end_us"]
+        assert forward["args"]["step_num"] == step["args"]["step_num"]

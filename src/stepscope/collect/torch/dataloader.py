@@ -67,12 +67,13 @@ class DataLoaderHooks:
     """Patches the data-loader iterators and the worker loop for one session.
 
     :param session: where events go; its ``active["dataloader"]`` says when to record.
-    :param on_new_iterator: called (guarded) whenever an iterator is created, profiled or not: a
-        new epoch or evaluation loop begins (the model finder re-arms there).
+    :param on_new_iterator: called (guarded) with the data loader whenever one of its iterators
+        is created, profiled or not: a new epoch or evaluation loop begins (the model finder
+        re-arms there, and the step hooks tell an epoch from an evaluation by its loader).
     """
 
     def __init__(
-        self, session: Session, *, on_new_iterator: Callable[[], None] | None = None
+        self, session: Session, *, on_new_iterator: Callable[[Any], None] | None = None
     ) -> None:
         self.session = session
         self._on_new_iterator = on_new_iterator
@@ -174,7 +175,7 @@ class DataLoaderHooks:
             start = now_us()
             hooks._open_report_file(loader)  # before the workers start
             original(iterator, loader, *args, **kwargs)
-            hooks._record_init(iterator, start, now_us())
+            hooks._record_init(iterator, loader, start, now_us())
 
         __init__.__wrapped__ = original  # type: ignore[attr-defined]
         return __init__
@@ -188,17 +189,17 @@ class DataLoaderHooks:
             start = now_us()
             original(iterator, loader, *args, **kwargs)
             if not kwargs.get("first_iter", args[0] if args else False):  # else __init__ runs it
-                new_loop(start)
+                new_loop(loader, start)
 
         _reset.__wrapped__ = original  # type: ignore[attr-defined]
         return _reset
 
-    def _new_loop(self, start_us: float) -> None:
-        """A loop over a data loader begins (an epoch, an evaluation) at ``start_us``."""
+    def _new_loop(self, loader: Any, start_us: float) -> None:
+        """A loop over ``loader`` begins (an epoch, an evaluation) at ``start_us``."""
         if not self.session.enabled:
             return
         if self._on_new_iterator is not None:
-            self._on_new_iterator()
+            self._on_new_iterator(loader)
         self.session.mark_boundary(start_us)
 
     def _make_report_file(self, loader: Any) -> None:
@@ -215,13 +216,13 @@ class DataLoaderHooks:
             logger.warning("stepscope: no file for data-loader worker events (%s)", exc)
             self._report_file_failed = True
 
-    def _on_init(self, iterator: Any, start_us: float, end_us: float) -> None:
+    def _on_init(self, iterator: Any, loader: Any, start_us: float, end_us: float) -> None:
         session = self.session
         if not session.enabled:
             return
         if getattr(iterator, "_num_workers", 0):
             self._workers_started = True
-        self._new_loop(start_us)
+        self._new_loop(loader, start_us)
         if not session.active["dataloader"]:
             return
         self._note_active(end_us)

@@ -19,7 +19,8 @@ Step boundaries (SageMaker's global step counts every mode; ``step_num`` counts 
   (unless it follows the step's backward in a new data-loader loop: an evaluation after an
   epoch's last micro-batches, which no optimizer step closed, ends that step),
   and so does one of a model that is not trained (a distillation teacher, a frozen encoder)
-  called between two training steps of the same data-loader loop: it belongs to the next one.
+  called between two training steps of the same data-loader loop, or first in a new epoch of a
+  loader that fed training steps: it belongs to the next one.
 
 Times are true ones: ``Forward`` spans the model's forward pre- and post-hook;
 ``Backward(post-forward)`` spans the call of ``torch.autograd.backward`` (what ``loss.backward()``
@@ -177,8 +178,14 @@ class ModuleHooks:
         self._leaf_hooks: list[Any] = []
         #: the models that had a training forward
         self._trained: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
-        #: a data-loader iterator was made since the last training step began
+        #: a data-loader loop began since the last training step began, over a loader that fed
+        #: no training step yet: an evaluation may follow
         self._new_loop = False
+        #: the running data-loader loop is a new epoch of a loader that fed training steps
+        self._training_loop = False
+        #: the loader of the running data-loader loop, and those that fed training steps
+        self._loop_loader: weakref.ref[Any] | None = None
+        self._training_loaders: weakref.WeakSet[Any] = weakref.WeakSet()
         #: model forwards running now, on any thread
         self._running_model_forwards = 0
         #: epoch µs minus ``perf_counter`` µs (the session's, as :func:`now_us` uses it)
@@ -376,24 +383,30 @@ class ModuleHooks:
                 session.end_step()  # no optimizer: SageMaker's forward-to-forward steps
         elif (
             mode == "EVAL"
-            and session.mode == "TRAIN"
-            and not self._new_loop
+            and (self._training_loop or (session.mode == "TRAIN" and not self._new_loop))
             and module not in self._trained
         ):
-            # a model that is not trained, called between training steps of the same loop (a
-            # teacher, a frozen encoder): part of the next training step, which begins where
-            # the previous one ended
+            # a model that is not trained, called between training steps of the same loop or
+            # first in a new epoch (a teacher, a frozen encoder): part of the next training
+            # step, which begins where the previous one ended
             return _TOP_AHEAD
         self._backward_seen = False
         session.begin_step(mode)
         if mode == "TRAIN":
-            self._new_loop = False
+            if self._new_loop:
+                self._new_loop = False
+                loader = None if self._loop_loader is None else self._loop_loader()
+                if loader is not None:
+                    self._training_loaders.add(loader)
         return _TOP if mode == "TRAIN" else _TOP_STEP
 
-    def on_new_iterator(self) -> None:
-        """A data-loader iterator was made (an epoch or an evaluation loop begins): a new model
-        may appear, and an evaluation may follow."""
-        self._new_loop = True
+    def on_new_iterator(self, loader: Any) -> None:
+        """An iterator of the data loader ``loader`` was made (an epoch or an evaluation loop
+        begins): a new model may appear, and, unless ``loader`` fed training steps before,
+        an evaluation may follow."""
+        self._loop_loader = weakref.ref(loader)
+        self._training_loop = loader in self._training_loaders
+        self._new_loop = not self._training_loop
         self.finder.arm()
 
     def _model_forward_ended(self, name: str, entry: _Entry, output: Any) -> None:
