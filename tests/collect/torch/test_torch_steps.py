@@ -746,3 +746,34 @@ def test_a_teacher_called_first_in_every_epoch_makes_no_eval_steps_of_its_own(
     for forward, step in zip(teacher_forwards[1:], train_steps[1:], strict=True):
         assert step["start_us"] <= forward["start_us"] <= forward["end_us"] <= step["end_us"]
         assert forward["args"]["step_num"] == step["args"]["step_num"]
+
+
+def test_a_model_trained_in_eval_mode_makes_training_steps(tmp_path: Path) -> None:
+    # Fine-tuning with batch-norm statistics frozen: the model stays in eval mode, and a backward
+    # and an optimizer step follow every forward. Those are training steps (each with its
+    # backward), not evaluations; the first forward, before any optimizer step, cannot be told
+    # from an evaluation.
+    import torch
+
+    import stepscope
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 1)
+    ).eval()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with stepscope.profile(QUIET, job_dir=tmp_path / "job"):
+        for _ in range(5):
+            loss = model(torch.randn(4, 4)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    assert not model.training  # stepscope changes no module's mode
+    events = read_events(tmp_path / "job")
+    assert len(steps(events, "EVAL")) == 1
+    train_steps = steps(events)
+    assert [e["args"]["step_num"] for e in train_steps] == ["0", "1", "2", "3"]
+    backwards = in_phase(events, "Backward(post-forward)")
+    for backward, step in zip(backwards, train_steps, strict=True):
+        assert step["start_us"] <= backward["start_us"] <= backward["end_us"] <= step["end_us"]
+        assert backward["args"]["step_num"] == step["args"]["step_num"]

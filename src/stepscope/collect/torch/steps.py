@@ -20,7 +20,9 @@ Step boundaries (SageMaker's global step counts every mode; ``step_num`` counts 
   epoch's last micro-batches, which no optimizer step closed, ends that step),
   and so does one of a model that is not trained (a distillation teacher, a frozen encoder)
   called between two training steps of the same data-loader loop, or first in a new epoch of a
-  loader that fed training steps: it belongs to the next one.
+  loader that fed training steps: it belongs to the next one. A model kept in eval mode that an
+  optimizer step trains (batch-norm statistics frozen) is seen to train at the optimizer step
+  right after its first (EVAL) step; its forwards with gradients on are TRAIN ones from then on.
 
 Times are true ones: ``Forward`` spans the model's forward pre- and post-hook;
 ``Backward(post-forward)`` spans the call of ``torch.autograd.backward`` (what ``loss.backward()``
@@ -178,6 +180,12 @@ class ModuleHooks:
         self._leaf_hooks: list[Any] = []
         #: the models that had a training forward
         self._trained: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
+        #: the models kept in eval mode that an optimizer step trains (batch-norm statistics
+        #: frozen): their forwards with gradients on are training forwards
+        self._trained_in_eval: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
+        #: the model whose eval-mode forward with gradients on began the last EVAL step: an
+        #: optimizer step before the next step begins trains it in eval mode
+        self._eval_with_grad: weakref.ref[torch.nn.Module] | None = None
         #: a data-loader loop began since the last training step began, over a loader that fed
         #: no training step yet: an evaluation may follow
         self._new_loop = False
@@ -364,9 +372,12 @@ class ModuleHooks:
         session = self.session
         if session.explicit_steps:
             return _TOP
-        training = module.training and torch.is_grad_enabled()
-        if training:
-            self._trained.add(module)
+        if module.training:
+            training = torch.is_grad_enabled()
+            if training:
+                self._trained.add(module)
+        else:
+            training = module in self._trained_in_eval and torch.is_grad_enabled()
         mode = session.mode_override or ("TRAIN" if training else "EVAL")
         if session.in_step:
             if session.mode != "TRAIN":
@@ -398,6 +409,8 @@ class ModuleHooks:
                 loader = None if self._loop_loader is None else self._loop_loader()
                 if loader is not None:
                     self._training_loaders.add(loader)
+        elif mode == "EVAL" and torch.is_grad_enabled() and session.mode_override is None:
+            self._eval_with_grad = weakref.ref(module)
         return _TOP if mode == "TRAIN" else _TOP_STEP
 
     def on_new_iterator(self, loader: Any) -> None:
@@ -707,6 +720,14 @@ class ModuleHooks:
         if not session.enabled:
             return
         self.optimizer_seen = True
+        if self._eval_with_grad is not None:
+            trained = self._eval_with_grad()
+            self._eval_with_grad = None
+            if trained is not None and not session.in_step:
+                # right after the EVAL step of a model in eval mode, with gradients on: it trains
+                # in eval mode (its batch-norm statistics frozen), its next forwards begin TRAIN
+                # steps
+                self._trained_in_eval.add(trained)
         # Between steps no forward or backward runs: forget what one that raised left behind
         # (a backward that raised never reaches its end-of-pass callback).
         self._local.stack = []
