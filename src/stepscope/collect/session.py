@@ -62,8 +62,10 @@ class StepListener(Protocol):
 
     ``on_step_end`` is called after step ``step`` ended and before the next one starts, so a
     window for step ``step + 1`` can start there and cover the whole step, data loading included.
-    A listener may also have ``on_step_begin(session, step)``, called once step ``step`` began;
-    one with nothing to do there leaves it out (the session calls it at every step).
+    A listener may also have ``on_step_begin(session, step)``, called once step ``step`` began,
+    and ``on_boundary(session, step)``, called where step ``step`` will start when that is known
+    before it begins (a data-loader loop began); one with nothing to do there leaves them out
+    (the session calls ``on_step_begin`` at every step).
     """
 
     def on_start(self, session: Session) -> None: ...
@@ -140,6 +142,7 @@ class Session:
         # the listeners' step methods with their guard names (:meth:`Guard.call_each`)
         self._on_step_begin: list[tuple[str, Callable[[Session, int], None]]] = []
         self._on_step_end: list[tuple[str, Callable[[Session, int], None]]] = []
+        self._on_boundary: list[tuple[str, Callable[[Session, int], None]]] = []
         self._closers: list[Callable[[], None]] = []
         self.events = EventQueue(
             self, writer_factory=writer_factory, on_writer_opened=self._writer_opened
@@ -225,6 +228,9 @@ class Session:
         if on_step_begin is not None:
             self._on_step_begin.append((name, on_step_begin))
         self._on_step_end.append((name, listener.on_step_end))
+        on_boundary = getattr(listener, "on_boundary", None)
+        if on_boundary is not None:
+            self._on_boundary.append((name, on_boundary))
         if self.enabled:
             self.guard.wrap(f"{type(listener).__name__}.on_start", listener.on_start)(self)
 
@@ -361,6 +367,9 @@ class Session:
             self.boundary_us = at_us
             if self.step + 1 >= self._active_until_step:
                 self._update_active(self.step + 1, at_s=at_us / 1e6)
+            next_step = self.step + 1
+        if self._on_boundary:
+            self.guard.call_each(self._on_boundary, self, next_step)
 
     def next_step_num(self, mode: str) -> str:
         """The ``step_num`` the next step in ``mode`` will have."""

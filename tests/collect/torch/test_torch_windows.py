@@ -74,6 +74,37 @@ def test_cprofile_windows_for_exactly_the_configured_steps(tmp_path: Path) -> No
     assert any(func[2] == "step" and "optim" in func[0] for func in step_stats.stats)
 
 
+def test_the_first_steps_window_holds_its_data_loading_as_later_steps_do(tmp_path: Path) -> None:
+    # the pre-step-zero window ran on to the first step's forward, so the first batch's loading
+    # was in it rather than in the first step's window, where each later step has its own
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            python_profiling_config=PythonProfilingConfig(start_step=0, num_steps=2)
+        )
+    )
+    job_dir, _ = run_script(tmp_path, TRAIN_SCRIPT, config, "--steps", "3")
+    root = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
+    items_loaded = {}
+    bounds = {}
+    for folder in root.iterdir():
+        start, end = parse_python_stats_folder(folder.name) or pytest.fail(folder.name)
+        window = start.mode if start.step is None else start.step
+        stats = pstats.Stats(str(folder / "python_stats")).stats  # type: ignore[attr-defined]
+        items_loaded[window] = sum(
+            calls[1]
+            for (path, _, name), calls in stats.items()
+            if name == "__getitem__" and path.endswith("train.py")
+        )
+        bounds[window] = (start, end)
+    # a batch is 4 items, each window's own
+    assert items_loaded == {"prestepzero": 0, 0: 4, 1: 4, "posthookclose": 0}
+    step_0 = steps(read_events(job_dir))[0]
+    assert bounds["prestepzero"][1].step == 0
+    assert bounds["prestepzero"][1].time_us <= bounds[0][0].time_us
+    # the window opens where the step starts: where its data-loader loop began
+    assert abs(bounds[0][0].time_us - step_0["start_us"]) < 50_000
+
+
 def test_the_default_timer_cycles_wall_cpu_and_off_cpu_time(tmp_path: Path) -> None:
     config = ProfilerConfig(
         framework_profile_params=FrameworkProfile(

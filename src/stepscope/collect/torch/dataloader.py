@@ -98,6 +98,7 @@ class DataLoaderHooks:
         self._last_active_us: float | None = None
         guard = session.guard
         self._open_report_file = guard.wrap("torch.dataloader_workers", self._make_report_file)
+        self._begin_loop = guard.wrap("torch.dataloader_init", self._new_loop)
         self._record_init = guard.wrap("torch.dataloader_init", self._on_init)
         self._record_next = guard.wrap("torch.dataloader_getnext", self._on_next)
         self._told_the_worker = process_data_is_told_the_worker(
@@ -173,9 +174,11 @@ class DataLoaderHooks:
 
         def __init__(iterator: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
             start = now_us()
+            # the loop begins before its workers start: the step it feeds holds their start
+            hooks._begin_loop(loader, start)
             hooks._open_report_file(loader)  # before the workers start
             original(iterator, loader, *args, **kwargs)
-            hooks._record_init(iterator, loader, start, now_us())
+            hooks._record_init(iterator, start, now_us())
 
         __init__.__wrapped__ = original  # type: ignore[attr-defined]
         return __init__
@@ -183,13 +186,12 @@ class DataLoaderHooks:
     def _wrap_reset(self, original: Any) -> Any:
         """A persistent-workers loader starts every epoch after its first on the iterator it
         kept (``_reset``, no ``__init__``): a new loop all the same."""
-        new_loop = self.session.guard.wrap("torch.dataloader_init", self._new_loop)
+        begin_loop = self._begin_loop
 
         def _reset(iterator: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
-            start = now_us()
-            original(iterator, loader, *args, **kwargs)
             if not kwargs.get("first_iter", args[0] if args else False):  # else __init__ runs it
-                new_loop(loader, start)
+                begin_loop(loader, now_us())
+            original(iterator, loader, *args, **kwargs)
 
         _reset.__wrapped__ = original  # type: ignore[attr-defined]
         return _reset
@@ -216,13 +218,12 @@ class DataLoaderHooks:
             logger.warning("stepscope: no file for data-loader worker events (%s)", exc)
             self._report_file_failed = True
 
-    def _on_init(self, iterator: Any, loader: Any, start_us: float, end_us: float) -> None:
+    def _on_init(self, iterator: Any, start_us: float, end_us: float) -> None:
         session = self.session
         if not session.enabled:
             return
         if getattr(iterator, "_num_workers", 0):
             self._workers_started = True
-        self._new_loop(loader, start_us)
         if not session.active["dataloader"]:
             return
         self._note_active(end_us)

@@ -15,11 +15,13 @@ several threads, so the process's CPU time grows faster than wall time and wall 
 backwards, which gives negative off-CPU times.
 
 Two more windows whenever Python profiling is configured, as in SageMaker: **pre-step-zero**, from
-the session start to the first step, and **post-hook-close**, from the session stop to the end of
-the interpreter (its finalisation: ``atexit`` handlers, module teardown), or to the start of the
-next session in the same process, whatever that one profiles (left open, it would go on profiling
-the new session's steps, slowing them and mixing them into the old session's window), or to a
-call of :func:`end_post_hook_close_window`.
+the session start to the first step (to where it starts: a data-loader loop that begins before
+it ends the window there, and the first step's window opens there, so that it holds the step's
+data loading as every later step's does), and **post-hook-close**, from the session stop to the
+end of the interpreter (its finalisation: ``atexit`` handlers, module teardown), or to the start
+of the next session in the same process, whatever that one profiles (left open, it would go on
+profiling the new session's steps, slowing them and mixing them into the old session's window),
+or to a call of :func:`end_post_hook_close_window`.
 
 cProfile (before 3.12) and pyinstrument profile the thread that starts them, and only that thread
 can stop them: a window that ends on another thread (the steps run on a training thread, the
@@ -173,6 +175,9 @@ class PythonProfiler:
     def __init__(self, session: Session) -> None:
         self.session = session
         self._window: _Window | None = None
+        #: the pre-step-zero window that a data-loader loop ended, with what it recorded and
+        #: when, waiting for the first step's mode to name its end
+        self._ended_at_boundary: tuple[_Window, Any, float] | None = None
         self._writers: list[threading.Thread] = []
         self._atexit_registered = False
         self._told_of_other_profiler = False
@@ -213,9 +218,24 @@ class PythonProfiler:
         if config is not None:
             self._open("prestepzero", None, config, timer="total_time")
 
+    def on_boundary(self, session: Session, step: int) -> None:
+        """A data-loader loop began, before the first step: that step starts here, so the
+        pre-step-zero window ends here, and the step's window opens."""
+        window = self._window
+        if window is None or window.kind != "prestepzero" or not window.owned_here():
+            return
+        self._window = None
+        payload = self._stop(window)
+        if payload is not None:
+            self._ended_at_boundary = (window, payload, now_us())
+        if session.active["python"]:
+            self._open_step(step)
+
     def on_step_begin(self, session: Session, step: int) -> None:
         if _ended_elsewhere:
             _finish_ended_here()
+        if self._ended_at_boundary is not None:
+            self._write_ended_at_boundary((session.mode or "global").lower(), step, "stepstart")
         window = self._window
         if window is not None and window.kind == "prestepzero":
             mode = (session.mode or "global").lower()
@@ -237,6 +257,7 @@ class PythonProfiler:
             self._open_step(step + 1)
 
     def on_stop(self, session: Session) -> None:
+        self._write_ended_at_boundary("prestepzero", None, "end")  # no step began after it
         window = self._window
         if window is not None:
             self._close(self._end_boundary(window))
@@ -251,6 +272,13 @@ class PythonProfiler:
                 atexit.register(self.session.guard.wrap("python_profiler.atexit", self._at_exit))
         else:
             self.join()
+
+    def _write_ended_at_boundary(self, mode: str, step: int | None, phase: str) -> None:
+        """Write the pre-step-zero window a data-loader loop ended, if any, its end named now."""
+        ended, self._ended_at_boundary = self._ended_at_boundary, None
+        if ended is not None:
+            window, payload, end_us = ended
+            self._write(window, payload, StatsBoundary(mode, step, phase, end_us))
 
     def _end_boundary(self, window: _Window) -> StatsBoundary:
         """Where ``window`` ends when it ends now, between step boundaries."""
@@ -271,7 +299,7 @@ class PythonProfiler:
             _ended_elsewhere.clear()
         if self._window is not None:
             windows.append(self._window)
-        self._window = None
+        self._window = self._ended_at_boundary = None
         for window in windows:
             if window.tool == "cprofile":
                 window.profiler.disable()
@@ -358,11 +386,21 @@ class PythonProfiler:
 
     def _finish(self, window: _Window, end: StatsBoundary) -> None:
         """Stop ``window``'s profiler (on its own thread) and write its stats."""
+        payload = self._stop(window)
+        if payload is not None:
+            self._write(window, payload, end)
+
+    def _stop(self, window: _Window) -> Any:
+        """Stop ``window``'s profiler (on its own thread); what it recorded, or ``None`` when
+        another profiler replaced it (which is left running)."""
         if window.replaced():
             _displaced.append(window.profiler)
             self._leave_to_other_profiler()
-            return
-        payload = _stop_profiler(window)
+            return None
+        return _stop_profiler(window)
+
+    def _write(self, window: _Window, payload: Any, end: StatsBoundary) -> None:
+        """Write what ``window`` recorded, ending at ``end``, from a writer thread."""
         if window.kind == "step" and not window.began:
             return  # the job stopped before the step: no profile of a step that never ran
         start_mode, start_us = window.start
