@@ -300,3 +300,98 @@ def test_a_profiled_model_can_be_copied_saved_and_scripted(
     # the model's hooks were back for the step after the scripting
     forwards = [e for e in read_events(tmp_path / "job") if e["phase"] == "Forward"]
     assert [e["args"]["step_num"] for e in forwards] == ["0", "0", "1"]
+
+
+class _Refused(Exception):
+    """The training code's own exception, raised from inside the functions stepscope wraps."""
+
+
+def test_the_training_codes_exceptions_reach_it_unchanged_through_one_frame_of_ours(
+    tmp_path: Path,
+) -> None:
+    # A wrapped function that raises (loss.backward(), autograd.grad, a model's forward, a
+    # GradScaler step, a data-loader batch) hands the script its own exception:
+    # same object, message and cause, with at most the wrapper's one frame in its traceback
+    # (Python has no way to hide it).
+    import traceback
+
+    import stepscope
+
+    class Refusing(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.shape[0] == 3:
+                raise _Refused("forward") from KeyError("cause")
+            out: torch.Tensor = self.linear(x)
+            if x.shape[0] == 5:
+                out.register_hook(self.refuse_gradient)
+            return out
+
+        @staticmethod
+        def refuse_gradient(grad: torch.Tensor) -> None:
+            raise _Refused("backward") from KeyError("cause")
+
+    class RefusingOptimizer(torch.optim.SGD):
+        def step(self, closure: Any = None) -> Any:
+            raise _Refused("optimizer step") from KeyError("cause")
+
+    class Items(torch.utils.data.Dataset[torch.Tensor]):
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, index: int) -> torch.Tensor:
+            if index == 2:
+                raise _Refused("data") from KeyError("cause")
+            return torch.randn(4)
+
+    model = Refusing()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu")
+
+    def backward() -> None:
+        model(torch.randn(5, 4)).sum().backward()
+
+    def grad() -> None:
+        out = model(torch.randn(5, 4)).sum()
+        torch.autograd.grad(out, list(model.parameters()))
+
+    def scaler_step() -> None:
+        refusing = RefusingOptimizer(model.parameters(), lr=0.1)
+        scaler.scale(model(torch.randn(2, 4)).sum()).backward()
+        scaler.step(refusing)
+
+    def load() -> None:
+        for batch in torch.utils.data.DataLoader(Items(), batch_size=1):
+            model(batch)
+
+    calls = [
+        ("backward", backward),
+        ("backward", grad),
+        ("forward", lambda: model(torch.randn(3, 4))),
+        ("optimizer step", scaler_step),
+        ("data", load),
+    ]
+    quiet = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            detailed_profiling_config=DetailedProfilingConfig(start_step=10_000, num_steps=1)
+        )
+    )
+    with stepscope.profile(quiet, job_dir=tmp_path / "job"):
+        for _ in range(2):  # steps, so that the backward and grad calls are timed passes
+            optimizer.zero_grad()
+            model(torch.randn(2, 4)).sum().backward()
+            optimizer.step()
+        for message, call in calls:
+            with pytest.raises(_Refused) as raised:
+                call()
+            assert str(raised.value) == message
+            assert isinstance(raised.value.__cause__, KeyError)
+            ours = [
+                frame
+                for frame in traceback.extract_tb(raised.value.__traceback__)
+                if f"{Path('stepscope', 'collect')}" in frame.filename
+            ]
+            assert len(ours) <= 1, (message, ours)
