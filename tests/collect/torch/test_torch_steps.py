@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.collect.torch.torchjob import (
@@ -451,6 +452,29 @@ def test_a_step_that_mixed_precision_skips_is_still_a_step(tmp_path: Path) -> No
     assert len(in_phase(events, "Backward(post-forward)")) == 5
 
 
+def _distillation(train_samples: int) -> tuple[Any, Any, Any, Any, Any]:
+    """A frozen teacher (in eval mode), a student and its optimizer, and loaders of batches of
+    4: ``train_samples`` samples to train on, 8 to validate on."""
+    import torch
+
+    torch.manual_seed(0)
+    teacher = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    teacher.eval()
+    student = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+    data = torch.utils.data.TensorDataset
+    train = torch.utils.data.DataLoader(data(torch.randn(train_samples, 4)), 4)
+    val = torch.utils.data.DataLoader(data(torch.randn(8, 4)), 4)
+    return teacher, student, optimizer, train, val
+
+
+def _assert_inside(forwards: list[dict[str, Any]], in_steps: list[dict[str, Any]]) -> None:
+    """Each forward lies inside its step, and carries its number."""
+    for forward, step in zip(forwards, in_steps, strict=True):
+        assert step["start_us"] <= forward["start_us"] <= forward["end_us"] <= step["end_us"]
+        assert forward["args"]["step_num"] == step["args"]["step_num"]
+
+
 @pytest.mark.parametrize("teacher_first", [True, False], ids=["teacher first", "student first"])
 def test_a_teachers_forwards_are_part_of_the_training_steps(
     tmp_path: Path, teacher_first: bool
@@ -464,13 +488,7 @@ def test_a_teachers_forwards_are_part_of_the_training_steps(
 
     import stepscope
 
-    torch.manual_seed(0)
-    teacher = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    teacher.eval()
-    student = torch.nn.Linear(4, 2)
-    optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
-    train = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(20, 4)), 4)
-    val = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4)), 4)
+    teacher, student, optimizer, train, val = _distillation(train_samples=20)
 
     def teach(x: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
@@ -498,10 +516,7 @@ def test_a_teachers_forwards_are_part_of_the_training_steps(
     assert len(eval_steps) == first_is_eval + 2
     assert all(e["start_us"] >= train_steps[-1]["end_us"] for e in eval_steps[first_is_eval:])
     teacher_forwards = [e for e in events if e["phase"] == "Forward" and e["name"] == "Sequential"]
-    pairs = zip(teacher_forwards[first_is_eval:5], train_steps[first_is_eval:], strict=True)
-    for forward, step in pairs:
-        assert step["start_us"] <= forward["start_us"] <= forward["end_us"] <= step["end_us"]
-        assert forward["args"]["step_num"] == step["args"]["step_num"]
+    _assert_inside(teacher_forwards[first_is_eval:5], train_steps[first_is_eval:])
 
 
 @pytest.mark.parametrize(
@@ -714,13 +729,7 @@ def test_a_teacher_called_first_in_every_epoch_makes_no_eval_steps_of_its_own(
 
     import stepscope
 
-    torch.manual_seed(0)
-    teacher = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    teacher.eval()
-    student = torch.nn.Linear(4, 2)
-    optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
-    train = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(12, 4)), 4)
-    val = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4)), 4)
+    teacher, student, optimizer, train, val = _distillation(train_samples=12)
     validations = 0
     with stepscope.profile(QUIET, job_dir=tmp_path / "job"):
         for _ in range(3):
@@ -743,9 +752,7 @@ def test_a_teacher_called_first_in_every_epoch_makes_no_eval_steps_of_its_own(
     assert len(steps(events, "EVAL")) == 1 + validations
     teacher_forwards = [e for e in events if e["phase"] == "Forward" and e["name"] == "Sequential"]
     assert len(teacher_forwards) == 9
-    for forward, step in zip(teacher_forwards[1:], train_steps[1:], strict=True):
-        assert step["start_us"] <= forward["start_us"] <= forward["end_us"] <= step["end_us"]
-        assert forward["args"]["step_num"] == step["args"]["step_num"]
+    _assert_inside(teacher_forwards[1:], train_steps[1:])
 
 
 def test_a_model_trained_in_eval_mode_makes_training_steps(tmp_path: Path) -> None:
