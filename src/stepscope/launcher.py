@@ -567,6 +567,14 @@ def _write_job_file(job: Job) -> None:
     write_atomic(job.path / JOB_FILE, _job_document(job))
 
 
+def _record(job: Job, what: str) -> None:
+    """Rewrite ``job.json`` with ``what`` changed; a failure (a full disk) is a warning."""
+    try:
+        _write_job_file(job)
+    except OSError as exc:
+        logger.warning("%s could not record %s (%s)", job.path / JOB_FILE, what, exc)
+
+
 def _job_document(job: Job) -> str:
     return json.dumps(job.info, indent=2, default=str)
 
@@ -626,10 +634,8 @@ def _run_child(
         logger.error("could not start %s: %s", command[0], exc)
         return 127, JobStatus.FAILED
     job.info["command_process"] = process_identity(child.pid)
-    try:
-        _write_job_file(job)
-    except OSError as exc:  # a full disk: the job's status is then told by its ranks alone
-        logger.warning("%s could not name the command's process (%s)", job.path / JOB_FILE, exc)
+    # without it (a full disk), the job's status is told by its ranks alone
+    _record(job, "the command's process")
     forwarded: list[int] = []
     with _forwarding_signals(child, forwarded):
         stopped = False
@@ -772,10 +778,7 @@ def _finish(
         nproc_per_node=_processes_per_node(ranks, job.info["nproc_per_node"]),
         ranks=ranks,
     )
-    try:
-        _write_job_file(job)
-    except OSError as exc:  # a full disk: the job is over all the same, with its exit status
-        logger.warning("%s could not record the job's end (%s)", job.path / JOB_FILE, exc)
+    _record(job, "the job's end")  # on a full disk: the job is over all the same
     if report:
         _write_report(job)
 
@@ -875,7 +878,4 @@ class _JobWatcher:
         info["nodes"] = [node]
         for key in ("hosts", "hardware"):
             info[key] = {node: info[key][provisional]}
-        try:
-            _write_job_file(self.job)
-        except OSError as exc:  # written again at the end
-            logger.warning("%s could not take the node's name (%s)", self.job.path / JOB_FILE, exc)
+        _record(self.job, "the node's name")  # recorded again at the end
