@@ -337,6 +337,40 @@ def test_dashboard_without_a_selected_profile_says_how_to_get_one(page, server):
     expect(page.locator(".notice")).to_contain_text("Load a profile")
 
 
+@pytest.mark.parametrize("request_path", ["/api/jobs", "/api/panels"])
+def test_a_dashboard_the_server_fails_to_give_says_so_and_can_be_retried(
+    page, server, request_path: str
+):
+    # the job's record, or the list of panels: the page keeps its title and navigation
+    _ensure_loaded(page, server["base"], CPU_JOB)
+    job_id = next(
+        j["id"] for j in _api(server["base"], "/api/jobs")["jobs"] if j["name"] == CPU_JOB
+    )
+    failed: list[str] = []
+
+    def fail_once(route: Any) -> None:
+        if failed:
+            route.continue_()
+            return
+        failed.append(route.request.url)
+        route.fulfill(status=500, json={"detail": "the disk went away"})
+
+    page.expected_console_errors.append("status of 500")
+    page.route(f"**{request_path}", fail_once)
+    page.goto(f"{server['base']}/dashboard?job={job_id}")
+    notice = page.get_by_role("alert")
+    expect(notice).to_contain_text("The dashboard could not be read: the disk went away")
+    expect(page.locator("h1")).to_have_text(f"Dashboard · {CPU_JOB}")
+    expect(page.locator("nav a[data-page=timeline]")).to_have_attribute(
+        "href", f"/timeline?job={job_id}"
+    )
+    notice.get_by_role("button", name="Retry").click()
+    expect(page.locator("h1")).to_have_text(CPU_JOB)
+    expect(page.locator("article.panel:not([data-state])")).to_have_count(0)
+    expect(notice).to_have_count(0)
+    assert len(failed) == 1
+
+
 def test_a_running_jobs_duration_is_timed_by_the_server_not_the_browsers_clock(page, server):
     # a browser on another machine whose clock is an hour behind the server's: the job is no
     # less under way for it (it read "-3600000 ms")

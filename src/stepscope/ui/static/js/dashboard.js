@@ -6,6 +6,7 @@ import { api, ApiError } from "./api.js";
 import { drawChart, purgeChart } from "./charts.js";
 import { clear, h } from "./dom.js";
 import { formatDuration, formatPlaces, formatTime, OWN_CLOCK, STATUS_LABEL } from "./format.js";
+import { failureNotice } from "./notice.js";
 import { loadedSelection } from "./selection.js";
 
 const REFRESH_MS = 15000;
@@ -25,9 +26,18 @@ export async function renderDashboard(main) {
   const loaded = await loadedSelection(main, "its dashboard");
   if (!loaded) return;
   const id = loaded.id;
-  const listed = (await api.jobs()).jobs.find((j) => j.id === id) || {};
-  const job = { ...listed, ...loaded };
-  const { panels, default_k: defaultK, max_k: maxK } = await api.panels();
+  // the job's record (its status, nodes, ...) and the list of panels; without them, the page
+  // says so under its title, with Retry
+  let jobs, catalog;
+  try {
+    [{ jobs }, catalog] = await Promise.all([api.jobs(), api.panels()]);
+  } catch (error) {
+    main.querySelector("h1").textContent = `Dashboard · ${loaded.name}`;
+    main.append(failureNotice("The dashboard", error, () => renderDashboard(main)));
+    return;
+  }
+  const job = { ...jobs.find((j) => j.id === id), ...loaded };
+  const { panels, default_k: defaultK, max_k: maxK } = catalog;
   const titles = Object.fromEntries(panels.map((p) => [p.name, p]));
 
   const cards = new Map();

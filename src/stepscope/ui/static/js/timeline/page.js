@@ -6,6 +6,7 @@
 
 import { api, ApiError } from "../api.js";
 import { clear, h } from "../dom.js";
+import { failureNotice } from "../notice.js";
 import { loadedSelection } from "../selection.js";
 import { COUNTER_PX, LEVEL_PX, MAX_LEVELS, RULER_PX, draw, formatDuration, formatOffset, xToTime } from "./draw.js";
 
@@ -341,9 +342,7 @@ class TimelinePage {
   }
 
   showWindowError(error) {
-    const notice = h("div", { class: "notice error tl-window-error", id: "tl-window-error", role: "alert" },
-      `The slices of this view could not be read: ${error.message} `,
-      h("button", { class: "button", type: "button", onclick: () => this.fetchWindow() }, "Retry"));
+    const notice = failureNotice("The slices of this view", error, () => this.fetchWindow(), { id: "tl-window-error" });
     if (this.windowError) this.windowError.replaceWith(notice);
     else this.body.before(notice);
     this.windowError = notice;
@@ -613,8 +612,7 @@ export async function renderTimeline(main) {
     if (error instanceof ApiError && (error.status === 404 || error.status === 409)) {
       main.append(h("div", { class: "notice" }, `${error.message} `, h("a", { href: "/" }, "Go to Load profile.")));
     } else {
-      main.append(h("div", { class: "notice error", role: "alert" }, `The timeline's tracks could not be read: ${error.message} `,
-        h("button", { class: "button", type: "button", onclick: () => renderTimeline(main) }, "Retry")));
+      main.append(failureNotice("The timeline's tracks", error, () => renderTimeline(main)));
     }
     return;
   }
