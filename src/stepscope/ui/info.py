@@ -41,6 +41,11 @@ def _text(value: object) -> str | int | float:
 _OWN_CLOCK = "no date: the trace's times are on its own clock"
 
 
+#: What the start reads as when the data holds no record to date it (a trace of no events), as
+#: the job list and the dashboard say it.
+_NO_RECORDS = "No events or metrics"
+
+
 def _time(us: object) -> str:
     if not isinstance(us, (int, float)) or isinstance(us, bool):
         return "—"
@@ -166,6 +171,8 @@ def job_information(
     start_us, end_us = entry.start_us, entry.end_us
     if entry.timed_by_data:
         start_us, end_us = data.get("first_us", start_us), data.get("last_us", end_us)
+    start_us = metadata.get("start_time_us", start_us)
+    undated = start_us is None and data.get("first_us") is None
     sections = [
         _rows(
             "Job",
@@ -181,7 +188,7 @@ def job_information(
                 ),
                 ("Location", entry.to_json()["location"]),
                 ("Status", str(metadata.get("status") or entry.status.capitalize())),
-                ("Start", _time(metadata.get("start_time_us", start_us))),
+                ("Start", _NO_RECORDS if undated else _time(start_us)),
                 ("End", _time(metadata.get("end_time_us", end_us))),
                 ("Exit code", metadata.get("exit_code")),
                 (

@@ -5,7 +5,7 @@
 import { api, ApiError } from "./api.js";
 import { drawChart, purgeChart } from "./charts.js";
 import { clear, h } from "./dom.js";
-import { formatDuration, formatPlaces, formatTime, OWN_CLOCK, STATUS_LABEL } from "./format.js";
+import { formatDuration, formatPlaces, formatTime, holdsNoRecords, NO_RECORDS, OWN_CLOCK, STATUS_LABEL } from "./format.js";
 import { failureNotice } from "./notice.js";
 import { loadedSelection } from "./selection.js";
 
@@ -82,12 +82,13 @@ export async function renderDashboard(main) {
   }
 }
 
-// The job's status, start, length so far and nodes (or ranks), under its name.
+// The job's status, start (or why it has none), length so far and nodes (or ranks), under its name.
 function lead(job) {
   const places = formatPlaces(job, { count: true });
   return h("p", { class: "lead" },
     h("span", { class: `badge status-${job.status}` }, STATUS_LABEL[job.status] || job.status),
-    " ", job.own_clock ? h("span", { title: OWN_CLOCK }, "Start date unknown (the trace keeps its own clock)") : `Started ${formatTime(job.start_us)}`,
+    " ", job.own_clock ? h("span", { title: OWN_CLOCK }, "Start date unknown (the trace keeps its own clock)")
+      : holdsNoRecords(job) ? NO_RECORDS : `Started ${formatTime(job.start_us)}`,
     job.duration_s !== null && job.duration_s !== undefined ? ` · ${formatDuration(job.duration_s)}` : "",
     places ? ` · ${places}` : "");
 }

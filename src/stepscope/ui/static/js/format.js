@@ -17,10 +17,16 @@ export const OWN_CLOCK = "The trace has no date: its times are on its own clock 
 const UNDATED = "Not loaded yet: the trace dates its events only at its end, so the list orders it by when its file was written; loading it reads its start.";
 const awaitsItsDate = (job) => job.start_us === null && Boolean(job.written_us) && job.load_state !== "loaded";
 
+// A loaded job still without a start has no record in its data to date it (a trace of no
+// events): the pages say so where its start would be.
+export const NO_RECORDS = "No events or metrics";
+export const holdsNoRecords = (job) => job.start_us === null && !job.own_clock && job.load_state === "loaded";
+
 // When a job started, or why that is not known.
 export function formatStart(job) {
   if (job.own_clock) return "— (no date in the trace)";
   if (awaitsItsDate(job)) return `— (file written ${formatTime(job.written_us)})`;
+  if (holdsNoRecords(job)) return NO_RECORDS;
   return formatTime(job.start_us);
 }
 
