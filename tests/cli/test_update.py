@@ -107,25 +107,29 @@ def test_a_folder_that_is_not_a_job_exits_1(tmp_path, capsys) -> None:
     assert "profiler-config.json" in capsys.readouterr().err
 
 
-def test_a_job_recorded_by_profile_says_it_cannot_be_updated(tmp_path, capsys) -> None:
+def test_a_job_profile_recorded_into_a_local_path_says_it_cannot_be_updated(
+    tmp_path, capsys
+) -> None:
     import torch
 
     import stepscope
 
-    job_dir = tmp_path / "job"
+    output = tmp_path / "profiler"
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    with stepscope.profile(job_dir=job_dir):
+    config = ProfilerConfig(framework_profile_params=FrameworkProfile(local_path=str(output)))
+    with stepscope.profile(config):
         for _ in range(3):
             optimizer.zero_grad()
             model(torch.randn(2, 4)).sum().backward()
             optimizer.step()
-    assert (job_dir / "profiler-output").is_dir()
-    assert main(["update", str(job_dir), "--detailed", "1:1"]) == 2
+    assert (output / "framework").is_dir()
+    assert not (tmp_path / "profiler-config.json").exists()  # the folder holding it is not ours
+    assert main(["update", str(output), "--detailed", "1:1"]) == 2
     err = capsys.readouterr().err
     assert "No profiling job" not in err
-    assert "started by `stepscope run` or stepscope.launch()" in err
-    assert "stepscope.profile()" in err and "no profiler-config.json" in err
+    assert "started by `stepscope run`, stepscope.launch() or stepscope.profile()" in err
+    assert "FrameworkProfile.local_path" in err and "no profiler-config.json" in err
 
 
 def test_the_config_file_itself_points_to_its_job_folder(job, capsys) -> None:
@@ -143,7 +147,7 @@ def test_the_profiler_output_folder_points_to_its_job_folder(job, capsys) -> Non
     assert main(["update", str(job / "profiler-output"), "--detailed", "1:1"]) == 2
     err = capsys.readouterr().err
     assert f"Give the job folder that holds it: {job}." in err
-    assert "stepscope.profile()" not in err
+    assert "keeps the configuration it started with" not in err
 
 
 def test_the_console_command_runs_in_its_own_process(job) -> None:

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import calendar
+import contextlib
+import gzip
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from stepscope.cli import main
+from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
 
 CODE = "import stepscope\nwith stepscope.profile():\n    pass\n"
 
@@ -93,3 +98,118 @@ def test_a_new_job_folder_is_named_by_its_start_in_utc(tmp_path: Path, how: str)
     stamp = "-".join(job.name.split("-")[-2:])
     named_s = calendar.timegm(time.strptime(stamp, "%Y%m%d-%H%M%S"))
     assert before_s <= named_s <= after_s
+
+
+#: steps marked by the script; after its second it waits for the test to change its
+#: configuration, then lets a configuration poll's interval pass, so that the next step's end
+#: reads the file again
+LIVE = """
+import sys, time
+from pathlib import Path
+import torch
+import stepscope
+from stepscope.collect.session import CONFIG_POLL_INTERVAL_S
+from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
+
+job_dir = Path(sys.argv[1])
+ready, go = job_dir.parent / "ready", job_dir.parent / "go"
+model = torch.nn.Linear(8, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+detailed_later = DetailedProfilingConfig(start_step=100, num_steps=1)
+config = ProfilerConfig(framework_profile_params=FrameworkProfile(detailed_profiling_config=detailed_later))
+with stepscope.profile(config, job_dir=job_dir):
+    for step in range(10):
+        with stepscope.step():
+            loss = model(torch.randn(4, 8)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        if step == 1:
+            ready.touch()
+            deadline = time.monotonic() + 120
+            while not go.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(CONFIG_POLL_INTERVAL_S)
+"""
+
+
+@contextlib.contextmanager
+def _waiting_script(tmp_path: Path, job_dir: Path, **env: str) -> Iterator[None]:
+    """:data:`LIVE` running into ``job_dir``, waiting after its second step for the block to
+    end; it then runs to its end, successfully."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("STEPSCOPE_")}
+    script = subprocess.Popen(
+        [sys.executable, "-c", LIVE, str(job_dir)],
+        env={**environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while not (tmp_path / "ready").exists() and script.poll() is None:
+            time.sleep(0.05)
+        assert script.poll() is None, script.communicate()[1]
+        yield
+        (tmp_path / "go").touch()
+        _, stderr = script.communicate(timeout=120)
+    finally:
+        script.kill()
+        script.communicate()
+    assert script.returncode == 0, stderr
+
+
+def test_update_opens_a_detailed_window_in_a_running_profile_block(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job_dir = tmp_path / "job"
+    with _waiting_script(tmp_path, job_dir):
+        assert main(["update", str(job_dir), "--detailed", "5:3"]) == 0
+        assert "step 100 -> steps 5-7" in capsys.readouterr().out
+    [trace] = (job_dir / "profiler-output").rglob("*.pt.trace.json.gz")
+    metadata = json.loads(gzip.decompress(trace.read_bytes()))["stepscope"]
+    assert (metadata["first_step"], metadata["last_step"]) == (5, 7)
+    # ended, the job has no process to read a change: refused, its file left as it was
+    config_file = job_dir / "profiler-config.json"
+    before = config_file.read_bytes()
+    assert main(["update", str(job_dir), "--detailed", "8:1"]) == 2
+    assert "The job is Completed" in capsys.readouterr().err
+    assert config_file.read_bytes() == before
+
+
+def test_a_rank_starting_late_follows_the_configuration_as_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stepscope
+
+    job_dir = tmp_path / "job"
+    config_file = job_dir / "profiler-config.json"
+    ranks = {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
+    with _waiting_script(tmp_path, job_dir, RANK="0", LOCAL_RANK="0", **ranks):
+        assert main(["update", str(job_dir), "--detailed", "5:3"]) == 0
+        changed = config_file.read_bytes()
+        # torchrun's rank 1, done loading its model, enters profile() with the script's config
+        for name, value in {"RANK": "1", "LOCAL_RANK": "1", **ranks}.items():
+            monkeypatch.setenv(name, value)
+        with stepscope.profile(job_dir=job_dir) as session:
+            assert session is not None
+            assert session.config == ProfilerConfig.from_file(config_file)
+            framework = session.config.framework_profile_params
+            assert framework is not None
+            detailed = framework.effective_config("detailed")
+            assert detailed is not None
+            assert (detailed.start_step, detailed.num_steps) == (5, 3)
+        assert config_file.read_bytes() == changed
+
+
+def test_a_new_run_in_the_folder_replaces_the_configuration_of_the_last(tmp_path: Path) -> None:
+    import stepscope
+
+    job_dir = tmp_path / "job"
+    for start in (3, 8):  # a notebook cell run again with another window
+        detailed = DetailedProfilingConfig(start_step=start, num_steps=1)
+        config = ProfilerConfig(
+            framework_profile_params=FrameworkProfile(detailed_profiling_config=detailed)
+        )
+        with stepscope.profile(config, job_dir=job_dir):
+            pass
+        assert ProfilerConfig.from_file(job_dir / "profiler-config.json") == config

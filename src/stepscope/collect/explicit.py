@@ -24,7 +24,7 @@ from stepscope.collect.job_end import mark_rank_ended, mark_rank_running
 from stepscope.collect.rank_file import rank_from_env
 from stepscope.collect.session import MODES, Session, get_active_session
 from stepscope.errors import ConfigError
-from stepscope.store.layout import job_name, new_job_folder_name
+from stepscope.store.layout import job_name, new_job_folder_name, profiler_output_dir
 
 if TYPE_CHECKING:
     from stepscope.collect.monitor import MonitorHandle
@@ -184,15 +184,46 @@ def _new_session(config: ProfilerConfig | None, job_dir: str | None) -> Session 
     if framework is None:
         framework = FrameworkProfile()
         config = dataclasses.replace(config, framework_profile_params=framework)
-    if job_dir is not None:
-        output = Path(job_dir) / "profiler-output"
-    elif framework.local_path is not None:
-        output = Path(framework.local_path)
+    rank = _rank_of_this_process()
+    config_path = None
+    if job_dir is None and framework.local_path is not None:
+        output = Path(framework.local_path)  # the profiler output itself, in a folder not ours
     else:
-        output = _default_job_dir() / "profiler-output"
-    session = Session(config, output, **_rank_of_this_process())
+        job_folder = Path(job_dir) if job_dir is not None else _default_job_dir()
+        output = profiler_output_dir(job_folder)
+        config, config_path = _followed_config(config, job_folder, f"{rank['rank']}-{rank['node']}")
+    session = Session(config, output, config_path=config_path, **rank)
     _warn_if_it_holds_a_run(session)
     return session
+
+
+def _followed_config(
+    config: ProfilerConfig, job_folder: Path, node_id: str
+) -> tuple[ProfilerConfig, Path | None]:
+    """The configuration rank ``node_id`` starts with, and the file its session follows:
+    ``<job_folder>/profiler-config.json``, which ``stepscope update`` rewrites, as a rank of
+    ``stepscope run`` does. The file of another rank still running in the folder (a torchrun
+    job's) is this run's: it is followed as it is, changes made since included. Any other (an
+    earlier run's) gets this run's configuration. A file that cannot be written costs a warning:
+    the session keeps its configuration, with nothing to follow."""
+    from stepscope.config import ProfilerConfig, job_config_path
+    from stepscope.errors import StepscopeError
+    from stepscope.store.job_status import running_rank_ids
+
+    path = job_config_path(job_folder)
+    if running_rank_ids(profiler_output_dir(job_folder)) - {node_id}:
+        try:
+            return ProfilerConfig.from_file(path), path
+        except StepscopeError:
+            pass  # the other rank has not written it yet (or not readably): this one does
+    try:
+        config.to_file(path)
+    except OSError as exc:
+        logger.warning(
+            "stepscope: cannot write %s (%s): `stepscope update` cannot change this run", path, exc
+        )
+        return config, None
+    return config, path
 
 
 def profile_again(previous: Session) -> contextlib.AbstractContextManager[Session]:
@@ -206,6 +237,7 @@ def profile_again(previous: Session) -> contextlib.AbstractContextManager[Sessio
         rank=previous.rank,
         local_rank=previous.local_rank,
         world_size=previous.world_size,
+        config_path=previous.config_path,
     )
     session.continue_steps(previous)
     return _running(session)
@@ -282,4 +314,5 @@ def _start_node_monitor(session: Session) -> MonitorHandle | None:
         node=session.node,
         interval_ms=session.config.system_monitor_interval_millis,
         parent_pid=os.getpid(),
+        config_path=session.config_path,
     )

@@ -156,7 +156,8 @@ class Session:
         self.annotations = self.events.annotations
         self._lock = threading.RLock()
         self._watcher: Any = None
-        self._config_path = Path(config_path) if config_path is not None else None
+        #: the configuration file this session follows (``stepscope update`` rewrites it)
+        self.config_path = Path(config_path) if config_path is not None else None
         self._last_poll_s = 0.0
         self._rank_file_written = False
         self._ranges = {option: config.range_for(option) for option in OPTIONS}
@@ -177,8 +178,8 @@ class Session:
         _active = self
         self.enabled = True
         self._update_active(self.step + 1)
-        if self._config_path is not None:
-            self._watcher = _config_watcher(self._config_path)
+        if self.config_path is not None:
+            self._watcher = _config_watcher(self.config_path)
         for listener in list(self._listeners):
             self.guard.wrap(f"{type(listener).__name__}.on_start", listener.on_start)(self)
         atexit.register(self._stop_at_exit)

@@ -1,7 +1,8 @@
 """A job folder's ``profiler-config.json``, and changing what a running job profiles.
 
 ``stepscope run`` writes the resolved configuration to ``<job>/profiler-config.json`` and points
-every rank at it through ``STEPSCOPE_CONFIG``; the ranks poll it with :class:`ConfigWatcher`.
+every rank at it through ``STEPSCOPE_CONFIG``, and ``stepscope.profile()`` writes it into its own
+job folder; the ranks poll it with :class:`ConfigWatcher`.
 :func:`update_job_config` rewrites that file atomically, so a change takes effect at the next
 step of the running job.
 """
@@ -45,7 +46,9 @@ def job_config_path(job_dir: str | os.PathLike[str]) -> Path:
 
 def _not_updatable(job_dir: Path) -> ConfigError | JobNotFoundError:
     """Why ``job_dir`` has no configuration file to update, in the words of what it is."""
-    allowed = "the folder of a job started by `stepscope run` or stepscope.launch()"
+    allowed = (
+        "the folder of a job started by `stepscope run`, stepscope.launch() or stepscope.profile()"
+    )
     if job_dir.is_file():
         named = job_dir.name == JOB_CONFIG_FILENAME
         hint = f"Give the job folder that holds it: {job_dir.parent}." if named else ""
@@ -63,12 +66,13 @@ def _not_updatable(job_dir: Path) -> ConfigError | JobNotFoundError:
             str(job_dir),
             allowed,
             f"This job has no {JOB_CONFIG_FILENAME}, the file a running job re-reads: one "
-            "recorded by stepscope.profile() or on SageMaker keeps the configuration it started "
-            "with.",
+            "recorded on SageMaker, or by stepscope.profile() into a FrameworkProfile.local_path, "
+            "keeps the configuration it started with.",
         )
     return JobNotFoundError(
         str(job_dir),
-        f"It has no {JOB_CONFIG_FILENAME}; jobs started with `stepscope run` have one.",
+        f"It has no {JOB_CONFIG_FILENAME}; jobs started with `stepscope run`, launch() or "
+        "profile() have one.",
     )
 
 
@@ -185,7 +189,8 @@ def update_job_config(
 
     :raises JobNotFoundError: ``job_dir`` holds no job.
     :raises ConfigError: ``job_dir`` is a file, or a job with no ``profiler-config.json`` (one
-        not started by ``stepscope run`` or ``launch()``), or a change is not a valid value.
+        recorded on SageMaker, or by ``profile()`` into a ``local_path``), or a change is not a
+        valid value.
     """
     path = job_config_path(job_dir)
     if not path.is_file():

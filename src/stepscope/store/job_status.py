@@ -46,6 +46,7 @@ __all__ = [
     "process_gone",
     "process_identity",
     "rank_records",
+    "running_rank_ids",
 ]
 
 logger = logging.getLogger(__name__)
@@ -227,11 +228,22 @@ def output_status(
     return job_status(job, ended=job_has_ended(output), ranks=ranks, last_write_s=last_write_s)
 
 
+def running_rank_ids(output: Path) -> set[str]:
+    """The ``node_id`` of each rank of the local profiler output folder ``output`` that may
+    still run (a process that profiles into it, or may: see :func:`_may_run`)."""
+    return {
+        str(rank.get("node_id")) for rank in rank_records(LocalFiles(output), "") if _may_run(rank)
+    }
+
+
 def _running_ranks(ranks: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether any of ``ranks`` may still run."""
+    return any(_may_run(rank) for rank in ranks)
+
+
+def _may_run(rank: Mapping[str, Any]) -> bool:
     """Whether a rank may still run: it did not mark its end, and is not known to be gone."""
-    return any(
-        not rank.get("ended") and not process_gone(rank.get("hostname"), rank) for rank in ranks
-    )
+    return not rank.get("ended") and not process_gone(rank.get("hostname"), rank)
 
 
 def dead_writers(ranks: Iterable[Mapping[str, Any]]) -> set[tuple[str, int]]:
