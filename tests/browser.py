@@ -42,3 +42,19 @@ def page_errors(page: Any) -> list[str]:
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     return errors
+
+
+def fail_first_request(page: Any, url_pattern: str, detail: str) -> list[str]:
+    """Make the server seem to fail the first request of ``page`` to ``url_pattern`` (a 500
+    with ``detail``); later ones reach it. Returns the URLs failed, as they are."""
+    failed: list[str] = []
+
+    def fail_once(route: Any) -> None:
+        if failed:
+            route.continue_()
+            return
+        failed.append(route.request.url)
+        route.fulfill(status=500, json={"detail": detail})
+
+    page.route(url_pattern, fail_once)
+    return failed

@@ -22,7 +22,7 @@ import pytest
 
 from stepscope.store.layout import job_end_marker_paths
 from stepscope.testing import generate_job
-from tests.browser import ARTIFACTS, chromium, needs_chromium, page_errors
+from tests.browser import ARTIFACTS, chromium, fail_first_request, needs_chromium, page_errors
 from tests.servers import serve_app
 
 from .conftest import T0_US
@@ -346,17 +346,8 @@ def test_a_dashboard_the_server_fails_to_give_says_so_and_can_be_retried(
     job_id = next(
         j["id"] for j in _api(server["base"], "/api/jobs")["jobs"] if j["name"] == CPU_JOB
     )
-    failed: list[str] = []
-
-    def fail_once(route: Any) -> None:
-        if failed:
-            route.continue_()
-            return
-        failed.append(route.request.url)
-        route.fulfill(status=500, json={"detail": "the disk went away"})
-
     page.expected_console_errors.append("status of 500")
-    page.route(f"**{request_path}", fail_once)
+    failed = fail_first_request(page, f"**{request_path}", "the disk went away")
     page.goto(f"{server['base']}/dashboard?job={job_id}")
     notice = page.get_by_role("alert")
     expect(notice).to_contain_text("The dashboard could not be read: the disk went away")

@@ -20,7 +20,7 @@ from urllib.request import Request, urlopen
 
 import pytest
 
-from tests.browser import ARTIFACTS, chromium, needs_chromium, page_errors
+from tests.browser import ARTIFACTS, chromium, fail_first_request, needs_chromium, page_errors
 from tests.servers import serve_app
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -398,16 +398,7 @@ def test_a_view_the_server_fails_to_give_says_so_and_can_be_retried(browser, bas
     job_id = _load(base_url, "a100_rank0of2_nccl")
     page = browser.new_page(viewport={"width": 1440, "height": 900})
     errors = page_errors(page)
-    failed: list[str] = []
-
-    def fail_once(route: Any) -> None:
-        if failed:
-            route.continue_()
-            return
-        failed.append(route.request.url)
-        route.fulfill(status=500, json={"detail": "the disk went away"})
-
-    page.route("**/timeline/window?*", fail_once)
+    failed = fail_first_request(page, "**/timeline/window?*", "the disk went away")
     page.goto(f"{base_url}/timeline?job={job_id}")
     notice = page.locator("#tl-window-error")
     sync_api.expect(notice).to_contain_text("the disk went away")
