@@ -254,6 +254,48 @@ def test_a_failing_snapshot_is_logged_and_the_loop_goes_on(
     assert values[:3] == [3.0, 4.0, 5.0]
 
 
+class _StopAfterFirstSnapshot(GpuBackend):
+    """Stops the loop at its first snapshot (its second sample: the first primes the counters)."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.calls = 0
+        self.stop = stop
+
+    def open(self) -> list[GpuInfo]:
+        return []
+
+    def sample(self) -> list[GpuSample]:
+        self.calls += 1
+        if self.calls == 2:
+            self.stop.set()
+        return []
+
+    def spec(self) -> str:
+        return "test"
+
+
+def test_the_first_snapshot_covers_enough_time_for_the_cpu_counters(tmp_path: Path) -> None:
+    # a tick a few ms after the monitor primed its counters made a first snapshot whose cores'
+    # counters (10 ms ticks) had not moved: a short job then had no CPU metrics at all
+    interval_s = 0.1
+    start_s = time.time()
+    # the clock the monitor ticks by is set so that its first tick falls 30 ms after it starts
+    offset_s = (start_s // interval_s + 1) * interval_s - 0.03 - start_s + interval_s
+    stop = threading.Event()
+    run_monitor(
+        tmp_path,
+        interval_ms=100,
+        gpu_backend=_StopAfterFirstSnapshot(stop),
+        stop=stop,
+        clock_s=lambda: time.time() + offset_s,
+    )
+    records = system_records(tmp_path)
+    first_s = min(r["Timestamp"] for r in records)
+    assert first_s - (start_s + offset_s) >= 0.05
+    cores = {r["Name"] for r in records if r["Dimension"] == "CPUUtilization"}
+    assert cores == {f"cpu{core}" for core in _online_cores()}
+
+
 def test_sampler_stamps_records_with_its_clock_and_sees_a_busy_core() -> None:
     now = [1_800_000_000.0]
     sampler = SystemSampler(ScriptedGpuBackend([]), clock_s=lambda: now[0])

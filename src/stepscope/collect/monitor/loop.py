@@ -156,6 +156,10 @@ def run_monitor(
         while True:
             follow_config()
             next_tick_s = (clock_s() // interval_s + 1) * interval_s
+            if next_tick_s - last_snapshot_s < _LAST_SNAPSHOT_MIN_S:
+                # a tick just after the counters were primed: the cores' counters (10 ms
+                # ticks) may not have moved yet, and the snapshot would have no CPU metrics
+                next_tick_s += interval_s
             # long intervals wait in slices, so a dead parent, the job end or a shorter interval
             # is noticed quickly
             while (remaining_s := next_tick_s - clock_s()) > 0:
