@@ -362,6 +362,25 @@ def test_a_dashboard_the_server_fails_to_give_says_so_and_can_be_retried(
     assert len(failed) == 1
 
 
+def test_an_information_page_the_server_fails_to_give_says_so_and_can_be_retried(page, server):
+    _ensure_loaded(page, server["base"], CPU_JOB)
+    job_id = next(
+        j["id"] for j in _api(server["base"], "/api/jobs")["jobs"] if j["name"] == CPU_JOB
+    )
+    page.expected_console_errors.append("status of 500")
+    failed = fail_first_request(page, "**/api/jobs/*/info", "the disk went away")
+    page.goto(f"{server['base']}/info?job={job_id}")
+    notice = page.get_by_role("alert")
+    expect(notice).to_contain_text(
+        "The profile's information could not be read: the disk went away"
+    )
+    expect(page.locator("h1")).to_have_text(f"Information · {CPU_JOB}")
+    notice.get_by_role("button", name="Retry").click()
+    expect(page.locator("[data-section='Job']")).to_be_visible()
+    expect(notice).to_have_count(0)
+    assert len(failed) == 1
+
+
 def test_a_running_jobs_duration_is_timed_by_the_server_not_the_browsers_clock(page, server):
     # a browser on another machine whose clock is an hour behind the server's: the job is no
     # less under way for it (it read "-3600000 ms")

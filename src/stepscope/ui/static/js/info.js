@@ -2,13 +2,21 @@
 
 import { api } from "./api.js";
 import { clear, h } from "./dom.js";
+import { failureNotice } from "./notice.js";
 import { loadedSelection } from "./selection.js";
 
 export async function renderInfo(main) {
   clear(main).append(h("header", { class: "page-head" }, h("h1", {}, "Information")));
   const loaded = await loadedSelection(main, "its hosts, hardware, ranks, versions and configuration");
   if (!loaded) return;
-  const info = await api.info(loaded.id);
+  let info;
+  try {
+    info = await api.info(loaded.id);
+  } catch (error) {
+    main.querySelector("h1").textContent = `Information · ${loaded.name}`;
+    main.append(failureNotice("The profile's information", error, () => renderInfo(main)));
+    return;
+  }
   main.querySelector("h1").textContent = `Information · ${info.name}`;
   const grid = h("div", { class: "grid info-grid" });
   for (const section of info.sections) {
