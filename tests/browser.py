@@ -44,17 +44,17 @@ def page_errors(page: Any) -> list[str]:
     return errors
 
 
-def fail_first_request(page: Any, url_pattern: str, detail: str) -> list[str]:
-    """Make the server seem to fail the first request of ``page`` to ``url_pattern`` (a 500
-    with ``detail``); later ones reach it. Returns the URLs failed, as they are."""
+def fail_first_request(page: Any, url_pattern: str, detail: str, times: int = 1) -> list[str]:
+    """Make the server seem to fail the first ``times`` requests of ``page`` to ``url_pattern``
+    (a 500 with ``detail``); later ones reach it. Returns the URLs failed, as they are."""
     failed: list[str] = []
 
-    def fail_once(route: Any) -> None:
-        if failed:
+    def fail_first(route: Any) -> None:
+        if len(failed) == times:
             route.continue_()
             return
         failed.append(route.request.url)
         route.fulfill(status=500, json={"detail": detail})
 
-    page.route(url_pattern, fail_once)
+    page.route(url_pattern, fail_first)
     return failed

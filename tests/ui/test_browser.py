@@ -381,6 +381,30 @@ def test_an_information_page_the_server_fails_to_give_says_so_and_can_be_retried
     assert len(failed) == 1
 
 
+@pytest.mark.parametrize("page_name", ["dashboard", "timeline", "info"])
+def test_a_list_of_loaded_profiles_the_server_fails_to_give_says_so_at_every_try(
+    page, server, page_name: str
+):
+    # the first thing each page of a profile asks for; it fails again at the first Retry
+    _ensure_loaded(page, server["base"], CPU_JOB)
+    job_id = next(
+        j["id"] for j in _api(server["base"], "/api/jobs")["jobs"] if j["name"] == CPU_JOB
+    )
+    page.expected_console_errors.append("status of 500")
+    failed = fail_first_request(page, "**/api/loaded", "the disk went away", times=2)
+    page.goto(f"{server['base']}/{page_name}?job={job_id}")
+    notice = page.get_by_role("alert")
+    said = "The list of loaded profiles could not be read: the disk went away"
+    expect(notice).to_contain_text(said)
+    with page.expect_response("**/api/loaded"):
+        notice.get_by_role("button", name="Retry").click()
+    expect(notice).to_contain_text(said)
+    notice.get_by_role("button", name="Retry").click()
+    expect(page.locator("h1")).to_contain_text(CPU_JOB)
+    expect(notice).to_have_count(0)
+    assert len(failed) == 2
+
+
 def test_a_running_jobs_duration_is_timed_by_the_server_not_the_browsers_clock(page, server):
     # a browser on another machine whose clock is an hour behind the server's: the job is no
     # less under way for it (it read "-3600000 ms")

@@ -7,6 +7,7 @@
 
 import { api } from "./api.js";
 import { h } from "./dom.js";
+import { failureNotice } from "./notice.js";
 
 const KEY = "stepscope.selectedJob";
 const PARAM = "job";
@@ -53,13 +54,13 @@ export async function loadedSelection(main, what) {
   const notice = h("div", { class: "notice", id: "selection-notice" });
   main.append(notice);
   for (let poll = false; ; poll = true) {
-    const profile = id ? (await api.loaded({ poll })).loaded.find((p) => p.id === id) : null;
+    const profile = id ? (await answer(notice, "The list of loaded profiles", () => api.loaded({ poll }))).loaded.find((p) => p.id === id) : null;
     if (profile && profile.state === "loaded") {
       notice.remove();
       return profile;
     }
     if (!profile) {
-      const listed = id ? (await api.jobs({ poll })).jobs.find((j) => j.id === id) : null;
+      const listed = id ? (await answer(notice, "The list of training jobs", () => api.jobs({ poll }))).jobs.find((j) => j.id === id) : null;
       if (!listed) {
         notice.replaceChildren(id ? "The job this page names is not among this server's jobs. " : "No profile is selected. ",
           h("a", { href: "/" }, "Load a profile"), ` and pick it to see ${what}.`);
@@ -75,6 +76,24 @@ export async function loadedSelection(main, what) {
     }
     notice.replaceChildren(`“${profile.name}” is still loading; ${what} appears here once it is loaded.`);
     await new Promise((resolve) => window.setTimeout(resolve, WAIT_MS));
+  }
+}
+
+// What `request` answers. While it fails, a notice in place of `notice` says so, and its Retry
+// asks again, so the page goes on once the server answers.
+async function answer(notice, what, request) {
+  for (;;) {
+    try {
+      return await request();
+    } catch (error) {
+      await new Promise((retry) => {
+        const failure = failureNotice(what, error, () => {
+          failure.replaceWith(notice);
+          retry();
+        });
+        notice.replaceWith(failure);
+      });
+    }
   }
 }
 
