@@ -405,6 +405,24 @@ def test_a_list_of_loaded_profiles_the_server_fails_to_give_says_so_at_every_try
     assert len(failed) == 2
 
 
+def test_a_running_jobs_dashboard_keeps_what_it_shows_when_a_refresh_fails(page, server):
+    page.clock.install()
+    _open_dashboard(page, server["base"], LIVE_JOB)
+    states = _panel_states(page)
+    page.expected_console_errors.append("status of 500")
+    failed = fail_first_request(page, "**/api/jobs", "the disk went away")
+    page.clock.fast_forward(15_000)
+    live = page.locator(".live")
+    expect(live).to_have_text(
+        "Live: refreshes every 15 s (the last one failed: the disk went away)"
+    )
+    expect(page.locator("h1")).to_have_text(LIVE_JOB)
+    assert _panel_states(page) == states
+    page.clock.fast_forward(15_000)  # the next refresh asks again, and reads it
+    expect(live).to_have_text("Live: refreshes every 15 s")
+    assert len(failed) == 1
+
+
 def test_a_running_jobs_duration_is_timed_by_the_server_not_the_browsers_clock(page, server):
     # a browser on another machine whose clock is an hour behind the server's: the job is no
     # less under way for it (it read "-3600000 ms")

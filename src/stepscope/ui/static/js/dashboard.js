@@ -10,6 +10,7 @@ import { failureNotice } from "./notice.js";
 import { loadedSelection } from "./selection.js";
 
 const REFRESH_MS = 15000;
+const LIVE = "Live: refreshes every 15 s";
 
 // Sections and their panels, in display order; "wide" panels span both columns.
 const LAYOUT = [
@@ -54,7 +55,7 @@ export async function renderDashboard(main) {
   clear(main).append(
     h("header", { class: "page-head" },
       h("div", {}, h("h1", {}, job.name), lead(job)),
-      job.status === "running" ? h("span", { class: "live" }, "Live: refreshes every 15 s") : null),
+      job.status === "running" ? h("span", { class: "live" }, LIVE) : null),
     ...sections,
     h("section", { class: "dash-section" }, h("h2", { class: "section-title" }, "Custom annotations"), custom.node),
     h("section", { class: "dash-section" }, h("h2", { class: "section-title" }, "Rules"), rules),
@@ -67,16 +68,23 @@ export async function renderDashboard(main) {
   await custom.init();
   if (job.status === "running") {
     const timer = window.setInterval(async () => {
-      // the job list rediscovers the job, so a job that ended stops the refreshes
-      const now = (await api.jobs({ poll: true })).jobs.find((j) => j.id === id);
-      await refreshAll(true).catch(() => {});
-      custom.reload(true);
-      // the panels just read the new data, so the profile knows how long the job has run
-      const profile = (await api.loaded({ poll: true })).loaded.find((p) => p.id === id);
-      if (now && profile) main.querySelector(".page-head .lead")?.replaceWith(lead({ ...now, ...profile }));
-      if (!now || now.status !== "running") {
-        window.clearInterval(timer);
-        main.querySelector(".live")?.replaceWith(h("span", { class: "live" }, "The job has ended"));
+      const live = main.querySelector(".live");
+      try {
+        // the job list rediscovers the job, so a job that ended stops the refreshes
+        const now = (await api.jobs({ poll: true })).jobs.find((j) => j.id === id);
+        await refreshAll(true).catch(() => {});
+        custom.reload(true);
+        // the panels just read the new data, so the profile knows how long the job has run
+        const profile = (await api.loaded({ poll: true })).loaded.find((p) => p.id === id);
+        if (now && profile) main.querySelector(".page-head .lead")?.replaceWith(lead({ ...now, ...profile }));
+        live.textContent = LIVE;
+        if (!now || now.status !== "running") {
+          window.clearInterval(timer);
+          live.replaceWith(h("span", { class: "live" }, "The job has ended"));
+        }
+      } catch (error) {
+        // the page keeps what it shows, and the next refresh asks again
+        live.textContent = `${LIVE} (the last one failed: ${error.message})`;
       }
     }, REFRESH_MS);
   }
