@@ -24,7 +24,12 @@ from stepscope.collect.job_end import mark_rank_ended, mark_rank_running
 from stepscope.collect.rank_file import rank_from_env
 from stepscope.collect.session import MODES, Session, get_active_session
 from stepscope.errors import ConfigError
-from stepscope.store.layout import job_name, new_job_folder_name, profiler_output_dir
+from stepscope.store.layout import (
+    job_name,
+    new_job_folder_name,
+    node_id_for,
+    profiler_output_dir,
+)
 
 if TYPE_CHECKING:
     from stepscope.collect.monitor import MonitorHandle
@@ -191,7 +196,8 @@ def _new_session(config: ProfilerConfig | None, job_dir: str | None) -> Session 
     else:
         job_folder = Path(job_dir) if job_dir is not None else _default_job_dir()
         output = profiler_output_dir(job_folder)
-        config, config_path = _followed_config(config, job_folder, f"{rank['rank']}-{rank['node']}")
+        node_id = node_id_for(rank["rank"], rank["node"])
+        config, config_path = _followed_config(config, job_folder, node_id)
     session = Session(config, output, config_path=config_path, **rank)
     _warn_if_it_holds_a_run(session)
     return session
