@@ -102,6 +102,7 @@ class TimelinePage {
     this.data = { tracks: {}, flows: [] };
     this.selected = null;
     this.area = null;
+    this.failures = {}; // the notice of each kind of read that failed (see showFailure)
     this.drawn = { hits: [], flows: 0, arrows: [] };
     this.requestId = 0;
     this.render();
@@ -273,19 +274,27 @@ class TimelinePage {
   // -- data -------------------------------------------------------------------------------
 
   // A running job's timeline follows its data, as its dashboard does: every LIVE_MS the job's
-  // tracks and time range are read again, until the job list says the job has ended.
-  followLive() {
-    const timer = window.setInterval(async () => {
+  // tracks and time range are read again, until the job list says the job has ended. A read the
+  // server fails leaves the page as it is, says so above the tracks and is made again at the
+  // next one (or at Retry).
+  async followLive() {
+    for (let first = true; ; first = false) {
       try {
-        const now = (await api.jobs({ poll: true })).jobs.find((j) => j.id === this.jobId);
-        const payload = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/tracks`, { poll: true });
-        if (payload.bounds) this.takeTracks(payload);
-        if (!now || now.status !== "running") window.clearInterval(timer);
+        const now = (await api.jobs({ poll: !first })).jobs.find((j) => j.id === this.jobId);
+        if (!first) {
+          const payload = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/tracks`, { poll: true });
+          if (payload.bounds) this.takeTracks(payload);
+        }
+        this.clearFailure("live");
+        if (!now || now.status !== "running") return;
       } catch (error) {
-        window.clearInterval(timer);
-        showError(error);
+        this.showFailure("live", "The job's latest data", error, () => this.wakeLive());
       }
-    }, LIVE_MS);
+      await new Promise((resolve) => {
+        this.wakeLive = resolve;
+        window.setTimeout(resolve, LIVE_MS);
+      });
+    }
   }
 
   takeTracks(payload) {
@@ -320,12 +329,11 @@ class TimelinePage {
     try {
       answer = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/window?${params}`);
     } catch (error) {
-      if (id === this.requestId) this.showWindowError(error);
+      if (id === this.requestId) this.showFailure("window", "The slices of this view", error, () => this.fetchWindow());
       return;
     }
     if (id !== this.requestId) return; // a newer view is on its way
-    this.windowError?.remove();
-    this.windowError = null;
+    this.clearFailure("window");
     let grew = false;
     for (const [trackId, trackData] of Object.entries(answer.tracks)) {
       if (!trackData.slices) continue;
@@ -341,11 +349,18 @@ class TimelinePage {
     else this.redraw();
   }
 
-  showWindowError(error) {
-    const notice = failureNotice("The slices of this view", error, () => this.fetchWindow(), { id: "tl-window-error" });
-    if (this.windowError) this.windowError.replaceWith(notice);
+  // Says above the tracks, which stay usable, that `what` could not be read, with Retry; one
+  // notice per `kind` of read, replaced by its next failure and removed by its next success.
+  showFailure(kind, what, error, retry) {
+    const notice = failureNotice(what, error, retry, { id: `tl-${kind}-error` });
+    if (this.failures[kind]) this.failures[kind].replaceWith(notice);
     else this.body.before(notice);
-    this.windowError = notice;
+    this.failures[kind] = notice;
+  }
+
+  clearFailure(kind) {
+    this.failures[kind]?.remove();
+    delete this.failures[kind];
   }
 
   // -- view changes -----------------------------------------------------------------------
@@ -622,6 +637,5 @@ export async function renderTimeline(main) {
   }
   const page = new TimelinePage(main, loaded, payload);
   await page.fetchWindow();
-  const listed = (await api.jobs()).jobs.find((j) => j.id === id);
-  if (listed && listed.status === "running") page.followLive();
+  page.followLive();
 }
