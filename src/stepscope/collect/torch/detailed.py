@@ -165,6 +165,12 @@ class DetailedProfiler:
         threads step from each)."""
         return self._profiler is not None and self._thread is not threading.current_thread()
 
+    def _opener_runs_elsewhere(self) -> bool:
+        """Whether the thread that opened the window is another one, still running: only that
+        thread can turn the window's profiler off (torch ties a profiler to its thread)."""
+        opener = self._thread
+        return opener is not None and opener is not threading.current_thread() and opener.is_alive()
+
     def _take_turn(self) -> bool:
         """Take :attr:`_lock` for this thread's step boundary, unless the window is another
         thread's. The window's own thread waits for it (another thread holds it only for a
@@ -230,7 +236,7 @@ class DetailedProfiler:
                 "start_profiling().",
                 self._first_step,
             )
-            if self._thread is not None and self._thread.is_alive():
+            if self._opener_runs_elsewhere():
                 self._hand_over()
             else:
                 self._drop()
@@ -254,8 +260,7 @@ class DetailedProfiler:
     def _settle_if_its_thread(self, *_optimizer_step: Any) -> None:
         """After an optimizer step: settle the handed-over window unless its thread goes on
         elsewhere."""
-        opener = self._thread
-        if opener is threading.current_thread() or opener is None or not opener.is_alive():
+        if not self._opener_runs_elsewhere():
             self.settle_handover()
 
     def settle_handover(self) -> None:
@@ -270,8 +275,7 @@ class DetailedProfiler:
             _handed_over = None
             self._handover_hook.remove()
             self._handover_hook = None
-            opener = self._thread
-            if opener is threading.current_thread() or opener is None or not opener.is_alive():
+            if not self._opener_runs_elsewhere():
                 self._drop()
             else:
                 logger.warning(
@@ -310,10 +314,9 @@ class DetailedProfiler:
             if not self._manual or self._profiler is None:
                 self._manual = False
                 return
-            opener = self._thread
-            if opener is threading.current_thread():
+            if self._thread is threading.current_thread():
                 self._end(manual=True)
-            elif opener is not None and opener.is_alive():
+            elif self._opener_runs_elsewhere():
                 logger.info(
                     "stepscope: stop_profiling() was called on another thread than the one that "
                     "started the window; it closes at that thread's next step end"
