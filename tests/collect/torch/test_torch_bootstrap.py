@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 import venv
 from pathlib import Path
 
+import pytest
 from tests.collect.torch.torchjob import TRAIN_SCRIPT, profiled_env, read_events, run_script, steps
 
 from stepscope.collect.bootstrap import BOOTSTRAP_DIR
@@ -139,3 +141,74 @@ def test_a_python_without_stepscope_says_which_one_and_runs_unprofiled(tmp_path:
         f"stepscope: not profiling this process: {other_python} cannot import stepscope "
         "(No module named 'stepscope'); install stepscope where the command's Python finds it\n"
     )
+
+
+def _cprofile_windows(job_dir: Path) -> list[str]:
+    cprofile = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
+    return sorted(p.name.split("-", 1)[0] for p in cprofile.iterdir())
+
+
+#: Trains two steps, has a Python process of its own train three (an evaluation script, say),
+#: then trains two more
+SUBPROCESS_SCRIPT = """
+import subprocess, sys
+import torch
+
+def train_steps(count):
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(count):
+        loss = model(torch.randn(2, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--helper"]:
+        train_steps(3)
+    else:
+        train_steps(2)
+        subprocess.run([sys.executable, __file__, "--helper"], check=True)
+        train_steps(2)
+"""
+
+
+def test_a_python_process_the_training_script_starts_is_not_profiled_as_its_rank(
+    tmp_path: Path,
+) -> None:
+    # it recorded its steps and its Python profiles under the script's name, as rank 0's
+    job_dir, result = run_script(
+        tmp_path, SUBPROCESS_SCRIPT, ProfilerConfig(framework_profile_params=FrameworkProfile())
+    )
+    assert result.returncode == 0, result.stderr
+    assert [e["args"]["step_num"] for e in steps(read_events(job_dir))] == ["0", "1", "2", "3"]
+    assert len({e["args"]["pid"] for e in read_events(job_dir)}) == 1
+    assert _cprofile_windows(job_dir) == ["posthookclose", "prestepzero"]
+
+
+def test_a_script_a_wrapper_starts_before_it_trains_is_profiled(tmp_path: Path) -> None:
+    # the wrapper records nothing, so the script it starts is the one that trains
+    (tmp_path / "trainer.py").write_text(textwrap.dedent(SUBPROCESS_SCRIPT))
+    wrapper = "import subprocess, sys\nsubprocess.run([sys.executable, 'trainer.py', '--helper'], check=True)\n"
+    job_dir, result = run_script(
+        tmp_path, wrapper, ProfilerConfig(framework_profile_params=FrameworkProfile())
+    )
+    assert result.returncode == 0, result.stderr
+    assert [e["args"]["step_num"] for e in steps(read_events(job_dir))] == ["0", "1", "2"]
+
+
+def test_accelerate_launch_profiles_the_script_it_starts_and_not_itself(tmp_path: Path) -> None:
+    # accelerate's own process wrote a pre-step-zero profile of its whole life beside the
+    # script's, under the same name
+    pytest.importorskip("accelerate")
+    launcher = ("-m", "accelerate.commands.launch", "--cpu", "--num_processes", "1")
+    job_dir, result = run_script(
+        tmp_path,
+        SUBPROCESS_SCRIPT,
+        ProfilerConfig(framework_profile_params=FrameworkProfile()),
+        "--helper",
+        launcher=launcher,
+    )
+    assert result.returncode == 0, result.stderr
+    assert [e["args"]["step_num"] for e in steps(read_events(job_dir))] == ["0", "1", "2"]
+    assert _cprofile_windows(job_dir) == ["posthookclose", "prestepzero"]

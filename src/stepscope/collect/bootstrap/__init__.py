@@ -4,9 +4,13 @@
 calls :func:`install` when ``STEPSCOPE_JOB_DIR`` is set (and then chains to the
 ``sitecustomize`` that would have run otherwise). :func:`install`:
 
-1. skips torchrun's own launcher process (its ranks are the ones that train), then reads the
-   configuration named by ``STEPSCOPE_CONFIG``, the job folder ``STEPSCOPE_JOB_DIR``, the
-   node ``STEPSCOPE_NODE`` and torchrun's ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``GROUP_RANK``;
+1. skips the launcher processes of torchrun and ``accelerate launch`` (their ranks or their
+   script are the ones that train), then reads the configuration named by ``STEPSCOPE_CONFIG``,
+   the job folder ``STEPSCOPE_JOB_DIR``, the node ``STEPSCOPE_NODE`` and torchrun's ``RANK``,
+   ``LOCAL_RANK``, ``WORLD_SIZE``, ``GROUP_RANK``; a Python process that a process recording the
+   same rank started (``subprocess.run([sys.executable, "evaluate.py"])`` from the training
+   script), which would add its steps and profiles to that rank's, is that rank's helper and is
+   not profiled either;
 2. starts the process's profiling session (no thread, no file until the first event); when
    ``stepscope run`` could not name the node (a multi-node ``torchrun`` without
    ``--node-rank``: :data:`RANK_STARTS_MONITOR` is set), the node's first local rank names it
@@ -34,6 +38,7 @@ import functools
 import importlib
 import importlib.abc
 import importlib.util
+import json
 import logging
 import os
 import sys
@@ -73,7 +78,7 @@ def install(
     """
     env = os.environ if environ is None else environ
     job_dir = env.get("STEPSCOPE_JOB_DIR")
-    if not job_dir or get_active_session() is not None or _is_torch_launcher():
+    if not job_dir or get_active_session() is not None or _is_launcher():
         return None
     try:
         from stepscope.config import ProfilerConfig
@@ -85,6 +90,16 @@ def install(
         )
         return None
     rank = rank_from_env(dict(env))
+    if config is not None and not _is_multiprocessing_child():
+        node_id = f"{rank['rank']}-{rank['node']}"
+        recorder = _recorder_above(_profiler_output(config, job_dir), node_id)
+        if recorder is not None:
+            logger.info(
+                "stepscope: not profiling this process: process %d, which started it, records %s",
+                recorder,
+                node_id,
+            )
+            return None
     if (
         config is not None
         and env.get(RANK_STARTS_MONITOR)
@@ -133,21 +148,61 @@ def _start_node_monitor(
         _at_end_of_main(monitor.stop)
 
 
-#: ``python -m <module>`` launchers that only start the ranks (each rank profiles itself)
-_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+#: ``python -m <module>`` launchers that only start the processes that train (each of them
+#: profiles itself)
+_LAUNCHER_MODULES = (
+    "torch.distributed.run",
+    "torch.distributed.launch",
+    "accelerate.commands.launch",
+)
 
 
-def _is_torch_launcher() -> bool:
-    """Whether this process is torchrun itself, which trains nothing.
+def _is_launcher() -> bool:
+    """Whether this process is ``torchrun`` or ``accelerate launch``, which train nothing: they
+    start the script in processes of its own (torchrun's ranks; one process, or torchrun's
+    ranks, for accelerate).
 
-    The ``torchrun`` console script runs as ``python .../torchrun ...``: its name is the
-    script's (``sys.argv[0]``), not the interpreter's (``sys.orig_argv[0]``).
+    A console script runs as ``python .../torchrun ...``: its name is the script's
+    (``sys.argv[0]``), not the interpreter's (``sys.orig_argv[0]``).
     """
     argv = list(getattr(sys, "orig_argv", sys.argv))
-    script = getattr(sys, "argv", [])[:1]  # an embedded interpreter may have none
-    if any(Path(program).name == "torchrun" for program in (*argv[:1], *script)):
+    script = getattr(sys, "argv", [])[:2]  # an embedded interpreter may have none
+    names = [Path(program).name for program in (*argv[:1], *script[:1])]
+    if "torchrun" in names or "accelerate-launch" in names:
+        return True
+    if "accelerate" in names and script[1:] == ["launch"]:
         return True
     return any(a == "-m" and b in _LAUNCHER_MODULES for a, b in zip(argv, argv[1:], strict=False))
+
+
+def _recorder_above(output: Path, node_id: str) -> int | None:
+    """The process that records ``node_id`` when it started this one (this process's parent,
+    or theirs), from that rank's file; None when no such process records it (no rank file yet,
+    or another process's)."""
+    from stepscope.store.layout import rank_file_path
+
+    try:
+        record = json.loads(rank_file_path(output, node_id).read_bytes())
+    except (OSError, ValueError):
+        return None
+    pid = record.get("pid") if isinstance(record, dict) else None
+    if not isinstance(pid, int) or pid == os.getpid():
+        return None
+    import psutil
+
+    from stepscope.store.job_status import process_identity
+
+    try:
+        if pid not in {parent.pid for parent in psutil.Process().parents()}:
+            return None
+    except psutil.Error:
+        return None
+    identity = process_identity(pid)
+    # the same process, not another that took its pid since: same host, same start
+    same = record.get("hostname") == identity.pop("host") and all(
+        record.get(key) == value for key, value in identity.items() if key != "start_time"
+    )
+    return pid if same else None
 
 
 #: (module, function) that ``multiprocessing`` pools run in each worker process
