@@ -154,6 +154,12 @@ def _ensure_loaded(page, base: str, name: str) -> None:
     expect(radio).to_be_enabled()
 
 
+def _loaded_job_id(page, base: str, name: str) -> str:
+    """Load job ``name`` (from the Load profile page) and return its id."""
+    _ensure_loaded(page, base, name)
+    return next(j["id"] for j in _api(base, "/api/jobs")["jobs"] if j["name"] == name)
+
+
 def _open_dashboard(page, base: str, name: str) -> None:
     _ensure_loaded(page, base, name)
     page.locator("#loaded-profiles tr", has_text=name).locator("input[type=radio]").click()
@@ -342,10 +348,7 @@ def test_a_dashboard_the_server_fails_to_give_says_so_and_can_be_retried(
     page, server, request_path: str
 ):
     # the job's record, or the list of panels: the page keeps its title and navigation
-    _ensure_loaded(page, server["base"], CPU_JOB)
-    job_id = next(
-        j["id"] for j in _api(server["base"], "/api/jobs")["jobs"] if j["name"] == CPU_JOB
-    )
+    job_id = _loaded_job_id(page, server["base"], CPU_JOB)
     page.expected_console_errors.append("status of 500")
     failed = fail_first_request(page, f"**{request_path}", "the disk went away")
     page.goto(f"{server['base']}/dashboard?job={job_id}")
@@ -363,10 +366,7 @@ def test_a_dashboard_the_server_fails_to_give_says_so_and_can_be_retried(
 
 
 def test_an_information_page_the_server_fails_to_give_says_so_and_can_be_retried(page, server):
-    _ensure_loaded(page, server["base"], CPU_JOB)
-    job_id = next(
-        j["id"] for j in _api(server["base"], "/api/jobs")["jobs"] if j["name"] == CPU_JOB
-    )
+    job_id = _loaded_job_id(page, server["base"], CPU_JOB)
     page.expected_console_errors.append("status of 500")
     failed = fail_first_request(page, "**/api/jobs/*/info", "the disk went away")
     page.goto(f"{server['base']}/info?job={job_id}")
@@ -386,10 +386,7 @@ def test_a_list_of_loaded_profiles_the_server_fails_to_give_says_so_at_every_try
     page, server, page_name: str
 ):
     # the first thing each page of a profile asks for; it fails again at the first Retry
-    _ensure_loaded(page, server["base"], CPU_JOB)
-    job_id = next(
-        j["id"] for j in _api(server["base"], "/api/jobs")["jobs"] if j["name"] == CPU_JOB
-    )
+    job_id = _loaded_job_id(page, server["base"], CPU_JOB)
     page.expected_console_errors.append("status of 500")
     failed = fail_first_request(page, "**/api/loaded", "the disk went away", times=2)
     page.goto(f"{server['base']}/{page_name}?job={job_id}")
@@ -527,10 +524,7 @@ def test_a_running_jobs_timeline_keeps_its_tracks_when_a_live_reread_fails(page,
     # timeline stays (it was replaced by "This page could not be shown"), and follows the job
     # once the list is read again
     page.clock.install()
-    _ensure_loaded(page, server["base"], LIVE_JOB)
-    job_id = next(
-        j["id"] for j in _api(server["base"], "/api/jobs")["jobs"] if j["name"] == LIVE_JOB
-    )
+    job_id = _loaded_job_id(page, server["base"], LIVE_JOB)
     page.expected_console_errors.append("status of 500")
     failed = fail_first_request(page, "**/api/jobs", "the disk went away")
     page.goto(f"{server['base']}/timeline?job={job_id}")
