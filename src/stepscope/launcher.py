@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -763,7 +764,12 @@ def _finish(
     if monitor is not None:
         monitor.stop()
     if engine is not None:
-        engine.finish()
+        # this process imports nothing else meanwhile (two threads importing the same modules
+        # at once could deadlock)
+        importing = _import_report_dependencies() if report else None
+        engine.finish(report=False)  # this process writes it, once the job's end is recorded
+        if importing is not None:
+            importing.join()
     else:
         _run_rules_offline(job, rules)
     watcher.poll()
@@ -802,6 +808,24 @@ def _report_can_be_written() -> bool:
         logger.warning("%s (this job runs without it)", exc)
         return False
     return True
+
+
+def _import_report_dependencies() -> threading.Thread:
+    """Import the report's dependencies on a thread (see
+    :func:`stepscope.report.import_dependencies`); one that fails to import fails again, and is
+    reported, when the report is written."""
+
+    def import_them() -> None:
+        try:
+            from stepscope.report import import_dependencies
+
+            import_dependencies()
+        except Exception:  # reported when the report is written
+            logger.debug("importing the report's dependencies failed", exc_info=True)
+
+    thread = threading.Thread(target=import_them, name="stepscope-report-imports", daemon=True)
+    thread.start()
+    return thread
 
 
 def _write_report(job: Job) -> None:

@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from stepscope.rules import rule_configs, run_rules, start_rule_engine
+from stepscope.store.layout import job_end_marker_paths
 from stepscope.testing import generate_job
 
 RULES = [rule_configs.ProfilerReport(scan_interval_us=1_000_000, StepOutlier_n_outliers=0)]
@@ -106,6 +107,19 @@ def test_finish_on_a_finished_job_makes_the_final_pass_and_writes_the_report(tmp
     assert status(job, "StepOutlier")["status"] in ("NoIssuesFound", "IssuesFound")
     report = job / "rule-output" / "profiler-report.html"
     assert 'id="rule-StepOutlier"' in report.read_text()
+
+
+def test_finish_without_the_report_makes_the_final_pass_and_leaves_the_report_to_its_caller(
+    tmp_path,
+):
+    # stepscope run writes the last report itself, once it has recorded the job's end
+    job = generate_job(tmp_path / "running", minutes=2, gpus=1, cpus=4)
+    for marker in job_end_marker_paths(job / "profiler-output"):
+        marker.unlink(missing_ok=True)
+    handle = start_rule_engine(job, ["StepOutlier"], scan_interval_us=3_600_000_000)
+    assert handle.finish(timeout_s=120, report=False)
+    assert status(job, "StepOutlier")["status"] in ("NoIssuesFound", "IssuesFound")
+    assert not (job / "rule-output" / "profiler-report.html").exists()
 
 
 def test_a_report_that_cannot_be_written_is_one_line_in_the_terminal(tmp_path, capfd):

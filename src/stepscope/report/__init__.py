@@ -6,7 +6,7 @@ run`` at the end of a job, and the live rule engine) and the section table :data
 
 from __future__ import annotations
 
-from stepscope.report.document import REPORT_NAME, write_report
+from stepscope.report.document import REPORT_NAME, import_dependencies, write_report
 from stepscope.report.sections import SECTIONS
 
-__all__ = ["REPORT_NAME", "SECTIONS", "write_report"]
+__all__ = ["REPORT_NAME", "SECTIONS", "import_dependencies", "write_report"]

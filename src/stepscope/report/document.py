@@ -32,12 +32,24 @@ from stepscope.rules.engine import (
 from stepscope.rules.status import read_source
 from stepscope.store.filesystem import local_output_path
 
-__all__ = ["REPORT_NAME", "write_report"]
+__all__ = ["REPORT_NAME", "import_dependencies", "write_report"]
 
 logger = logging.getLogger(__name__)
 
 #: The report's file name inside ``rule-output/``.
 REPORT_NAME = "profiler-report.html"
+
+
+def import_dependencies() -> None:
+    """Import what :func:`write_report` imports on its way (plotly, pandas, the store, the
+    analyses), which takes longer than the writing of a short job's report: ``stepscope run``
+    does it on a thread while the rules make their final pass, so that the report follows
+    them sooner."""
+    import pandas  # noqa: F401
+    import plotly.offline  # noqa: F401
+
+    import stepscope.analysis
+    import stepscope.store.job  # noqa: F401
 
 
 def write_report(job_or_path: Any, *, output: str | os.PathLike[str] | None = None) -> Path:

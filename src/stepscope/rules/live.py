@@ -10,7 +10,9 @@ runs (a command may outlive its killed launcher: see :mod:`stepscope.store.job_s
 
 After each scan that changed a verdict, and at most every ``report_interval_s``, it rewrites the
 HTML report through the hook named by ``report_hook`` (an import path resolved in the engine
-process at run time, so this package does not import the report package, which builds on it).
+process at run time, so this package does not import the report package, which builds on it),
+and once more after its final pass (unless ``finish(report=False)`` asked for that pass: a caller
+that records the job's end first, as ``stepscope run`` does, writes the last report itself).
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_REPORT_HOOK = "stepscope.report:write_report"
 
 _END_MARKER = "training_job_end.ts"
+#: What :meth:`RuleEngineHandle.finish` sends the engine.
+_FINISH, _FINISH_WITHOUT_REPORT = b"finish", b"finish without report"
 
 
 class RuleEngineHandle:
@@ -65,12 +69,16 @@ class RuleEngineHandle:
         """The engine's exit code (``-N`` when signal N ended it); ``None`` while it runs."""
         return self._process.exitcode
 
-    def finish(self, timeout_s: float = 120.0) -> bool:
-        """Ask for the final pass and wait for it; True when the engine finished in time."""
+    def finish(self, timeout_s: float = 120.0, *, report: bool = True) -> bool:
+        """Ask for the final pass and wait for it; True when the engine finished in time.
+
+        :param report: rewrite the HTML report after the final pass (when the engine writes
+            one); False when the caller writes it.
+        """
         try:
             # a pipe, not an event: telling an engine that was killed (a SIGTERM to the whole
             # process group) must not wait for it, as setting a shared event would
-            self._finish.send_bytes(b"finish")
+            self._finish.send_bytes(_FINISH if report else _FINISH_WITHOUT_REPORT)
         except OSError:
             pass  # the engine is gone
         self._process.join(timeout_s)
@@ -198,12 +206,12 @@ def _run(
     session: RuleSession | None = None
     interval_s = 60.0
     last_report = 0.0
-    launcher_gone = False
+    launcher_gone = without_report = False
     while True:
         ended = _job_ended(root)
         if not launcher_gone and finish.poll():
             try:
-                finish.recv_bytes()
+                without_report = finish.recv_bytes() == _FINISH_WITHOUT_REPORT
                 ended = True
             except EOFError:
                 launcher_gone = True
@@ -217,7 +225,8 @@ def _run(
             changed = session.advance(final=ended)
             if changed or ended:
                 write_results(output, session.results())
-                if report_hook and (ended or time.monotonic() - last_report >= report_interval_s):
+                due = time.monotonic() - last_report >= report_interval_s
+                if report_hook and ((ended and not without_report) or (not ended and due)):
                     _write_report(report_hook, root)
                     last_report = time.monotonic()
         except OSError as exc:  # a full disk, an unwritable rule-output: the error says it all
