@@ -80,6 +80,32 @@ def test_step_statistics_by_process_use_back_filled_steps(analysis: PandasFrameA
     assert "Net" in set(by_name["framework_metric"])
 
 
+def test_step_statistics_by_name_or_phase_keep_each_modes_steps_apart() -> None:
+    # TRAIN and EVAL both number their steps from 0: a forward of TRAIN step 0 and one of EVAL
+    # step 0 (carrying its step, or back-filled from the step around it) are two steps, whose
+    # spans are 0.5 s and 0.25 s, not one span from TRAIN's step 0 to EVAL's (5.25 s)
+    rows = hb.event_rows()
+    for lo, step in ((1.1, 0), (6.1, 0), (6.6, -1)):
+        rows.append(hb.event("pythontimeline", "Forward", "Model", lo, 0.25, step))
+    rows.append(hb.event("pythontimeline", "Forward", "Model", 1.35, 0.25, 0))
+    con = hb.connect(events=hb.events_table(rows))
+    pf = PandasFrame(con)
+    analysis = PandasFrameAnalysis(pf.get_all_system_metrics(), pf.get_all_framework_metrics())
+    for stats in (
+        analysis.get_step_statistics(StatsBy.FRAMEWORK_METRICS).set_index("framework_metric"),
+        step_statistics(con, StatsBy.FRAMEWORK_METRICS).set_index("framework_metric"),
+    ):
+        model = stats.loc["Model"]
+        assert model["duration_max_us"] == 0.5 * S
+        assert model["duration_min_us"] == 0.25 * S
+        assert model["duration_mean_us"] == pytest.approx((0.5 + 0.25 + 0.25) / 3 * S)
+    for stats in (
+        analysis.get_step_statistics(StatsBy.PROCESS).set_index("process"),
+        step_statistics(con, StatsBy.PROCESS).set_index("process"),
+    ):
+        assert stats.loc["Forward", "duration_max_us"] == 0.5 * S
+
+
 def test_utilization_is_per_resource_and_dimension(analysis: PandasFrameAnalysis) -> None:
     stats = analysis.get_utilization_stats()
     cpu = stats[stats.Resource == "cpu"].set_index("dimension")

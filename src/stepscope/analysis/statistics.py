@@ -15,7 +15,8 @@ Where we differ from SageMaker, on purpose:
   ``IndexError`` on it, e.g. on data-loader worker events); per-step statistics ignore such events.
   A step is one Step event of one phase and one rank: SageMaker merged TRAIN step 3 and EVAL
   step 3 into one interval, though each mode counts its steps from zero, and each rank of a
-  distributed job runs its own step 3.
+  distributed job runs its own step 3. Statistics by name or phase time each name within one
+  such step: an event belongs to the step of its number on its rank that began last before it.
 * Utilization statistics are per resource **and dimension** and node: ``cpu`` CPUUtilization and
   ``cpu`` I/OWaitPercentage are separate rows (SageMaker pooled them), and so are the ``i/o``
   metrics, whose dimension is empty: their ``dimension`` is their name (``IOPS``,
@@ -174,13 +175,22 @@ class _Statistics:
         self.offset_us = offset_us
         self._with = (
             f"WITH fw0 AS ({framework_sql}), {_TRACE_STEPS_AS_TRAIN}, sysr AS ({system_sql}), "
-            "steps AS (SELECT node AS snode, rank AS srank, step AS sstep, min(s) AS ss, "
+            "steps AS (SELECT node AS snode, rank AS srank, framework_metric AS sphase, "
+            "step AS sstep, min(s) AS ss, "
             f"max(e) AS se FROM fw WHERE framework_metric LIKE '{_STEP_PHASE_PATTERN}' "
             "AND step <> -1 GROUP BY node, rank, framework_metric, step), "
             "filled AS (SELECT fw.* EXCLUDE (step), CASE "
             "WHEN fw.step <> -1 THEN fw.step WHEN st.se > fw.e THEN st.sstep ELSE -1 END AS step "
             "FROM fw ASOF LEFT JOIN steps st "
-            "ON fw.node = st.snode AND fw.rank = st.srank AND fw.s > st.ss) "
+            "ON fw.node = st.snode AND fw.rank = st.srank AND fw.s > st.ss), "
+            # Each mode numbers its steps from 0: an event belongs to the step of its number on
+            # its rank that began last at or before it (the first of that number when none did).
+            "phased AS (SELECT f.*, coalesce(latest.sphase, first.sphase) AS step_phase "
+            "FROM filled f ASOF LEFT JOIN steps latest ON f.node = latest.snode "
+            "AND f.rank = latest.srank AND f.step = latest.sstep AND f.s >= latest.ss "
+            "LEFT JOIN (SELECT snode, srank, sstep, arg_min(sphase, ss) AS sphase FROM steps "
+            "GROUP BY ALL) first ON f.node = first.snode AND f.rank = first.srank "
+            "AND f.step = first.sstep) "
         )
 
     def _df(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
@@ -260,8 +270,8 @@ class _Statistics:
             "min(d) AS duration_min_us, max(d) AS duration_max_us, "
             "quantile_cont(d, 0.5) AS duration_p50_us, quantile_cont(d, 0.95) AS duration_p95_us, "
             "quantile_cont(d, 0.99) AS duration_p99_us FROM ("
-            f"SELECT {key}, node, rank, step, max(e) - min(s) AS d FROM filled "
-            f"WHERE step <> -1 AND {where} GROUP BY {key}, node, rank, step) "
+            f"SELECT {key}, node, rank, step_phase, step, max(e) - min(s) AS d FROM phased "
+            f"WHERE step <> -1 AND {where} GROUP BY {key}, node, rank, step_phase, step) "
             "GROUP BY 1 ORDER BY 1"
         )
 
