@@ -159,6 +159,31 @@ def test_what_happened_during_an_outlier_batch_is_taken_from_its_own_node_and_ra
     ].values.tolist() == [["Forward", "Net", 1, 0.5 * S]]
 
 
+def test_io_metrics_during_an_outlier_batch_are_told_apart_by_name() -> None:
+    # IOPS (ops/s) and read throughput (B/s) share the empty dimension of the `i/o` type: one
+    # row averaged 200 IOPS with 5e7 B/s, a mean of 2.5e7 in no unit
+    io = testing.system_table(
+        timestamp_us=[hb.T0 + k * S for k in range(10) for _ in range(2)],
+        node="algo-1",
+        type="i/o",
+        name=["IOPS", "ReadThroughputInBytesPerSecond"] * 10,
+        dimension="",
+        value=[200.0, 5e7] * 10,
+    )
+    pf = PandasFrame(
+        hb.connect(
+            system=pa.concat_tables([hb.system_table(), io]),
+            events=hb.events_table(_getnext_rows()),
+        )
+    )
+    result = PT_dataloader_analysis(pf).analyze_batchtime()
+    rows = result.system_metrics[result.system_metrics["type"] == "i/o"]
+    assert rows[["dimension", "mean", "samples"]].values.tolist() == [
+        ["IOPS", 200.0, 4],
+        ["ReadThroughputInBytesPerSecond", 5e7, 4],
+    ]
+
+
 def test_batch_time_window(caplog: pytest.LogCaptureFixture) -> None:
     analysis = _getnext_job()
     late = analysis.analyze_batchtime(hb.T0 + 5 * S, hb.T0 + 10 * S)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from stepscope.analysis.pandas_frame import (
     FRAMEWORK_METRIC_SQL,
     PandasFrame,
+    dimension_sql,
     regex_any,
     window_bound_us,
 )
@@ -135,8 +136,8 @@ class BatchTimeAnalysis:
         (their number), ``previous_batch_start``, ``start_time``, ``BatchTime_in_seconds``,
         ``worker_id``, ``node_id``, ``rank`` and the same bounds in µs since the epoch.
     :ivar system_metrics: per outlier (longest :data:`MAX_CORRELATED_OUTLIERS`), type and
-        dimension: ``mean``, ``max`` and ``samples`` of the system metrics of the outlier's node
-        during the batch.
+        dimension (the name of an ``i/o`` metric, whose dimension is empty): ``mean``, ``max``
+        and ``samples`` of the system metrics of the outlier's node during the batch.
     :ivar framework_metrics: per outlier, phase and event name: ``count`` and ``total_us`` of the
         framework events of the outlier's node and rank overlapping the batch (another rank was
         busy with its own batches).
@@ -377,7 +378,8 @@ class PT_dataloader_analysis:
         con.register("_stepscope_batches", windows)
         try:
             system = con.sql(
-                "SELECT w.outlier, s.node AS nodeID, s.type, s.dimension, avg(s.value) AS mean, "
+                f"SELECT w.outlier, s.node AS nodeID, s.type, {dimension_sql('s.name')}, "
+                "avg(s.value) AS mean, "
                 "max(s.value) AS max, count(*) AS samples FROM system s "
                 "JOIN _stepscope_batches w ON s.node = w.node "
                 "AND s.timestamp_us BETWEEN w.lo AND w.hi "

@@ -40,6 +40,7 @@ __all__ = [
     "FRAMEWORK_METRIC_SQL",
     "PandasFrame",
     "connect_source",
+    "dimension_sql",
     "first_minute_us",
     "regex_any",
     "text_time_sql",
@@ -94,6 +95,15 @@ _STEP_MODE_SQL = f"""(
     FROM ({_STEP_MARKS_SQL}) AS marks
     WHERE marks.node = events.node AND marks.rank = events.rank AND marks.step = events.step
 )"""
+
+
+def dimension_sql(name_column: str | None) -> str:
+    """What a system sample measures, as the statistics' ``dimension``: its dimension, else its
+    name. The ``i/o`` metrics (IOPS, read and write throughput) share an empty dimension and
+    differ in unit, so grouped by dimension alone they would be averaged together."""
+    if name_column is None:
+        return "dimension"
+    return f"coalesce(nullif(dimension, ''), {name_column}, '') AS dimension"
 
 
 def first_minute_us(con: duckdb.DuckDBPyConnection) -> int | None:

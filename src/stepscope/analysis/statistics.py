@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from stepscope.analysis.pandas_frame import (
     FRAMEWORK_METRIC_SQL,
     connect_source,
+    dimension_sql,
     first_minute_us,
     text_time_sql,
 )
@@ -439,15 +440,6 @@ _DEVICES = [Resource.CPU, Resource.GPU]
 _STEP_BY = list(StatsBy)
 
 
-def _dimension_sql(name_column: str | None) -> str:
-    """What a system sample measures, as the statistics' ``dimension``: its dimension, else its
-    name. The ``i/o`` metrics (IOPS, read and write throughput) share an empty dimension and
-    differ in unit, so grouped by dimension alone they would be averaged together."""
-    if name_column is None:
-        return "dimension"
-    return f"coalesce(nullif(dimension, ''), {name_column}, '') AS dimension"
-
-
 class PandasFrameAnalysis:
     """Statistics over the DataFrames of :class:`~stepscope.analysis.PandasFrame`.
 
@@ -491,7 +483,7 @@ class PandasFrameAnalysis:
         self._con.register("_fw", fw.assign(_row=range(len(fw))))
         self._con.register("_sys", sm)
         t = "timestamp_epoch_us" if "timestamp_epoch_us" in sm else f"timestamp_us + {offset}"
-        dimension = _dimension_sql("system_metric" if "system_metric" in sm else None)
+        dimension = dimension_sql("system_metric" if "system_metric" in sm else None)
         node = '"nodeID"' if "nodeID" in fw else "''"
         rank = "rank" if "rank" in fw else "-1"
         self._stats = _Statistics(
@@ -584,7 +576,7 @@ _JOB_FRAMEWORK_SQL = (
     "start_us AS s, start_us + dur_us AS e, node, rank FROM events WHERE ph <> 'C'"
 )
 _JOB_SYSTEM_SQL = (
-    f"SELECT timestamp_us AS t, type, {_dimension_sql('name')}, node AS nodeID, value FROM system"
+    f"SELECT timestamp_us AS t, type, {dimension_sql('name')}, node AS nodeID, value FROM system"
 )
 
 
