@@ -180,6 +180,37 @@ def test_training_phase_intervals(analysis: PandasFrameAnalysis) -> None:
     ]
 
 
+def test_intervals_of_one_phase_stop_where_another_phase_runs() -> None:
+    # TRAIN steps at 1..4.5 s, EVAL steps at 6..7.5 s, a second TRAIN epoch at 8..8.5 s: asked
+    # for TRAIN alone, the intervals were one TRAIN run from 1 to 8.5 s, and the samples taken
+    # during EVAL (at 6 and 7 s) counted as TRAIN
+    rows = hb.event_rows()
+    rows.append(
+        hb.event("pythontimeline", "Step:ModeKeys.TRAIN", "Step:ModeKeys.TRAIN", 8.0, 0.5, 3)
+    )
+    con = hb.connect(events=hb.events_table(rows))
+    train = "Step:ModeKeys.TRAIN"
+    intervals = training_phase_intervals(con, train)
+    assert intervals["phase"].tolist() == [
+        f"Before {train}",
+        train,
+        f"Between {train} and {train}",
+        train,
+        f"After {train}",
+    ]
+    assert intervals["start_time_epoch_us"].tolist() == [
+        hb.T0,
+        hb.T0 + S,
+        hb.T0 + 4.5 * S + 1,
+        hb.T0 + 8 * S,
+        hb.T0 + 8.5 * S + 1,
+    ]
+    stats = utilization_statistics(con, Resource.CPU, by=StatsBy.TRAINING_PHASE, phase=train)
+    cpu = stats[stats.dimension == "CPUUtilization"]
+    # CPUUtilization is 10 * k at k s: TRAIN holds the samples at 1..4 s and 8 s
+    assert cpu.loc[cpu.Training_phase == train, "utilization_mean"].tolist() == [25.0, 80.0]
+
+
 def test_device_usage_counts_samples_per_range(analysis: PandasFrameAnalysis) -> None:
     usage = analysis.get_device_usage_stats().set_index("dimension")
     # CPUUtilization 0, 10 .. 90: 90 -> (90, 100); 10..80 -> (10, 90); 0 -> (0, 10).

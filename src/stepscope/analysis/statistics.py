@@ -309,13 +309,17 @@ class _Statistics:
                 ", ".join(p for p in available if "Step:ModeKeys" in p) or "none",
             )
             return pd.DataFrame(columns=columns)
+        # Runs are cut by the steps of every phase, also those not asked for: EVAL steps
+        # before and after a TRAIN epoch are two EVAL intervals, not one spanning the epoch.
         runs = self.con.sql(
             self._with + "SELECT any_value(phase) AS phase, min(s) AS lo, max(e) AS hi FROM ("
             "SELECT phase, s, e, sum(new_run) OVER (ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS run "
             "FROM (SELECT framework_metric AS phase, s, e, CASE WHEN framework_metric IS NOT "
             "DISTINCT FROM lag(framework_metric) OVER (ORDER BY s, e) THEN 0 ELSE 1 END AS new_run "
-            "FROM fw WHERE list_contains(?, framework_metric))) GROUP BY run ORDER BY run",
-            params=[phases],
+            f"FROM fw WHERE list_contains(?, framework_metric) "
+            f"OR framework_metric LIKE '{_STEP_PHASE_PATTERN}')) "
+            "WHERE list_contains(?, phase) GROUP BY run ORDER BY run",
+            params=[phases, phases],
         ).fetchall()
         sys_lo, sys_hi = self._row("SELECT min(t), max(t) FROM sysr")
         rows: list[tuple[float, float, str]] = []
@@ -557,7 +561,9 @@ class PandasFrameAnalysis:
     ) -> pd.DataFrame:
         """Split the timeline into runs of each phase and the gaps around them.
 
-        Consecutive Step events of one phase form one interval; between two runs comes
+        Consecutive Step events of one phase form one interval, which the steps of any other
+        phase end (also of a phase not asked for: EVAL steps on both sides of a TRAIN epoch are
+        two EVAL intervals); between two runs comes
         ``"Between A and B"``, before the first ``"Before X"`` (from the first system sample) and
         after the last ``"After X"`` (to the last system sample). Columns ``start_time_us``,
         ``end_time_us`` (relative, as the input frames), ``phase``, ``start_time_epoch_us``,
