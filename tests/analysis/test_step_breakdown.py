@@ -6,6 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from tests.analysis import _kineto_synthetic as synthetic
 
@@ -117,3 +118,13 @@ def test_trace_without_profiler_steps_gives_no_rows(shared_fixtures, tmp_path):
     rows = step_time_breakdown(job)
     assert rows.empty
     assert list(rows.columns) == ["rank", "step", "start_us", "duration_us", *STEP_CATEGORIES]
+
+
+def test_one_rank_of_two_is_that_ranks_rows(shared_fixtures, tmp_path):
+    from stepscope.store import open_job
+
+    job = open_job(shared_fixtures / "kineto" / "two_ranks_one_job", cache_dir=tmp_path)
+    every = step_time_breakdown(job)
+    one = step_time_breakdown(job, rank=1)
+    assert set(one["rank"]) == {1}
+    pd.testing.assert_frame_equal(one, every[every["rank"] == 1].reset_index(drop=True))

@@ -23,15 +23,20 @@ _COMPUTE_BIT = 1
 _COMM_BIT = 2
 
 
-def comm_compute_overlap(job: Any, *, include_last_step: bool = False) -> pd.DataFrame:
+def comm_compute_overlap(
+    job: Any, *, rank: int | None = None, include_last_step: bool = False
+) -> pd.DataFrame:
     """Share of each rank's communication time that overlaps computation.
 
     :param job: a JobData, a DuckDB connection with an ``events`` view, or a path.
+    :param rank: only this rank; ``None`` for every rank.
     :param include_last_step: keep each rank's last ``ProfilerStep`` (default False, as HTA).
     :returns: columns ``rank, comm_us, overlap_us, overlap_pct`` (``overlap_pct`` is NaN for a
         rank without communication), one row per rank with GPU work.
     """
-    masks = type_overlap_durations(events_connection(job), include_last_step=include_last_step)
+    masks = type_overlap_durations(
+        events_connection(job), rank=rank, include_last_step=include_last_step
+    )
     mask = masks["mask"].astype(int)
     masks["comm"] = masks["dur_us"].where((mask & _COMM_BIT) != 0, 0.0)
     masks["overlap"] = masks["dur_us"].where(

@@ -36,6 +36,7 @@ from stepscope.analysis._events import (
     GPU_WORK_CATEGORIES,
     LAUNCH_CATEGORIES,
     events_connection,
+    rank_clause,
     sql_list,
 )
 from stepscope.analysis.kernel_types import kernel_type_sql
@@ -78,12 +79,14 @@ def _priority_sql() -> str:
         ELSE NULL END"""
 
 
-def _ranges_sql() -> str:
+def _ranges_sql(rank: int | None) -> str:
     """SQL: the steps' windows and every range with a category, from one scan of ``events``.
 
     Columns ``rank, start_us, end_us, level, step``: a window (see the module docstring) has
     ``level`` 0 and its ``step``; a range has its category's 1-based place in
     :data:`STEP_CATEGORIES` and no step. Only ranks with a window keep their ranges.
+
+    :param rank: only this rank; ``None`` for every rank.
     """
     return f"""
         WITH base AS MATERIALIZED (
@@ -93,7 +96,7 @@ def _ranges_sql() -> str:
                    CASE WHEN category IN ({sql_list(GPU_WORK_CATEGORIES)}) AND step >= 0
                         THEN step END AS gpu_step,
                    {_priority_sql()} AS level
-            FROM events WHERE ph = 'X'
+            FROM events WHERE ph = 'X'{rank_clause(rank)}
         ),
         host_steps AS (
             SELECT rank, profiler_step AS step, start_us AS s0, start_us + dur_us AS s1,
@@ -127,7 +130,7 @@ def _ranges_sql() -> str:
     """
 
 
-def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
+def step_time_breakdown(job: Any, *, rank: int | None = None) -> pd.DataFrame:
     """One row per rank and profiled step with its time by category (see the module docstring).
 
     One sweep over every range's start and end, in time order per rank: a range of category
@@ -137,8 +140,9 @@ def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
     lowest level with a positive count takes the stretch, credited to the open window. The sweep
     runs as numpy vector passes over the ranges' columns, so a million ranges cost one sort.
 
-    :param job_or_path: a JobData, a DuckDB connection with an ``events`` view, or a path (a
-        Kineto trace, a folder of traces, a job folder).
+    :param job: a JobData, a DuckDB connection with an ``events`` view, or a path (a Kineto
+        trace, a folder of traces, a job folder).
+    :param rank: only this rank; ``None`` for every rank.
     :returns: columns ``rank, step, start_us, duration_us`` and then :data:`STEP_CATEGORIES`
         (µs, summing to ``duration_us``), in time order per rank; no rows when the trace has no
         ``ProfilerStep``.
@@ -146,9 +150,9 @@ def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
     import numpy as np
     import pandas as pd
 
-    con = events_connection(job_or_path)
+    con = events_connection(job)
     columns = ["rank", "step", "start_us", "duration_us", *STEP_CATEGORIES]
-    ranges = con.sql(_ranges_sql()).fetchnumpy()
+    ranges = con.sql(_ranges_sql(rank)).fetchnumpy()
     all_rank = np.asarray(ranges["rank"], dtype=np.int64)
     all_level = np.asarray(ranges["level"], dtype=np.int8)
     all_start = np.asarray(ranges["start_us"], dtype=float)
@@ -163,12 +167,12 @@ def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
     # never opens.
     opens = np.ones(len(all_rank), dtype=np.int64)
     opens[windows] = np.where(w1 > w0, np.arange(1, len(windows) + 1), 0)
-    rank = np.concatenate([all_rank, all_rank])
+    edge_rank = np.concatenate([all_rank, all_rank])
     t = np.concatenate([all_start, all_end])
     level = np.concatenate([all_level, all_level])
     delta = np.concatenate([opens, -opens])
-    order = np.lexsort((t, rank))
-    rank, t, level, delta = rank[order], t[order], level[order], delta[order]
+    order = np.lexsort((t, edge_rank))
+    edge_rank, t, level, delta = edge_rank[order], t[order], level[order], delta[order]
     levels = len(STEP_CATEGORIES) - 1
     width = len(STEP_CATEGORIES)
     # Lowest level busy after each edge (levels + 1: none); lower levels overwrite higher ones.
@@ -177,7 +181,7 @@ def step_time_breakdown(job_or_path: Any) -> pd.DataFrame:
         top[np.cumsum(np.where(level == busy, delta, 0)) > 0] = busy
     window = np.cumsum(np.where(level == 0, delta, 0))  # the step window open after each edge
     length = np.zeros(len(t))
-    length[:-1] = np.where(rank[1:] == rank[:-1], t[1:] - t[:-1], 0.0)
+    length[:-1] = np.where(edge_rank[1:] == edge_rank[:-1], t[1:] - t[:-1], 0.0)
     inside = (window > 0) & (length > 0)
     per_level = np.bincount(
         (window[inside] - 1) * width + (top[inside] - 1),

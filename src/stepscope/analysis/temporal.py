@@ -24,15 +24,18 @@ if TYPE_CHECKING:
 __all__ = ["temporal_breakdown"]
 
 
-def temporal_breakdown(job: Any, *, include_last_step: bool = False) -> pd.DataFrame:
+def temporal_breakdown(
+    job: Any, *, rank: int | None = None, include_last_step: bool = False
+) -> pd.DataFrame:
     """Idle, compute and non-compute GPU time per rank.
 
     :param job: a JobData, a DuckDB connection with an ``events`` view, or a path.
+    :param rank: only this rank; ``None`` for every rank.
     :param include_last_step: keep each rank's last ``ProfilerStep`` (default False, as HTA).
     :returns: columns ``rank, span_us, idle_us, compute_us, non_compute_us, idle_pct,
         compute_pct, non_compute_pct``, one row per rank that has GPU work.
     """
-    work = gpu_work_sql(include_last_step=include_last_step)
+    work = gpu_work_sql(rank=rank, include_last_step=include_last_step)
     masks = overlap_masks_sql("SELECT rank, bit, start_us, end_us FROM work", ("rank",))
     # one pass over the GPU work: its span per rank and the busy time of each overlap of types
     out: pd.DataFrame = (
