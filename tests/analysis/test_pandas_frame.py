@@ -319,6 +319,12 @@ def test_intervals_need_one_end_per_begin(pf: PandasFrame) -> None:
         pf.get_framework_metrics_by_begin_and_end_timesteps([hb.T0, hb.T0 + S], [hb.T0 + 2 * S])
 
 
+def test_an_interval_that_ends_before_it_begins_is_a_config_error(pf: PandasFrame) -> None:
+    # The lists given the wrong way round gave ({}, {}), as if nothing had run
+    with pytest.raises(ConfigError, match=r"end_timestep_list must be an end at or after its"):
+        pf.get_framework_metrics_by_begin_and_end_timesteps([hb.T0 + 2 * S], [hb.T0 + S])
+
+
 def test_an_empty_job_gives_empty_frames() -> None:
     empty = PandasFrame(hb.connect(hb.system_table().slice(0, 0), hb.events_table([])))
     assert empty.start_time == 0

@@ -596,7 +596,8 @@ class PandasFrame:
         per event name, each normalised to its largest value (SageMaker's semantics: an event
         overlapping several intervals counts once per interval).
 
-        :raises ConfigError: the lists differ in length, or hold something not a timestamp.
+        :raises ConfigError: the lists differ in length, hold something not a timestamp, or an
+            interval ends before it begins.
         """
         begins, ends = list(begin_timestep_list), list(end_timestep_list)
         if len(ends) != len(begins):
@@ -609,6 +610,14 @@ class PandasFrame:
             (to_epoch_us(b, "begin_timestep_list"), to_epoch_us(e, "end_timestep_list"))
             for b, e in zip(begins, ends, strict=True)
         ]
+        for (lo, hi), begin, end in zip(intervals, begins, ends, strict=True):
+            if hi < lo:
+                # Swapped lists would read as intervals in which nothing ran.
+                raise ConfigError(
+                    "get_framework_metrics_by_begin_and_end_timesteps.end_timestep_list",
+                    end,
+                    f"an end at or after its begin ({begin!r})",
+                )
         totals = self._sum_overlaps(
             intervals,
             selected_framework_metrics,
