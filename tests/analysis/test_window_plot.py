@@ -71,6 +71,19 @@ def test_a_png_without_kaleido_names_the_install_command_that_brings_it(
     assert str(caught.value).endswith("Install it with: pip install kaleido")
 
 
+def test_an_output_named_as_an_image_or_as_nothing_known_is_not_an_html_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # window.svg and window.txt were HTML pages under those names
+    monkeypatch.setitem(sys.modules, "kaleido", None)  # as where kaleido is not installed
+    analysis = PT_dataloader_analysis(PandasFrame(hb.connect()))
+    with pytest.raises(MissingDependencyError, match="plot_the_window to SVG"):
+        analysis.plot_the_window(output=tmp_path / "window.svg")
+    with pytest.raises(ConfigError, match=r"output must be a file name ending in \.html"):
+        analysis.plot_the_window(output=tmp_path / "window.txt")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_each_kind_of_system_metric_has_its_own_axis(tmp_path: Path) -> None:
     # Throughputs in the millions on the axis of 0-100 % utilizations would flatten the latter.
     network = testing.system_table(

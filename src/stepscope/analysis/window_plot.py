@@ -2,9 +2,9 @@
 
 SageMaker's version built a bokeh widget that only lived in a notebook. This one writes a file
 that opens anywhere: a self-contained HTML page (plotly, with plotly.js inlined from the installed
-package, so it works offline) or, when the output name ends in ``.png`` and kaleido is installed,
-an image. Each kind of system metric (``cpu``, ``gpu``, ``memory``, ``i/o``, ``network``) has a
-panel of its own, since their units differ by orders of magnitude (percentages beside bytes per
+package, so it works offline) or, when the output name ends in ``.png`` (or another of
+:data:`IMAGE_SUFFIXES`) and kaleido is installed, an image. Each kind of system metric
+(``cpu``, ``gpu``, ``memory``, ``i/o``, ``network``) has a panel of its own, since their units differ by orders of magnitude (percentages beside bytes per
 second would read as flat lines at zero), with one line per metric (node, dimension, name),
 averaged into at most :data:`MAX_POINTS_PER_LINE` time buckets; the bottom panel has one bar per
 framework event, one row per phase, keeping the :data:`MAX_EVENTS` longest when there are more.
@@ -33,7 +33,7 @@ from stepscope.errors import ConfigError
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["MAX_EVENTS", "MAX_POINTS_PER_LINE", "plot_the_window"]
+__all__ = ["IMAGE_SUFFIXES", "MAX_EVENTS", "MAX_POINTS_PER_LINE", "plot_the_window"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +41,9 @@ logger = logging.getLogger(__name__)
 MAX_POINTS_PER_LINE = 2000
 #: Framework events drawn; the longest are kept.
 MAX_EVENTS = 20_000
+#: Output names written as images (through kaleido); ``.html`` and ``.htm`` are HTML pages.
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".svg", ".pdf")
+_HTML_SUFFIXES = (".html", ".htm")
 #: The order of the system-metric panels, top down; other kinds follow by name.
 _KIND_ORDER = {"cpu": 0, "gpu": 1, "memory": 2, "i/o": 3, "network": 4}
 
@@ -65,9 +68,19 @@ def plot_the_window(
     :param select_events: regular expressions; events whose name or phase matches are drawn.
     :param select_dimensions: regular expressions; system metrics whose dimension or name matches
         are drawn.
-    :param output: the file to write (``.html``, or ``.png`` with kaleido installed); default
+    :param output: the file to write (``.html``, or ``.png`` or another of
+        :data:`IMAGE_SUFFIXES` with kaleido installed); default
         ``stepscope-window-<start_us>-<end_us>.html`` in the current folder.
+    :raises ConfigError: the output's suffix is none of these (a page written under another
+        name would not open as what it is called).
     """
+    suffix = "" if output is None else Path(output).suffix.lower()
+    if output is not None and suffix not in _HTML_SUFFIXES + IMAGE_SUFFIXES:
+        raise ConfigError(
+            "plot_the_window.output",
+            str(output),
+            "a file name ending in " + ", ".join(_HTML_SUFFIXES + IMAGE_SUFFIXES),
+        )
     plotly = require("plotly", extra="ui", feature="plot_the_window")
     from plotly.subplots import make_subplots
 
@@ -173,8 +186,8 @@ def plot_the_window(
     )
     figure.update_xaxes(title_text="seconds since the window start", row=events_row, col=1)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix.lower() == ".png":
-        require("kaleido", extra=None, feature="plot_the_window to PNG")
+    if suffix in IMAGE_SUFFIXES:
+        require("kaleido", extra=None, feature=f"plot_the_window to {suffix[1:].upper()}")
         figure.write_image(str(path))
     else:
         figure.write_html(str(path), include_plotlyjs=True, full_html=True)
