@@ -84,3 +84,15 @@ def test_rank_filter(job):
     assert kernel_summary(job, rank=1).empty
     with pytest.raises(ConfigError):
         kernel_summary(job, rank=-1)
+
+
+def test_a_rank_the_job_does_not_have_is_warned_about(job, caplog):
+    # rank=3 of a one-rank trace gave empty tables without a word, as a quiet rank would
+    with caplog.at_level("WARNING"):
+        assert kernel_summary(job, rank=0)["count"].sum() == 4
+        assert not caplog.records
+        assert kernel_summary(job, rank=3).empty
+        assert step_time_breakdown(job, rank=3).empty
+    assert [r.getMessage() for r in caplog.records] == [
+        "Rank 3 has no events in this job, so the analysis of it is empty; the job's ranks: 0."
+    ] * 2

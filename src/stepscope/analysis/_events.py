@@ -9,6 +9,7 @@ opens.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ __all__ = [
     "sql_list",
 ]
 
+logger = logging.getLogger(__name__)
+
 #: Categories of events that keep a GPU busy (HTA's "GPU kernels": kernels, copies, memsets).
 GPU_WORK_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 #: Categories of the CPU calls that launch GPU work (their ``correlation`` is the GPU event's).
@@ -33,8 +36,29 @@ def sql_list(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
 
 
-def events_connection(job: Any) -> Any:  # Any: JobData | PandasFrame | DuckDBPyConnection | path
-    """The DuckDB connection with an ``events`` view behind ``job`` (see the module docstring)."""
+def events_connection(job: Any, *, rank: int | None = None) -> Any:  # Any: see the docstring
+    """The DuckDB connection with an ``events`` view behind ``job`` (see the module docstring).
+
+    :param rank: the rank the caller selects, if any: one that has no events (a typo, a rank
+        whose traces are missing) is warned about, naming the job's ranks, since every
+        analysis of it is empty.
+    :raises ConfigError: ``rank`` is not an integer >= 0.
+    """
+    con = _connection(job)
+    if rank is not None:
+        rank_clause(rank)  # checks it
+        if not con.sql("SELECT 1 FROM events WHERE rank = ? LIMIT 1", params=[rank]).fetchall():
+            ranks = con.sql("SELECT DISTINCT rank FROM events ORDER BY rank").fetchall()
+            logger.warning(
+                "Rank %d has no events in this job, so the analysis of it is empty; the job's "
+                "ranks: %s.",
+                rank,
+                ", ".join(str(r) for (r,) in ranks) or "none",
+            )
+    return con
+
+
+def _connection(job: Any) -> Any:  # Any: JobData | PandasFrame | DuckDBPyConnection | path
     if isinstance(job, (str, Path)):
         from stepscope.store import open_job
 

@@ -56,7 +56,7 @@ def annotation_names(job: Any, *, rank: int | None = None, on_gpu: bool = False)
     :param on_gpu: read the GPU-side projections instead of the CPU ranges.
     :returns: columns ``name, count, total_us, avg_us``, largest total first.
     """
-    con = events_connection(job)
+    con = events_connection(job, rank=rank)
     frame: pd.DataFrame = con.sql(
         f"""
         SELECT name, count(*) AS count, sum(dur_us) AS total_us, avg(dur_us) AS avg_us
@@ -75,7 +75,7 @@ def annotation_durations(
     :param name: the annotation name, exactly as recorded.
     :returns: columns ``rank, step, start_us, dur_us``, in time order per rank.
     """
-    con = events_connection(job)
+    con = events_connection(job, rank=rank)
     frame: pd.DataFrame = con.execute(
         f"""
         SELECT rank, step, start_us, dur_us

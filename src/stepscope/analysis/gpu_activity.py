@@ -43,7 +43,7 @@ def gpu_activity(job: Any, *, rank: int | None = None) -> pd.DataFrame:
     :param rank: only this rank; ``None`` for all ranks together.
     :returns: columns ``activity, count, total_us, pct`` (pct of the summed time), largest first.
     """
-    con = events_connection(job)
+    con = events_connection(job, rank=rank)
     frame: pd.DataFrame = con.sql(
         f"""
         SELECT {_ACTIVITY_SQL} AS activity, count(*) AS count, sum(dur_us) AS total_us,
@@ -65,7 +65,7 @@ def memory_operations(job: Any, *, rank: int | None = None) -> pd.DataFrame:
     :returns: columns ``kind, count, total_us, bytes, pct`` (pct of copy + memset time),
         largest time first; ``bytes`` counts only events that report their size.
     """
-    con = events_connection(job)
+    con = events_connection(job, rank=rank)
     frame: pd.DataFrame = con.sql(
         f"""
         SELECT {_COPY_KIND_SQL} AS kind, count(*) AS count, sum(dur_us) AS total_us,

@@ -101,7 +101,7 @@ def gpu_active_time(job: Any, *, rank: int | None = None) -> pd.DataFrame:
     :param rank: only this rank; ``None`` for all.
     :returns: columns ``rank, device, span_us, active_us, idle_us, active_pct``.
     """
-    con = events_connection(job)
+    con = events_connection(job, rank=rank)
     # The pieces keep the first start and the last end, so they give the span as well.
     pieces = covered_pieces_sql(_kernel_intervals(rank, GPU_WORK_CATEGORIES), ("rank", "device"))
     frame: pd.DataFrame = con.sql(
@@ -126,7 +126,7 @@ def gpu_utilization(job: Any, *, rank: int | None = None) -> pd.DataFrame:
     :returns: columns ``rank, device, window_us, busy_us, utilization_pct,
         sm_efficiency_pct, achieved_occupancy_pct`` (NaN when kernels lack those args).
     """
-    con = events_connection(job)
+    con = events_connection(job, rank=rank)
     pieces = covered_pieces_sql(_kernel_intervals(rank), ("rank", "device"))
     frame: pd.DataFrame = con.sql(
         f"""
@@ -174,7 +174,7 @@ def gpu_utilization_timeline(job: Any, *, rank: int | None = None) -> pd.DataFra
 
     :returns: columns ``rank, device, start_us, end_us, utilization`` (0–1), one row per bucket.
     """
-    con = events_connection(job)
+    con = events_connection(job, rank=rank)
     kernels = "SELECT rank, device, start_us, end_us FROM spans WHERE category = 'kernel'"
     pieces = covered_pieces_sql(kernels, ("rank", "device"))
     frame: pd.DataFrame = con.sql(
@@ -218,7 +218,7 @@ def sm_efficiency_timeline(job: Any, *, rank: int | None = None) -> pd.DataFrame
     :returns: columns ``rank, device, start_us, end_us, sm_efficiency`` (0–1), one row per
         segment where some kernel with a ``blocks per SM`` arg ran.
     """
-    con = events_connection(job)
+    con = events_connection(job, rank=rank)
     frame: pd.DataFrame = con.sql(
         f"""SELECT rank, device, start_us, end_us, value AS sm_efficiency
             FROM ({_sm_segments(rank)}) ORDER BY rank, device, start_us"""

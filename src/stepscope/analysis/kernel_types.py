@@ -131,7 +131,7 @@ def kernel_type_breakdown(
     import pandas as pd
 
     masks = type_overlap_durations(
-        events_connection(job), rank=rank, include_last_step=include_last_step
+        events_connection(job, rank=rank), rank=rank, include_last_step=include_last_step
     )
     if masks.empty:
         return pd.DataFrame({"kernel_type": [], "total_us": [], "pct": []})

@@ -44,7 +44,7 @@ def kernel_summary(
         raise ConfigError("kernel_summary.top_k", top_k, "an integer >= 1")
     if order_by not in _ORDER_SQL:
         raise ConfigError("kernel_summary.order_by", order_by, "'total' or 'count'")
-    con = events_connection(job)
+    con = events_connection(job, rank=rank)
     frame: pd.DataFrame = con.sql(
         f"""
         WITH k AS (

@@ -38,7 +38,7 @@ def launch_delays(job: Any, *, rank: int | None = None) -> pd.DataFrame:
         launch_dur_us, gpu_start_us, gpu_dur_us, launch_to_start_us, call_end_to_start_us``,
         in launch order.
     """
-    con = events_connection(job)
+    con = events_connection(job, rank=rank)
     frame: pd.DataFrame = con.sql(
         f"""
         SELECT g.rank, g.correlation, g.name, g.category, l.name AS launch_name,

@@ -39,7 +39,7 @@ def memory_timeline(job: Any, *, rank: int | None = None, max_points: int = 1000
     """
     if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1:
         raise ConfigError("memory_timeline.max_points", max_points, "an integer >= 1")
-    con = events_connection(job)
+    con = events_connection(job, rank=rank)
     frame: pd.DataFrame = con.sql(
         f"""
         WITH m AS (

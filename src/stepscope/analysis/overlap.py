@@ -35,7 +35,7 @@ def comm_compute_overlap(
         rank without communication), one row per rank with GPU work.
     """
     masks = type_overlap_durations(
-        events_connection(job), rank=rank, include_last_step=include_last_step
+        events_connection(job, rank=rank), rank=rank, include_last_step=include_last_step
     )
     mask = masks["mask"].astype(int)
     masks["comm"] = masks["dur_us"].where((mask & _COMM_BIT) != 0, 0.0)

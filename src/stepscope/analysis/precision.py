@@ -222,7 +222,7 @@ def kernel_precision(job: Any, *, rank: int | None = None) -> pd.DataFrame:
     :returns: columns ``precision, count, total_us, pct`` (pct of all kernel time), largest
         first; no rows when the trace has no kernels.
     """
-    con = events_connection(job)
+    con = events_connection(job, rank=rank)
     frame: pd.DataFrame = con.sql(
         f"""
         SELECT precision, count(*) AS count, sum(dur_us) AS total_us,
@@ -239,7 +239,7 @@ def kernel_precision_by_name(job: Any, *, rank: int | None = None) -> pd.DataFra
 
     :returns: columns ``name, precision, source, count, total_us``, longest total first.
     """
-    con = events_connection(job)
+    con = events_connection(job, rank=rank)
     frame: pd.DataFrame = con.sql(
         f"""
         SELECT name, precision, source, count(*) AS count, sum(dur_us) AS total_us

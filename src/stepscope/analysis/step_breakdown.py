@@ -150,7 +150,7 @@ def step_time_breakdown(job: Any, *, rank: int | None = None) -> pd.DataFrame:
     import numpy as np
     import pandas as pd
 
-    con = events_connection(job)
+    con = events_connection(job, rank=rank)
     columns = ["rank", "step", "start_us", "duration_us", *STEP_CATEGORIES]
     ranges = con.sql(_ranges_sql(rank)).fetchnumpy()
     all_rank = np.asarray(ranges["rank"], dtype=np.int64)

@@ -39,7 +39,7 @@ def temporal_breakdown(
     masks = overlap_masks_sql("SELECT rank, bit, start_us, end_us FROM work", ("rank",))
     # one pass over the GPU work: its span per rank and the busy time of each overlap of types
     out: pd.DataFrame = (
-        events_connection(job)
+        events_connection(job, rank=rank)
         .sql(
             f"""WITH work AS MATERIALIZED ({work}),
                 spans AS (
