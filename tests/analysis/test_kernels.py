@@ -6,6 +6,7 @@ import gzip
 import json
 from collections import defaultdict
 
+import numpy as np
 import pandas as pd
 import pytest
 from tests.analysis import _kineto_synthetic as synthetic
@@ -96,3 +97,12 @@ def test_a_rank_the_job_does_not_have_is_warned_about(job, caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "Rank 3 has no events in this job, so the analysis of it is empty; the job's ranks: 0."
     ] * 2
+
+
+def test_a_rank_read_off_a_result_selects_that_rank(job):
+    # a frame's cell is numpy's integer, which was refused as "not an integer"
+    rank = step_time_breakdown(job).loc[0, "rank"]
+    assert isinstance(rank, np.integer)
+    assert kernel_summary(job, rank=rank).equals(kernel_summary(job, rank=0))
+    with pytest.raises(ConfigError, match="rank must be an integer >= 0"):
+        kernel_summary(job, rank=np.float64(0.5))

@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from stepscope.config.validation import plain_number
 from stepscope.errors import ConfigError
 
 __all__ = [
@@ -47,6 +48,7 @@ def events_connection(job: Any, *, rank: int | None = None) -> Any:  # Any: see 
     con = _connection(job)
     if rank is not None:
         rank_clause(rank)  # checks it
+        rank = plain_number(rank)
         if not con.sql("SELECT 1 FROM events WHERE rank = ? LIMIT 1", params=[rank]).fetchall():
             ranks = con.sql("SELECT DISTINCT rank FROM events ORDER BY rank").fetchall()
             logger.warning(
@@ -80,6 +82,7 @@ def rank_clause(rank: int | None, *, column: str = "rank") -> str:
     """
     if rank is None:
         return ""
-    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+    number = plain_number(rank)  # a rank read off a result's column is numpy's
+    if isinstance(number, bool) or not isinstance(number, int) or number < 0:
         raise ConfigError("rank", rank, "an integer >= 0 or None (all ranks)")
-    return f" AND {column} = {rank}"
+    return f" AND {column} = {number}"
