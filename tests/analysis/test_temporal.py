@@ -92,3 +92,28 @@ def test_one_rank_of_two_is_that_ranks_row(two_ranks):
         pd.testing.assert_frame_equal(
             one.reset_index(drop=True), every[every["rank"] == 1].reset_index(drop=True)
         )
+
+
+def test_a_trace_of_one_step_is_warned_about_when_that_step_is_left_out(
+    shared_fixtures, tmp_path, caplog
+):
+    # The trace's only step is its last: HTA's filter leaves nothing, and the three analyses
+    # were empty without a word
+    from stepscope.store import open_job
+
+    trace = shared_fixtures / "kineto" / "legacy_2021_gpu_metrics_input.json"
+    job = open_job(trace, cache_dir=tmp_path)
+    job.refresh()
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="stepscope.analysis"):
+        assert temporal_breakdown(job).empty
+        assert kernel_type_breakdown(job).empty
+        assert comm_compute_overlap(job).empty
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 3
+    assert all(m.startswith("Rank 0 has no GPU work launched before its last") for m in messages)
+    assert all("include_last_step=True" in m for m in messages)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="stepscope.analysis"):
+        assert temporal_breakdown(job, include_last_step=True)["rank"].tolist() == [0]
+    assert not caplog.records

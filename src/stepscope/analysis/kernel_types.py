@@ -12,11 +12,13 @@ Which GPU work counts, as HTA loads it: kernels, copies and memsets (not ``cuda_
 nor ``gpu_user_annotation`` ranges). With ``include_last_step=False`` (HTA's default) a rank's
 last ``ProfilerStep`` is dropped, because the profiler often cuts it short: only GPU work whose
 launching runtime call started before the last step's start is kept. A rank without
-``ProfilerStep`` ranges keeps everything.
+``ProfilerStep`` ranges keeps everything; a rank left with nothing (a trace of one step) is
+warned about.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from stepscope.analysis._events import (
@@ -38,7 +40,10 @@ __all__ = [
     "kernel_type_sql",
     "mask_label",
     "type_overlap_durations",
+    "warn_of_ranks_left_empty",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: The kernel types, in HTA's order (also the order of the bits in an overlap mask).
 KERNEL_TYPES: tuple[str, ...] = ("COMPUTATION", "COMMUNICATION", "MEMORY")
@@ -100,6 +105,30 @@ def gpu_work_sql(*, rank: int | None = None, include_last_step: bool = False) ->
     return f"SELECT *, {_BIT_SQL} AS bit FROM ({selected})"
 
 
+def warn_of_ranks_left_empty(con: Any, *, rank: int | None, include_last_step: bool) -> None:
+    """Warn of each rank that has GPU work but none launched before its last ``ProfilerStep``
+    (a trace of one step): the last-step filter leaves it nothing, and it would be missing from
+    the result without a word.
+    """
+    if include_last_step:
+        return
+    gpu = sql_list(GPU_WORK_CATEGORIES)
+    emptied = con.sql(
+        f"""SELECT DISTINCT rank FROM events
+            WHERE category IN ({gpu}) AND ph = 'X'{rank_clause(rank)}
+            EXCEPT SELECT DISTINCT rank FROM ({gpu_work_sql(rank=rank)})
+            ORDER BY rank"""
+    ).fetchall()
+    for (left_out,) in emptied:
+        logger.warning(
+            "Rank %d has no GPU work launched before its last ProfilerStep, which is left out "
+            "as Holistic Trace Analysis leaves it out (the profiler often cuts it short), so "
+            "the rank is missing from the result. Pass include_last_step=True to count that "
+            "step.",
+            left_out,
+        )
+
+
 def mask_label(mask: int) -> str:
     """HTA's name for a set of overlapping types, e.g. ``COMPUTATION overlapping COMMUNICATION``."""
     return " overlapping ".join(t for i, t in enumerate(KERNEL_TYPES) if mask & (1 << i))
@@ -109,6 +138,7 @@ def type_overlap_durations(
     con: Any, *, rank: int | None = None, include_last_step: bool = False
 ) -> pd.DataFrame:
     """Per rank: busy time of each combination of kernel types (``rank, mask, dur_us``)."""
+    warn_of_ranks_left_empty(con, rank=rank, include_last_step=include_last_step)
     work = gpu_work_sql(rank=rank, include_last_step=include_last_step)
     source = f"SELECT rank, bit, start_us, end_us FROM ({work})"
     frame: pd.DataFrame = con.sql(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from stepscope.analysis._events import events_connection
 from stepscope.analysis._intervals import overlap_masks_sql
-from stepscope.analysis.kernel_types import gpu_work_sql
+from stepscope.analysis.kernel_types import gpu_work_sql, warn_of_ranks_left_empty
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,13 +35,13 @@ def temporal_breakdown(
     :returns: columns ``rank, span_us, idle_us, compute_us, non_compute_us, idle_pct,
         compute_pct, non_compute_pct``, one row per rank that has GPU work.
     """
+    con = events_connection(job, rank=rank)
+    warn_of_ranks_left_empty(con, rank=rank, include_last_step=include_last_step)
     work = gpu_work_sql(rank=rank, include_last_step=include_last_step)
     masks = overlap_masks_sql("SELECT rank, bit, start_us, end_us FROM work", ("rank",))
     # one pass over the GPU work: its span per rank and the busy time of each overlap of types
-    out: pd.DataFrame = (
-        events_connection(job, rank=rank)
-        .sql(
-            f"""WITH work AS MATERIALIZED ({work}),
+    out: pd.DataFrame = con.sql(
+        f"""WITH work AS MATERIALIZED ({work}),
                 spans AS (
                     SELECT rank, max(end_us) - min(start_us) AS span_us FROM work GROUP BY rank
                 ),
@@ -51,9 +51,7 @@ def temporal_breakdown(
                    coalesce(sum(m.dur_us) FILTER (WHERE m.mask & 1 = 1), 0) AS compute
             FROM spans s LEFT JOIN masks m ON m.rank = s.rank
             GROUP BY s.rank, s.span_us ORDER BY s.rank"""
-        )
-        .df()
-    )
+    ).df()
     out["idle_us"] = out["span_us"] - out["busy"]
     out["compute_us"] = out["compute"]
     out["non_compute_us"] = out["busy"] - out["compute"]
