@@ -222,8 +222,11 @@ def test_device_usage_counts_samples_per_range(analysis: PandasFrameAnalysis) ->
 
 
 def test_wrong_arguments_are_config_errors(analysis: PandasFrameAnalysis) -> None:
-    with pytest.raises(ConfigError, match="resource"):
+    # a string was taken letter by letter ("got 'c'"), and a device was called the resource
+    with pytest.raises(ConfigError, match=r"^resource must be .*, got 'cpu'\.$"):
         analysis.get_utilization_stats(resource="cpu")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^device must be .*, got 'gpu'\.$"):
+        analysis.get_device_usage_stats(device="gpu")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="by"):
         analysis.get_utilization_stats(by=StatsBy.PROCESS)
     with pytest.raises(ConfigError, match="by"):

@@ -133,18 +133,24 @@ def _nan(value: Any) -> float:
 
 
 def _resources(
-    resource: Resource | Sequence[Resource] | None, default: Sequence[Resource]
+    resource: Resource | Sequence[Resource] | None,
+    default: Sequence[Resource],
+    parameter: str = "resource",
 ) -> list[str]:
+    """The ``type`` values of the chosen resources.
+
+    :param parameter: the caller's parameter, named in the error.
+    """
     if resource is None:
         chosen: Sequence[Any] = default
-    elif isinstance(resource, Resource):
+    elif isinstance(resource, (Resource, str)):  # a string is one wrong value, not its letters
         chosen = [resource]
     else:
         chosen = list(resource)
     bad = [r for r in chosen if not isinstance(r, Resource)]
     if bad:
         allowed = ", ".join(f"Resource.{r.name}" for r in Resource)
-        raise ConfigError("resource", bad[0], f"a Resource or a list of them ({allowed})")
+        raise ConfigError(parameter, bad[0], f"a Resource or a list of them ({allowed})")
     return [r.value for r in chosen]
 
 
@@ -553,7 +559,7 @@ class PandasFrameAnalysis:
         :raises ConfigError: a range is not two numbers with ``0 <= low <= high <= 100``.
         """
         return self._stats.device_usage(
-            _resources(device, _DEVICES), _check_ranges(utilization_ranges)
+            _resources(device, _DEVICES, "device"), _check_ranges(utilization_ranges)
         )
 
     def get_training_phase_intervals(
@@ -625,7 +631,9 @@ def device_usage_statistics(
     utilization_ranges: Sequence[tuple[float, float]] | None = None,
 ) -> pd.DataFrame:
     """:meth:`PandasFrameAnalysis.get_device_usage_stats` of a job."""
-    return _job(job).device_usage(_resources(device, _DEVICES), _check_ranges(utilization_ranges))
+    return _job(job).device_usage(
+        _resources(device, _DEVICES, "device"), _check_ranges(utilization_ranges)
+    )
 
 
 def training_phase_intervals(job: Any, phase: str | Sequence[str] | None = None) -> pd.DataFrame:
