@@ -154,6 +154,11 @@ def test_data_by_time_window(pf: PandasFrame) -> None:
     )
     only_system, none = pf.get_profiler_data_by_time(hb.T0, hb.T0 + S, get_framework_metrics=False)
     assert none.empty and len(only_system) == 8
+    # the table not asked for has its columns (it had none: selecting one raised KeyError)
+    assert none.columns.equals(fw.columns)
+    none, only_framework = pf.get_profiler_data_by_time(hb.T0, hb.T0 + S, get_system_metrics=False)
+    assert none.empty and none.columns.equals(only_system.columns)
+    assert only_framework.equals(pf.get_profiler_data_by_time(hb.T0, hb.T0 + S)[1])
 
 
 @pytest.mark.parametrize("scale", [1e-6, 1e-3])

@@ -410,13 +410,11 @@ class PandasFrame:
         """System samples taken in, and framework events overlapping, ``[start_time_us,
         end_time_us]`` (µs since the epoch, or text timestamps as in the frames' ``timestamp``
         column or datetimes (``datetime``, ``numpy.datetime64``, ``pandas.Timestamp``), each
-        standing for its whole µs). A table not asked for is empty.
+        standing for its whole µs). A table not asked for is empty, with its columns.
 
         :param cache_metrics: accepted for compatibility, ignored.
         :raises ConfigError: a bound is not a timestamp, or the end is before the start.
         """
-        import pandas as pd
-
         lo = window_bound_us(start_time_us, "get_profiler_data_by_time.start_time_us", end=False)
         hi = window_bound_us(end_time_us, "get_profiler_data_by_time.end_time_us", end=True)
         if hi < lo:
@@ -425,8 +423,10 @@ class PandasFrame:
                 end_time_us,
                 f"a time at or after start_time_us ({start_time_us!r})",
             )
-        system = pd.DataFrame()
-        framework = pd.DataFrame()
+        # a table not asked for keeps its columns, as SageMaker's did: code selecting one of
+        # them must not fail on it
+        system = self._query(self._system_sql("FALSE"))
+        framework = self._query(self._framework_sql("FALSE"))
         if get_system_metrics:
             where, params = self._names_filter("name", selected_system_metrics)
             system = self._query(
