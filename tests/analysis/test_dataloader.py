@@ -184,6 +184,20 @@ def test_io_metrics_during_an_outlier_batch_are_told_apart_by_name() -> None:
     ]
 
 
+def test_batch_time_tables_have_their_columns_also_without_outliers(
+    analysis: PT_dataloader_analysis,
+) -> None:
+    # a window without outlier batches (a healthy job) gave tables without columns: selecting
+    # one raised KeyError
+    with_outliers = _getnext_job().analyze_batchtime()
+    for result in (analysis.analyze_batchtime(), analysis.analyze_batchtime(hb.T0, hb.T0)):
+        assert result.outliers.empty
+        for table in ("batches", "outliers", "system_metrics", "framework_metrics"):
+            assert list(getattr(result, table).columns) == list(
+                getattr(with_outliers, table).columns
+            ), table
+
+
 def test_batch_time_window(caplog: pytest.LogCaptureFixture) -> None:
     analysis = _getnext_job()
     late = analysis.analyze_batchtime(hb.T0 + 5 * S, hb.T0 + 10 * S)

@@ -52,6 +52,21 @@ ITERATOR_TYPES = (
 )
 #: Outlier batches whose system and framework metrics ``analyze_batchtime`` gathers, longest first.
 MAX_CORRELATED_OUTLIERS = 100
+#: The columns of :class:`BatchTimeAnalysis`' tables, which they have also when empty (a window
+#: without outliers): code selecting a column must not fail on a healthy job.
+OUTLIER_COLUMNS = (
+    "outlier",
+    "previous_batch_start",
+    "start_time",
+    "BatchTime_in_seconds",
+    "worker_id",
+    "node_id",
+    "rank",
+    "previous_batch_start_epoch_us",
+    "start_time_epoch_us",
+)
+SYSTEM_COLUMNS = ("outlier", "nodeID", "type", "dimension", "mean", "max", "samples")
+FRAMEWORK_COLUMNS = ("outlier", "process", "framework_metric", "count", "total_us")
 
 
 def _empty_frame(columns: Sequence[str] = ()) -> pd.DataFrame:
@@ -145,9 +160,9 @@ class BatchTimeAnalysis:
 
     batches: pd.DataFrame = field(default_factory=_empty_frame)
     median_batch_time_s: float = float("nan")
-    outliers: pd.DataFrame = field(default_factory=_empty_frame)
-    system_metrics: pd.DataFrame = field(default_factory=_empty_frame)
-    framework_metrics: pd.DataFrame = field(default_factory=_empty_frame)
+    outliers: pd.DataFrame = field(default_factory=lambda: _empty_frame(OUTLIER_COLUMNS))
+    system_metrics: pd.DataFrame = field(default_factory=lambda: _empty_frame(SYSTEM_COLUMNS))
+    framework_metrics: pd.DataFrame = field(default_factory=lambda: _empty_frame(FRAMEWORK_COLUMNS))
 
     @property
     def empty(self) -> bool:
@@ -310,7 +325,13 @@ class PT_dataloader_analysis:
                 )
             calls = calls[calls["start_time_epoch_us"] <= end_us]
         if len(calls) < 2:
-            result = BatchTimeAnalysis(batches=calls.assign(BatchTime_in_seconds=float("nan")))
+            result = BatchTimeAnalysis(
+                batches=calls.assign(
+                    BatchTime_in_seconds=float("nan"),
+                    previous_batch_start=None,
+                    previous_batch_start_epoch_us=float("nan"),
+                )
+            )
             logger.info("%s", result.summary())
             if calls.empty and len(self.dataIter_metric) >= 2:
                 _say_where_the_calls_are(self.dataIter_metric, start_timestamp, end_timestamp)
@@ -323,19 +344,7 @@ class PT_dataloader_analysis:
         batches["previous_batch_start_epoch_us"] = grouped["start_time_epoch_us"].shift()
         median = float(batches["BatchTime_in_seconds"].median())
         outliers = (
-            batches.loc[
-                batches["BatchTime_in_seconds"] >= 2 * median,
-                [
-                    "previous_batch_start",
-                    "start_time",
-                    "BatchTime_in_seconds",
-                    "worker_id",
-                    "node_id",
-                    "rank",
-                    "previous_batch_start_epoch_us",
-                    "start_time_epoch_us",
-                ],
-            ]
+            batches.loc[batches["BatchTime_in_seconds"] >= 2 * median, list(OUTLIER_COLUMNS[1:])]
             .sort_values("BatchTime_in_seconds", ascending=False, kind="stable")
             .reset_index(drop=True)
         )
@@ -355,7 +364,7 @@ class PT_dataloader_analysis:
         import pyarrow as pa
 
         if outliers.empty:
-            return _empty_frame(), _empty_frame()
+            return _empty_frame(SYSTEM_COLUMNS), _empty_frame(FRAMEWORK_COLUMNS)
         if len(outliers) > MAX_CORRELATED_OUTLIERS:
             logger.info(
                 "Gathering metrics for the %d longest of %d outlier batches.",
