@@ -466,6 +466,35 @@ def test_pyinstrument_recursion_counts_inclusive_time_once() -> None:
     assert stats.top_functions(n=1, by="total_time_s")["function"].tolist() == ["f"]
 
 
+def test_pyinstrument_self_time_frames_are_their_parents_own_time() -> None:
+    # pyinstrument shows a function's own time as a "[self]" child (file ""): counted as a
+    # function, one "[self]" row summed every function's own time and topped the table
+    def frame(function: str, time_s: float, *children: dict) -> dict:
+        return {
+            "function": function,
+            "file_path": "" if function == "[self]" else "train.py",
+            "line_no": {"main": 1, "f": 10, "g": 20, "[self]": 0}[function],
+            "time": time_s,
+            "children": list(children),
+        }
+
+    tree = {
+        "root_frame": frame(
+            "main",
+            1.0,
+            frame("[self]", 0.2),
+            frame("f", 0.8, frame("[self]", 0.5), frame("g", 0.3)),
+        )
+    }
+    stats = PyinstrumentStats([PyinstrumentStepStats("", tree)])
+    table = stats.get_function_stats().set_index("function")
+    assert sorted(table.index) == ["f", "g", "main"]
+    assert table.loc["f", "total_time_s"] == pytest.approx(0.5)
+    assert table.loc["main", "total_time_s"] == pytest.approx(0.2)
+    assert table.loc["f", "cumulative_time_s"] == pytest.approx(0.8)
+    assert stats.top_functions(n=1, by=Metrics.TOTAL_TIME)["function"].tolist() == ["f"]
+
+
 def test_pyinstrument_empty_query_is_an_empty_sequence(tmp_path: Path) -> None:
     result = PyinstrumentAnalysis(tmp_path).fetch_pre_step_zero_profile_stats()
     assert result.empty and len(result) == 0

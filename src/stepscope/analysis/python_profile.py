@@ -165,8 +165,16 @@ class PyinstrumentStepStats:
     record: PythonStatsRecord | None = None
 
 
+#: The function name pyinstrument gives the pseudo-frame holding its parent's own time.
+_SELF_TIME_FRAME = "[self]"
+
+
 def _frame_rows(root: dict[str, Any]) -> Iterator[tuple[tuple[str, str, int], float, float, bool]]:
-    """Yield (key, self time, inclusive time, first on its stack) for every frame of a tree."""
+    """Yield (key, self time, inclusive time, first on its stack) for every frame of a tree.
+
+    A ``[self]`` child is its parent's own time (pyinstrument's way of showing it beside the
+    calls), not a function: counted as one, it summed every function's own time into one row.
+    """
     stack: list[tuple[dict[str, Any], frozenset[tuple[str, str, int]]]] = [(root, frozenset())]
     while stack:
         frame, ancestors = stack.pop()
@@ -175,7 +183,7 @@ def _frame_rows(root: dict[str, Any]) -> Iterator[tuple[tuple[str, str, int], fl
             str(frame.get("file_path", "")),
             int(frame.get("line_no") or 0),
         )
-        children = frame.get("children") or []
+        children = [c for c in frame.get("children") or [] if c.get("function") != _SELF_TIME_FRAME]
         time_s = float(frame.get("time", 0.0))
         self_s = max(time_s - sum(float(c.get("time", 0.0)) for c in children), 0.0)
         # A recursive function's inclusive time counts once per stack, at its outermost frame.
