@@ -493,6 +493,10 @@ def test_pyinstrument_self_time_frames_are_their_parents_own_time() -> None:
     assert table.loc["main", "total_time_s"] == pytest.approx(0.2)
     assert table.loc["f", "cumulative_time_s"] == pytest.approx(0.8)
     assert stats.top_functions(n=1, by=Metrics.TOTAL_TIME)["function"].tolist() == ["f"]
+    # calls are not counted: ranking by them gave the table's own order
+    for by in (Metrics.TOTAL_CALLS, Metrics.PRIMITIVE_CALLS, "per_call_s"):
+        with pytest.raises(ConfigError, match="does not count calls"):
+            stats.top_functions(n=1, by=by)
 
 
 def test_pyinstrument_empty_query_is_an_empty_sequence(tmp_path: Path) -> None:

@@ -75,6 +75,9 @@ class Metrics(str, Enum):
     TOTAL_CALLS = "ncalls"
 
 
+#: The columns pyinstrument cannot fill: it samples the stack instead of counting calls.
+_CALL_COLUMNS = ("prim_calls", "total_calls", "per_call_s")
+
 _SORT_COLUMN = {
     Metrics.TOTAL_TIME: "total_time_s",
     Metrics.CUMULATIVE_TIME: "cumulative_time_s",
@@ -243,7 +246,19 @@ class PyinstrumentStats(Sequence[PyinstrumentStepStats]):
     def top_functions(
         self, n: int = 20, by: Metrics | str = Metrics.CUMULATIVE_TIME
     ) -> pd.DataFrame:
-        """The ``n`` functions with the largest ``by`` (time columns only: calls are not counted)."""
+        """The ``n`` functions with the largest ``by`` (time columns only: calls are not counted).
+
+        :raises ConfigError: ``by`` is a call count, which is missing for every function (the
+            order would be the table's own, not a ranking).
+        """
+        if _sort_column(by) in _CALL_COLUMNS:
+            raise ConfigError(
+                "top_functions.by",
+                by,
+                "a time: Metrics.TOTAL_TIME, Metrics.CUMULATIVE_TIME, total_time_s or "
+                "cumulative_time_s",
+                "pyinstrument samples the stack; it does not count calls.",
+            )
         return _top(self.get_function_stats(), n, by)
 
 
