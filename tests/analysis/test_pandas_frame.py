@@ -171,6 +171,17 @@ def test_a_window_in_other_units_says_where_the_data_is(
     assert system.empty and fw.empty
     assert "holds none of the job's data" in caplog.text
     assert "µs since the epoch" in caplog.text and f"{hb.T0:.0f}" in caplog.text
+    # so do the instants and intervals of the correlation queries (they gave empty dicts alone)
+    for query in (
+        lambda: pf.get_framework_metrics_by_timesteps([(hb.T0 + 2 * S) * scale]),
+        lambda: pf.get_framework_metrics_by_begin_and_end_timesteps(
+            [hb.T0 * scale], [(hb.T0 + 3 * S) * scale]
+        ),
+    ):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="stepscope.analysis"):
+            assert not any(query())
+        assert "holds none of the job's data" in caplog.text
 
 
 @pytest.mark.parametrize(

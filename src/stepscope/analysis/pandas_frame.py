@@ -565,7 +565,8 @@ class PandasFrame:
 
         Each event adds its full duration once per instant it spans. Returns three dicts, as
         SageMaker: per phase other than ``Step:*`` (normalised to the largest), per event name
-        other than ``Step*`` (µs), and per ``Step:*`` phase (µs).
+        other than ``Step*`` (µs), and per ``Step:*`` phase (µs). Instants that all lie outside
+        the job's data (seconds, or the relative ``timestamp_us`` column) are warned about.
 
         :param timestep_list: text timestamps, datetimes (``datetime``, ``numpy.datetime64``,
             ``pandas.Timestamp``), or µs since the epoch.
@@ -576,6 +577,9 @@ class PandasFrame:
             selected_framework_metrics,
             "e.start_us < w.lo AND e.start_us + e.dur_us > w.lo",
         )
+        if instants and totals.empty:
+            first, last = instants[0], instants[-1]
+            warn_if_outside_the_data(self.connection(), first, last, first, last)
         framework_metrics: dict[str, float] = {}
         detailed: dict[str, float] = {}
         training_phase: dict[str, float] = {}
@@ -623,6 +627,9 @@ class PandasFrame:
             selected_framework_metrics,
             "e.start_us + e.dur_us >= w.lo AND e.start_us <= w.hi AND e.name NOT LIKE '%Step%'",
         )
+        if intervals and totals.empty:
+            first, last = min(lo for lo, _ in intervals), max(hi for _, hi in intervals)
+            warn_if_outside_the_data(self.connection(), first, last, first, last)
         # pandas types to_dict() keys as Hashable; here they are the grouped text columns.
         per_phase = cast("dict[str, float]", totals.groupby("process")["total_us"].sum().to_dict())
         per_name = cast("dict[str, float]", totals.groupby("name")["total_us"].sum().to_dict())
