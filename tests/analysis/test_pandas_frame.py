@@ -335,6 +335,19 @@ def test_intervals_need_one_end_per_begin(pf: PandasFrame) -> None:
         pf.get_framework_metrics_by_begin_and_end_timesteps([hb.T0, hb.T0 + S], [hb.T0 + 2 * S])
 
 
+def test_steps_that_select_nothing_say_which_steps_there_are(
+    pf: PandasFrame, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a range past the job's steps, or a mode it never ran, gave empty frames without a word
+    with caplog.at_level(logging.WARNING, logger="stepscope.analysis"):
+        assert pf.get_profiler_data_by_step(5, 9)[1].empty
+        assert pf.get_profiler_data_by_step(0, 1, mode="PREDICT")[1].empty
+    assert [r.getMessage() for r in caplog.records] == [
+        "No events of steps 5 to 9; the job's steps: TRAIN 0 to 2, EVAL 0 to 1.",
+        "No events of steps 0 to 1 of mode PREDICT; the job's steps: TRAIN 0 to 2, EVAL 0 to 1.",
+    ]
+
+
 def test_an_interval_that_ends_before_it_begins_is_a_config_error(pf: PandasFrame) -> None:
     # The lists given the wrong way round gave ({}, {}), as if nothing had run
     with pytest.raises(ConfigError, match=r"end_timestep_list must be an end at or after its"):

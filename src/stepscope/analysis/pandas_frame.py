@@ -473,16 +473,31 @@ class PandasFrame:
             )
         where = "step BETWEEN ? AND ?"
         params: list[Any] = [start_step, end_step]
-        if mode is not None:
+        mode_name = None if mode is None else check_mode("get_profiler_data_by_step.mode", mode)
+        if mode_name is not None:
             where += f" AND {_STEP_MODE_SQL} = ?"
-            params += [start_step, end_step, check_mode("get_profiler_data_by_step.mode", mode)]
+            params += [start_step, end_step, mode_name]
         framework = self._query(self._framework_sql(where), params)
         if framework.empty:
+            self._say_which_steps_there_are(start_step, end_step, mode_name)
             return self._query(self._system_sql("FALSE")), framework
         lo = framework["start_time_epoch_us"].min()
         hi = framework["end_time_epoch_us"].max()
         system = self._query(self._system_sql("timestamp_us BETWEEN ? AND ?"), [lo, hi])
         return system, framework
+
+    def _say_which_steps_there_are(self, start_step: int, end_step: int, mode: str | None) -> None:
+        """Warn that a step range selected nothing, naming the steps each mode has: a range
+        past the job's steps, or a mode it never ran, would otherwise read as quiet steps."""
+        sql = f"SELECT mode, min(step), max(step) FROM ({_STEP_MARKS_SQL}) GROUP BY ALL"
+        ranges = self.connection().sql(sql + " ORDER BY mode DESC", params=[0, 2**62]).fetchall()
+        logger.warning(
+            "No events of steps %d to %d%s; the job's steps: %s.",
+            start_step,
+            end_step,
+            "" if mode is None else f" of mode {mode}",
+            ", ".join(f"{m} {lo} to {hi}" for m, lo, hi in ranges) or "none",
+        )
 
     def get_all_dataloader_metrics(
         self, selected_framework_metrics: Sequence[str] | str = ()
