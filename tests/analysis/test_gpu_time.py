@@ -46,10 +46,13 @@ def test_active_time_is_the_union_of_busy_intervals(job):
 
 def test_utilization_counts_kernels_inside_the_steps(job):
     row = gpu_utilization(job).iloc[0]
-    # Steps window 0-200; kernels (not copies) busy 20-80, 170-180, 190-200 inside it.
-    assert row["window_us"] == 200
-    assert row["busy_us"] == 80
-    assert row["utilization_pct"] == pytest.approx(40)
+    # Steps window 0-220: step 2's host range ends at 200, the kernel it launched at 110 runs
+    # 190-220, and the plugin ends the step with it (as step_time_breakdown does; the window
+    # stopped at 200 and cut that kernel's last 20 µs). Kernels (not copies) busy 20-80,
+    # 170-180, 190-220.
+    assert row["window_us"] == 220
+    assert row["busy_us"] == 100
+    assert row["utilization_pct"] == pytest.approx(100 * 100 / 220)
 
 
 def test_legacy_utilization_timeline_matches_the_plugin(legacy):

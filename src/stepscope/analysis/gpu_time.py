@@ -10,7 +10,8 @@ same time count once), computed in SQL (:mod:`stepscope.analysis._intervals`):
   *estimated SM efficiency* = Σ over time of min(Σ ``blocks per SM`` of the kernels running, 1)
   / the steps' wall time; *estimated achieved occupancy* = the kernel-duration-weighted mean of
   ``est. achieved occupancy %``. The steps' window runs from the first ``ProfilerStep`` start to
-  the last one's end (the whole trace when there is none). Only kernels count, not copies.
+  the last one's end, or to the end of the GPU work launched in the steps when that is later
+  (the whole trace when there is no step). Only kernels count, not copies.
 * :func:`gpu_utilization_timeline` and :func:`sm_efficiency_timeline`: the same plugin's counter
   tracks. Utilization is averaged in buckets of a power-of-ten µs, as few as gives at most 100
   buckets over the trace (first to last span event; the last bucket absorbs the remainder);
@@ -57,16 +58,24 @@ def _kernel_intervals(rank: int | None, categories: tuple[str, ...] = ("kernel",
 
 
 def _steps_window(rank: int | None) -> str:
-    """Per rank: the profiled steps' window, or the span of all span events without steps."""
+    """Per rank: the profiled steps' window, or the span of all span events without steps.
+
+    As the plugin's, the window ends where the last step ends on the GPU when its work runs
+    behind the CPU: at the end of the GPU work launched inside a step, if that is later than
+    the last ``ProfilerStep`` range (as :mod:`stepscope.analysis.step_breakdown` ends steps).
+    """
     return f"""
         SELECT rank,
                coalesce(min(start_us) FILTER (WHERE is_step), min(start_us)) AS window_start,
-               coalesce(max(start_us + dur_us) FILTER (WHERE is_step), max(start_us + dur_us))
-                   AS window_end
+               CASE WHEN bool_or(is_step)
+                    THEN greatest(max(start_us + dur_us) FILTER (WHERE is_step),
+                                  max(start_us + dur_us) FILTER (WHERE is_step_work))
+                    ELSE max(start_us + dur_us) END AS window_end
         FROM (
             SELECT rank, start_us, dur_us,
                    name LIKE 'ProfilerStep#%' AND category IN ('user_annotation', 'cpu_op')
-                       AS is_step
+                       AS is_step,
+                   category IN ({sql_list(GPU_WORK_CATEGORIES)}) AND step >= 0 AS is_step_work
             FROM events WHERE ph = 'X'{rank_clause(rank)}
         )
         GROUP BY rank
