@@ -11,7 +11,13 @@ import pandas as pd
 import pytest
 from tests.analysis import _kineto_synthetic as synthetic
 
-from stepscope.analysis import PandasFrame, job_statistics, kernel_summary, step_time_breakdown
+from stepscope.analysis import (
+    PandasFrame,
+    job_statistics,
+    kernel_summary,
+    memory_timeline,
+    step_time_breakdown,
+)
 from stepscope.errors import ConfigError
 
 
@@ -106,3 +112,11 @@ def test_a_rank_read_off_a_result_selects_that_rank(job):
     assert kernel_summary(job, rank=rank).equals(kernel_summary(job, rank=0))
     with pytest.raises(ConfigError, match="rank must be an integer >= 0"):
         kernel_summary(job, rank=np.float64(0.5))
+
+
+def test_counts_read_off_a_result_are_taken_as_counts(job):
+    # numpy's integers were refused as "not an integer", as the rank was
+    assert kernel_summary(job, top_k=np.int64(1)).equals(kernel_summary(job, top_k=1))
+    assert memory_timeline(job, max_points=np.int64(1)).equals(memory_timeline(job, max_points=1))
+    with pytest.raises(ConfigError, match="kernel_summary.top_k must be an integer >= 1"):
+        kernel_summary(job, top_k=np.float64(1.5))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from stepscope.analysis._events import events_connection, rank_clause
+from stepscope.config.validation import check_int, plain_number
 from stepscope.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -40,8 +41,7 @@ def kernel_summary(
         ``std_us`` is 0 for a single kernel; no ``others`` row when nothing is left over.
     :raises ConfigError: ``top_k`` is not a positive integer or ``order_by`` is unknown.
     """
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ConfigError("kernel_summary.top_k", top_k, "an integer >= 1")
+    top_k = check_int("kernel_summary.top_k", plain_number(top_k), minimum=1)
     if order_by not in _ORDER_SQL:
         raise ConfigError("kernel_summary.order_by", order_by, "'total' or 'count'")
     con = events_connection(job, rank=rank)

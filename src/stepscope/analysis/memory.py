@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from stepscope.analysis._events import events_connection, rank_clause
-from stepscope.errors import ConfigError
+from stepscope.config.validation import check_int, plain_number
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,8 +37,7 @@ def memory_timeline(job: Any, *, rank: int | None = None, max_points: int = 1000
         bin's first event time, its peaks, and how many allocator events it holds).
     :raises ConfigError: ``max_points`` is not a positive integer.
     """
-    if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1:
-        raise ConfigError("memory_timeline.max_points", max_points, "an integer >= 1")
+    max_points = check_int("memory_timeline.max_points", plain_number(max_points), minimum=1)
     con = events_connection(job, rank=rank)
     frame: pd.DataFrame = con.sql(
         f"""

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from stepscope.analysis._events import events_connection
+from stepscope.config.validation import check_int, plain_number
 from stepscope.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -102,8 +103,9 @@ def system_utilization_timeline(
         sample of this ``kind``: GPU and CPU origins may differ, so charts that share an axis
         use ``timestamp_us``), ``utilization_pct``, ``samples``; sorted by node and time.
     """
-    if not isinstance(max_points, int) or isinstance(max_points, bool) or max_points < 1:
-        raise ConfigError("system_utilization_timeline.max_points", max_points, "an integer >= 1")
+    max_points = check_int(
+        "system_utilization_timeline.max_points", plain_number(max_points), minimum=1
+    )
     metric_type, dimension = _metric(kind)
     con = events_connection(job_or_con)
     # duckdb types .df() as Any; it is a pandas DataFrame.
