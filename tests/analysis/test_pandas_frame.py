@@ -349,7 +349,7 @@ def test_steps_that_select_nothing_say_which_steps_there_are(
 
 
 def test_an_interval_that_ends_before_it_begins_is_a_config_error(pf: PandasFrame) -> None:
-    # The lists given the wrong way round gave ({}, {}), as if nothing had run
+    # Swapped lists gave ({}, {}), as if nothing had run
     with pytest.raises(ConfigError, match=r"end_timestep_list must be an end at or after its"):
         pf.get_framework_metrics_by_begin_and_end_timesteps([hb.T0 + 2 * S], [hb.T0 + S])
 

@@ -82,7 +82,7 @@ def test_step_statistics_by_process_use_back_filled_steps(analysis: PandasFrameA
 
 def test_step_statistics_by_name_or_phase_keep_each_modes_steps_apart() -> None:
     # TRAIN and EVAL both number their steps from 0: a forward of TRAIN step 0 and one of EVAL
-    # step 0 (carrying its step, or back-filled from the step around it) are two steps, whose
+    # step 0 (carrying its step, or back-filled from the step holding it) are two steps, whose
     # spans are 0.5 s and 0.25 s, not one span from TRAIN's step 0 to EVAL's (5.25 s)
     rows = hb.event_rows()
     for lo, step in ((1.1, 0), (6.1, 0), (6.6, -1)):
