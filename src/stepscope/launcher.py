@@ -161,7 +161,8 @@ def launch(
     _check_command(command, nproc_per_node)
     from stepscope.rules import build_rules
 
-    build_rules(rules)  # a bad rule list fails now, not after hours of training
+    # a bad rule list fails now, not after hours of training
+    rule_names = [rule.rule_name() for rule in build_rules(rules)]
     report = report and _report_can_be_written()
     config = _job_config(profiler_config)
     job = Job(path=_make_job_dir(job_dir, command))
@@ -171,7 +172,9 @@ def launch(
     # a node that torchrun numbers at its rendezvous is named by its ranks, and until they do,
     # job.json calls it the first node
     node = node_name(node_index or 0)
-    job.info = _initial_job_info(job, command, config, rules, hyperparameters, nproc_per_node, node)
+    job.info = _initial_job_info(
+        job, command, config, rule_names, hyperparameters, nproc_per_node, node
+    )
     _claim_job_folder(job)
     job.profiler_output.mkdir(parents=True, exist_ok=True)
     config_path = job_config_path(job.path)
@@ -513,7 +516,7 @@ def _initial_job_info(
     job: Job,
     command: list[str],
     config: ProfilerConfig,
-    rules: Sequence[Any] | None,
+    rule_names: list[str],
     hyperparameters: Mapping[str, Any] | None,
     nproc_per_node: int,
     node: str,
@@ -545,12 +548,8 @@ def _initial_job_info(
             else parse_hyperparameters(_script_arguments(command))
         ),
         "profiler_config": config.to_dict(),
-        "rules": [_rule_name(rule) for rule in rules or []] or ["ProfilerReport"],
+        "rules": rule_names,
     }
-
-
-def _rule_name(rule: Any) -> str:
-    return str(getattr(rule, "name", type(rule).__name__))
 
 
 def _versions() -> dict[str, str | None]:

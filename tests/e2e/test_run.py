@@ -315,6 +315,29 @@ def test_launch_takes_a_script_alone_and_its_arguments(tmp_path: Path, train_scr
         launch(str(train_script), args="--steps 3", job_dir=tmp_path / "other")
 
 
+def test_job_json_names_the_rules_however_launch_was_given_them(tmp_path: Path) -> None:
+    # job.json (and the Information page) listed "str", "RuleConfig" and "" for these
+    from stepscope import ProfilerRule, rule_configs
+    from stepscope.launcher import launch
+    from stepscope.rules.builtin import BatchSize, LowGPUUtilization
+
+    rules = [
+        "StepOutlier",
+        rule_configs.CPUBottleneck(),
+        LowGPUUtilization,
+        BatchSize(),
+        ProfilerRule.sagemaker(rule_configs.Dataloader()),
+    ]
+    job = launch(
+        [sys.executable, "-c", "pass"], rules=rules, job_dir=tmp_path / "job", report=False
+    )
+    expected = ["StepOutlier", "CPUBottleneck", "LowGPUUtilization", "BatchSize", "Dataloader"]
+    assert job.info["rules"] == expected
+    assert json.loads((tmp_path / "job" / "job.json").read_text())["rules"] == expected
+    default = launch([sys.executable, "-c", "pass"], job_dir=tmp_path / "other", report=False)
+    assert default.info["rules"] == ["ProfilerReport"]
+
+
 _LAUNCHER = textwrap.dedent(
     """
     import sys
