@@ -12,6 +12,7 @@ from stepscope.config import (
     DetailedProfilingConfig,
     FrameworkProfile,
     HorovodProfilingConfig,
+    Profiler,
     ProfileRange,
     ProfilerConfig,
     PythonProfiler,
@@ -131,6 +132,23 @@ def test_disable_profiler_and_missing_parameters(tmp_path) -> None:
         _write(tmp_path, {"ProfilingIntervalInMilliseconds": 100})
     )
     assert system_only == ProfilerConfig(system_monitor_interval_millis=100)
+
+
+def test_sagemaker_profiler_parameters_read_as_profile_params_alone(tmp_path, caplog) -> None:
+    # what the SDK sends for ProfilerConfig(profile_params=Profiler(cpu_profiling_duration=1800)):
+    # read as two unknown keys, it turned every framework option on at its default steps and
+    # lost the duration
+    data = {
+        "ProfilingIntervalInMilliseconds": 500,
+        "ProfilingParameters": {"CPUProfilingDuration": "1800", "SMPFileRotationSecs": "600"},
+    }
+    with caplog.at_level(logging.INFO, logger="stepscope.config.sagemaker_format"):
+        config = ProfilerConfig.from_file(_write(tmp_path, data))
+    assert config == ProfilerConfig(profile_params=Profiler(cpu_profiling_duration=1800))
+    assert caplog.records == []
+    with pytest.raises(ConfigError) as caught:
+        ProfilerConfig.from_dict({"ProfilingParameters": {"CPUProfilingDuration": "1h"}})
+    assert caught.value.parameter == "ProfilingParameters.CPUProfilingDuration"
 
 
 def test_request_wrapped_in_profiler_config_is_unwrapped(tmp_path) -> None:

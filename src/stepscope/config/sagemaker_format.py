@@ -7,6 +7,9 @@ The shape (what the SageMaker Python SDK sends and SageMaker Debugger reads)::
                              "RotateMaxFileSizeInBytes": "10485760",
                              "DetailedProfilingConfig": "{\\"StartStep\\": 5, \\"NumSteps\\": 1, }", ...}}
 
+or, for SageMaker Profiler (the SDK's ``ProfilerConfig(profile_params=Profiler(...))``),
+``"ProfilingParameters": {"CPUProfilingDuration": "3600", "SMPFileRotationSecs": "600"}``.
+
 Keys are matched without regard to case, as SageMaker Debugger does; values never change case
 (SageMaker Debugger lower-cases the whole file, so a ``LocalPath`` of ``/tmp/MyRun`` became
 ``/tmp/myrun``; here it stays ``/tmp/MyRun``). Numbers may be strings. A metrics config may be a
@@ -75,7 +78,13 @@ _FILE_FIELDS = {
     "rotatefilecloseintervalinseconds": ("file_close_interval", "number"),
     "fileopenfailthreshold": ("file_open_fail_threshold", "count"),
 }
-_IGNORED = {"profilerenabled"}
+#: SageMaker Profiler's settings: the SDK's ``Profiler`` writes them as the whole of
+#: ``ProfilingParameters`` (``ProfilerConfig(profile_params=Profiler(...))``)
+_PROFILER_FIELDS = {"cpuprofilingduration": ("cpu_profiling_duration", "count")}
+#: ``SMPFileRotationSecs`` rotates SageMaker Profiler's trace files; a stepscope window writes
+#: one trace
+_IGNORED = {"profilerenabled", "smpfilerotationsecs"}
+_PROFILER_KEYS = {*_PROFILER_FIELDS, "smpfilerotationsecs"}
 _INT_TEXT = re.compile(r"[+-]?\d+")
 _TRAILING_COMMA = re.compile(r",\s*}\s*$")
 
@@ -148,7 +157,9 @@ def _option_dict(cls: type[ProfilingOptionConfig], value: Any) -> dict[str, Any]
     return result
 
 
-def _framework_dict(parameters: Any) -> dict[str, Any] | None:
+def _parameters_dicts(parameters: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """``ProfilingParameters`` as our ``framework_profile_params`` and ``profile_params`` dicts:
+    either may be None (SageMaker Profiler's parameters alone profile no framework metrics)."""
     if isinstance(parameters, str):
         try:
             parameters = json.loads(parameters) if parameters.strip() else {}
@@ -157,10 +168,14 @@ def _framework_dict(parameters: Any) -> dict[str, Any] | None:
     if not isinstance(parameters, dict):
         raise ConfigError("ProfilingParameters", parameters, "a JSON object")
     if not parameters:
-        return None  # SageMaker Debugger profiles no framework metrics without parameters
+        return None, None  # SageMaker Debugger profiles no framework metrics without parameters
     result: dict[str, Any] = {}
+    profiler: dict[str, Any] = {}
     for folded, (key, value) in _folded(parameters).items():
-        if folded in _FILE_FIELDS:
+        if folded in _PROFILER_FIELDS:
+            name, kind = _PROFILER_FIELDS[folded]
+            profiler[name] = _convert(f"ProfilingParameters.{key}", value, kind)
+        elif folded in _FILE_FIELDS:
             name, kind = _FILE_FIELDS[folded]
             result[name] = _convert(f"ProfilingParameters.{key}", value, kind)
         elif folded in _OPTION_BY_KEY:
@@ -170,12 +185,14 @@ def _framework_dict(parameters: Any) -> dict[str, Any] | None:
                 result[f"{cls.option}_profiling_config"] = option
         elif folded not in _IGNORED:
             _warn_unknown("ProfilingParameters", key)
+    if not result and not _PROFILER_KEYS.isdisjoint(_folded(parameters)):
+        return None, profiler or None
     if not any(name.endswith("_profiling_config") for name in result):
         logger.info(
             "ProfilingParameters names no profiling option: every option profiles its default "
             "steps (SageMaker Debugger would record only the step timeline)"
         )
-    return result
+    return result, profiler or None
 
 
 def from_sagemaker_dict(data: dict[str, Any]) -> dict[str, Any]:
@@ -189,7 +206,10 @@ def from_sagemaker_dict(data: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"framework_profile_params": None}
     for key_folded, (key, value) in folded.items():
         if key_folded == "profilingparameters":
-            result["framework_profile_params"] = _framework_dict(value)
+            framework, profiler = _parameters_dicts(value)
+            result["framework_profile_params"] = framework
+            if profiler is not None:
+                result["profile_params"] = profiler
         elif key_folded == "disableprofiler":
             result["disable_profiler"] = _convert(key, value, "bool")
         elif key_folded == "profilingintervalinmilliseconds":
