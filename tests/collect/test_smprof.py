@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,27 @@ def test_profiler_duration_and_cuda_option_are_checked() -> None:
     config.profiler = {"EnableCuda": "maybe"}
     with pytest.raises(ConfigError, match='EnableCuda.*"1", "0", "true" or "false"'):
         smprof.SMProfiler.instance().configure(config)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("profile_params", 3600, "Config.profile_params must be an smprof.Profiler or None"),
+        ("profile_params", {"cpu_profiling_duration": 5}, "Config.profile_params must be"),
+        ("profiler", None, 'Config.profiler must be a dict of options, such as {"EnableCuda"'),
+    ],
+)
+def test_configure_refuses_a_config_that_start_profiling_would_fail_on(
+    field: str, value: object, message: str
+) -> None:
+    # these passed configure() and raised AttributeError from start_profiling() into the script
+    from stepscope import smprof
+
+    config = smprof.Config()
+    setattr(config, field, value)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        smprof.SMProfiler.instance().configure(config)
+    assert smprof.SMProfiler.instance().config is not config
 
 
 def test_importing_smprof_for_annotations_does_not_import_torch() -> None:

@@ -66,6 +66,10 @@ class Config:
 
     @property
     def enable_cuda(self) -> bool:
+        if not isinstance(self.profiler, dict):
+            raise ConfigError(
+                "Config.profiler", self.profiler, 'a dict of options, such as {"EnableCuda": "1"}'
+            )
         value = str(self.profiler.get("EnableCuda", "1")).strip().lower()
         if value not in ("0", "1", "true", "false"):
             raise ConfigError("Config.profiler['EnableCuda']", value, '"1", "0", "true" or "false"')
@@ -94,7 +98,12 @@ class SMProfiler:
             config = Config(profile_params=config)
         if not isinstance(config, Config):
             raise ConfigError("SMProfiler.configure.config", config, "an smprof.Config")
-        config.enable_cuda  # noqa: B018 - validates the option now rather than at start
+        # checked now: at start_profiling, in the training loop, a bad value would stop it
+        config.enable_cuda  # noqa: B018
+        if config.profile_params is not None and not isinstance(config.profile_params, Profiler):
+            raise ConfigError(
+                "Config.profile_params", config.profile_params, "an smprof.Profiler or None"
+            )
         self.config = config
 
     def start_profiling(self) -> None:
