@@ -213,3 +213,49 @@ def test_a_new_run_in_the_folder_replaces_the_configuration_of_the_last(tmp_path
         with stepscope.profile(config, job_dir=job_dir):
             pass
         assert ProfilerConfig.from_file(job_dir / "profiler-config.json") == config
+
+
+TRAINED_IN_A_BLOCK = """
+import torch, stepscope
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+with stepscope.profile() as session:
+    print("profiled:", session is not None)
+    for _ in range(6):
+        optimizer.zero_grad()
+        model(torch.randn(2, 4)).sum().backward()
+        optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("run_config", "steps"),
+    [({"system_monitor_interval_millis": 500}, 6), ({"disable_profiler": True}, 0)],
+    ids=["system-only", "disabled"],
+)
+def test_a_profile_block_under_a_run_that_profiles_no_framework_stays_in_the_run(
+    tmp_path: Path, run_config: dict[str, object], steps: int
+) -> None:
+    # The ranks of such a run have no session, and profile() started one of its own, in
+    # ./stepscope-jobs/<script>-<time> with a second system monitor: the run's folder (its
+    # report, its UI) held no framework data, and a disabled run was profiled all the same.
+    config = tmp_path / "profiler.json"
+    config.write_text(json.dumps(run_config))
+    script = tmp_path / "train.py"
+    script.write_text(TRAINED_IN_A_BLOCK)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPSCOPE_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "run", "--job-dir", "job", "--config", str(config)]
+        + ["--no-report", "--", sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"profiled: {steps > 0}" in result.stdout
+    assert not (tmp_path / "stepscope-jobs").exists()
+    timelines = (tmp_path / "job" / "profiler-output").glob("framework/pevents/*/*.json")
+    names = [event.get("name") for path in timelines for event in json.loads(path.read_text())]
+    assert names.count("Step:ModeKeys.TRAIN") == steps

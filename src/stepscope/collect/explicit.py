@@ -130,9 +130,10 @@ def profile(
     """Profile the enclosed code: ``with stepscope.profile(): train()``.
 
     Under ``stepscope run`` the process is already profiled: the running session is reused and
-    left running. A block another thread entered is joined: the session stops when the last
-    block in it ends. Otherwise a session starts, PyTorch is instrumented, the node's system monitor
-    starts (in a process of its own, by the first local rank) and everything is written to
+    left running (see :func:`session_of_the_run` for a run that profiles no framework). A block
+    another thread entered is joined: the session stops when the last block in it ends.
+    Otherwise a session starts, PyTorch is instrumented, the node's system monitor starts (in a
+    process of its own, by the first local rank) and everything is written to
     ``<job_dir>/profiler-output`` (a folder every stepscope reader opens).
 
     :param config: what to collect; default ``ProfilerConfig(framework_profile_params=
@@ -149,7 +150,9 @@ def profile(
     job_dir = check_path("profile.job_dir", job_dir)
     with _blocks_lock:
         session = get_active_session()
-        if session is None:
+        if session is None and os.environ.get("STEPSCOPE_JOB_DIR"):
+            session = session_of_the_run("profile()")
+        elif session is None:
             session = _new_session(config, job_dir)
             if session is not None:
                 running = _running(session)
@@ -173,6 +176,27 @@ def profile(
             if blocks.count == 0:
                 del _blocks[session]
                 blocks.running.__exit__(None, None, None)
+
+
+def session_of_the_run(caller: str) -> Session | None:
+    """Under ``stepscope run`` whose configuration profiles no framework (system monitoring
+    only, or SageMaker Profiler's ``profile_params`` alone), this rank's session, started now
+    into the run's job folder with ``FrameworkProfile()``: the script asks for its code to be
+    profiled, and a folder of its own would split the job in two. ``None``, with a warning,
+    when the run's profiler is disabled.
+
+    :param caller: what the script called, for the warning (``"profile()"``).
+    """
+    from stepscope.collect.bootstrap import install
+
+    session = install(framework_default=True)
+    if session is None:
+        logger.warning(
+            "stepscope: the run's profiler is disabled or its configuration unreadable: "
+            "%s records nothing",
+            caller,
+        )
+    return session
 
 
 def _new_session(config: ProfilerConfig | None, job_dir: str | None) -> Session | None:

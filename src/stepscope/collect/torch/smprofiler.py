@@ -124,7 +124,9 @@ class SMProfiler:
             return
         session = get_active_session()
         if session is None and os.environ.get("STEPSCOPE_JOB_DIR"):
-            session = _session_of_the_run()
+            from stepscope.collect.explicit import session_of_the_run
+
+            session = session_of_the_run("start_profiling()")
             if session is None:
                 return
         if session is None:
@@ -154,20 +156,6 @@ class SMProfiler:
             if owned is not None:
                 self._stopped = get_active_session()
                 owned.__exit__(None, None, None)
-
-
-def _session_of_the_run() -> Any:
-    """Under ``stepscope run`` with no framework profiling configured (SageMaker Profiler's
-    launcher config), this rank's session, started into the run's job folder now."""
-    from stepscope.collect.bootstrap import install
-
-    session = install(framework_default=True)
-    if session is None:
-        logger.warning(
-            "stepscope: the run's profiler is disabled or its configuration unreadable: "
-            "start_profiling() records nothing"
-        )
-    return session
 
 
 def _profile_params(config: Config, session: Any) -> Profiler:
