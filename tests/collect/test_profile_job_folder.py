@@ -239,10 +239,42 @@ def test_a_profile_block_under_a_run_that_profiles_no_framework_stays_in_the_run
     # The ranks of such a run have no session, and profile() started one of its own, in
     # ./stepscope-jobs/<script>-<time> with a second system monitor: the run's folder (its
     # report, its UI) held no framework data, and a disabled run was profiled all the same.
+    result = _run_block(tmp_path, TRAINED_IN_A_BLOCK, run_config)
+    assert f"profiled: {steps > 0}" in result.stdout
+    assert not (tmp_path / "stepscope-jobs").exists()
+    assert _step_names(tmp_path / "job").count("Step:ModeKeys.TRAIN") == steps
+
+
+def test_a_profile_block_under_a_run_says_that_its_config_and_folder_are_not_used(
+    tmp_path: Path,
+) -> None:
+    # the block joins the run's session: its detailed step 2 and its folder were dropped silently
+    block = "stepscope.profile(config, job_dir='elsewhere')"
+    source = TRAINED_IN_A_BLOCK.replace("stepscope.profile()", block).replace(
+        "with ",
+        "from stepscope import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig\n"
+        "detailed = DetailedProfilingConfig(start_step=2, num_steps=1)\n"
+        "config = ProfilerConfig(\n"
+        "    framework_profile_params=FrameworkProfile(detailed_profiling_config=detailed)\n"
+        ")\n"
+        "with ",
+    )
+    result = _run_block(tmp_path, source, {"framework_profile_params": {}})
+    assert "profiled: True" in result.stdout
+    assert not (tmp_path / "elsewhere").exists()
+    assert "the config and job_dir given to profile() are not used" in result.stderr
+    assert str(tmp_path / "job" / "profiler-output") in result.stderr
+    assert _step_names(tmp_path / "job").count("Step:ModeKeys.TRAIN") == 6
+
+
+def _run_block(
+    tmp_path: Path, source: str, run_config: dict[str, object]
+) -> subprocess.CompletedProcess[str]:
+    """``stepscope run --job-dir job`` with ``run_config``, of a script made of ``source``."""
     config = tmp_path / "profiler.json"
     config.write_text(json.dumps(run_config))
     script = tmp_path / "train.py"
-    script.write_text(TRAINED_IN_A_BLOCK)
+    script.write_text(source)
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEPSCOPE_")}
     result = subprocess.run(
         [sys.executable, "-m", "stepscope", "run", "--job-dir", "job", "--config", str(config)]
@@ -254,8 +286,9 @@ def test_a_profile_block_under_a_run_that_profiles_no_framework_stays_in_the_run
         timeout=240,
     )
     assert result.returncode == 0, result.stderr
-    assert f"profiled: {steps > 0}" in result.stdout
-    assert not (tmp_path / "stepscope-jobs").exists()
-    timelines = (tmp_path / "job" / "profiler-output").glob("framework/pevents/*/*.json")
-    names = [event.get("name") for path in timelines for event in json.loads(path.read_text())]
-    assert names.count("Step:ModeKeys.TRAIN") == steps
+    return result
+
+
+def _step_names(job_dir: Path) -> list[str | None]:
+    timelines = (job_dir / "profiler-output").glob("framework/pevents/*/*.json")
+    return [event.get("name") for path in timelines for event in json.loads(path.read_text())]

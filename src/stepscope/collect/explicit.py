@@ -165,7 +165,7 @@ def profile(
         yield None
         return
     if blocks is None:
-        logger.info("stepscope: reusing the running profiling session of %s", session.node_id)
+        _note_joining(session, config, job_dir)
         yield session
         return
     try:
@@ -176,6 +176,21 @@ def profile(
             if blocks.count == 0:
                 del _blocks[session]
                 blocks.running.__exit__(None, None, None)
+
+
+def _note_joining(session: Session, config: ProfilerConfig | None, job_dir: str | None) -> None:
+    """A block inside a session started elsewhere (``stepscope run``'s) joins it, so what the
+    block was given cannot apply: say so, rather than profile other steps than asked, silently."""
+    if config is None and job_dir is None:
+        logger.info("stepscope: reusing the running profiling session of %s", session.node_id)
+        return
+    logger.warning(
+        "stepscope: profile() joins the profiling session already running in this process "
+        "(stepscope run's), which writes to %s with the run's configuration: the config and "
+        "job_dir given to profile() are not used. Give the configuration to stepscope run "
+        "(--config), or run the script without it.",
+        session.profiler_output_dir,
+    )
 
 
 def session_of_the_run(caller: str) -> Session | None:
