@@ -130,6 +130,20 @@ def test_sagemaker_profiler_launcher_code_ports_with_its_imports_changed(tmp_pat
     assert "cpu_profiling_duration" in caught.value.allowed
 
 
+def test_profiler_takes_the_sagemaker_sdk_signature() -> None:
+    # the SDK's Profiler(cpu_profiling_duration: str = "3600", file_rotation_interval: str =
+    # "600"): its strings were refused, and file_rotation_interval was a TypeError
+    assert Profiler(cpu_profiling_duration="1800", file_rotation_interval="300") == Profiler(
+        cpu_profiling_duration=1800, file_rotation_interval=300
+    )
+    assert Profiler().file_rotation_interval == 600
+    for bad in ("1h", "", 0, True, 2.5):
+        with pytest.raises(ConfigError) as caught:
+            Profiler(file_rotation_interval=bad)  # type: ignore[arg-type]
+        assert caught.value.parameter == "Profiler.file_rotation_interval"
+        assert "an integer >= 1 (or its digits as a string)" in str(caught.value)
+
+
 def test_from_dict_refuses_a_misspelt_key() -> None:
     with pytest.raises(ConfigError) as caught:
         ProfilerConfig.from_dict({"system_monitor_interval_ms": 100})

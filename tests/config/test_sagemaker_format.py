@@ -140,11 +140,12 @@ def test_sagemaker_profiler_parameters_read_as_profile_params_alone(tmp_path, ca
     # lost the duration
     data = {
         "ProfilingIntervalInMilliseconds": 500,
-        "ProfilingParameters": {"CPUProfilingDuration": "1800", "SMPFileRotationSecs": "600"},
+        "ProfilingParameters": {"CPUProfilingDuration": "1800", "SMPFileRotationSecs": "300"},
     }
     with caplog.at_level(logging.INFO, logger="stepscope.config.sagemaker_format"):
         config = ProfilerConfig.from_file(_write(tmp_path, data))
-    assert config == ProfilerConfig(profile_params=Profiler(cpu_profiling_duration=1800))
+    profiler = Profiler(cpu_profiling_duration=1800, file_rotation_interval=300)
+    assert config == ProfilerConfig(profile_params=profiler)
     assert caplog.records == []
     with pytest.raises(ConfigError) as caught:
         ProfilerConfig.from_dict({"ProfilingParameters": {"CPUProfilingDuration": "1h"}})

@@ -80,11 +80,11 @@ _FILE_FIELDS = {
 }
 #: SageMaker Profiler's settings: the SDK's ``Profiler`` writes them as the whole of
 #: ``ProfilingParameters`` (``ProfilerConfig(profile_params=Profiler(...))``)
-_PROFILER_FIELDS = {"cpuprofilingduration": ("cpu_profiling_duration", "count")}
-#: ``SMPFileRotationSecs`` rotates SageMaker Profiler's trace files; a stepscope window writes
-#: one trace
-_IGNORED = {"profilerenabled", "smpfilerotationsecs"}
-_PROFILER_KEYS = {*_PROFILER_FIELDS, "smpfilerotationsecs"}
+_PROFILER_FIELDS = {
+    "cpuprofilingduration": ("cpu_profiling_duration", "count"),
+    "smpfilerotationsecs": ("file_rotation_interval", "count"),
+}
+_IGNORED = {"profilerenabled"}
 _INT_TEXT = re.compile(r"[+-]?\d+")
 _TRAILING_COMMA = re.compile(r",\s*}\s*$")
 
@@ -185,8 +185,8 @@ def _parameters_dicts(parameters: Any) -> tuple[dict[str, Any] | None, dict[str,
                 result[f"{cls.option}_profiling_config"] = option
         elif folded not in _IGNORED:
             _warn_unknown("ProfilingParameters", key)
-    if not result and not _PROFILER_KEYS.isdisjoint(_folded(parameters)):
-        return None, profiler or None
+    if profiler and not result:
+        return None, profiler
     if not any(name.endswith("_profiling_config") for name in result):
         logger.info(
             "ProfilingParameters names no profiling option: every option profiles its default "
