@@ -122,6 +122,34 @@ def test_pool_workers_the_script_spawns_profile_nothing(tmp_path: Path) -> None:
     assert windows == ["posthookclose", "prestepzero"]
 
 
+#: Trains on a thread of its own, which the main thread starts and does not wait for
+THREAD_SCRIPT = """
+import threading
+import torch
+
+def train():
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(12):
+        optimizer.zero_grad()
+        model(torch.randn(2, 4)).sum().backward()
+        optimizer.step()
+
+threading.Thread(target=train).start()
+"""
+
+
+def test_a_loop_on_a_thread_the_main_thread_does_not_wait_for_keeps_its_steps(
+    tmp_path: Path,
+) -> None:
+    # the session stopped as the main thread ended, before Python joined the training thread,
+    # so none of its steps were recorded
+    job_dir, _ = run_script(tmp_path, THREAD_SCRIPT, QUIET)
+    assert [e["args"]["step_num"] for e in steps(read_events(job_dir))] == [
+        str(n) for n in range(12)
+    ]
+
+
 def test_a_python_without_stepscope_says_which_one_and_runs_unprofiled(tmp_path: Path) -> None:
     # it said only "not profiling this process (No module named 'stepscope')", which named
     # neither the interpreter the command ran (often another environment's) nor what to do

@@ -18,7 +18,8 @@ calls :func:`install` when ``STEPSCOPE_JOB_DIR`` is set (and then chains to the
 3. waits for the script to import torch (an import hook, one-shot), and only then installs the
    PyTorch instrumentation; a script that never imports torch pays nothing more;
 4. stops the session when the main script is done (before ``atexit`` handlers, so the
-   post-hook-close Python profile covers the interpreter's finalisation).
+   post-hook-close Python profile covers the interpreter's finalisation), and its threads too:
+   a loop training on a thread that the main thread did not wait for keeps its steps.
 
 A pool worker that ``multiprocessing`` starts by ``spawn`` (a ``multiprocessing.Pool`` or a
 ``concurrent.futures.ProcessPoolExecutor`` of the script) runs this too, but it is a helper of the
@@ -250,11 +251,22 @@ def _at_end_of_main(callback: Callable[[], object]) -> None:
     register = getattr(threading, "_register_atexit", None)
     if register is not None:
         try:
-            register(callback)
+            register(functools.partial(_once_the_scripts_threads_end, callback))
             return
         except RuntimeError:
             logger.debug("threading shutdown hooks are closed; using atexit", exc_info=True)
     atexit.register(callback)
+
+
+def _once_the_scripts_threads_end(callback: Callable[[], object]) -> None:
+    """At the threading module's shutdown: ``callback`` now, unless threads the script did not
+    wait for still run (a loop training on a thread of its own); Python joins those next, so
+    then it runs after them, as the first ``atexit`` handler."""
+    current = threading.current_thread()
+    if any(t is not current and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        atexit.register(callback)
+    else:
+        callback()
 
 
 def _when_torch_is_imported(callback: Callable[[], None]) -> None:
