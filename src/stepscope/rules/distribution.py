@@ -13,6 +13,7 @@ windows (they only count, or buffer less than one block):
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Hashable
 from typing import Any
@@ -201,17 +202,30 @@ class IntervalList:
         self.dropped = 0
 
     def add(self, starts_us: Any, ends_us: Any) -> None:
-        """Add intervals given as two arrays, sorted by start."""
+        """Add intervals given as two arrays, in any order: the rules judging GPU by GPU add
+        one GPU's blocks after another's, earlier ones included."""
         for start, end in zip(
             np.asarray(starts_us).tolist(), np.asarray(ends_us).tolist(), strict=True
         ):
-            start, end = int(start), int(end)
-            if self.intervals and start - self.intervals[-1][1] <= self.join_gap_us:
-                self.intervals[-1][1] = max(self.intervals[-1][1], end)
-            elif len(self.intervals) < self.limit:
-                self.intervals.append([start, end])
-            else:
-                self.dropped += 1
+            self._insert(int(start), int(end))
+
+    def _insert(self, start: int, end: int) -> None:
+        """Put ``[start, end]`` in its place, merged with the neighbours it comes close to."""
+        at = bisect.bisect_left(self.intervals, [start, end])
+        if at and start - self.intervals[at - 1][1] <= self.join_gap_us:
+            at -= 1
+            self.intervals[at][1] = max(self.intervals[at][1], end)
+        else:
+            self.intervals.insert(at, [start, end])
+        following = at + 1
+        while (
+            following < len(self.intervals)
+            and self.intervals[following][0] - self.intervals[at][1] <= self.join_gap_us
+        ):
+            self.intervals[at][1] = max(self.intervals[at][1], self.intervals.pop(following)[1])
+        if len(self.intervals) > self.limit:
+            self.intervals.pop()
+            self.dropped += 1
 
     def as_list(self) -> list[list[int]]:
         return [list(pair) for pair in self.intervals]

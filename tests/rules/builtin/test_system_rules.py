@@ -84,6 +84,19 @@ def test_a_partial_block_is_judged_only_when_the_job_has_ended(job):
     assert result.status == "NoIssuesFound" and result.datapoints == 2
 
 
+def test_violation_intervals_cover_every_gpus_blocks_whatever_their_order(job):
+    # gpu0 is idle in the second half, gpu1 in the first: gpu1's earlier blocks, judged after
+    # gpu0's, were merged into gpu0's interval and the first half of the job was lost
+    times = T0_US + np.arange(80) * 500_000
+    first_half = np.arange(80) < 40
+    add_metric(job, "algo-1", times, "gpu", "gpu0", "GPUUtilization", np.where(first_half, 90, 20))
+    add_metric(job, "algo-1", times, "gpu", "gpu1", "GPUUtilization", np.where(first_half, 20, 90))
+    result = verdict(job, LowGPUUtilization(patience=0, window=20))
+    assert result.violations == 4
+    seconds = [[(start - T0_US) / 1e6, (end - T0_US) / 1e6] for start, end in result.intervals]
+    assert seconds == [[0.0, 9.5], [10.0, 19.5], [20.0, 29.5], [30.0, 39.5]]
+
+
 def test_fluctuating_needs_a_p95_above_threshold_p95(job):
     # 10 idle samples and 90 at 70 % (gpu0) or 71 % (gpu1): p5 is 0, p95 70 or 71. The docs
     # call a GPU fluctuating when its p95 is above threshold_p95: at exactly 70 it is neither.
