@@ -84,6 +84,16 @@ def test_a_partial_block_is_judged_only_when_the_job_has_ended(job):
     assert result.status == "NoIssuesFound" and result.datapoints == 2
 
 
+def test_a_last_partial_block_judged_underused_has_its_interval(job):
+    # 100 busy samples, then 60 idle ones: the last, partial block is judged once the job ended
+    times = T0_US + np.arange(160) * 500_000
+    values = np.concatenate([np.full(100, 90.0), np.full(60, 20.0)])
+    add_metric(job, "algo-1", times, "gpu", "gpu0", "GPUUtilization", values)
+    result = verdict(job, LowGPUUtilization(patience=0, window=100))
+    assert result.status == "IssuesFound" and result.violations == 1
+    assert result.intervals == [[T0_US + 50_000_000, T0_US + 79_500_000]]
+
+
 def test_violation_intervals_cover_every_gpus_blocks_whatever_their_order(job):
     # gpu0 is idle in the second half, gpu1 in the first: gpu1's earlier blocks, judged after
     # gpu0's, were merged into gpu0's interval and the first half of the job was lost

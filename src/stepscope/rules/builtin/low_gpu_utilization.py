@@ -14,6 +14,7 @@ make the verdict the same live and offline. Box-plot figures are over all sample
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -85,11 +86,13 @@ class LowGPUUtilization(Rule):
         gpus: dict[str, Any] = {}
         violations = datapoints = 0
         flagged = []
+        intervals = copy.deepcopy(self.gpus.intervals)
         for key in sorted(sketches):
             entry = dict(self.judged.get(key, {"blocks": 0, "underused": 0, "fluctuating": 0}))
             tail = self.gpus.blocks.unfinished(key)
             if self.ended and len(tail) >= max(1, p["window"] // 2) and tail.shape[1] == 2:
-                self._judge(entry, tail)
+                if self._judge(entry, tail):
+                    intervals.add([tail[0, 0]], [tail[-1, 0]])
             entry.update(box_stats(sketches[key]))
             gpus["/".join(key)] = entry
             datapoints += entry["blocks"]
@@ -138,5 +141,5 @@ class LowGPUUtilization(Rule):
             message=message,
             recommendation=recommendation,
             details=details,
-            intervals=self.gpus.intervals.as_list(),
+            intervals=intervals.as_list(),
         )
