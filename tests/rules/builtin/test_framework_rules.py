@@ -412,6 +412,24 @@ def test_a_worker_span_written_at_its_end_counts_in_seconds_scanned_before(job):
     assert live.results()["Dataloader"].details["nodes"] == nodes
 
 
+def test_advice_without_the_loaders_initialization_names_no_unknown_num_workers(job):
+    # by default data-loader profiling covers one step, not the epoch's start where the loader
+    # is initialized: its num_workers is unknown ("lower num_workers from None to 4")
+    machine(job, 60, cores=2, gpu_util_pct=[80.0])
+    add_events(
+        job,
+        "algo-1",
+        "DataLoaderWorker",
+        [T0_US + 1_000_000] * 8,
+        55_000_000,
+        args=[{"worker_id": w} for w in range(8)],
+    )
+    result = verdict(job, Dataloader())
+    assert result.status == "IssuesFound"
+    assert "None" not in result.recommendation
+    assert "set the DataLoader's num_workers to 4." in result.recommendation
+
+
 def test_enough_loaders_do_not_trigger(job):
     starving_loader(job, workers=4, cores=4)
     assert verdict(job, Dataloader()).status == "NoIssuesFound"

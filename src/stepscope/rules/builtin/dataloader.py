@@ -212,19 +212,22 @@ class Dataloader(Rule):
         if entry["dataloaders"] < entry["min_dataloaders"]:
             target = max(1, math.ceil(entry["min_dataloaders"] / ranks))
             idle = max(0, cores - int(entry["dataloaders"]))
-            change = (
-                f"raise num_workers from {workers} to {target}"
-                if workers is not None
-                else (f"use a DataLoader with num_workers={target}")
-            )
-            text = f"{node}: {idle} of {cores} cores did not load data{waiting}: {change}"
-            text += f" per rank ({ranks} rank(s) on the node)." if ranks > 1 else "."
+            verb = "raise"
+            text = f"{node}: {idle} of {cores} cores did not load data{waiting}: "
         else:
             target = max(0, math.floor(entry["max_dataloaders"] / ranks))
+            verb = "lower"
             text = (
                 f"{node}: a median of {entry['dataloaders']:g} processes loaded data on {cores} "
-                f"cores: lower num_workers from {workers} to {target}."
+                "cores: "
             )
+        # without the loader's initialization profiled, its num_workers is not known
+        text += (
+            f"{verb} num_workers from {workers} to {target}"
+            if workers is not None
+            else f"set the DataLoader's num_workers to {target}"
+        )
+        text += f" per rank ({ranks} rank(s) on the node)." if ranks > 1 else "."
         if entry["pin_memory"] is False and entry["gpus"]:  # nothing to pin for on a CPU node
             text += " Set pin_memory=True to copy batches to the GPU faster."
         return text
