@@ -430,6 +430,24 @@ def test_advice_without_the_loaders_initialization_names_no_unknown_num_workers(
     assert "set the DataLoader's num_workers to 4." in result.recommendation
 
 
+def test_advice_is_per_rank_for_ranks_whose_loader_initialization_was_not_profiled(job):
+    # two ranks share 8 cores with one worker each: 6 loaders are healthy, 3 per rank
+    machine(job, 60, cores=8, gpu_util_pct=[80.0, 80.0])
+    for rank in (0, 1):
+        add_events(
+            job,
+            "algo-1",
+            "DataLoaderWorker",
+            [T0_US + 1_000_000],
+            55_000_000,
+            rank=rank,
+            args={"worker_id": 0},
+        )
+    result = verdict(job, Dataloader())
+    assert result.details["nodes"]["algo-1"]["dataloaders"] == 2
+    assert "num_workers to 3 per rank (2 rank(s) on the node)." in result.recommendation
+
+
 def test_enough_loaders_do_not_trigger(job):
     starving_loader(job, workers=4, cores=4)
     assert verdict(job, Dataloader()).status == "NoIssuesFound"

@@ -104,6 +104,10 @@ class Dataloader(Rule):
         for node in np.unique(events["node"]).tolist():
             mine = events["node"] == node
             runs = self.active.setdefault(node, {})
+            # the ranks that load data share the node's cores, whether or not their loader's
+            # initialization was profiled (by default only a step in the epoch is)
+            ranks = self.ranks.setdefault(node, set())
+            ranks.update(int(rank) for rank in events["rank"][loading & mine].tolist())
             for loader in np.unique(events["loader"][loading & mine]).tolist():
                 rows = loading & mine & (events["loader"] == loader)
                 new = np.column_stack([events["first_second"][rows], events["last_second"][rows]])
