@@ -334,6 +334,24 @@ def test_rule_status_badges_hold_their_text(report):
     assert cramped == [], "badge text touches or leaves its pill"
 
 
+@pytest.mark.browser
+@needs_chromium
+def test_rule_names_and_statuses_in_the_rules_summary_are_not_broken_mid_word(report):
+    # the summary's first column shrank to a few letters: "NoIssuesFoun" over "d",
+    # "LowGPUUtilizati" over "on"
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(report.as_uri())
+        lines = page.evaluate(
+            "Array.from(document.querySelectorAll('table.rules td:first-child > *')).map(e => {"
+            " const range = document.createRange(); range.selectNodeContents(e);"
+            " return [e.textContent, new Set(Array.from(range.getClientRects(),"
+            " r => Math.round(r.top))).size]; })"
+        )
+    assert len(lines) >= 18  # a link and a badge for each of the nine rules
+    assert [text for text, count in lines if count != 1] == []
+
+
 def test_every_rule_link_lands_on_the_part_that_shows_the_rule(report):
     page = report.read_text()
     targets = set(re.findall(r'id="(rule-[^"]+)"', page))
