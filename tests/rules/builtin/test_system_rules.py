@@ -329,3 +329,12 @@ def test_load_balancing_within_its_patience_is_undecided_not_without_metrics(job
     # it said "No GPU utilization metrics." of a job that recorded them
     assert result.message.startswith("The job ended before the rule could decide")
     assert verdict(job, LoadBalancing(patience=0)).status == "IssuesFound"
+
+
+def test_load_balancing_says_how_many_more_gpus_are_imbalanced_than_it_names(job):
+    # ten of 24 GPUs at 30 %: the message named eight and said nothing of the other two
+    machine(job, 60, gpu_util_pct=[30.0] * 10 + [80.0] * 14, noise=1.0)
+    result = verdict(job, LoadBalancing())
+    assert result.details["imbalanced"] == [f"algo-1/gpu{i}" for i in range(10)]
+    assert result.message.endswith("algo-1/gpu7 and 2 more.")
+    assert "algo-1/gpu7 averages 30 % and 2 more while" in result.recommendation

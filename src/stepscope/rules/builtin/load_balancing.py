@@ -167,7 +167,9 @@ class LoadBalancing(Rule):
             others = [means[g] for g in gpus if g not in named]
             typical = f" while the other GPUs average {np.median(others):.0f} %" if others else ""
             listing = ", ".join(f"{g} averages {means[g]:.0f} %" for g in named[:8])
-            message = f"{head}(Jensen-Shannon); imbalanced: {', '.join(named[:8])}."
+            if len(named) > 8:
+                listing += f" and {len(named) - 8} more"
+            message = f"{head}(Jensen-Shannon); imbalanced: {_names(named)}."
             finding = f"{listing}{typical}"
         return Verdict(
             triggered=True,
@@ -199,5 +201,5 @@ def _workload_groups(
 
 
 def _names(group: list[str]) -> str:
-    """At most eight GPU names of a group, for a message."""
+    """At most eight GPU names (a group, the imbalanced ones) and how many more, for a message."""
     return ", ".join(group[:8]) + (f" and {len(group) - 8} more" if len(group) > 8 else "")
