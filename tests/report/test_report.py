@@ -198,6 +198,19 @@ def test_step_outliers_are_shown_per_rank_of_a_node(tmp_path):
     assert _row_cells(section, "50")[:1] == ["0"]  # the outlier step and its rank
 
 
+def test_steps_too_few_to_judge_are_shown_as_not_judged(tmp_path):
+    job = TableJob(tmp_path / "job")
+    machine(job, 60)
+    training_steps(job, 100, step_s=0.1)
+    training_steps(job, 10, mode="EVAL", step_s=0.2, start_us=T0_US + 30_000_000, slow={0: 3.0})
+    text = write_report(job, output=tmp_path / "out" / "report.html").read_text()
+    section = _rule_section(text, "StepOutlier")
+    evaluation = section[section.index("algo-1 · rank 0 · EVAL") : section.index("· TRAIN")]
+    assert "Not judged: in 10 steps none can lie beyond 5 standard deviations." in evaluation
+    assert "threshold" not in evaluation  # no threshold drawn for steps never judged
+    assert re.findall(r'<td class="num">([^<]*)</td></tr>', evaluation) == ["–"]  # no outlier count
+
+
 def test_job_summary_says_its_step_count_adds_up_every_rank(tmp_path):
     # two ranks of 100 steps: "Steps 200" read as a job of 200 steps
     job = TableJob(tmp_path / "job")

@@ -516,3 +516,18 @@ def test_profiler_report_lists_each_rule_with_the_status_that_rule_has(job):
         job.visible_until_us = None
         session.advance(final=True)
     assert "InProgress" not in listed.values()
+
+
+def test_a_mode_with_too_few_steps_beside_a_longer_one_is_said_not_judged(job):
+    # 300 TRAIN steps are judged; 10 EVAL steps cannot hold an outlier beyond 5 standard
+    # deviations, however slow the first is, so they were reported as judged with none
+    training_steps(job, 300, step_s=0.1)
+    training_steps(job, 10, mode="EVAL", step_s=0.2, start_us=T0_US + 60_000_000, slow={0: 3.0})
+    result = verdict(job, StepOutlier())
+    eval_details = result.details["step_details"]["0-algo-1"]["EVAL"]
+    assert eval_details["judged"] is False
+    assert result.details["step_details"]["0-algo-1"]["TRAIN"]["judged"] is True
+    assert (
+        "Not judged, too few steps (a rank and mode needs more than 26): 10 EVAL steps of "
+        "0-algo-1." in result.message
+    )

@@ -45,6 +45,7 @@ def _step_outlier(context: ReportContext, result: Any) -> str:
         node = _rank_label(node_id)
         for phase, d in phases.items():
             stats = d.get("step_stats", {})
+            judged = d.get("judged", True)  # results written before the rule said so were
             out.append(
                 f"<h4>{html.escape(node)} · {html.escape(phase)}: {d.get('steps', 0):,} steps</h4>"
             )
@@ -62,16 +63,25 @@ def _step_outlier(context: ReportContext, result: Any) -> str:
                     ],
                     [
                         [stats.get(k) for k in ("mean", "std", "max", "p99", "p95", "p50", "min")]
-                        + [d.get("number_of_outliers")]
+                        + [d.get("number_of_outliers") if judged else None]
                     ],
                     numeric_from=0,
                 )
             )
+            if not judged:
+                out.append(
+                    paragraph(
+                        f"Not judged: in {d.get('steps', 0):,} steps none can lie beyond "
+                        f"{result.parameters.get('stddev', 5):g} standard deviations.",
+                        "muted",
+                    )
+                )
             histogram = d.get("histogram_s", {})
+            threshold = f" (threshold {d.get('threshold_s', 0):.3f} s)" if judged else ""
             out.append(
                 context.chart(
                     bar_histogram(
-                        f"Step durations, {node} {phase} (threshold {d.get('threshold_s', 0):.3f} s)",
+                        f"Step durations, {node} {phase}{threshold}",
                         histogram.get("edges", []),
                         histogram.get("counts", []),
                         "step duration (s)",

@@ -141,6 +141,8 @@ class StepOutlier(Rule):
         details: dict[str, Any] = {}
         outliers_all: list[tuple[float, float, float, float]] = []
         datapoints = count = 0
+        #: the (node id, mode) series too short to hold an outlier, beside longer ones
+        unjudged: list[str] = []
         for (node, rank, phase), entry in sorted(
             self.series.items(), key=lambda item: (item[0][0], int(item[0][1]), item[0][2])
         ):
@@ -161,7 +163,10 @@ class StepOutlier(Rule):
             outliers_all.extend(map(tuple, found.tolist()))
             count += beyond
             sketch = entry["sketch"]
+            if n <= needed:
+                unjudged.append(f"{n} {phase} steps of {_node_id(node, int(rank))}")
             details.setdefault(_node_id(node, int(rank)), {})[phase] = {
+                "judged": n > needed,
                 "step_stats": {
                     "mean": round(mean, 6),
                     "std": round(std, 6),
@@ -201,6 +206,12 @@ class StepOutlier(Rule):
             + (f" (steps {steps_text})" if count else "")
             + f"; {n_allowed} tolerated."
         )
+        if unjudged:
+            message += (
+                f" Not judged, too few steps (a rank and mode needs more than {needed:g}): "
+                + ", ".join(unjudged[:4])
+                + (", ..." if len(unjudged) > 4 else ".")
+            )
         recommendation = ""
         if triggered:
             worst = max(outliers_all, key=lambda row: row[0])
