@@ -141,9 +141,14 @@ def test_cpu_and_gpu_operator_overviews_each_have_a_table_and_a_pie(tmp_path):
         source="kineto",
     )
     add_events(job, "algo-1", "kernel", [T0_US + 2000], 500, name="volta_sgemm", source="kineto")
-    pies = _pies(write_report(job, output=tmp_path / "out" / "report.html"))
-    assert pies["Overview: CPU operators (s)"] == {"aten::mm": 0.004, "aten::add": 0.001}
-    assert pies["Overview: GPU operators (s)"] == {"volta_sgemm": 0.0005}
+    report = write_report(job, output=tmp_path / "out" / "report.html")
+    pies = _pies(report)
+    # operators of a few milliseconds in milliseconds: in seconds every total read 0.00
+    assert pies["Overview: CPU operators (ms)"] == {"aten::mm": 4.0, "aten::add": 1.0}
+    assert pies["Overview: GPU operators (ms)"] == {"volta_sgemm": 0.5}
+    text = report.read_text()
+    assert _row_cells(text, "aten::mm") == ["2", "4.00", "80.00"]
+    assert _row_cells(text, "volta_sgemm") == ["1", "0.50", "100.00"]
 
 
 def _pies(report: Path) -> dict[str, dict[str, float]]:

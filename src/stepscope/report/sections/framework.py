@@ -29,15 +29,24 @@ class FrameworkMetrics(Section):
         grid = '<div class="grid">' + "".join(f"<div>{c}</div>" for c in charts if c) + "</div>"
         tables = []
         for key, title in (("CPU", "Overview: CPU operators"), ("GPU", "Overview: GPU operators")):
-            rows = [(r["name"], r["count"], r["total_s"], r["pct"]) for r in d.get(key, [])]
-            if rows:
-                chart = context.chart(pie(f"{title} (s)", {r[0]: r[2] for r in rows}))
-                tables.append(
-                    f'<h3>{title}</h3><div class="split"><div>'
-                    + table(["Operator", "Calls", "Total (s)", "%"], rows)
-                    + f"</div><div>{chart}</div></div>"
-                )
+            operators = d.get(key, [])
+            if not operators:
+                continue
+            unit, scale = _unit(max(r["total_s"] for r in operators))
+            rows = [(r["name"], r["count"], r["total_s"] * scale, r["pct"]) for r in operators]
+            chart = context.chart(pie(f"{title} ({unit})", {r[0]: r[2] for r in rows}))
+            tables.append(
+                f'<h3>{title}</h3><div class="split"><div>'
+                + table(["Operator", "Calls", f"Total ({unit})", "%"], rows)
+                + f"</div><div>{chart}</div></div>"
+            )
         return grid + "".join(tables)
+
+
+def _unit(longest_s: float) -> tuple[str, float]:
+    """The unit of an operator table and its factor from seconds: milliseconds when every total
+    is under a second (a detailed window of a few steps), so they do not all read 0.00 s."""
+    return ("ms", 1e3) if longest_s < 1 else ("s", 1.0)
 
 
 def _collectives_title(details: dict[str, Any]) -> str:
