@@ -216,6 +216,20 @@ def test_steps_too_few_to_judge_are_shown_as_not_judged(tmp_path):
     assert re.findall(r'<td class="num">([^<]*)</td></tr>', evaluation) == ["–"]  # no outlier count
 
 
+def test_steps_under_a_second_are_given_in_milliseconds(tmp_path):
+    # a small model's steps of 20 ms: in seconds the table read "0.02 0.00 ... 0.02"
+    job = TableJob(tmp_path / "job")
+    machine(job, 60)
+    training_steps(job, 100, step_s=0.02, slow={50: 0.5})
+    text = write_report(job, output=tmp_path / "out" / "report.html").read_text()
+    section = _rule_section(text, "StepOutlier")
+    assert '<th class="num">p50 (ms)</th>' in section
+    p50 = re.findall(r'<td class="num">([^<]*)</td>', section)[5]
+    assert 19 < float(p50) < 21
+    assert _row_cells(section, "50") == ["0", "500.00"]
+    assert "Duration (ms)" in section
+
+
 def test_job_summary_says_its_step_count_adds_up_every_rank(tmp_path):
     # two ranks of 100 steps: "Steps 200" read as a job of 200 steps
     job = TableJob(tmp_path / "job")

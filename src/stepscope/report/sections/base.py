@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-__all__ = ["ReportContext", "Section", "fmt", "paragraph", "table"]
+__all__ = ["ReportContext", "Section", "fmt", "paragraph", "table", "time_unit"]
 
 
 @dataclass
@@ -70,6 +70,13 @@ def fmt(value: Any, digits: int = 2) -> str:
     if isinstance(value, float):
         return f"{value:,.{digits}f}"
     return html.escape(str(value))
+
+
+def time_unit(longest_s: float) -> tuple[str, float]:
+    """The unit of a table of durations and its factor from seconds: milliseconds when every
+    duration is under a second (a detailed window's operators, a small model's steps), so that
+    they do not all read 0.00 s."""
+    return ("ms", 1e3) if longest_s < 1 else ("s", 1.0)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, numeric_from: int = 1) -> str:

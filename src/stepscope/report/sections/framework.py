@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stepscope.report.figures import pie
-from stepscope.report.sections.base import ReportContext, Section, table
+from stepscope.report.sections.base import ReportContext, Section, table, time_unit
 
 __all__ = ["FrameworkMetrics"]
 
@@ -32,7 +32,7 @@ class FrameworkMetrics(Section):
             operators = d.get(key, [])
             if not operators:
                 continue
-            unit, scale = _unit(max(r["total_s"] for r in operators))
+            unit, scale = time_unit(max(r["total_s"] for r in operators))
             rows = [(r["name"], r["count"], r["total_s"] * scale, r["pct"]) for r in operators]
             chart = context.chart(pie(f"{title} ({unit})", {r[0]: r[2] for r in rows}))
             tables.append(
@@ -41,12 +41,6 @@ class FrameworkMetrics(Section):
                 + f"</div><div>{chart}</div></div>"
             )
         return grid + "".join(tables)
-
-
-def _unit(longest_s: float) -> tuple[str, float]:
-    """The unit of an operator table and its factor from seconds: milliseconds when every total
-    is under a second (a detailed window of a few steps), so they do not all read 0.00 s."""
-    return ("ms", 1e3) if longest_s < 1 else ("s", 1.0)
 
 
 def _collectives_title(details: dict[str, Any]) -> str:

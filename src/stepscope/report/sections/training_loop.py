@@ -17,6 +17,7 @@ from stepscope.report.sections.base import (
     entries_table,
     paragraph,
     table,
+    time_unit,
 )
 from stepscope.store import layout
 
@@ -49,20 +50,13 @@ def _step_outlier(context: ReportContext, result: Any) -> str:
             out.append(
                 f"<h4>{html.escape(node)} · {html.escape(phase)}: {d.get('steps', 0):,} steps</h4>"
             )
+            figures = ("mean", "std", "max", "p99", "p95", "p50", "min")
+            unit, scale = time_unit(stats.get("max") or 0.0)
             out.append(
                 table(
+                    [f"{name} ({unit})" for name in figures] + ["outliers"],
                     [
-                        "mean (s)",
-                        "std (s)",
-                        "max (s)",
-                        "p99 (s)",
-                        "p95 (s)",
-                        "p50 (s)",
-                        "min (s)",
-                        "outliers",
-                    ],
-                    [
-                        [stats.get(k) for k in ("mean", "std", "max", "p99", "p95", "p50", "min")]
+                        [_scaled(stats.get(name), scale) for name in figures]
                         + [d.get("number_of_outliers") if judged else None]
                     ],
                     numeric_from=0,
@@ -91,14 +85,18 @@ def _step_outlier(context: ReportContext, result: Any) -> str:
             )
             outliers = d.get("outliers", [])
             if outliers:
-                rows = [(o["step"], o["rank"], o["duration_s"]) for o in outliers[:50]]
+                rows = [(o["step"], o["rank"], o["duration_s"] * scale) for o in outliers[:50]]
                 total = d.get("number_of_outliers", len(outliers))
                 more = f" (first 50 of {total:,})" if total > 50 else ""
                 out.append(
                     f"<h5>Outlier steps{more}</h5>"
-                    + table(["Step", "Rank", "Duration (s)"], rows, numeric_from=1)
+                    + table(["Step", "Rank", f"Duration ({unit})"], rows, numeric_from=1)
                 )
     return "".join(out)
+
+
+def _scaled(seconds: float | None, scale: float) -> float | None:
+    return None if seconds is None else seconds * scale
 
 
 def _per_gpu(title: str, fields: dict[str, str]) -> View:
