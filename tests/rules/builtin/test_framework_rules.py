@@ -275,6 +275,23 @@ def test_collectives_without_kernels_are_the_calls_cpu_time(job):
     assert d["collective_time"] == "CPU time"
 
 
+def test_horovod_collectives_are_its_activities_not_its_tensors(job):
+    # a Horovod timeline's process (the event's category) is a tensor, its events the
+    # activities: the pie had a slice per tensor
+    start, _ = training_steps(job, 10, step_s=0.1)
+    for tensor in (
+        "Adam_Allreduce/HorovodAllreduce_dense_0",
+        "Adam_Allreduce/HorovodAllreduce_fc_0",
+    ):
+        for activity, dur_us in (("NEGOTIATE_ALLREDUCE", 1_000), ("ALLREDUCE", 4_000)):
+            add_events(job, "algo-1", tensor, start, dur_us, name=activity, source="horovod")
+    d = verdict(job, OverallFrameworkMetrics()).details
+    assert d["horovod"] == {
+        "ALLREDUCE": pytest.approx(0.08),
+        "NEGOTIATE_ALLREDUCE": pytest.approx(0.02),
+    }
+
+
 def test_collectives_of_a_recorded_nccl_trace_are_its_nccl_kernels(shared_fixtures, tmp_path):
     path = shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz"
     events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]

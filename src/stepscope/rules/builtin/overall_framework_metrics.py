@@ -48,7 +48,7 @@ SELECT
     CASE WHEN category LIKE 'Step:ModeKeys.%' THEN replace(category, 'Step:ModeKeys.', '')
          WHEN name LIKE 'ProfilerStep#%' THEN 'TRAIN' ELSE category END AS category,
     CASE WHEN name LIKE 'ProfilerStep#%' OR category LIKE 'Step:ModeKeys.%' THEN category ELSE name END AS name,
-    node, rank,
+    node, rank, source,
     sum(dur_us) AS total_us, count(*) AS n, min(start_us) AS first_us, max(start_us + dur_us) AS last_us
 FROM {events}
 WHERE ph = 'X' AND NOT {repeated_steps} AND category <> 'gpu_user_annotation'
@@ -78,12 +78,13 @@ class OverallFrameworkMetrics(Rule):
         rows = window.query(_TOTALS_SQL)
         if len(rows["grp"]) == 0:
             return
-        for grp, category, name, node, rank, total, n, first, last in zip(
+        for grp, category, name, node, rank, source, total, n, first, last in zip(
             rows["grp"].tolist(),
             rows["category"].tolist(),
             rows["name"].tolist(),
             rows["node"].tolist(),
             rows["rank"].tolist(),
+            rows["source"].tolist(),
             rows["total_us"].tolist(),
             rows["n"].tolist(),
             rows["first_us"].tolist(),
@@ -97,7 +98,7 @@ class OverallFrameworkMetrics(Rule):
             entry[0] += total
             entry[1] += n
             if grp == "collective":
-                key = _collective(category, name)
+                key = _collective(source, category, name)
                 self.collectives[key] = self.collectives.get(key, 0.0) + total
             if grp == "step":
                 span = self.step_spans.setdefault((node, int(rank)), [first, last, 0.0])
@@ -190,9 +191,11 @@ class OverallFrameworkMetrics(Rule):
         return top
 
 
-def _collective(category: str, name: str) -> tuple[str, str]:
+def _collective(source: str, category: str, name: str) -> tuple[str, str]:
     """Where a collective event's time was spent (``"gpu"``: a kernel; ``"cpu"``: a call) and
     which collective it was."""
+    if source == "horovod":  # a Horovod timeline's category is the tensor, its name the activity
+        return "cpu", name
     if category == "kernel":
         match = _NCCL_KERNEL.search(name)
         return "gpu", match.group(1) if match else name
@@ -200,7 +203,7 @@ def _collective(category: str, name: str) -> tuple[str, str]:
         return "cpu", name
     if name.startswith("nccl:"):  # a trace's record_function range of the call
         return "cpu", name.removeprefix("nccl:")
-    return "cpu", category  # Horovod's activity (ALLREDUCE, NEGOTIATE_ALLREDUCE ...)
+    return "cpu", category  # another timeline's event (SMDataParallel): by its category
 
 
 def _duration(seconds: float) -> str:
