@@ -91,6 +91,27 @@ def test_a_crashing_rule_is_an_error_and_the_others_go_on(starved_job, tmp_path)
     assert status["message"].endswith("steps")
 
 
+class OddDetails(Rule):
+    description = "Finds something, and keeps a set among its details."
+
+    def scan(self, window):
+        pass
+
+    def evaluate(self):
+        return Verdict(triggered=True, violations=1, message="found", details={"seen": {1, 2}})
+
+
+def test_a_verdict_json_cannot_hold_is_an_error_and_the_others_are_written(starved_job, tmp_path):
+    # the set made writing the results raise: no rule's files were written, and the command
+    # ended in a traceback
+    results = run_rules(starved_job, [OddDetails, StepCounter], output_dir=tmp_path)
+    assert results["OddDetails"].status == "Error"
+    assert "cannot be written as JSON" in results["OddDetails"].message
+    status = json.loads((tmp_path / "OddDetails" / "status.json").read_text())
+    assert status["status"] == "Error"
+    assert read_results(tmp_path)["StepCounter"].status == "NoIssuesFound"
+
+
 def test_read_only_input_asks_for_an_output_dir(starved_job, tmp_path):
     # a folder without write bits is read-only input even to root, who may write anywhere
     # (recorded data must not get a rule-output folder)

@@ -27,7 +27,7 @@ from typing import Any
 from stepscope.errors import ConfigError
 from stepscope.rules.base import Rule, RuleResult, Verdict
 from stepscope.rules.configs import build_rules
-from stepscope.rules.status import write_results, write_source
+from stepscope.rules.status import unwritable, write_results, write_source
 from stepscope.rules.window import ScanWindow, earliest_event_start
 from stepscope.store.filesystem import LocalFiles, local_output_path
 
@@ -239,7 +239,12 @@ class RuleSession:
             if name in self.failed or name in errors:
                 results[name] = RuleResult.error(rule, self.failed.get(name) or errors[name])
                 continue
-            results[name] = RuleResult.from_verdict(rule, verdicts[name], final=self.final)
+            result = RuleResult.from_verdict(rule, verdicts[name], final=self.final)
+            problem = unwritable(result)
+            if problem is not None:
+                logger.warning("rule %s gave a verdict JSON cannot hold: %s", name, problem)
+                result = RuleResult.error(rule, f"its verdict cannot be written as JSON: {problem}")
+            results[name] = result
         for rule in self.active:
             summary = results.get(rule.rule_name())
             if rule.subrules() and summary is not None and summary.status != "Error":

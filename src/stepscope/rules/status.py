@@ -16,7 +16,14 @@ import orjson
 from stepscope._atomic import write_atomic
 from stepscope.rules.base import RuleResult
 
-__all__ = ["read_results", "read_source", "write_json_atomic", "write_results", "write_source"]
+__all__ = [
+    "read_results",
+    "read_source",
+    "unwritable",
+    "write_json_atomic",
+    "write_results",
+    "write_source",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +36,16 @@ _SOURCE = "source.json"
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write ``data`` as JSON to ``path`` through a temporary file and a rename (NaN -> null)."""
     write_atomic(path, orjson.dumps(data, option=_JSON_OPTIONS))
+
+
+def unwritable(result: RuleResult) -> str | None:
+    """Why ``result`` cannot be written as JSON, or None: a user rule's verdict may hold what
+    JSON cannot (a set, a path), and its files must not keep the other rules' from being written."""
+    try:
+        orjson.dumps(result.to_report(), option=_JSON_OPTIONS)
+    except orjson.JSONEncodeError as exc:
+        return str(exc)
+    return None
 
 
 def write_results(output_dir: Path, results: Mapping[str, RuleResult]) -> None:
