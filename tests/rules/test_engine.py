@@ -112,6 +112,27 @@ def test_a_verdict_json_cannot_hold_is_an_error_and_the_others_are_written(starv
     assert read_results(tmp_path)["StepCounter"].status == "NoIssuesFound"
 
 
+class ReturnsTrue(Rule):
+    description = "Returns True, as SageMaker's rules did when their condition was met."
+
+    def scan(self, window):
+        pass
+
+    def evaluate(self):
+        return True
+
+
+def test_an_evaluate_that_returns_no_verdict_is_an_error_and_the_others_go_on(
+    starved_job, tmp_path
+):
+    results = run_rules(starved_job, [ReturnsTrue, StepCounter], output_dir=tmp_path)
+    assert results["ReturnsTrue"].status == "Error"
+    assert results["ReturnsTrue"].message == (
+        "TypeError: evaluate() must return a Verdict, got True"
+    )
+    assert read_results(tmp_path)["StepCounter"].status == "NoIssuesFound"
+
+
 def test_read_only_input_asks_for_an_output_dir(starved_job, tmp_path):
     # a folder without write bits is read-only input even to root, who may write anywhere
     # (recorded data must not get a rule-output folder)

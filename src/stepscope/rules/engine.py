@@ -225,11 +225,14 @@ class RuleSession:
             try:
                 if names:
                     known = {n: verdicts[n] for n in names if n in verdicts}
-                    verdicts[name] = rule.evaluate_from(known)
+                    verdict = rule.evaluate_from(known)
                 elif self.watermark_us == 0 and not self.final:
-                    verdicts[name] = _WAITING
+                    verdict = _WAITING
                 else:
-                    verdicts[name] = rule.evaluate()
+                    verdict = rule.evaluate()
+                if not isinstance(verdict, Verdict):  # a rule ported from SageMaker's, say
+                    raise TypeError(f"evaluate() must return a Verdict, got {verdict!r}")
+                verdicts[name] = verdict
             except Exception as exc:
                 logger.exception("rule %s failed to evaluate", name)
                 errors[name] = f"{type(exc).__name__}: {exc}"
