@@ -338,3 +338,16 @@ def test_load_balancing_says_how_many_more_gpus_are_imbalanced_than_it_names(job
     assert result.details["imbalanced"] == [f"algo-1/gpu{i}" for i in range(10)]
     assert result.message.endswith("algo-1/gpu7 and 2 more.")
     assert "algo-1/gpu7 averages 30 % and 2 more while" in result.recommendation
+
+
+def test_a_job_too_short_for_low_gpu_says_it_needed_half_a_block_at_its_end(job):
+    # once the job ended, a last partial block of half a window is judged: "it needs 1000 +
+    # 250 samples per GPU (patience + a block)" named half a block a block
+    machine(job, 600, gpu_util_pct=[80.0])  # 1200 samples: 200 after patience, under 250
+    result = verdict(job, LowGPUUtilization())
+    assert result.status == "NotApplicable"
+    assert "it needs 1000 + 250 samples per GPU (patience + half a block), it saw 1200." in (
+        result.message
+    )
+    one = verdict(job, LowGPUUtilization(window=1, patience=2000))
+    assert "it needs 2000 + 1 samples per GPU" in one.message

@@ -103,9 +103,14 @@ class LowGPUUtilization(Rule):
         details = {"gpus": gpus, "flagged": ["/".join(k) for k, _ in flagged]}
         if datapoints == 0:
             samples = max(self.gpus.blocks.total(k) for k in sketches)
-            needed = p["window"] // 2 if self.ended else p["window"]
+            # once the job ended, a last partial block of half a window is judged too
+            needed, block = (
+                (max(1, p["window"] // 2), "half a block")
+                if self.ended
+                else (p["window"], "a block")
+            )
             return undecided(
-                f"{p['patience']} + {needed} samples per GPU (patience + a block)",
+                f"{p['patience']} + {needed} samples per GPU (patience + {block})",
                 f"{samples}",
                 ended=self.ended,
                 details=details,
