@@ -16,7 +16,7 @@ from stepscope.rules.builtin import (
     LowGPUUtilization,
     OverallSystemUsage,
 )
-from tests.rules.tablejob import T0_US, add_metric, machine, verdict
+from tests.rules.tablejob import T0_US, add_metric, machine, snapshot_times, verdict
 
 EIGHT = [30.0] + [80.0] * 7
 
@@ -351,3 +351,12 @@ def test_a_job_too_short_for_low_gpu_says_it_needed_half_a_block_at_its_end(job)
     )
     one = verdict(job, LowGPUUtilization(window=1, patience=2000))
     assert "it needs 2000 + 1 samples per GPU" in one.message
+
+
+def test_overall_system_usage_message_of_a_node_without_cpu_metrics(job):
+    # GPU records alone read "algo-1:, p95 GPU 80 %."
+    times = snapshot_times(60)
+    add_metric(job, "algo-1", times, "gpu", "gpu0", "GPUUtilization", np.full(len(times), 80.0))
+    add_metric(job, "algo-2", times, "memory", "MemoryUsedPercent", "", np.full(len(times), 40.0))
+    result = verdict(job, OverallSystemUsage())
+    assert result.message == "algo-1: p95 GPU 80 %; algo-2: no CPU or GPU metrics."

@@ -60,13 +60,12 @@ class OverallSystemUsage(Rule):
                 nodes[node]["metrics"][label] = {"unit": METRICS[label][1], **sketch.summary()}
         parts = []
         for node, entry in nodes.items():
-            metrics = entry["metrics"]
-            gpu = metrics.get("GPU", {}).get("p95")
-            cpu = metrics.get("CPU", {}).get("p95")
-            text = f"{node}: p95 CPU {cpu:.0f} %" if cpu is not None else f"{node}:"
-            if gpu is not None:
-                text += f", p95 GPU {gpu:.0f} %"
-            parts.append(text)
+            figures = [
+                f"p95 {label} {entry['metrics'][label]['p95']:.0f} %"
+                for label in ("CPU", "GPU")
+                if label in entry["metrics"]
+            ]
+            parts.append(f"{node}: {', '.join(figures) or 'no CPU or GPU metrics'}")
         return Verdict(
             datapoints=self.snapshots,
             details={"nodes": nodes},
