@@ -12,7 +12,7 @@ import pytest
 
 from stepscope.cli import main as cli_main
 from stepscope.report import write_report
-from stepscope.rules import Rule, Verdict, run_rules
+from stepscope.rules import ProfilerRule, Rule, Verdict, rule_configs, run_rules
 from stepscope.testing import TINY_JOB, TableJob, generate_job
 from tests.browser import ARTIFACTS, chromium, needs_chromium, page_errors
 from tests.rules.tablejob import (
@@ -239,6 +239,21 @@ def test_job_summary_says_its_step_count_adds_up_every_rank(tmp_path):
     text = write_report(job, output=tmp_path / "out" / "report.html").read_text()
     summary = text[text.index('id="summary"') : text.index('id="system"')]
     assert _row_cells(summary, "Steps (sum over 2 ranks)") == ["200"]
+
+
+def test_rules_summary_shows_parameters_as_they_were_set(tmp_path):
+    # a threshold of 0.125 read 0.12, and 90 given read 90.00 beside a default of 50
+    job = TableJob(tmp_path / "job")
+    machine(job, 60, gpu_util_pct=[80.0, 80.0])
+    rules = [
+        ProfilerRule.stepscope(rule_configs.LoadBalancing(threshold=0.125)),
+        ProfilerRule.stepscope(rule_configs.CPUBottleneck(cpu_threshold=90)),
+    ]
+    run_rules(job, rules, output_dir=tmp_path / "out")
+    text = write_report(job, output=tmp_path / "out" / "report.html").read_text()
+    summary = text[text.index('id="rules"') :]
+    assert "threshold: 0.125<br>" in summary
+    assert "cpu_threshold: 90<br>" in summary and "threshold: 50<br>" in summary
 
 
 def test_report_of_custom_rules_and_command(tmp_path, capsys):

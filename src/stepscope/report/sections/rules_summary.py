@@ -26,7 +26,9 @@ class RulesSummary(Section):
         found = sum(1 for r in results if r.triggered)
         rows = []
         for r in results:
-            parameters = "<br>".join(f"{html.escape(k)}: {fmt(v)}" for k, v in r.parameters.items())
+            parameters = "<br>".join(
+                f"{html.escape(k)}: {_parameter(v)}" for k, v in r.parameters.items()
+            )
             recommendation = html.escape(r.recommendation) if r.recommendation else "–"
             rows.append(
                 f'<tr class="{r.status}"><td><a href="#rule-{r.rule}">{html.escape(r.rule)}</a>'
@@ -54,3 +56,9 @@ class RulesSummary(Section):
             wide=True,
         )
         return f'{intro}<table class="rules">{head}<tbody>{"".join(rows)}</tbody></table>{timeline}'
+
+
+def _parameter(value: object) -> str:
+    """A parameter as it was set: all its digits (a threshold of 0.125 is not 0.12), a whole
+    number without decimals whether given as 90 or 90.0."""
+    return f"{value:,.10g}" if isinstance(value, float) else fmt(value)
