@@ -253,6 +253,16 @@ def test_gpu_annotation_ranges_are_not_counted_as_gpu_operators(job):
     assert d["general"] == {}  # the same ranges on the CPU (user_annotation) are counted there
 
 
+def test_a_traces_profiling_window_is_no_framework_operation(job):
+    # Kineto's "PyTorch Profiler (0)" span (category Trace) covers the whole detailed window:
+    # it was the largest of the "other framework operations"
+    start, _ = training_steps(job, 10, step_s=0.1)
+    add_events(job, "algo-1", "Trace", [start[2]], 500_000, name="PyTorch Profiler (0)")
+    add_events(job, "algo-1", "user_annotation", start[2:7], 5_000, name="Optimizer.step")
+    d = verdict(job, OverallFrameworkMetrics()).details
+    assert d["general"] == {"user_annotation": pytest.approx(0.025)}
+
+
 def test_collectives_are_gpu_kernel_time_when_the_job_has_collective_kernels(job):
     # the CPU call of a collective only launches its kernel: a pie of both added unlike times
     start, _ = training_steps(job, 10, step_s=0.1)

@@ -7,8 +7,10 @@ annotations) and collectives (Horovod, smdataparallel, torch.distributed, NCCL).
 kept per name; past 5,000 names only the 2,000 largest are kept (a Kineto trace has thousands of
 kernel names), which can only under-count the smallest ones. A trace's ``gpu_user_annotation``
 ranges are left out: they project an annotation (counted as ``user_annotation``) onto the GPU,
-spanning its kernels, so as GPU operators they would count those kernels twice. SageMaker swapped
-the CPU and GPU labels of its ratio; here ``ratio`` is ``{"CPU": cpu_us, "GPU": gpu_us}``.
+spanning its kernels, so as GPU operators they would count those kernels twice. So is its
+``Trace`` span, the profiling window itself ("PyTorch Profiler (0)"), which is no operation.
+SageMaker swapped the CPU and GPU labels of its ratio; here ``ratio`` is
+``{"CPU": cpu_us, "GPU": gpu_us}``.
 
 The collectives (``horovod``, SageMaker's name) are the time of each collective in one dimension,
 which ``collective_time`` names: ``"GPU kernel time"`` of the NCCL kernels when the job has any,
@@ -51,7 +53,7 @@ SELECT
     node, rank, source,
     sum(dur_us) AS total_us, count(*) AS n, min(start_us) AS first_us, max(start_us + dur_us) AS last_us
 FROM {events}
-WHERE ph = 'X' AND NOT {repeated_steps} AND category <> 'gpu_user_annotation'
+WHERE ph = 'X' AND NOT {repeated_steps} AND category NOT IN ('gpu_user_annotation', 'Trace')
 GROUP BY ALL
 """
 
