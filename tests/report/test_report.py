@@ -399,6 +399,17 @@ def test_rule_names_and_statuses_in_the_rules_summary_are_not_broken_mid_word(re
     assert [text for text, count in lines if count != 1] == []
 
 
+@pytest.mark.browser
+@needs_chromium
+def test_rules_summary_fits_a_narrow_window(report):
+    # with names kept whole, the parameters (never wrapped) pushed the table out of the page
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 700, "height": 900})
+        page.goto(report.as_uri())
+        right = page.evaluate("document.querySelector('table.rules').getBoundingClientRect().right")
+    assert right <= 700
+
+
 def test_every_rule_link_lands_on_the_part_that_shows_the_rule(report):
     page = report.read_text()
     targets = set(re.findall(r'id="(rule-[^"]+)"', page))
