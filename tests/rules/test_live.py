@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from stepscope.errors import ConfigError
 from stepscope.rules import rule_configs, run_rules, start_rule_engine
 from stepscope.store.layout import job_end_marker_paths
 from stepscope.testing import generate_job
@@ -159,6 +160,13 @@ def test_a_ctrl_c_leaves_the_engine_to_its_final_pass(tmp_path):
 def test_bad_rules_fail_before_the_process_starts(tmp_path):
     with pytest.raises(ValueError):
         start_rule_engine(tmp_path, [rule_configs.ProfilerReport(CPUBottleneck_patience=-1)])
+
+
+@pytest.mark.parametrize("interval", [10, 0, -5, "soon"])
+def test_a_scan_interval_the_rules_would_refuse_fails_before_the_process_starts(tmp_path, interval):
+    # 10 µs made the engine poll without pause; 0 fell back to the default unsaid
+    with pytest.raises(ConfigError, match="start_rule_engine.scan_interval_us must be"):
+        start_rule_engine(tmp_path, scan_interval_us=interval)
 
 
 def test_finish_after_the_engine_was_killed_returns_instead_of_waiting_for_ever(tmp_path):

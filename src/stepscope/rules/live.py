@@ -36,6 +36,7 @@ from typing import Any
 from stepscope.rules.base import Rule
 from stepscope.rules.configs import build_rules
 from stepscope.rules.engine import RuleSession, open_input, still_running
+from stepscope.rules.parameters import SCAN_INTERVAL
 from stepscope.rules.status import write_results
 
 __all__ = ["DEFAULT_REPORT_HOOK", "RuleEngineHandle", "start_rule_engine"]
@@ -121,8 +122,8 @@ def start_rule_engine(
     :param job_dir: the job folder (``rule-output/`` is written inside it).
     :param rules: as for :func:`~stepscope.rules.run_rules`; validated here, before the process
         starts, so a bad parameter fails at once.
-    :param scan_interval_us: time between scans; default the rules' shortest
-        ``scan_interval_us`` (60 s unless customised).
+    :param scan_interval_us: time between scans, at least 1 s (1000000); default the rules'
+        shortest ``scan_interval_us`` (60 s unless customised).
     :param report_hook: ``"module:function"`` called with the job folder to rewrite the HTML
         report; None for no report.
     :param report_interval_s: the report is rewritten at most this often.
@@ -131,6 +132,10 @@ def start_rule_engine(
         job no longer runs.
     """
     built = build_rules(rules)
+    if scan_interval_us is not None:  # a scan every few microseconds would spin a core
+        scan_interval_us = SCAN_INTERVAL.coerce(
+            "start_rule_engine.scan_interval_us", scan_interval_us
+        )
     context = multiprocessing.get_context("spawn")
     finish_received, finish = context.Pipe(duplex=False)
     process = context.Process(
