@@ -14,6 +14,7 @@ import pytest
 from stepscope.cli import main as cli_main
 from stepscope.errors import ConfigError
 from stepscope.rules import ProfilerRule, Rule, Verdict, read_results, rule_configs, run_rules
+from stepscope.rules.builtin import ProfilerReport, StepOutlier
 from stepscope.testing import TINY_JOB, generate_job
 
 
@@ -131,6 +132,19 @@ def test_an_evaluate_that_returns_no_verdict_is_an_error_and_the_others_go_on(
         "TypeError: evaluate() must return a Verdict, got True"
     )
     assert read_results(tmp_path)["StepCounter"].status == "NoIssuesFound"
+
+
+def test_a_rule_instance_given_twice_starts_afresh_each_time(starved_job, tmp_path):
+    # the second run added its steps to the first's: twice the steps, twice the outliers
+    rule = StepOutlier(n_outliers=0)
+    first = run_rules(starved_job, [rule], output_dir=tmp_path)["StepOutlier"]
+    second = run_rules(starved_job, [rule], output_dir=tmp_path)["StepOutlier"]
+    assert (second.datapoints, second.violations) == (first.datapoints, first.violations)
+    assert second.parameters["n_outliers"] == 0
+    report = ProfilerReport(StepOutlier_stddev=3)
+    run_rules(starved_job, [report], output_dir=tmp_path)
+    again = run_rules(starved_job, [report], output_dir=tmp_path)["StepOutlier"]
+    assert again.datapoints == first.datapoints and again.parameters["stddev"] == 3
 
 
 def test_read_only_input_asks_for_an_output_dir(starved_job, tmp_path):

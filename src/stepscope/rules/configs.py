@@ -155,7 +155,8 @@ def build_rules(rules: Sequence[Any] | None) -> list[Rule]:
         elif isinstance(item, RuleConfig):
             built.append(item.rule_class(**item.rule_parameters))
         elif isinstance(item, Rule):
-            built.append(item)
+            # a fresh one with its parameters: an instance that ran before holds that run's state
+            built.append(type(item)(**item.parameters))
         elif isinstance(item, type) and issubclass(item, Rule):
             built.append(item())
         elif isinstance(item, str):
