@@ -168,6 +168,17 @@ def test_empty_metrics_config_is_off(tmp_path) -> None:
     assert framework is not None and framework.enabled_options() == ("python",)
 
 
+@pytest.mark.parametrize("empty", ["{}", "", {}])
+def test_options_all_given_empty_are_all_off(tmp_path, empty) -> None:
+    data = {"ProfilingParameters": {"LocalPath": "/x", "DetailedProfilingConfig": empty}}
+    config = ProfilerConfig.from_file(_write(tmp_path, data))
+    assert [config.range_for(option) for option in ("detailed", "dataloader", "python")] == [
+        None,
+        None,
+        None,
+    ]
+
+
 def test_sagemaker_shape_is_read_by_from_dict_too() -> None:
     config = ProfilerConfig.from_dict({"ProfilingIntervalInMilliseconds": 60000})
     assert config.system_monitor_interval_millis == 60000

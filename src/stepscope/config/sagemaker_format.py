@@ -171,6 +171,7 @@ def _parameters_dicts(parameters: Any) -> tuple[dict[str, Any] | None, dict[str,
         return None, None  # SageMaker Debugger profiles no framework metrics without parameters
     result: dict[str, Any] = {}
     profiler: dict[str, Any] = {}
+    named_options = False
     for folded, (key, value) in _folded(parameters).items():
         if folded in _PROFILER_FIELDS:
             name, kind = _PROFILER_FIELDS[folded]
@@ -179,6 +180,7 @@ def _parameters_dicts(parameters: Any) -> tuple[dict[str, Any] | None, dict[str,
             name, kind = _FILE_FIELDS[folded]
             result[name] = _convert(f"ProfilingParameters.{key}", value, kind)
         elif folded in _OPTION_BY_KEY:
+            named_options = True
             cls = _OPTION_BY_KEY[folded]
             option = _option_dict(cls, value)
             if option is not None:
@@ -187,7 +189,14 @@ def _parameters_dicts(parameters: Any) -> tuple[dict[str, Any] | None, dict[str,
             _warn_unknown("ProfilingParameters", key)
     if profiler and not result:
         return None, profiler
-    if not any(name.endswith("_profiling_config") for name in result):
+    on = any(name.endswith("_profiling_config") for name in result)
+    if named_options and not on:
+        # no per-option config left would mean every option on its default steps
+        logger.info(
+            "every profiling option ProfilingParameters names is empty: system monitoring only"
+        )
+        return None, profiler or None
+    if not on:
         logger.info(
             "ProfilingParameters names no profiling option: every option profiles its default "
             "steps (SageMaker Debugger would record only the step timeline)"
