@@ -10,7 +10,13 @@ import sys
 import pytest
 
 from stepscope.cli import main
-from stepscope.config import FrameworkProfile, ProfileRange, ProfilerConfig, PythonProfiler
+from stepscope.config import (
+    DetailedProfilingConfig,
+    FrameworkProfile,
+    ProfileRange,
+    ProfilerConfig,
+    PythonProfiler,
+)
 
 
 @pytest.fixture
@@ -204,6 +210,19 @@ def test_a_running_instrumented_job_gets_no_warning(job, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="stepscope.cli.update"):
         assert main(["update", str(job), "--detailed", "30:2"]) == 0
     assert caplog.records == []
+
+
+def test_shortening_a_long_detailed_range_does_not_warn_about_the_old_one(tmp_path, caplog) -> None:
+    job = tmp_path / "job"
+    long = FrameworkProfile(detailed_profiling_config=DetailedProfilingConfig(num_steps=400))
+    ProfilerConfig(framework_profile_params=long).to_file(job / "profiler-config.json")
+    caplog.clear()  # the warning of the configuration given
+    with caplog.at_level(logging.WARNING, logger="stepscope"):
+        assert main(["update", str(job), "--detailed", "5:1"]) == 0
+    assert [record.getMessage() for record in caplog.records] == []
+    with caplog.at_level(logging.WARNING, logger="stepscope"):
+        assert main(["update", str(job), "--detailed", "0:500"]) == 0
+    assert ["500 steps" in record.getMessage() for record in caplog.records] == [True]
 
 
 def test_every_node_of_a_multi_node_job_gets_the_change_or_none_does(tmp_path, capsys) -> None:

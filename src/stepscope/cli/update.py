@@ -207,10 +207,16 @@ def main(args: argparse.Namespace) -> int:
 def _update(job_dir: Path, args: argparse.Namespace) -> None:
     """Apply the change to one job folder and print what changed there."""
     from stepscope.cli.run import naming_flags
-    from stepscope.config import ProfilerConfig, job_config_path, update_job_config
+    from stepscope.config import (
+        ProfilerConfig,
+        detailed_range_warned_before,
+        job_config_path,
+        update_job_config,
+    )
 
     path = job_config_path(job_dir)
-    before = ProfilerConfig.from_file(path) if path.is_file() else None
+    with detailed_range_warned_before():
+        before = ProfilerConfig.from_file(path) if path.is_file() else None
     with naming_flags(_flags()):
         after = update_job_config(
             job_dir,

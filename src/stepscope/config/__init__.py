@@ -13,6 +13,7 @@ from stepscope.config.framework import (
     OPTIONS,
     FrameworkProfile,
     ProfilingOption,
+    detailed_range_warned_before,
     option_class,
 )
 from stepscope.config.job import JOB_CONFIG_FILENAME, job_config_path, update_job_config
@@ -60,6 +61,7 @@ __all__ = [
     "PythonProfilingConfig",
     "SMDataParallelProfilingConfig",
     "cProfileTimer",
+    "detailed_range_warned_before",
     "job_config_path",
     "option_class",
     "update_job_config",

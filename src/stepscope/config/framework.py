@@ -11,12 +11,15 @@ documentation); the first that applies wins:
    step 7, Python steps 9-11 cycling the cProfile timers, Horovod step 13, distributed step 15).
 
 A detailed range of more than :data:`MAX_RECOMMENDED_DETAILED_STEPS` steps logs one warning
-when the profile is built.
+when the profile is built, except inside :func:`detailed_range_warned_before`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import InitVar, dataclass, fields
 from typing import Any, Literal
 
@@ -41,6 +44,7 @@ __all__ = [
     "OPTIONS",
     "FrameworkProfile",
     "ProfilingOption",
+    "detailed_range_warned_before",
     "option_class",
 ]
 
@@ -77,6 +81,20 @@ DETAILED_STEPS_WARNING = (
     "traces and slow the job down. Lower num_steps of DetailedProfilingConfig (or of the "
     "FrameworkProfile range) to at most %d; that also silences this message."
 )
+
+
+_warn_long_detailed: ContextVar[bool] = ContextVar("_warn_long_detailed", default=True)
+
+
+@contextmanager
+def detailed_range_warned_before() -> Iterator[None]:
+    """Build profiles without the long-detailed-range warning: reading back a configuration in
+    force (to change it) would otherwise warn again, and tell to lower a range being lowered."""
+    token = _warn_long_detailed.set(False)
+    try:
+        yield
+    finally:
+        _warn_long_detailed.reset(token)
 
 
 def _field_name(option: str) -> str:
@@ -227,7 +245,12 @@ class FrameworkProfile:
             )
         detailed = self.effective_config("detailed")
         steps = detailed.num_steps if detailed is not None else None
-        if detailed is not None and steps is not None and steps > MAX_RECOMMENDED_DETAILED_STEPS:
+        if (
+            detailed is not None
+            and steps is not None
+            and steps > MAX_RECOMMENDED_DETAILED_STEPS
+            and _warn_long_detailed.get()
+        ):
             first = detailed.start_step or 0
             logger.warning(
                 DETAILED_STEPS_WARNING,

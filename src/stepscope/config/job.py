@@ -15,7 +15,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from stepscope.config.framework import OPTIONS, FrameworkProfile, option_class
+from stepscope.config.framework import (
+    OPTIONS,
+    FrameworkProfile,
+    detailed_range_warned_before,
+    option_class,
+)
 from stepscope.config.options import (
     ProfilingOptionConfig,
     PythonProfiler,
@@ -195,7 +200,8 @@ def update_job_config(
     path = job_config_path(job_dir)
     if not path.is_file():
         raise _not_updatable(Path(job_dir))
-    current = ProfilerConfig.from_file(path)
+    with detailed_range_warned_before():
+        current = ProfilerConfig.from_file(path)
     changed = current
     candidates = {
         "detailed": detailed,
