@@ -33,6 +33,8 @@ GONE = "gone_trace"
 RACE = "race_trace"
 FIRST = "first_trace"
 SECOND = "second_trace"
+HELD = "held_trace"
+TICKED = "ticked_trace"
 PAGES = ("/dashboard", "/info", "/timeline")
 
 
@@ -81,7 +83,9 @@ def server(tmp_path_factory) -> Iterator[dict[str, Any]]:
     write_trace(root / f"{RACE}.json", start_us=1_700_000_000_000_000)
     write_trace(root / f"{FIRST}.json", start_us=1_700_000_000_000_000)
     write_trace(root / f"{SECOND}.json", start_us=1_700_000_000_000_000)
-    gates = {SLOW: threading.Event(), RACE: threading.Event()}
+    write_trace(root / f"{HELD}.json", start_us=1_700_000_000_000_000)
+    write_trace(root / f"{TICKED}.json", start_us=1_700_000_000_000_000)
+    gates = {SLOW: threading.Event(), RACE: threading.Event(), HELD: threading.Event()}
 
     def opener(path: Path) -> Any:
         for name, gate in gates.items():
@@ -199,6 +203,27 @@ def test_the_job_list_follows_a_load_that_ends_between_two_of_its_requests(page,
     expect(page.locator("#loaded-profiles tr", has_text=RACE)).to_contain_text("Loaded")
     # the list polls every second while anything loads; it must not stop at "Loading…"
     expect(row).to_contain_text("Loaded", timeout=15_000)
+
+
+def test_a_job_ticked_while_another_loads_stays_ticked_and_focused(page, server):
+    # while a load runs, the lists are read and drawn anew every second: the ticks and the
+    # keyboard's place went with them
+    page.goto(server["base"] + "/")
+    page.locator("#job-list tr", has_text=HELD).locator("input[type=checkbox]").check()
+    page.click("#load-button")
+    expect(page.locator("#loaded-profiles tr", has_text=HELD)).to_contain_text("Loading")
+    ticked = page.locator("#job-list tr", has_text=TICKED).locator("input[type=checkbox]")
+    ticked.focus()
+    page.keyboard.press("Space")
+    for _ in range(2):  # two polls of the lists, each drawing them anew
+        with page.expect_response("**/api/jobs"):
+            pass
+    expect(ticked).to_be_checked()
+    expect(ticked).to_be_focused()
+    expect(page.locator("#load-button")).to_be_enabled()
+    server["gates"][HELD].set()
+    expect(page.locator("#loaded-profiles tr", has_text=HELD)).to_contain_text("Loaded")
+    expect(ticked).to_be_checked()
 
 
 def _open_dashboard(page, base: str, name: str) -> None:

@@ -18,14 +18,18 @@ export async function renderLoad(main) {
     jobsBox,
   );
   let timer = null;
+  // the jobs ticked, kept while a load polls the lists every second and draws them anew
+  const ticked = new Set();
   async function refresh() {
     window.clearTimeout(timer);
     // loaded profiles first: a load that ends between the two answers then still shows as
     // loading in the first and is polled again, instead of leaving the list at "Loading…"
     const { loaded } = await api.loaded({ poll: true });
     const { jobs, truncated } = await api.jobs({ poll: true });
+    const focused = focusedControl(main);
     renderLoaded(loadedBox, loaded, refresh);
-    renderJobs(jobsBox, jobs, refresh);
+    renderJobs(jobsBox, jobs, refresh, ticked);
+    focused?.();
     if (truncated) {
       jobsBox.append(h("p", { class: "muted small" },
         `Only the newest ${jobs.length} jobs are listed. Start “stepscope ui” with a narrower folder to see the others.`));
@@ -33,6 +37,20 @@ export async function renderLoad(main) {
     if (loaded.some((p) => p.state === "loading")) timer = window.setTimeout(refresh, POLL_MS);
   }
   await refresh();
+}
+
+// Gives the focus back, once the lists are drawn anew, to the control that had it (a job's check
+// box, radio button or trash icon, or a button), so a keyboard user goes on where they were.
+function focusedControl(main) {
+  const control = document.activeElement;
+  if (!(control instanceof HTMLElement) || !main.contains(control)) return null;
+  const row = control.closest("tr[data-job]");
+  let selector = control.id ? `#${CSS.escape(control.id)}` : null;
+  if (row) {
+    const section = control.closest("section").id;
+    selector = `#${section} tr[data-job="${CSS.escape(row.dataset.job)}"] ${control.tagName}[type="${control.getAttribute("type")}"]`;
+  }
+  return selector ? () => main.querySelector(selector)?.focus() : null;
 }
 
 function statusBadge(status) {
@@ -86,12 +104,12 @@ function renderLoaded(box, loaded, refresh) {
     h("tbody", {}, rows)));
 }
 
-function renderJobs(box, jobs, refresh) {
+function renderJobs(box, jobs, refresh, ticked) {
   const loadButton = h("button", { class: "button primary", type: "button", disabled: true, id: "load-button" }, "Load");
   clear(box).append(h("div", { class: "card-head" },
     h("h2", {}, "List of training jobs"),
     h("div", { class: "actions" },
-      h("button", { class: "button", type: "button", onclick: refresh }, "Refresh"), loadButton)));
+      h("button", { class: "button", type: "button", id: "refresh-button", onclick: refresh }, "Refresh"), loadButton)));
   if (!jobs.length) {
     box.append(h("p", { class: "muted" },
       "No training jobs were found under the folders this server was started with. ",
@@ -101,12 +119,19 @@ function renderJobs(box, jobs, refresh) {
   const boxes = [];
   const update = () => { loadButton.disabled = !boxes.some((b) => b.checked); };
   const rows = jobs.map((job) => {
+    const loadable = job.load_state !== "loaded" && job.load_state !== "loading";
+    if (!loadable) ticked.delete(job.id);
     const check = h("input", {
       type: "checkbox",
       value: job.id,
       "aria-label": `Select ${job.name}`,
-      disabled: job.load_state === "loaded" || job.load_state === "loading",
-      onchange: update,
+      disabled: !loadable,
+      checked: ticked.has(job.id),
+      onchange: () => {
+        if (check.checked) ticked.add(job.id);
+        else ticked.delete(job.id);
+        update();
+      },
     });
     boxes.push(check);
     return h("tr", { "data-job": job.id },
@@ -122,9 +147,13 @@ function renderJobs(box, jobs, refresh) {
     h("thead", {}, h("tr", {}, h("th", { class: "narrow" }, ""), h("th", {}, "Training job"), h("th", {}, "Status"),
       h("th", {}, "Start"), h("th", {}, "Duration"), h("th", {}, "Nodes"), h("th", {}, "Load status"))),
     h("tbody", {}, rows)));
+  update();
   loadButton.addEventListener("click", async () => {
     loadButton.disabled = true;
-    for (const b of boxes.filter((x) => x.checked)) await api.load(b.value);
+    for (const b of boxes.filter((x) => x.checked)) {
+      await api.load(b.value);
+      ticked.delete(b.value);
+    }
     await refresh();
   });
 }
