@@ -394,6 +394,30 @@ def test_find_selects_each_slice_of_a_name_in_turn(
     assert not outside, outside
 
 
+def test_a_connection_in_a_closed_group_opens_it_to_show_the_slice(
+    open_timeline, base_url: str
+) -> None:
+    job_id = _load(base_url, "a100_rank0of2_nccl")
+    page, errors, outside = open_timeline(job_id)
+    field = page.locator("#tl-find")
+    field.fill("ncclKernel_Broadcast")
+    field.press("Enter")
+    sync_api.expect(page.locator("#tl-selection")).to_contain_text("ncclKernel_Broadcast")
+    page.locator("[data-tab='connections']").click()
+    launch = page.locator("#tl-connections tr.tl-link", has_text="cudaLaunchKernel")
+    track = launch.get_attribute("data-track")
+    cpu = page.locator("[data-label='CPU']")
+    cpu.click()  # the launch's thread hidden: going to the launch opens its group again
+    sync_api.expect(page.locator(f"#tl-tree [data-track='{track}']")).to_have_count(0)
+    launch.click()
+    sync_api.expect(cpu).to_have_attribute("aria-expanded", "true")
+    row = page.locator(f"#tl-tree [data-track='{track}']")
+    sync_api.expect(row).to_be_in_viewport()
+    assert page.evaluate("() => window.stepscopeTimeline.state().selected.track") == track
+    assert not errors, errors
+    assert not outside, outside
+
+
 def test_a_view_the_server_fails_to_give_says_so_and_can_be_retried(browser, base_url: str) -> None:
     job_id = _load(base_url, "a100_rank0of2_nccl")
     page = browser.new_page(viewport={"width": 1440, "height": 900})

@@ -466,11 +466,13 @@ class TimelinePage {
       h("td", {}, formatOffset(c.start_us - this.origin, 1)), h("td", {}, formatDuration(c.dur_us)))))));
   }
 
+  // Centres the slice in the view and scrolls to its track, opening the groups it sits in.
   async jumpTo(connection) {
     const pad = Math.max(connection.dur_us * 4, 20);
     this.selected = { track: connection.track, start: connection.start_us, dur: connection.dur_us, name: connection.name };
     this.setView(connection.start_us - pad, connection.start_us + connection.dur_us + pad);
     if (connection.track) {
+      this.revealTrack(connection.track);
       const row = this.currentLayout.byId[connection.track];
       if (row) this.body.scrollTop = Math.max(0, row.y - 80);
     }
@@ -517,7 +519,6 @@ class TimelinePage {
       return;
     }
     this.findStatus.textContent = `${count.toLocaleString()} ${count === 1 ? "match" : "matches"}`;
-    this.revealTrack(match.track);
     this.jumpTo(match);
     await this.select({ track: match.track, start: match.start_us, dur: match.dur_us, name: match.name });
   }
