@@ -420,6 +420,28 @@ def test_a_running_jobs_dashboard_keeps_what_it_shows_when_a_refresh_fails(page,
     assert len(failed) == 1
 
 
+def test_a_running_jobs_timeline_goes_on_following_it_when_a_refresh_fails(page, server):
+    page.clock.install()
+    _open_dashboard(page, server["base"], LIVE_JOB)
+    page.click("nav a[data-page=timeline]")
+    page.wait_for_selector("#tl-canvas[data-loaded='1']")
+    field = page.locator("#tl-find")
+    field.fill("Step:ModeKeys.TRAIN")
+    field.press("Enter")
+    selection = page.locator("#tl-selection")
+    expect(selection).to_contain_text("Step:ModeKeys.TRAIN")
+    page.expected_console_errors.append("status of 500")
+    failed = fail_first_request(page, "**/timeline/tracks", "the disk went away")
+    page.clock.fast_forward(15_000)
+    notice = page.locator("#tl-live-error")
+    expect(notice).to_contain_text("the disk went away")
+    expect(selection).to_contain_text("Step:ModeKeys.TRAIN")  # what the page showed stays
+    with page.expect_request("**/timeline/tracks"):  # the next refresh asks again
+        page.clock.fast_forward(15_000)
+    expect(notice).to_have_count(0)
+    assert len(failed) == 1
+
+
 def test_a_running_jobs_duration_is_timed_by_the_server_not_the_browsers_clock(page, server):
     # a browser on another machine whose clock is an hour behind the server's: the job is no
     # less under way for it (it read "-3600000 ms")
