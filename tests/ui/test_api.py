@@ -702,6 +702,38 @@ def test_rule_files_linking_outside_the_job_are_not_served(client, jobs_root: Pa
     assert response.status_code == 404 and "secret" not in response.text
 
 
+def test_data_files_linking_outside_the_job_are_not_read(
+    make_client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # another job's files, outside the roots, linked into a listed job's data folders
+    root = tmp_path / "jobs"
+    job_dir = generate_job(root / "linked", gpus=1, cpus=1, minutes=2)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    output = job_dir / "profiler-output"
+    events = sorted((output / "framework" / "pevents").rglob("*pythontimeline.json"))[-1]
+    (outside / events.name).write_text(events.read_text().replace('"name": "', '"name": "OUTSIDE '))
+    events.unlink()
+    events.symlink_to(outside / events.name)
+    system = sorted((output / "system").rglob("*.json"))[-1]
+    (outside / system.name).write_text(system.read_text().replace('"cpu0"', '"outsidecpu"'))
+    system.unlink()
+    system.symlink_to(outside / system.name)
+    hour = outside / "2023111423"  # a whole folder of system files
+    hour.mkdir()
+    (hour / system.name).write_text((outside / system.name).read_text())
+    (system.parent.parent / hour.name).symlink_to(hour)
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    client = make_client([root], job_opener=None)  # the UI's own way of opening a job
+    job = job_ids(client)["linked"]
+    assert load_and_wait(client, job)["state"] == "loaded"
+    tracks = client.get(f"/api/jobs/{job}/timeline/tracks").json()["tracks"]
+    assert not [t for t in tracks if "outsidecpu" in " ".join(t["path"])]
+    find = f"/api/jobs/{job}/timeline/find"
+    assert client.get(find, params={"text": "OUTSIDE", "after_us": 0}).json()["count"] == 0
+    assert client.get(find, params={"text": "Step", "after_us": 0}).json()["count"] > 0
+
+
 def test_information_of_a_recorded_gpu_trace(shared_fixtures: Path, make_client, tmp_path: Path):
     from stepscope.store import open_job
 

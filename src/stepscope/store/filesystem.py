@@ -46,11 +46,28 @@ class FileInfo:
 
 
 class LocalFiles:
-    """A folder on the local disk."""
+    """A folder on the local disk.
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    :param confined: list no file or folder that is a symbolic link leading out of the folder
+        (each logged once), so nothing outside it is read: the Profiler UI serves nothing
+        outside the folders it was given. Default ``False``: links are followed.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, confined: bool = False) -> None:
         self.root = Path(root).resolve()
         self.url = str(self.root)
+        self.confined = confined
+        self._refused: set[str] = set()
+
+    def _refuses(self, full: str) -> bool:
+        """Whether ``full`` leads out of a confined folder (a link, or a path through one);
+        logged once per path."""
+        if not self.confined or Path(os.path.realpath(full)).is_relative_to(self.root):
+            return False
+        if full not in self._refused:
+            self._refused.add(full)
+            logger.warning("skipping %s: it links outside %s", full, self.root)
+        return True
 
     def is_file(self, rel: str) -> bool:
         return (self.root / rel).is_file()
@@ -64,19 +81,25 @@ class LocalFiles:
 
     def list_dir(self, rel: str = "") -> list[str]:
         """Names directly inside ``rel`` (empty when it is not a folder)."""
+        folder = self.root / rel
         try:
-            return sorted(os.listdir(self.root / rel))
+            names = sorted(os.listdir(folder))
         except OSError:
             return []
+        return [name for name in names if not self._refuses(os.path.join(folder, name))]
 
     def walk(self, rel: str = "") -> list[FileInfo]:
         """Every file below ``rel``, with size and modification time, sorted by path."""
         base = self.root / rel if rel else self.root
+        if self._refuses(str(base)):
+            return []
         found: list[FileInfo] = []
         for dirpath, dirnames, filenames in os.walk(base):
             dirnames[:] = [d for d in dirnames if d != ".stepscope"]
             for name in filenames:
                 full = os.path.join(dirpath, name)
+                if self._refuses(full):
+                    continue
                 try:
                     st = os.stat(full)
                 except OSError:  # removed while we walked (a .tmp renamed by its writer)
@@ -308,13 +331,17 @@ def _is_remote(text: str) -> bool:
 
 
 def source_files(
-    path: str | os.PathLike[str], storage_options: dict[str, Any] | None = None
+    path: str | os.PathLike[str],
+    storage_options: dict[str, Any] | None = None,
+    *,
+    confined: bool = False,
 ) -> SourceFiles:
-    """The file access for ``path``: a URL with a scheme goes through fsspec, anything else is local."""
+    """The file access for ``path``: a URL with a scheme goes through fsspec, anything else is
+    local (``confined``: see :class:`LocalFiles`)."""
     text = os.fspath(path)
     if _is_remote(text):
         return RemoteFiles(text, storage_options)
-    return LocalFiles(text.removeprefix("file://"))
+    return LocalFiles(text.removeprefix("file://"), confined=confined)
 
 
 def local_output_path(parameter: str, path: str | os.PathLike[str]) -> Path:

@@ -64,6 +64,7 @@ def open_job(
     *,
     cache_dir: str | os.PathLike[str] | None = None,
     storage_options: dict[str, Any] | None = None,
+    confined: bool = False,
 ) -> JobData:
     """Open a profiled job for reading (nothing is read until :meth:`JobData.refresh`).
 
@@ -74,11 +75,14 @@ def open_job(
         ``~/.cache/stepscope/<hash>``.
     :param storage_options: fsspec options for remote paths, e.g.
         ``{"client_kwargs": {"endpoint_url": ...}}`` for an S3-compatible store.
+    :param confined: read no file of a local job through a symbolic link leading out of
+        ``path`` (each is skipped with a warning), as the Profiler UI opens jobs; default
+        ``False``: links are followed.
     :raises JobNotFoundError: when nothing exists at ``path``.
     :raises UnsupportedFormatError: when it exists but holds none of the recognised layouts.
     """
     text = os.fspath(path)
-    files = source_files(text, storage_options)
+    files = source_files(text, storage_options, confined=confined)
     if not files.exists():
         raise JobNotFoundError(text, files.missing_detail())
     single_file = files.is_file("")

@@ -57,7 +57,8 @@ def _validation_message(error: RequestValidationError) -> str:
 def _open_job(path: Path) -> ProfileJob:
     from stepscope.store.job import open_job  # the defining module: the lazy package is untyped
 
-    return open_job(path)
+    # a link in a job folder must not make the UI serve a file from outside its roots
+    return open_job(path, confined=True)
 
 
 def create_app(
