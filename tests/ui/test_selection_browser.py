@@ -275,3 +275,26 @@ def test_a_link_to_a_job_that_is_not_loaded_offers_to_load_it(page, server):
     expect(page.locator("article.panel[data-state]")).to_have_count(13)
     page.goto(f"{base}/timeline?job=0123456789abcdef0123")
     expect(page.locator("#selection-notice")).to_contain_text("not among this server's jobs")
+
+
+def test_the_arrow_keys_move_among_loaded_profiles_and_enter_opens_one(page, server):
+    # picking a profile opens its dashboard: the arrow keys, which pick in a radio group,
+    # opened the next profile at once, so a keyboard user could not reach the others
+    base = server["base"]
+    for name in (FIRST, SECOND, UNDATED):
+        _load(base, _job_id(base, name))
+    page.goto(base + "/")
+    for name in (FIRST, SECOND, UNDATED):
+        radio = page.locator("#loaded-profiles tr", has_text=name).locator("input[type=radio]")
+        expect(radio).to_be_enabled()
+    usable = page.locator("#loaded-profiles input[type=radio]:not([disabled])")
+    ids = [usable.nth(i).get_attribute("value") for i in range(usable.count())]
+    start = ids.index(_job_id(base, FIRST))
+    usable.nth(start).focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    target = ids[(start + 2) % len(ids)]
+    expect(page.locator(f"#loaded-profiles input[value='{target}']")).to_be_focused()
+    assert page.url == base + "/"
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"**/dashboard?job={target}")

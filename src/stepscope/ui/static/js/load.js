@@ -64,6 +64,24 @@ function renderLoaded(box, loaded, refresh) {
     return;
   }
   const current = selectedJob();
+  const radios = [];
+  const open = (id) => {
+    selectJob(id);
+    window.location.assign(jobUrl("/dashboard", id));
+  };
+  // Picking a profile opens its dashboard, so the arrow keys only move among the profiles
+  // (a radio group's arrows would pick, and so open, the next one); Enter or Space opens.
+  const onkeydown = (event) => {
+    const step = { ArrowDown: 1, ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1 }[event.key];
+    if (step) {
+      event.preventDefault();
+      const usable = radios.filter((r) => !r.disabled);
+      usable[(usable.indexOf(event.target) + step + usable.length) % usable.length].focus();
+    } else if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      open(event.target.value);
+    }
+  };
   const rows = loaded.map((profile) => {
     const radio = h("input", {
       type: "radio",
@@ -72,11 +90,10 @@ function renderLoaded(box, loaded, refresh) {
       "aria-label": `Open the dashboard of ${profile.name}`,
       checked: profile.id === current,
       disabled: profile.state !== "loaded",
-      onchange: () => {
-        selectJob(profile.id);
-        window.location.assign(jobUrl("/dashboard", profile.id));
-      },
+      onchange: () => open(profile.id),
+      onkeydown,
     });
+    radios.push(radio);
     const trash = h("button", {
       class: "icon-button",
       type: "button",
