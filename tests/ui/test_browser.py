@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-from urllib.request import urlopen
+from urllib.request import Request, urlopen
 
 import pytest
 
@@ -304,6 +304,19 @@ def test_times_read_the_same_on_every_page_and_say_their_zone(page, server):
 
 def test_unload(page, server):
     _ensure_loaded(page, server["base"], GPU_TRACE)
+    loaded = page.locator("#loaded-profiles tr", has_text=GPU_TRACE)
+    loaded.get_by_role("button", name=f"Unload {GPU_TRACE}").click()
+    expect(loaded).to_have_count(0)
+    expect(page.locator("#job-list tbody tr", has_text=GPU_TRACE)).to_contain_text("Not loaded")
+
+
+def test_unloading_a_profile_another_tab_unloaded_takes_it_off_the_list(page, server):
+    _ensure_loaded(page, server["base"], GPU_TRACE)
+    job = next(j["id"] for j in _api(server["base"], "/api/jobs")["jobs"] if j["name"] == GPU_TRACE)
+    request = Request(f"{server['base']}/api/jobs/{job}/load", method="DELETE")
+    with urlopen(request, timeout=60) as response:  # another tab unloads it
+        assert response.status == 204
+    page.expected_console_errors.append("status of 404")  # the browser logs the refusal
     loaded = page.locator("#loaded-profiles tr", has_text=GPU_TRACE)
     loaded.get_by_role("button", name=f"Unload {GPU_TRACE}").click()
     expect(loaded).to_have_count(0)

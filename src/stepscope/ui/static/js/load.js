@@ -1,7 +1,7 @@
 // The Load profile page: the loaded profiles (radio opens the dashboard, trash unloads) and the
 // list of training jobs found under the server's roots (check boxes and Load).
 
-import { api } from "./api.js";
+import { api, ApiError } from "./api.js";
 import { clear, h } from "./dom.js";
 import { formatDuration, formatPlaces, formatStart, LOAD_LABEL, STATUS_LABEL, startTitle } from "./format.js";
 import { forgetJob, jobUrl, selectedJob, selectJob } from "./selection.js";
@@ -100,7 +100,10 @@ function renderLoaded(box, loaded, refresh) {
       title: `Unload ${profile.name}`,
       "aria-label": `Unload ${profile.name}`,
       onclick: async () => {
-        await api.unload(profile.id);
+        // unloaded already (in another tab): what the click asks for is done
+        await api.unload(profile.id).catch((error) => {
+          if (!(error instanceof ApiError && error.status === 404)) throw error;
+        });
         forgetJob(profile.id);
         await refresh();
       },
