@@ -85,3 +85,38 @@ def test_the_timeline_of_a_running_job_reaches_new_data(live: dict[str, Any]) ->
             timeout=60_000,
         )
         assert errors == [], f"console errors: {errors}"
+
+
+def test_the_timeline_of_a_running_job_without_data_yet_shows_its_first_data(
+    tmp_path: Path,
+) -> None:
+    from stepscope.ui import create_app
+
+    job = generate_job(tmp_path / "jobs" / "starting", gpus=1, cpus=1, minutes=1)
+    meta = json.loads((job / "job.json").read_text())
+    (job / "job.json").write_text(json.dumps({**meta, "status": "Running", "end_time_us": None}))
+    for marker in job_end_marker_paths(job / "profiler-output"):
+        marker.unlink(missing_ok=True)
+    later = tmp_path / "later"
+    (job / "profiler-output").rename(later)  # the job has started and written nothing yet
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+        app = create_app([tmp_path / "jobs"], settings_path=tmp_path / "settings.json")
+        with serve_app(app) as base, chromium() as browser:
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            page.set_default_timeout(60_000)
+            errors = page_errors(page)
+            page.goto(base + "/")
+            page.locator("#job-list input[type=checkbox]").check()
+            page.click("#load-button")
+            radio = page.locator("#loaded-profiles input[type=radio]")
+            expect(radio).to_be_enabled()
+            radio.click()
+            page.wait_for_url("**/dashboard?job=*")
+            page.click("nav a[data-page=timeline]")
+            expect(page.locator("main")).to_contain_text("holds no events or metrics yet")
+            later.rename(job / "profiler-output")  # its first data
+            # the page asks for the job's tracks again every 15 s while the job runs
+            page.wait_for_selector("#tl-canvas[data-loaded='1']")
+            expect(page.locator("#tl-tree [data-label='CPU utilization']")).to_be_visible()
+            assert errors == [], f"console errors: {errors}"

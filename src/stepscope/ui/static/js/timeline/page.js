@@ -621,9 +621,11 @@ export async function renderTimeline(main) {
   if (!loaded) return;
   main.querySelector("h1").textContent = `Timeline · ${loaded.name}`;
   const id = loaded.id;
+  const tracks = `/api/jobs/${encodeURIComponent(id)}/timeline/tracks`;
+  const running = async () => (await api.jobs({ poll: true })).jobs.find((j) => j.id === id)?.status === "running";
   let payload;
   try {
-    payload = await getJson(`/api/jobs/${encodeURIComponent(id)}/timeline/tracks`);
+    payload = await getJson(tracks);
   } catch (error) {
     if (error instanceof ApiError && (error.status === 404 || error.status === 409)) {
       main.append(h("div", { class: "notice" }, `${error.message} `, h("a", { href: "/" }, "Go to Load profile.")));
@@ -634,7 +636,13 @@ export async function renderTimeline(main) {
   }
   if (!payload.bounds) {
     main.append(h("div", { class: "notice" }, "This profile holds no events or metrics yet."));
-    return;
+    // a running job that has written nothing yet: its tracks are asked for every LIVE_MS, and
+    // its timeline drawn once its first data arrived (a failed reading asks again later)
+    while (!payload.bounds) {
+      if (!(await running().catch(() => true))) return;
+      await new Promise((resolve) => window.setTimeout(resolve, LIVE_MS));
+      payload = await getJson(tracks, { poll: true }).catch(() => payload);
+    }
   }
   const page = new TimelinePage(main, loaded, payload);
   await page.fetchWindow();
