@@ -229,3 +229,25 @@ def test_a_trace_on_its_own_clock_does_not_move_the_jobs_time_origin(tmp_path: P
     chart = compute_panel("cpu_utilization", job, PanelQuery())
     assert chart["start_us"] == start_us
     assert chart["series"][0]["x"][0] == 0.0
+
+
+def test_a_gap_in_the_samples_breaks_the_utilization_line(tmp_path: Path):
+    """Two stretches of sampling an hour apart (a job resumed later): no line across the hour."""
+    t0_us = 1_700_000_000_000_000
+    rows = [
+        {
+            "timestamp_us": t0_us + s * 1_000_000,
+            "type": "cpu",
+            "name": "cpu0",
+            "dimension": "CPUUtilization",
+            "value": 90.0 if s < 60 else 10.0,
+        }
+        for s in [*range(60), *range(3660, 3720)]
+    ]
+    chart = compute_panel("cpu_utilization", TableJob(tmp_path / "job", rows), PanelQuery())
+    (series,) = chart["series"]
+    assert series["y"].count(None) == 1
+    gap = series["y"].index(None)
+    assert series["x"][gap - 1] < 60 < series["x"][gap] < 3600 < series["x"][gap + 1]
+    assert series["x"] == sorted(series["x"])
+    assert {y for y in series["y"] if y is not None} == {90.0, 10.0}

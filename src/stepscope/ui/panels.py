@@ -59,6 +59,8 @@ HISTOGRAM_BINS = 40
 _LABEL_CHARS = 80
 _HOVER_CHARS = 300
 _MAX_GROUPS = 8
+#: A line's samples this many times further apart than usual leave a gap in it.
+_GAP_FACTOR = 10
 
 
 @dataclass(frozen=True)
@@ -242,8 +244,10 @@ def _utilization(
         series = [
             {
                 "name": str(node),
-                "x": [round((float(t) - origin_us) / 1e6, 3) for t in group["timestamp_us"]],
-                "y": [round(float(v), 2) for v in group["utilization_pct"]],
+                **_broken_at_gaps(
+                    [round((float(t) - origin_us) / 1e6, 3) for t in group["timestamp_us"]],
+                    [round(float(v), 2) for v in group["utilization_pct"]],
+                ),
             }
             for node, group in _by_node(frame).groupby("node", sort=False)
         ]
@@ -256,6 +260,25 @@ def _utilization(
         }
 
     return compute
+
+
+def _broken_at_gaps(x: list[float], y: list[float]) -> dict[str, list[Any]]:
+    """A line's ``x`` and ``y``, with a ``None`` in ``y`` where its samples stop for more than
+    ``_GAP_FACTOR`` times their usual interval (a monitor that stopped, a job resumed later):
+    the chart breaks the line there instead of drawing values nobody measured across the gap."""
+    steps = np.diff(x)
+    if len(steps) < 2:
+        return {"x": x, "y": y}
+    gap = _GAP_FACTOR * float(np.median(steps))
+    xs: list[float] = [x[0]]
+    ys: list[float | None] = [y[0]]
+    for i, step in enumerate(steps, start=1):
+        if step > gap:
+            xs.append(round((x[i - 1] + x[i]) / 2, 3))
+            ys.append(None)
+        xs.append(x[i])
+        ys.append(y[i])
+    return {"x": xs, "y": ys}
 
 
 def _kernel_utilization(job: ProfileJob) -> dict[str, Any]:

@@ -92,9 +92,13 @@ function pies(payload) {
   return { traces, layout };
 }
 
+// A sample with a gap (a null) or an end on both sides has no line to be drawn on: a dot shows it.
+const lone = (y, i) => y[i] !== null && (i === 0 || y[i - 1] === null) && (i === y.length - 1 || y[i + 1] === null);
+
 function lines(payload) {
   const traces = payload.series.map((s) => ({
-    type: "scatter", mode: "lines", name: escapeText(s.name), x: s.x, y: s.y, line: { width: 1.6 },
+    type: "scatter", mode: "lines+markers", name: escapeText(s.name), x: s.x, y: s.y, line: { width: 1.6 },
+    marker: { size: s.y.map((_, i) => (lone(s.y, i) ? 5 : 0)) },
     hovertemplate: `${escapeText(s.name)}: %{y:.1f} %<br>%{x:.1f} s since start<extra></extra>`,
   }));
   const layout = baseLayout({
