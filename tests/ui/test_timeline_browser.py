@@ -436,3 +436,34 @@ def test_a_view_the_server_fails_to_give_says_so_and_can_be_retried(browser, bas
     assert len(failed) == 1
     assert [e for e in errors if "status of 500" not in e] == []
     page.close()
+
+
+def test_long_track_names_leave_the_tracks_their_width(
+    browser, shared_fixtures: Path, tmp_path: Path
+) -> None:
+    # a Horovod timeline names a track after each tensor it reduces: a hundred characters
+    from stepscope.ui import create_app
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+        app = create_app(
+            [shared_fixtures / "smdebug" / "horovod_timeline_traces"],
+            settings_path=tmp_path / "settings.json",
+        )
+        with serve_app(app) as base:
+            job_id = _load(base, "horovod_timeline_traces")
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            errors = page_errors(page)
+            page.goto(f"{base}/timeline?job={job_id}")
+            page.wait_for_selector("#tl-canvas[data-loaded='1']", timeout=60_000)
+            labels = page.locator("#tl-tree").bounding_box()
+            body = page.locator(".tl-body").bounding_box()
+            assert labels is not None and body is not None
+            assert labels["width"] <= 300, labels
+            assert page.locator("#tl-canvas").bounding_box()["width"] >= body["width"] - 310
+            # the whole name is in the row's tooltip
+            row = page.locator("#tl-tree .tl-track").first
+            assert row.get_attribute("title").endswith(row.get_attribute("data-label"))
+            assert len(row.get_attribute("data-label")) > 80
+            page.close()
+            assert not errors, errors

@@ -222,11 +222,12 @@ class TimelinePage {
       const style = `height:${row.height}px;padding-left:${8 + row.depth * 14}px`;
       if (row.kind === "group") {
         this.labels.append(h("div", {
-          class: "tl-row tl-group", style, role: "button", "aria-expanded": String(row.group.open), "data-label": row.label, "data-group": row.path,
+          class: "tl-row tl-group", style, role: "button", "aria-expanded": String(row.group.open), "data-label": row.label, "data-group": row.path, title: row.label,
           ...pressable(() => { row.group.open = !row.group.open; this.relayout(); this.scheduleFetch(); }),
-        }, h("span", { class: "tl-caret" }, row.group.open ? "▾" : "▸"), row.label));
+        }, h("span", { class: "tl-caret" }, row.group.open ? "▾" : "▸"), h("span", { class: "tl-name" }, row.label)));
       } else {
-        this.labels.append(h("div", { class: `tl-row tl-track tl-${row.kind}`, style, "data-track": row.id, "data-label": row.label, title: row.track.path.join(" / ") }, row.label));
+        this.labels.append(h("div", { class: `tl-row tl-track tl-${row.kind}`, style, "data-track": row.id, "data-label": row.label, title: row.track.path.join(" / ") },
+          h("span", { class: "tl-name" }, row.label)));
       }
     }
     if (focused) this.labels.querySelector(`[data-group="${CSS.escape(focused)}"]`)?.focus();
