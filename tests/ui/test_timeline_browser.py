@@ -467,3 +467,40 @@ def test_long_track_names_leave_the_tracks_their_width(
             assert len(row.get_attribute("data-label")) > 80
             page.close()
             assert not errors, errors
+
+
+def test_a_gap_in_a_counters_samples_is_left_empty(browser, tmp_path: Path) -> None:
+    # the job's monitor wrote nothing in its second minute: no value is read there
+    from stepscope.testing import generate_job
+    from stepscope.ui import create_app
+
+    job = generate_job(tmp_path / "jobs" / "gappy", gpus=1, cpus=1, minutes=3)
+    second_minute = sorted((job / "profiler-output" / "system").rglob("*.algo-1.json"))[1]
+    second_minute.unlink()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+        app = create_app([tmp_path / "jobs"], settings_path=tmp_path / "settings.json")
+        with serve_app(app) as base:
+            job_id = _load(base, "gappy")
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            errors = page_errors(page)
+            page.goto(f"{base}/timeline?job={job_id}")
+            page.wait_for_selector("#tl-canvas[data-loaded='1']", timeout=60_000)
+            view = page.evaluate("() => window.stepscopeTimeline.state().view")
+            canvas = page.locator("#tl-canvas").bounding_box()
+            row = page.locator("#tl-tree [data-label='CPU utilization']").bounding_box()
+            assert canvas is not None and row is not None
+            start_us = json.loads((job / "job.json").read_text())["start_time_us"]
+
+            def click_at(seconds: float) -> None:
+                share = (start_us + seconds * 1e6 - view["start"]) / (view["end"] - view["start"])
+                x = canvas["x"] + share * canvas["width"]
+                page.mouse.click(x, row["y"] + row["height"] / 2)
+
+            selection = page.locator("#tl-selection")
+            click_at(90)  # amid the missing minute (a counter's click is answered at once)
+            sync_api.expect(selection).not_to_contain_text("Counter")
+            click_at(30)
+            sync_api.expect(selection).to_contain_text("Counter")
+            page.close()
+            assert not errors, errors

@@ -145,35 +145,55 @@ function drawSlices(ctx, row, data, view, width, selected, hits) {
   }
 }
 
+// Samples this many times further apart than usual (a monitor that stopped, a job resumed
+// later) leave a gap in a counter, as on the dashboard's charts, not a line drawn across it.
+const GAP_FACTOR = 10;
+
+// The points in runs without such a gap.
+function runsOf(points) {
+  const steps = points.slice(1).map((p, i) => p[0] - points[i][0]).sort((a, b) => a - b);
+  const gap = steps.length < 2 ? Infinity : GAP_FACTOR * steps[Math.floor(steps.length / 2)];
+  const runs = [[points[0]]];
+  for (let i = 1; i < points.length; i++) {
+    if (points[i][0] - points[i - 1][0] > gap) runs.push([]);
+    runs[runs.length - 1].push(points[i]);
+  }
+  return runs;
+}
+
 function drawCounter(ctx, row, data, view, width, hits) {
   const points = data.points || [];
   if (!points.length) return;
   const max = Math.max(100, ...points.map((p) => p[1]));
   const y0 = row.y + row.height - 4;
   const scale = (row.height - 10) / max;
-  ctx.beginPath();
-  ctx.moveTo(timeToX(points[0][0], view, width), y0);
-  for (const [t, v] of points) ctx.lineTo(timeToX(t, view, width), y0 - v * scale);
-  ctx.lineTo(timeToX(points[points.length - 1][0], view, width), y0);
-  ctx.closePath();
-  ctx.fillStyle = "rgba(66, 133, 244, 0.22)";
-  ctx.fill();
-  ctx.beginPath();
-  points.forEach(([t, v], i) => {
-    const x = timeToX(t, view, width);
-    const y = y0 - v * scale;
-    if (i === 0) ctx.moveTo(x, y);
-    else ctx.lineTo(x, y);
-  });
-  ctx.strokeStyle = "#3367d6";
-  ctx.stroke();
-  // each point answers a click from halfway to its neighbours
-  const xs = points.map(([t]) => timeToX(t, view, width));
-  points.forEach(([t, v], i) => {
-    const left = i === 0 ? xs[i] - 2 : (xs[i - 1] + xs[i]) / 2;
-    const right = i === points.length - 1 ? xs[i] + 2 : (xs[i] + xs[i + 1]) / 2;
-    hits.push({ track: row.id, counter: true, label: row.label, start: t, value: v, x: left, y: row.y, w: right - left, h: row.height });
-  });
+  for (const run of runsOf(points)) {
+    const xs = run.map(([t]) => timeToX(t, view, width));
+    const ys = run.map(([, v]) => y0 - v * scale);
+    const pad = run.length === 1 ? 1.5 : 0; // a sample alone between gaps: a short dash
+    const outline = () => {
+      ctx.moveTo(xs[0] - pad, ys[0]);
+      xs.forEach((x, i) => ctx.lineTo(x, ys[i]));
+      ctx.lineTo(xs[xs.length - 1] + pad, ys[ys.length - 1]);
+    };
+    ctx.beginPath();
+    outline();
+    ctx.lineTo(xs[xs.length - 1] + pad, y0);
+    ctx.lineTo(xs[0] - pad, y0);
+    ctx.closePath();
+    ctx.fillStyle = "rgba(66, 133, 244, 0.22)";
+    ctx.fill();
+    ctx.beginPath();
+    outline();
+    ctx.strokeStyle = "#3367d6";
+    ctx.stroke();
+    // each point answers a click from halfway to its neighbours in the run
+    run.forEach(([t, v], i) => {
+      const left = i === 0 ? xs[i] - 2 : (xs[i - 1] + xs[i]) / 2;
+      const right = i === run.length - 1 ? xs[i] + 2 : (xs[i] + xs[i + 1]) / 2;
+      hits.push({ track: row.id, counter: true, label: row.label, start: t, value: v, x: left, y: row.y, w: right - left, h: row.height });
+    });
+  }
 }
 
 function drawArrow(ctx, x0, y0, x1, y1) {
