@@ -280,6 +280,22 @@ def test_custom_annotation_histogram(page, server):
     expect(card).to_have_count(0)
 
 
+def test_no_annotation_can_be_picked_before_the_jobs_names_arrive(page, server):
+    # typed before the list of names came, any name was said not to be the job's
+    held: list[Any] = []
+    page.route("**/annotations", lambda route: held.append(route))  # the list is on its way
+    _open_dashboard(page, server["base"], GPU_TRACE)
+    expect(page.locator("#annotation-name")).to_be_disabled()
+    expect(page.locator("#create-histogram")).to_be_disabled()
+    expect(page.locator("#annotation-note")).to_contain_text("Reading the job's annotation names")
+    held[0].continue_()  # it arrives
+    expect(page.locator("#annotation-name")).to_be_enabled()
+    page.locator("#annotation-name").fill("## forward ##")
+    page.click("#create-histogram")
+    card = page.locator("article[data-panel=annotation_histogram]")
+    expect(card).to_have_attribute("data-state", "data")
+
+
 def test_information_page(page, server):
     _open_dashboard(page, server["base"], CPU_JOB)
     page.click("nav a[data-page=info]")

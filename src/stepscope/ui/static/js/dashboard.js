@@ -64,8 +64,9 @@ export async function renderDashboard(main) {
     await Promise.all([...cards.values()].map((c) => c.load(poll)));
     await renderRules(rules, id, poll);
   };
-  await refreshAll(false);
-  await custom.init();
+  // the annotation names come with the panels, not after them: until they do, nothing can be
+  // picked, rather than every name typed being said not to be the job's
+  await Promise.all([refreshAll(false), custom.init()]);
   if (job.status === "running") {
     const timer = window.setInterval(async () => {
       const live = main.querySelector(".live");
@@ -178,11 +179,11 @@ function customHistograms(jobId) {
   const choices = h("datalist", { id: "annotation-names" });
   const field = h("input", {
     id: "annotation-name", list: "annotation-names", "aria-label": "Annotation", autocomplete: "off",
-    placeholder: "Annotation name",
+    placeholder: "Annotation name", disabled: true,
   });
-  const button = h("button", { class: "button primary", type: "button", id: "create-histogram" }, "Create histogram");
+  const button = h("button", { class: "button primary", type: "button", id: "create-histogram", disabled: true }, "Create histogram");
   const grid = h("div", { class: "grid" });
-  const note = h("p", { class: "muted", id: "annotation-note" });
+  const note = h("p", { class: "muted", id: "annotation-note" }, "Reading the job's annotation names…");
   const created = new Map();
   let names = [];
   const form = h("article", { class: "card wide" },
