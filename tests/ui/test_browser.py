@@ -471,6 +471,29 @@ def test_a_running_jobs_timeline_goes_on_following_it_when_a_refresh_fails(page,
     assert len(failed) == 1
 
 
+def test_a_running_jobs_timeline_keeps_its_tracks_when_a_live_reread_fails(page, server):
+    # the first look at the job list, which tells whether to follow the job, fails: the
+    # timeline stays (it was replaced by "This page could not be shown"), and follows the job
+    # once the list is read again
+    page.clock.install()
+    job_id = _loaded_job_id(page, server["base"], LIVE_JOB)
+    page.expected_console_errors.append("status of 500")
+    failed = fail_first_request(page, "**/api/jobs", "the disk went away")
+    page.goto(f"{server['base']}/timeline?job={job_id}")
+    page.wait_for_selector("#tl-canvas[data-loaded='1']")
+    notice = page.locator("#tl-live-error")
+    expect(notice).to_contain_text("The job's latest data could not be read: the disk went away")
+    expect(page.locator("h1")).to_have_text(f"Timeline · {LIVE_JOB}")
+    with page.expect_response("**/api/jobs"):
+        notice.get_by_role("button", name="Retry").click()
+    expect(notice).to_have_count(0)
+    # followed: the next reread, 15 s on, asks for the job's tracks again
+    with page.expect_request(f"**/api/jobs/{job_id}/timeline/tracks"):
+        page.clock.fast_forward(15_000)
+    expect(page.locator("#tl-canvas")).to_be_visible()
+    assert len(failed) == 1
+
+
 def test_a_running_jobs_duration_is_timed_by_the_server_not_the_browsers_clock(page, server):
     # a browser on another machine whose clock is an hour behind the server's: the job is no
     # less under way for it (it read "-3600000 ms")
@@ -483,6 +506,7 @@ def test_a_running_jobs_duration_is_timed_by_the_server_not_the_browsers_clock(p
 
 
 def test_a_running_jobs_dashboard_stays_live_until_the_job_ends(page, server):
+    # it ends the shared job: the tests that need it running come before this one
     _open_dashboard(page, server["base"], LIVE_JOB)
     expect(page.locator(".page-head .badge")).to_have_text("Running")
     expect(page.locator(".live")).to_have_text("Live: refreshes every 15 s")
@@ -568,26 +592,3 @@ def test_a_narrow_window_puts_the_navigation_above_a_readable_page(page, server)
     tops = {round(b["y"]) for b in (a.bounding_box() for a in page.locator("#nav a").all()) if b}
     assert len(tops) == 1, tops
     _shot(page, "dashboard-narrow")
-
-
-def test_a_running_jobs_timeline_keeps_its_tracks_when_a_live_reread_fails(page, server):
-    # the first look at the job list, which tells whether to follow the job, fails: the
-    # timeline stays (it was replaced by "This page could not be shown"), and follows the job
-    # once the list is read again
-    page.clock.install()
-    job_id = _loaded_job_id(page, server["base"], LIVE_JOB)
-    page.expected_console_errors.append("status of 500")
-    failed = fail_first_request(page, "**/api/jobs", "the disk went away")
-    page.goto(f"{server['base']}/timeline?job={job_id}")
-    page.wait_for_selector("#tl-canvas[data-loaded='1']")
-    notice = page.locator("#tl-live-error")
-    expect(notice).to_contain_text("The job's latest data could not be read: the disk went away")
-    expect(page.locator("h1")).to_have_text(f"Timeline · {LIVE_JOB}")
-    with page.expect_response("**/api/jobs"):
-        notice.get_by_role("button", name="Retry").click()
-    expect(notice).to_have_count(0)
-    # followed: the next reread, 15 s on, asks for the job's tracks again
-    with page.expect_request(f"**/api/jobs/{job_id}/timeline/tracks"):
-        page.clock.fast_forward(15_000)
-    expect(page.locator("#tl-canvas")).to_be_visible()
-    assert len(failed) == 1
