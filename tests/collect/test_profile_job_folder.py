@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.collect.torch.torchjob import run_under_stepscope_run
 
 from stepscope.cli import main
 from stepscope.config import DetailedProfilingConfig, FrameworkProfile, ProfilerConfig
@@ -239,7 +240,7 @@ def test_a_profile_block_under_a_run_that_profiles_no_framework_stays_in_the_run
     # The ranks of such a run have no session, and profile() started one of its own, in
     # ./stepscope-jobs/<script>-<time> with a second system monitor: the run's folder (its
     # report, its UI) held no framework data, and a disabled run was profiled all the same.
-    result = _run_block(tmp_path, TRAINED_IN_A_BLOCK, run_config)
+    result = run_under_stepscope_run(tmp_path, TRAINED_IN_A_BLOCK, run_config)
     assert f"profiled: {steps > 0}" in result.stdout
     assert not (tmp_path / "stepscope-jobs").exists()
     assert _step_names(tmp_path / "job").count("Step:ModeKeys.TRAIN") == steps
@@ -259,34 +260,12 @@ def test_a_profile_block_under_a_run_says_that_its_config_and_folder_are_not_use
         ")\n"
         "with ",
     )
-    result = _run_block(tmp_path, source, {"framework_profile_params": {}})
+    result = run_under_stepscope_run(tmp_path, source, {"framework_profile_params": {}})
     assert "profiled: True" in result.stdout
     assert not (tmp_path / "elsewhere").exists()
     assert "the config and job_dir given to profile() are not used" in result.stderr
     assert str(tmp_path / "job" / "profiler-output") in result.stderr
     assert _step_names(tmp_path / "job").count("Step:ModeKeys.TRAIN") == 6
-
-
-def _run_block(
-    tmp_path: Path, source: str, run_config: dict[str, object]
-) -> subprocess.CompletedProcess[str]:
-    """``stepscope run --job-dir job`` with ``run_config``, of a script made of ``source``."""
-    config = tmp_path / "profiler.json"
-    config.write_text(json.dumps(run_config))
-    script = tmp_path / "train.py"
-    script.write_text(source)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPSCOPE_")}
-    result = subprocess.run(
-        [sys.executable, "-m", "stepscope", "run", "--job-dir", "job", "--config", str(config)]
-        + ["--no-report", "--", sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert result.returncode == 0, result.stderr
-    return result
 
 
 def _step_names(job_dir: Path) -> list[str | None]:

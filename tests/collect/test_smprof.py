@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.collect.torch.torchjob import run_under_stepscope_run
 
 from stepscope.errors import ConfigError
 
@@ -246,21 +247,13 @@ def test_under_stepscope_run_with_sagemaker_profiler_config_the_window_goes_into
     # `stepscope run` that config profiles no framework, so the ranks have no session, and
     # start_profiling() used to start one of its own in ./stepscope-jobs/<script>-<time>: the
     # run's job folder (its UI, report) held no trace, and the job's duration was ignored.
-    config = tmp_path / "profiler.json"
-    config.write_text(json.dumps({"profile_params": {"cpu_profiling_duration": 1}}))
-    script = tmp_path / "train_with_profiler_demo.py"
-    script.write_text(DURATION_EXAMPLE.replace("SMProf.configure(", "# SMProf.configure("))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPSCOPE_")}
-    result = subprocess.run(
-        [sys.executable, "-m", "stepscope", "run", "--job-dir", "job", "--config", str(config)]
-        + ["--no-report", "--", sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
+    source = DURATION_EXAMPLE.replace("SMProf.configure(", "# SMProf.configure(")
+    run_under_stepscope_run(
+        tmp_path,
+        source,
+        {"profile_params": {"cpu_profiling_duration": 1}},
+        script_name="train_with_profiler_demo.py",
     )
-    assert result.returncode == 0, result.stderr
     assert not (tmp_path / "stepscope-jobs").exists()
     names = _names_in_the_one_trace(tmp_path / "job" / "profiler-output")
     assert {n for n in names if n and n.startswith("ProfilerStep#")} == {"ProfilerStep#0"}

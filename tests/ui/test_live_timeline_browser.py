@@ -52,6 +52,17 @@ def live(tmp_path: Path) -> Iterator[dict[str, Any]]:
             yield {"base": base, "rest": hidden}
 
 
+def _open_the_only_job(page: Any, base: str) -> None:
+    """Load the one job the server lists and pick it (which opens its dashboard)."""
+    page.goto(base + "/")
+    page.locator("#job-list input[type=checkbox]").check()
+    page.click("#load-button")
+    radio = page.locator("#loaded-profiles input[type=radio]")
+    expect(radio).to_be_enabled()
+    radio.click()
+    page.wait_for_url("**/dashboard?job=*")
+
+
 def _whole_job_end(page: Any) -> float:
     page.locator("#tl-canvas").focus()
     page.keyboard.press("0")
@@ -63,13 +74,7 @@ def test_the_timeline_of_a_running_job_reaches_new_data(live: dict[str, Any]) ->
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.set_default_timeout(60_000)
         errors = page_errors(page)
-        page.goto(live["base"] + "/")
-        page.locator("#job-list input[type=checkbox]").check()
-        page.click("#load-button")
-        radio = page.locator("#loaded-profiles input[type=radio]")
-        expect(radio).to_be_enabled()
-        radio.click()
-        page.wait_for_url("**/dashboard?job=*")
+        _open_the_only_job(page, live["base"])
         page.goto(live["base"] + "/timeline")
         page.wait_for_selector("#tl-canvas[data-loaded='1']")
         before = _whole_job_end(page)
@@ -106,13 +111,7 @@ def test_the_timeline_of_a_running_job_without_data_yet_shows_its_first_data(
             page = browser.new_page(viewport={"width": 1440, "height": 900})
             page.set_default_timeout(60_000)
             errors = page_errors(page)
-            page.goto(base + "/")
-            page.locator("#job-list input[type=checkbox]").check()
-            page.click("#load-button")
-            radio = page.locator("#loaded-profiles input[type=radio]")
-            expect(radio).to_be_enabled()
-            radio.click()
-            page.wait_for_url("**/dashboard?job=*")
+            _open_the_only_job(page, base)
             page.click("nav a[data-page=timeline]")
             expect(page.locator("main")).to_contain_text("holds no events or metrics yet")
             later.rename(job / "profiler-output")  # its first data

@@ -189,3 +189,26 @@ def loader_pids(result: subprocess.CompletedProcess[str]) -> set[int]:
     """The pids of the data-loader workers that produced batches (the script prints them)."""
     line = next(line for line in result.stdout.splitlines() if line.startswith("pids"))
     return {int(p) for p in line.split()[1:]}
+
+
+def run_under_stepscope_run(
+    tmp_path: Path, source: str, run_config: dict[str, Any], *, script_name: str = "train.py"
+) -> subprocess.CompletedProcess[str]:
+    """``stepscope run --job-dir job --config <run_config>`` of a script made of ``source``, in
+    ``tmp_path``, without the report; asserts that it succeeded."""
+    config = tmp_path / "profiler.json"
+    config.write_text(json.dumps(run_config))
+    script = tmp_path / script_name
+    script.write_text(source)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPSCOPE_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "run", "--job-dir", "job", "--config", str(config)]
+        + ["--no-report", "--", sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    return result
