@@ -271,3 +271,62 @@ def test_a_profile_block_under_a_run_says_that_its_config_and_folder_are_not_use
 def _step_names(job_dir: Path) -> list[str | None]:
     timelines = (job_dir / "profiler-output").glob("framework/pevents/*/*.json")
     return [event.get("name") for path in timelines for event in json.loads(path.read_text())]
+
+
+UNWRITABLE = """
+import logging, sys
+import torch
+import stepscope
+from stepscope.config import FrameworkProfile, ProfilerConfig
+
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+how, folder = sys.argv[1:]
+given = (
+    {"job_dir": folder}
+    if how == "job_dir"
+    else {"config": ProfilerConfig(framework_profile_params=FrameworkProfile(local_path=folder))}
+)
+model = torch.nn.Linear(8, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+with stepscope.profile(**given) as session:
+    for step in range(5):
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+print("trained", session)
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "where"),
+    [("job_dir", "through a file"), ("local_path", "through a file"), ("local_path", "read-only")],
+)
+def test_a_folder_that_cannot_be_written_costs_one_warning_and_an_unprofiled_run(
+    tmp_path: Path, how: str, where: str
+) -> None:
+    if where == "read-only":
+        folder = tmp_path / "read-only"
+        folder.mkdir()
+        folder.chmod(0o555)
+    else:
+        (tmp_path / "a-file").write_text("x")
+        folder = tmp_path / "a-file" / "job"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPSCOPE_")}
+    done = subprocess.run(
+        [sys.executable, "-c", UNWRITABLE, how, str(folder)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "trained None"
+    [warning] = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
+    assert str(folder) in warning
+    assert "unprofiled" in warning
+    assert "Traceback" not in done.stderr
+    if where == "read-only":
+        assert list(folder.iterdir()) == []

@@ -141,7 +141,7 @@ def profile(
         ``framework_profile_params`` gets ``FrameworkProfile()`` too (under ``stepscope run`` it
         means system monitoring only; here the enclosed code is what is to be profiled). With
         ``disable_profiler`` nothing is collected (no session, no monitor, no folder) and the
-        block gets ``None``.
+        block gets ``None``; so it is, with one warning, when the folder cannot be written.
     :param job_dir: the job folder; default ``FrameworkProfile.local_path`` if set (as the
         profiler output folder itself), else ``./stepscope-jobs/<script>-<time>``.
     """
@@ -215,7 +215,8 @@ def session_of_the_run(caller: str) -> Session | None:
 
 
 def _new_session(config: ProfilerConfig | None, job_dir: str | None) -> Session | None:
-    """The session of a new :func:`profile` block, ``None`` with ``disable_profiler``."""
+    """The session of a new :func:`profile` block, ``None`` with ``disable_profiler`` or a
+    profiler output folder that cannot be written (with a warning)."""
     from stepscope.config import FrameworkProfile, ProfilerConfig
 
     if config is None:
@@ -232,14 +233,38 @@ def _new_session(config: ProfilerConfig | None, job_dir: str | None) -> Session 
     config_path = None
     if job_dir is None and framework.local_path is not None:
         output = Path(framework.local_path)  # the profiler output itself, in a folder not ours
+        job_folder = None
     else:
         job_folder = Path(job_dir) if job_dir is not None else _default_job_dir()
         output = profiler_output_dir(job_folder)
+    problem = _unwritable(output)
+    if problem is not None:
+        logger.warning(
+            "stepscope: not profiling: cannot write the profiler output folder %s (%s); "
+            "the code runs unprofiled",
+            output,
+            problem,
+        )
+        return None
+    if job_folder is not None:
         node_id = node_id_for(rank["rank"], rank["node"])
         config, config_path = _followed_config(config, job_folder, node_id)
     session = Session(config, output, config_path=config_path, **rank)
     _warn_if_it_holds_a_run(session)
     return session
+
+
+def _unwritable(output: Path) -> str | None:
+    """Why the profiler output folder cannot be written, ``None`` when it can: checked before
+    the session starts, so that such a folder costs one warning and an unprofiled run rather
+    than a warning from each writer (events, rank file, Python profile, end mark) as it fails."""
+    from stepscope.store.filesystem import LocalFiles
+
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return str(exc)
+    return None if LocalFiles(output).writable() else "it is read-only"
 
 
 def _followed_config(
