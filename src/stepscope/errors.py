@@ -68,6 +68,11 @@ class ConfigError(StepscopeError, ValueError):
             message += f" {hint}"
         super().__init__(message)
 
+    def naming(self, parameter: str) -> ConfigError:
+        """The same error about ``parameter``: the name the user wrote, where the one raising
+        it knows another (a key of a file, a flag)."""
+        return ConfigError(parameter, self.value, self.allowed, self.hint, missing=self.missing)
+
 
 class MissingDependencyError(StepscopeError, ImportError):
     """An optional package that a requested feature needs is not installed.

@@ -268,3 +268,18 @@ def test_a_range_that_starts_with_a_minus_is_refused_saying_what_a_range_allows(
     option = argv.index(argv[-2])
     assert main([*argv[:option], f"{argv[-2]}={argv[-1]}"]) == 2
     assert capsys.readouterr().err == spaced
+
+
+def test_a_bad_value_in_a_sagemaker_config_file_is_named_as_the_file_writes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # it said "ProfilerConfig.system_monitor_interval_millis must be ..., got 7.", no file named
+    config = tmp_path / "profilerconfig.json"
+    config.write_text(json.dumps({"ProfilingIntervalInMilliseconds": 7}))
+    job_dir = tmp_path / "job"
+    argv = ["run", "--config", str(config), "--job-dir", str(job_dir), "--", sys.executable]
+    assert main([*argv, "-c", "pass"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"stepscope: error: ProfilingIntervalInMilliseconds in {config} must be")
+    assert "100, 200, 500, 1000, 5000, 60000, got 7." in err
+    assert not job_dir.exists()

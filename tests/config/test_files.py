@@ -127,7 +127,8 @@ def test_invalid_values_in_a_file_are_config_errors(tmp_path) -> None:
         json.dumps({"framework_profile_params": {"detailed_profiling_config": {"num_steps": 0}}})
     )
     with pytest.raises(
-        ConfigError, match=r"DetailedProfilingConfig\.num_steps must be an integer >= 1"
+        ConfigError,
+        match=r"DetailedProfilingConfig\.num_steps in .*c\.json must be an integer >= 1",
     ):
         ProfilerConfig.from_file(path)
 

@@ -194,43 +194,63 @@ def test_code_in_a_metrics_config_is_never_run(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("parameters", "parameter", "allowed"),
+    ("data", "key", "allowed"),
     [
         (
-            {"DetailedProfilingConfig": '{"StartStep": "five"}'},
-            "DetailedProfilingConfig.StartStep",
+            {"ProfilingParameters": {"DetailedProfilingConfig": '{"StartStep": "five"}'}},
+            "ProfilingParameters.DetailedProfilingConfig.StartStep",
             "an integer >= 0",
         ),
+        # the values below were named by stepscope's parameter (DetailedProfilingConfig.num_steps,
+        # ProfilerConfig.system_monitor_interval_millis), not by the key the file holds
         (
-            {"DetailedProfilingConfig": '{"NumSteps": 0}'},
-            "DetailedProfilingConfig.num_steps",
+            {"ProfilingParameters": {"DetailedProfilingConfig": '{"NumSteps": 0}'}},
+            "ProfilingParameters.DetailedProfilingConfig.NumSteps",
             "an integer >= 1",
         ),
         (
-            {"DetailedProfilingConfig": '{"StartStep": 1, "DurationInSeconds": 5}'},
-            "DetailedProfilingConfig range",
-            "not both",
+            {"ProfilingParameters": {"RotateMaxFileSizeInBytes": "ten"}},
+            "ProfilingParameters.RotateMaxFileSizeInBytes",
+            "an integer >= 1",
         ),
-        ({"RotateMaxFileSizeInBytes": "ten"}, "RotateMaxFileSizeInBytes", "an integer >= 1"),
         (
-            {"PythonProfilingConfig": '{"ProfilerName": "yappi"}'},
-            "python_profiler",
+            {"ProfilingParameters": {"RotateMaxFileSizeInBytes": -3}},
+            "ProfilingParameters.RotateMaxFileSizeInBytes",
+            "an integer >= 1",
+        ),
+        (
+            {"ProfilingParameters": {"PythonProfilingConfig": '{"ProfilerName": "yappi"}'}},
+            "ProfilingParameters.PythonProfilingConfig.ProfilerName",
             "'pyinstrument'",
         ),
         (
-            {"DataloaderProfilingConfig": '{"MetricsRegex": "("}'},
-            "metrics_regex",
+            {"ProfilingParameters": {"DataloaderProfilingConfig": '{"MetricsRegex": "("}'}},
+            "ProfilingParameters.DataloaderProfilingConfig.MetricsRegex",
             "valid regular expression",
+        ),
+        (
+            {"ProfilingParameters": {"CPUProfilingDuration": 0}},
+            "ProfilingParameters.CPUProfilingDuration",
+            "an integer >= 1",
+        ),
+        ({"ProfilingIntervalInMilliseconds": 7}, "ProfilingIntervalInMilliseconds", "60000"),
+        ({"ProfilerConfig": {"DisableProfiler": 3}}, "DisableProfiler", "true or false"),
+        (
+            {"ProfilingParameters": {"DetailedProfilingConfig": '{"StartStep": 1, "Duration": 5}'}},
+            "DetailedProfilingConfig range",
+            "not both",
         ),
     ],
 )
-def test_bad_sagemaker_values_name_the_setting(
-    tmp_path, parameters, parameter: str, allowed: str
+def test_bad_sagemaker_values_name_the_key_and_the_file(
+    tmp_path, data, key: str, allowed: str
 ) -> None:
+    path = _write(tmp_path, data)
     with pytest.raises(ConfigError) as caught:
-        ProfilerConfig.from_file(_write(tmp_path, {"ProfilingParameters": parameters}))
-    assert parameter in caught.value.parameter
+        ProfilerConfig.from_file(path)
+    assert caught.value.parameter == f"{key} in {path}"
     assert allowed in str(caught.value)
+    assert f"got {caught.value.value!r}" in str(caught.value)
 
 
 def test_unknown_keys_are_skipped_with_one_warning_each(tmp_path, caplog) -> None:

@@ -138,8 +138,19 @@ class ProfilerConfig:
         if not isinstance(data, Mapping):
             raise ConfigError("ProfilerConfig", data, "a mapping of parameter names to values")
         values = dict(data)
+        keys: dict[str, str] = {}  # a SageMaker file's keys, by our parameters
         if is_sagemaker_shape(values):
-            values = from_sagemaker_dict(values)
+            values, keys = from_sagemaker_dict(values)
+        try:
+            return cls._from_own_dict(values)
+        except ConfigError as exc:
+            if exc.parameter not in keys:
+                raise
+            raise exc.naming(keys[exc.parameter]) from None
+
+    @classmethod
+    def _from_own_dict(cls, values: dict[str, Any]) -> ProfilerConfig:
+        """The configuration of a dict in stepscope's own shape."""
         unknown = sorted(set(values) - set(_KEYS), key=str)
         if unknown:
             raise ConfigError("ProfilerConfig key", unknown[0], f"one of {', '.join(_KEYS)}")
@@ -158,8 +169,15 @@ class ProfilerConfig:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> ProfilerConfig:
-        """Read a configuration written by :meth:`to_file`, or SageMaker's ``profilerconfig.json``."""
-        return cls.from_dict(read_config_file(path))
+        """Read a configuration written by :meth:`to_file`, or SageMaker's ``profilerconfig.json``.
+
+        An invalid value's error names the file (``NumSteps in profilerconfig.json must be``).
+        """
+        data = read_config_file(path)
+        try:
+            return cls.from_dict(data)
+        except ConfigError as exc:
+            raise exc.naming(f"{exc.parameter} in {os.fspath(path)}") from None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProfilerConfig | None:

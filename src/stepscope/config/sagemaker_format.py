@@ -15,7 +15,8 @@ Keys are matched without regard to case, as SageMaker Debugger does; values neve
 ``/tmp/myrun``; here it stays ``/tmp/MyRun``). Numbers may be strings. A metrics config may be a
 mapping or a string holding one: it is parsed with :mod:`json` (after dropping the trailing comma
 the SDK writes), never evaluated. Unknown keys log one warning each and are skipped, so files from
-newer SDKs still load.
+newer SDKs still load. An invalid value's error names the key as the file writes it
+(``ProfilingParameters.PythonProfilingConfig.NumSteps``), not stepscope's parameter.
 """
 
 from __future__ import annotations
@@ -39,12 +40,13 @@ __all__ = ["from_sagemaker_dict", "is_sagemaker_shape"]
 
 logger = logging.getLogger(__name__)
 
-_TOP_LEVEL = {
-    "profilingparameters",
-    "disableprofiler",
-    "profilingintervalinmilliseconds",
-    "s3outputpath",
+#: our top-level parameters, by SageMaker's key (folded)
+_TOP_LEVEL_FIELDS = {
+    "disableprofiler": ("disable_profiler", "bool"),
+    "profilingintervalinmilliseconds": ("system_monitor_interval_millis", "count"),
+    "s3outputpath": ("s3_output_path", "text"),
 }
+_TOP_LEVEL = {"profilingparameters", *_TOP_LEVEL_FIELDS}
 _WRAPPER = "profilerconfig"
 _OPTION_BY_KEY: dict[str, type[ProfilingOptionConfig]] = {
     cls.sagemaker_key.casefold(): cls
@@ -129,8 +131,11 @@ def _warn_unknown(where: str, key: str) -> None:
     logger.warning("%s: unknown key %r skipped (not a SageMaker profiler setting)", where, key)
 
 
-def _option_dict(cls: type[ProfilingOptionConfig], value: Any) -> dict[str, Any] | None:
-    """Our dict for one metrics config, or None when SageMaker would leave the option off."""
+def _option_dict(
+    cls: type[ProfilingOptionConfig], value: Any, keys: dict[str, str]
+) -> dict[str, Any] | None:
+    """Our dict for one metrics config, or None when SageMaker would leave the option off;
+    ``keys`` gets the file's key of each of its parameters (see :func:`from_sagemaker_dict`)."""
     where = f"ProfilingParameters.{cls.sagemaker_key}"
     if isinstance(value, str):
         text = value.strip()
@@ -154,12 +159,16 @@ def _option_dict(cls: type[ProfilingOptionConfig], value: Any) -> dict[str, Any]
             continue
         name, kind = table[folded]
         result[name] = _convert(f"{where}.{key}", item, kind)
+        keys[f"{cls.__name__}.{name}"] = f"{where}.{key}"
     return result
 
 
-def _parameters_dicts(parameters: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def _parameters_dicts(
+    parameters: Any, keys: dict[str, str]
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """``ProfilingParameters`` as our ``framework_profile_params`` and ``profile_params`` dicts:
-    either may be None (SageMaker Profiler's parameters alone profile no framework metrics)."""
+    either may be None (SageMaker Profiler's parameters alone profile no framework metrics).
+    ``keys`` gets the file's key of each of their parameters (see :func:`from_sagemaker_dict`)."""
     if isinstance(parameters, str):
         try:
             parameters = json.loads(parameters) if parameters.strip() else {}
@@ -176,13 +185,15 @@ def _parameters_dicts(parameters: Any) -> tuple[dict[str, Any] | None, dict[str,
         if folded in _PROFILER_FIELDS:
             name, kind = _PROFILER_FIELDS[folded]
             profiler[name] = _convert(f"ProfilingParameters.{key}", value, kind)
+            keys[f"Profiler.{name}"] = f"ProfilingParameters.{key}"
         elif folded in _FILE_FIELDS:
             name, kind = _FILE_FIELDS[folded]
             result[name] = _convert(f"ProfilingParameters.{key}", value, kind)
+            keys[f"FrameworkProfile.{name}"] = f"ProfilingParameters.{key}"
         elif folded in _OPTION_BY_KEY:
             named_options = True
             cls = _OPTION_BY_KEY[folded]
-            option = _option_dict(cls, value)
+            option = _option_dict(cls, value, keys)
             if option is not None:
                 result[f"{cls.option}_profiling_config"] = option
         elif folded not in _IGNORED:
@@ -204,8 +215,14 @@ def _parameters_dicts(parameters: Any) -> tuple[dict[str, Any] | None, dict[str,
     return result, profiler or None
 
 
-def from_sagemaker_dict(data: dict[str, Any]) -> dict[str, Any]:
-    """Translate SageMaker's profiler configuration into ``ProfilerConfig.to_dict()``'s shape."""
+def from_sagemaker_dict(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Translate SageMaker's profiler configuration into ``ProfilerConfig.to_dict()``'s shape.
+
+    :returns: the translated dict, and the file's key of each of its parameters by the name the
+        configuration classes give it in their errors (``ProfilerConfig.
+        system_monitor_interval_millis`` -> ``ProfilingIntervalInMilliseconds``): a value they
+        refuse is named as the user wrote it.
+    """
     folded = _folded(data)
     if _WRAPPER in folded and len(folded) == 1:
         inner = folded[_WRAPPER][1]
@@ -213,18 +230,17 @@ def from_sagemaker_dict(data: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError("ProfilerConfig", inner, "a JSON object")
         return from_sagemaker_dict(inner)
     result: dict[str, Any] = {"framework_profile_params": None}
+    keys: dict[str, str] = {}
     for key_folded, (key, value) in folded.items():
         if key_folded == "profilingparameters":
-            framework, profiler = _parameters_dicts(value)
+            framework, profiler = _parameters_dicts(value, keys)
             result["framework_profile_params"] = framework
             if profiler is not None:
                 result["profile_params"] = profiler
-        elif key_folded == "disableprofiler":
-            result["disable_profiler"] = _convert(key, value, "bool")
-        elif key_folded == "profilingintervalinmilliseconds":
-            result["system_monitor_interval_millis"] = _convert(key, value, "count")
-        elif key_folded == "s3outputpath":
-            result["s3_output_path"] = _convert(key, value, "text")
+        elif key_folded in _TOP_LEVEL_FIELDS:
+            name, kind = _TOP_LEVEL_FIELDS[key_folded]
+            result[name] = _convert(key, value, kind)
+            keys[f"ProfilerConfig.{name}"] = key
         else:
             _warn_unknown("profiler configuration", key)
-    return result
+    return result, keys
