@@ -205,6 +205,26 @@ def test_load_page_lists_jobs_and_loads_them(page, server):
     _shot(page, "load-profile")
 
 
+def test_a_load_the_server_refuses_says_so_and_leaves_load_usable(page, server):
+    base = server["base"]
+    job = next(j for j in _api(base, "/api/jobs")["jobs"] if j["name"] == CPU_JOB)
+    if job["load_state"] != "not_loaded":
+        urlopen(Request(f"{base}/api/jobs/{job['id']}/load", method="DELETE"), timeout=60)
+    page.expected_console_errors.append("status of 500")
+    failed = fail_first_request(page, "**/api/jobs/*/load", "the disk went away")
+    page.goto(base + "/")
+    page.locator("#job-list tbody tr", has_text=CPU_JOB).locator("input[type=checkbox]").check()
+    page.click("#load-button")
+    notice = page.get_by_role("alert")
+    expect(notice).to_contain_text(f"“{CPU_JOB}” could not be loaded: the disk went away")
+    expect(page.locator("#load-button")).to_be_enabled()  # the job is still ticked
+    notice.get_by_role("button", name="Retry").click()
+    radio = page.locator("#loaded-profiles tr", has_text=CPU_JOB).locator("input[type=radio]")
+    expect(radio).to_be_enabled()
+    expect(notice).to_have_count(0)
+    assert len(failed) == 1
+
+
 def test_dashboard_of_a_generated_job(page, server):
     _open_dashboard(page, server["base"], CPU_JOB)
     states = _panel_states(page)

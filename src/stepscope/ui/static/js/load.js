@@ -4,6 +4,7 @@
 import { api, ApiError } from "./api.js";
 import { clear, h } from "./dom.js";
 import { formatDuration, formatPlaces, formatStart, LOAD_LABEL, STATUS_LABEL, startTitle } from "./format.js";
+import { failureNotice } from "./notice.js";
 import { forgetJob, jobUrl, selectedJob, selectJob } from "./selection.js";
 
 const POLL_MS = 1000;
@@ -28,13 +29,29 @@ export async function renderLoad(main) {
     const { jobs, truncated } = await api.jobs({ poll: true });
     const focused = focusedControl(main);
     renderLoaded(loadedBox, loaded, refresh);
-    renderJobs(jobsBox, jobs, refresh, ticked);
+    renderJobs(jobsBox, jobs, refresh, ticked, load);
     focused?.();
     if (truncated) {
       jobsBox.append(h("p", { class: "muted small" },
         `Only the newest ${jobs.length} jobs are listed. Start “stepscope ui” with a narrower folder to see the others.`));
     }
     if (loaded.some((p) => p.state === "loading")) timer = window.setTimeout(refresh, POLL_MS);
+  }
+  // Starts loading the `chosen` jobs. One the server refuses stays ticked, so Load asks again,
+  // and a notice above the lists (which each poll draws anew) says which and why, with a Retry
+  // that asks for it alone.
+  async function load(chosen) {
+    for (const job of chosen) {
+      const id = `load-error-${job.id}`;
+      document.getElementById(id)?.remove();
+      try {
+        await api.load(job.id);
+        ticked.delete(job.id);
+      } catch (error) {
+        loadedBox.before(failureNotice(`“${job.name}”`, error, () => load([job]), { id, verb: "loaded" }));
+      }
+    }
+    await refresh();
   }
   await refresh();
 }
@@ -124,7 +141,7 @@ function renderLoaded(box, loaded, refresh) {
     h("tbody", {}, rows)));
 }
 
-function renderJobs(box, jobs, refresh, ticked) {
+function renderJobs(box, jobs, refresh, ticked, load) {
   const loadButton = h("button", { class: "button primary", type: "button", disabled: true, id: "load-button" }, "Load");
   clear(box).append(h("div", { class: "card-head" },
     h("h2", {}, "List of training jobs"),
@@ -168,13 +185,9 @@ function renderJobs(box, jobs, refresh, ticked) {
       h("th", {}, "Start"), h("th", {}, "Duration"), h("th", {}, "Nodes"), h("th", {}, "Load status"))),
     h("tbody", {}, rows)));
   update();
-  loadButton.addEventListener("click", async () => {
+  loadButton.addEventListener("click", () => {
     loadButton.disabled = true;
-    for (const b of boxes.filter((x) => x.checked)) {
-      await api.load(b.value);
-      ticked.delete(b.value);
-    }
-    await refresh();
+    load(jobs.filter((job, i) => boxes[i].checked));
   });
 }
 

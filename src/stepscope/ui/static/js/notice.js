@@ -1,12 +1,12 @@
-// What a page says when the server fails to give it something: what could not be read and why,
-// with a Retry button that asks again. The rest of the page (its title, the navigation, what it
-// shows already) stays usable around it.
+// What a page says when the server fails to give it something, or to do what it asks: what
+// failed and why, with a Retry button that asks again. The rest of the page (its title, the
+// navigation, what it shows already) stays usable around it.
 
 import { h } from "./dom.js";
 
-// `what` names what could not be read ("The timeline's tracks"); `retry` asks again; `id` lets
-// the page find the notice to replace or remove it.
-export function failureNotice(what, error, retry, { id = null } = {}) {
-  return h("div", { class: "notice error", id, role: "alert" }, `${what} could not be read: ${error.message} `,
+// `what` names what could not be read ("The timeline's tracks"), or what else `verb` says failed
+// ("loaded"); `retry` asks again; `id` lets the page find the notice to replace or remove it.
+export function failureNotice(what, error, retry, { id = null, verb = "read" } = {}) {
+  return h("div", { class: "notice error", id, role: "alert" }, `${what} could not be ${verb}: ${error.message} `,
     h("button", { class: "button", type: "button", onclick: retry }, "Retry"));
 }
