@@ -316,6 +316,26 @@ def test_no_annotation_can_be_picked_before_the_jobs_names_arrive(page, server):
     expect(card).to_have_attribute("data-state", "data")
 
 
+def test_annotation_names_the_server_fails_to_give_say_so_and_can_be_retried(page, server):
+    # the job has names: "no custom annotations" would be false
+    page.expected_console_errors.append("status of 500")
+    failed = fail_first_request(page, "**/annotations", "the disk went away")
+    _open_dashboard(page, server["base"], GPU_TRACE)
+    notice = page.get_by_role("alert")
+    expect(notice).to_contain_text(
+        "The job's annotation names could not be read: the disk went away"
+    )
+    expect(page.get_by_text("no custom annotations")).to_have_count(0)
+    expect(page.locator("#annotation-name")).to_be_disabled()
+    expect(page.locator("#create-histogram")).to_be_disabled()
+    notice.get_by_role("button", name="Retry").click()
+    expect(page.locator("#annotation-name")).to_be_enabled()
+    expect(page.locator("#annotation-names option[value='## forward ##']")).to_have_count(1)
+    expect(page.locator("#annotation-note")).to_contain_text("Pick or type an annotation")
+    expect(notice).to_have_count(0)
+    assert len(failed) == 1
+
+
 def test_information_page(page, server):
     _open_dashboard(page, server["base"], CPU_JOB)
     page.click("nav a[data-page=info]")

@@ -183,7 +183,8 @@ function customHistograms(jobId) {
   });
   const button = h("button", { class: "button primary", type: "button", id: "create-histogram", disabled: true }, "Create histogram");
   const grid = h("div", { class: "grid" });
-  const note = h("p", { class: "muted", id: "annotation-note" }, "Reading the job's annotation names…");
+  const reading = "Reading the job's annotation names…";
+  const note = h("p", { class: "muted", id: "annotation-note" }, reading);
   const created = new Map();
   let names = [];
   const form = h("article", { class: "card wide" },
@@ -194,8 +195,15 @@ function customHistograms(jobId) {
   async function init() {
     try {
       names = (await api.annotations(jobId)).annotations;
-    } catch {
-      names = [];
+    } catch (error) {
+      // the job may well have names: a notice in place of the note says they could not be read
+      const failure = failureNotice("The job's annotation names", error, () => {
+        note.textContent = reading;
+        failure.replaceWith(note);
+        init();
+      });
+      note.replaceWith(failure);
+      return;
     }
     clear(choices).append(...names.map((n) => h("option", { value: n })));
     const none = names.length === 0;
