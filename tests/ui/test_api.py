@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -732,6 +733,32 @@ def test_data_files_linking_outside_the_job_are_not_read(
     find = f"/api/jobs/{job}/timeline/find"
     assert client.get(find, params={"text": "OUTSIDE", "after_us": 0}).json()["count"] == 0
     assert client.get(find, params={"text": "Step", "after_us": 0}).json()["count"] > 0
+
+
+@pytest.mark.parametrize("link", [".stepscope", ".stepscope/cache"])
+def test_a_cache_folder_linking_outside_the_roots_is_not_written(
+    make_client,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    link: str,
+):
+    root = tmp_path / "jobs"
+    job_dir = generate_job(root / "linked-cache", gpus=1, cpus=1, minutes=1)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (job_dir / link).parent.mkdir(exist_ok=True)
+    (job_dir / link).symlink_to(outside, target_is_directory=True)
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    client = make_client([root], job_opener=None)  # the UI's own way of opening a job
+    job = job_ids(client)["linked-cache"]
+    with caplog.at_level(logging.WARNING, logger="stepscope"):
+        assert load_and_wait(client, job)["state"] == "loaded"
+        assert client.get(f"/api/jobs/{job}/dashboard/step_time").json()["empty"] is False
+    assert list(outside.iterdir()) == []
+    assert list((tmp_path / "cache").iterdir())  # the job's cache went to the user cache
+    said = [r.getMessage() for r in caplog.records if ".stepscope" in r.getMessage()]
+    assert len(said) == 1 and "links outside" in said[0], said
 
 
 def test_information_of_a_recorded_gpu_trace(shared_fixtures: Path, make_client, tmp_path: Path):

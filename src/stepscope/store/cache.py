@@ -29,7 +29,8 @@ that lost members is rewritten with the rows of the others only, so no row is ev
 Where the cache lives (:func:`cache_dir_for`): ``<job>/.stepscope/cache/`` when the job folder is
 writable; otherwise ``$STEPSCOPE_CACHE_DIR/<hash>/`` or ``~/.cache/stepscope/<hash>/``, hashed
 from the job's absolute path or URL, so read-only inputs and ``s3://`` jobs still get one (under
-the temporary folder, with a warning, when the home folder is read-only too).
+the temporary folder, with a warning, when the home folder is read-only too). A job opened
+``confined`` whose ``.stepscope/cache`` links outside it gets the user cache too, with a warning.
 
 Concurrent refreshes (the live rule engine and the UI) serialise on ``<cache>/lock`` (``flock``,
 which a process that dies lets go; the file names the holder, and a refresh waits for it at most
@@ -65,7 +66,7 @@ import pyarrow.parquet as pq
 from stepscope._atomic import write_atomic
 from stepscope._sql import sql_text
 from stepscope.errors import CorruptFileError, StoreError
-from stepscope.store.filesystem import FileInfo, SourceFiles
+from stepscope.store.filesystem import FileInfo, LocalFiles, SourceFiles
 from stepscope.store.schema import EVENT_SCHEMA, SYSTEM_SCHEMA
 from stepscope.store.segment_file import OpenSegment, SegmentStats, partition_of, safe_name
 
@@ -99,12 +100,19 @@ def cache_dir_for(source: SourceFiles, *, single_file: bool = False) -> Path:
     """
     if not single_file and source.writable():
         local = Path(source.url) / ".stepscope" / "cache"
-        try:
-            local.mkdir(parents=True, exist_ok=True)
-            if os.access(local, os.W_OK):
-                return local
-        except OSError:
-            logger.debug("cannot create %s; using the user cache", local, exc_info=True)
+        if _leaves_confined(source, local):
+            logger.warning(
+                "not caching %s in %s: it links outside the job folder; using the user cache",
+                source.url,
+                local,
+            )
+        else:
+            try:
+                local.mkdir(parents=True, exist_ok=True)
+                if os.access(local, os.W_OK):
+                    return local
+            except OSError:
+                logger.debug("cannot create %s; using the user cache", local, exc_info=True)
     digest = hashlib.sha256(source.url.encode()).hexdigest()[:16]
     chosen = os.environ.get("STEPSCOPE_CACHE_DIR")
     if chosen:
@@ -125,6 +133,16 @@ def cache_dir_for(source: SourceFiles, *, single_file: bool = False) -> Path:
             fallback,
         )
         return fallback
+
+
+def _leaves_confined(source: SourceFiles, folder: Path) -> bool:
+    """Whether ``folder`` leads, through a link, out of a job folder opened ``confined`` (as the
+    Profiler UI opens jobs): the UI must write nothing outside the folders it was given."""
+    return (
+        isinstance(source, LocalFiles)
+        and source.confined
+        and not Path(os.path.realpath(folder)).is_relative_to(source.root)
+    )
 
 
 def _temporary_cache_root() -> Path:

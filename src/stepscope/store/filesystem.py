@@ -80,13 +80,19 @@ class LocalFiles:
         return ""
 
     def list_dir(self, rel: str = "") -> list[str]:
-        """Names directly inside ``rel`` (empty when it is not a folder)."""
+        """Names directly inside ``rel`` (empty when it is not a folder), without the cache
+        folder ``.stepscope``, which is never data (:func:`~stepscope.store.cache.cache_dir_for`
+        says when it links out)."""
         folder = self.root / rel
         try:
             names = sorted(os.listdir(folder))
         except OSError:
             return []
-        return [name for name in names if not self._refuses(os.path.join(folder, name))]
+        return [
+            name
+            for name in names
+            if name != ".stepscope" and not self._refuses(os.path.join(folder, name))
+        ]
 
     def walk(self, rel: str = "") -> list[FileInfo]:
         """Every file below ``rel``, with size and modification time, sorted by path."""

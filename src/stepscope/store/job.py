@@ -76,8 +76,9 @@ def open_job(
     :param storage_options: fsspec options for remote paths, e.g.
         ``{"client_kwargs": {"endpoint_url": ...}}`` for an S3-compatible store.
     :param confined: read no file of a local job through a symbolic link leading out of
-        ``path`` (each is skipped with a warning), as the Profiler UI opens jobs; default
-        ``False``: links are followed.
+        ``path`` (each is skipped with a warning), nor write its cache through one (the user
+        cache is used instead), as the Profiler UI opens jobs; default ``False``: links are
+        followed.
     :raises JobNotFoundError: when nothing exists at ``path``.
     :raises UnsupportedFormatError: when it exists but holds none of the recognised layouts.
     """
