@@ -225,6 +225,20 @@ def test_a_load_the_server_refuses_says_so_and_leaves_load_usable(page, server):
     assert len(failed) == 1
 
 
+@pytest.mark.parametrize("request_path", ["/api/loaded", "/api/jobs"])
+def test_lists_the_server_fails_to_give_say_so_and_can_be_retried(page, server, request_path):
+    page.expected_console_errors.append("status of 500")
+    failed = fail_first_request(page, f"**{request_path}", "the disk went away")
+    page.goto(server["base"] + "/")
+    notice = page.get_by_role("alert")
+    expect(notice).to_contain_text("could not be read: the disk went away")
+    expect(page.locator("h1")).to_have_text("Load profile")
+    notice.get_by_role("button", name="Retry").click()
+    expect(page.locator("#job-list tbody tr", has_text=CPU_JOB)).to_be_visible()
+    expect(notice).to_have_count(0)
+    assert len(failed) == 1
+
+
 def test_dashboard_of_a_generated_job(page, server):
     _open_dashboard(page, server["base"], CPU_JOB)
     states = _panel_states(page)

@@ -25,8 +25,21 @@ export async function renderLoad(main) {
     window.clearTimeout(timer);
     // loaded profiles first: a load that ends between the two answers then still shows as
     // loading in the first and is polled again, instead of leaving the list at "Loading…"
-    const { loaded } = await api.loaded({ poll: true });
-    const { jobs, truncated } = await api.jobs({ poll: true });
+    let what = "The list of loaded profiles";
+    let loaded, jobs, truncated;
+    try {
+      ({ loaded } = await api.loaded({ poll: true }));
+      what = "The list of training jobs";
+      ({ jobs, truncated } = await api.jobs({ poll: true }));
+    } catch (error) {
+      // the lists stay as they are, and the notice's Retry asks again
+      const notice = failureNotice(what, error, refresh, { id: "lists-error" });
+      const shown = document.getElementById("lists-error");
+      if (shown) shown.replaceWith(notice);
+      else loadedBox.before(notice);
+      return;
+    }
+    document.getElementById("lists-error")?.remove();
     const focused = focusedControl(main);
     renderLoaded(loadedBox, loaded, refresh);
     renderJobs(jobsBox, jobs, refresh, ticked, load);
