@@ -540,3 +540,18 @@ def test_a_cache_locked_by_a_hung_process_names_it_and_one_killed_no_longer_bloc
                 pass
         finally:
             holder.kill()
+
+
+def test_a_lock_file_that_is_a_link_is_refused_not_written_through(tmp_path: Path) -> None:
+    # a link planted in a shared job's cache must not make a refresh overwrite the file it names
+    from stepscope.store.cache import ColumnarCache
+
+    root = tmp_path / "cache"
+    root.mkdir()
+    victim = tmp_path / "someone-elses-file"
+    victim.write_text("keep me")
+    (root / "lock").symlink_to(victim)
+    with pytest.raises(StoreError, match="symbolic link"):
+        with ColumnarCache(root).locked():
+            pytest.fail("the lock was taken through the link")
+    assert victim.read_text() == "keep me"

@@ -33,7 +33,7 @@ the temporary folder, with a warning, when the home folder is read-only too). A 
 ``confined`` whose ``.stepscope/cache`` links outside it gets the user cache too, with a warning.
 
 Concurrent refreshes (the live rule engine and the UI) serialise on ``<cache>/lock`` (``flock``,
-which a process that dies lets go; the file names the holder, and a refresh waits for it at most
+which a process that dies lets go; never opened through a symbolic link; the file names the holder, and a refresh waits for it at most
 ``lock_timeout_s``, then fails saying who holds it);
 the manifest and every segment (converted, merged or rewritten) are written to a temporary name
 and renamed into place (the next refresh that saves deletes those of a refresh that was killed),
@@ -323,8 +323,17 @@ class ColumnarCache:
         """
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / "lock"
-        # not truncated on open: it names the holder to whoever waits
-        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        # not truncated on open: it names the holder to whoever waits; never through a link,
+        # which would make the lock overwrite whatever file it names
+        try:
+            handle = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if path.is_symlink():
+                raise StoreError(
+                    f"The cache lock {path} is a symbolic link, not written through; remove it, "
+                    "or pass cache_dir= to open_job for a cache of your own."
+                ) from exc
+            raise
         try:
             self._acquire(handle, path)
             try:
