@@ -393,6 +393,21 @@ def test_unloading_a_profile_another_tab_unloaded_takes_it_off_the_list(page, se
     expect(page.locator("#job-list tbody tr", has_text=GPU_TRACE)).to_contain_text("Not loaded")
 
 
+def test_an_unload_the_server_refuses_says_so_and_can_be_retried(page, server):
+    _ensure_loaded(page, server["base"], GPU_TRACE)
+    page.expected_console_errors.append("status of 500")
+    failed = fail_first_request(page, "**/api/jobs/*/load", "the disk went away")
+    loaded = page.locator("#loaded-profiles tr", has_text=GPU_TRACE)
+    loaded.get_by_role("button", name=f"Unload {GPU_TRACE}").click()
+    notice = page.get_by_role("alert")
+    expect(notice).to_contain_text(f"“{GPU_TRACE}” could not be unloaded: the disk went away")
+    expect(loaded).to_have_count(1)
+    notice.get_by_role("button", name="Retry").click()
+    expect(loaded).to_have_count(0)
+    expect(notice).to_have_count(0)
+    assert len(failed) == 1
+
+
 def test_settings_persist(page, server):
     page.goto(server["base"] + "/settings")
     expect(page.locator("#auto-shutdown-enabled")).to_have_value("true")

@@ -113,6 +113,22 @@ function renderLoaded(box, loaded, refresh) {
     }
   };
   const rows = loaded.map((profile) => {
+    // one the server refuses to unload stays listed, and a notice above the lists says why
+    const unload = async () => {
+      const id = `unload-error-${profile.id}`;
+      document.getElementById(id)?.remove();
+      try {
+        await api.unload(profile.id);
+      } catch (error) {
+        // unloaded already (in another tab): what the click asks for is done
+        if (!(error instanceof ApiError && error.status === 404)) {
+          box.before(failureNotice(`“${profile.name}”`, error, unload, { id, verb: "unloaded" }));
+          return;
+        }
+      }
+      forgetJob(profile.id);
+      await refresh();
+    };
     const radio = h("input", {
       type: "radio",
       name: "selected-profile",
@@ -129,14 +145,7 @@ function renderLoaded(box, loaded, refresh) {
       type: "button",
       title: `Unload ${profile.name}`,
       "aria-label": `Unload ${profile.name}`,
-      onclick: async () => {
-        // unloaded already (in another tab): what the click asks for is done
-        await api.unload(profile.id).catch((error) => {
-          if (!(error instanceof ApiError && error.status === 404)) throw error;
-        });
-        forgetJob(profile.id);
-        await refresh();
-      },
+      onclick: unload,
     }, trashIcon());
     const state = profile.state === "error"
       ? h("span", { class: "badge load-error", title: profile.error }, "Error")
