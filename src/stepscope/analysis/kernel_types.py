@@ -19,6 +19,7 @@ warned about.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from stepscope.analysis._events import (
@@ -105,17 +106,25 @@ def gpu_work_sql(*, rank: int | None = None, include_last_step: bool = False) ->
     return f"SELECT *, {_BIT_SQL} AS bit FROM ({selected})"
 
 
-def warn_of_ranks_left_empty(con: Any, *, rank: int | None, include_last_step: bool) -> None:
+def warn_of_ranks_left_empty(
+    con: Any, shown: Iterable[int], *, rank: int | None, include_last_step: bool
+) -> None:
     """Warn of each rank that has GPU work but none launched before its last ``ProfilerStep``
     (a trace of one step): the last-step filter leaves it nothing, and it would be missing from
     the result without a word.
+
+    :param shown: the ranks of the result; only when a rank with GPU work is not among them is
+        the filter run again to tell which were emptied (the result may also lack a rank whose
+        work all lasts 0 µs).
     """
     if include_last_step:
         return
-    gpu = sql_list(GPU_WORK_CATEGORIES)
+    gpu = f"category IN ({sql_list(GPU_WORK_CATEGORIES)}) AND ph = 'X'{rank_clause(rank)}"
+    with_work = con.sql(f"SELECT DISTINCT rank FROM events WHERE {gpu}").fetchall()
+    if {r for (r,) in with_work} <= {int(r) for r in shown}:
+        return
     emptied = con.sql(
-        f"""SELECT DISTINCT rank FROM events
-            WHERE category IN ({gpu}) AND ph = 'X'{rank_clause(rank)}
+        f"""SELECT DISTINCT rank FROM events WHERE {gpu}
             EXCEPT SELECT DISTINCT rank FROM ({gpu_work_sql(rank=rank)})
             ORDER BY rank"""
     ).fetchall()
@@ -138,12 +147,12 @@ def type_overlap_durations(
     con: Any, *, rank: int | None = None, include_last_step: bool = False
 ) -> pd.DataFrame:
     """Per rank: busy time of each combination of kernel types (``rank, mask, dur_us``)."""
-    warn_of_ranks_left_empty(con, rank=rank, include_last_step=include_last_step)
     work = gpu_work_sql(rank=rank, include_last_step=include_last_step)
     source = f"SELECT rank, bit, start_us, end_us FROM ({work})"
     frame: pd.DataFrame = con.sql(
         overlap_masks_sql(source, ("rank",)) + " ORDER BY rank, mask"
     ).df()
+    warn_of_ranks_left_empty(con, frame["rank"], rank=rank, include_last_step=include_last_step)
     return frame
 
 

@@ -36,7 +36,6 @@ def temporal_breakdown(
         compute_pct, non_compute_pct``, one row per rank that has GPU work.
     """
     con = events_connection(job, rank=rank)
-    warn_of_ranks_left_empty(con, rank=rank, include_last_step=include_last_step)
     work = gpu_work_sql(rank=rank, include_last_step=include_last_step)
     masks = overlap_masks_sql("SELECT rank, bit, start_us, end_us FROM work", ("rank",))
     # one pass over the GPU work: its span per rank and the busy time of each overlap of types
@@ -52,6 +51,7 @@ def temporal_breakdown(
             FROM spans s LEFT JOIN masks m ON m.rank = s.rank
             GROUP BY s.rank, s.span_us ORDER BY s.rank"""
     ).df()
+    warn_of_ranks_left_empty(con, out["rank"], rank=rank, include_last_step=include_last_step)
     out["idle_us"] = out["span_us"] - out["busy"]
     out["compute_us"] = out["compute"]
     out["non_compute_us"] = out["busy"] - out["compute"]
