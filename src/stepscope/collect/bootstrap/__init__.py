@@ -42,6 +42,7 @@ import importlib.util
 import json
 import logging
 import os
+import socket
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -92,7 +93,9 @@ def install(
         return None
     rank = rank_from_env(dict(env))
     if config is not None and not _is_multiprocessing_child():
-        node_id = f"{rank['rank']}-{rank['node']}"
+        from stepscope.store.layout import node_id_for
+
+        node_id = node_id_for(rank["rank"], rank["node"])
         recorder = _recorder_above(_profiler_output(config, job_dir), node_id)
         if recorder is not None:
             logger.info(
@@ -191,19 +194,16 @@ def _recorder_above(output: Path, node_id: str) -> int | None:
         return None
     import psutil
 
-    from stepscope.store.job_status import process_identity
+    from stepscope.store.job_status import process_gone
 
     try:
         if pid not in {parent.pid for parent in psutil.Process().parents()}:
             return None
     except psutil.Error:
         return None
-    identity = process_identity(pid)
     # the same process, not another that took its pid since: same host, same start
-    same = record.get("hostname") == identity.pop("host") and all(
-        record.get(key) == value for key, value in identity.items() if key != "start_time"
-    )
-    return pid if same else None
+    host = record.get("hostname")
+    return pid if host == socket.gethostname() and not process_gone(host, record) else None
 
 
 #: (module, function) that ``multiprocessing`` pools run in each worker process
