@@ -100,7 +100,8 @@ def cache_dir_for(source: SourceFiles, *, single_file: bool = False) -> Path:
     """
     if not single_file and source.writable():
         local = Path(source.url) / ".stepscope" / "cache"
-        if _leaves_confined(source, local):
+        # a job opened confined (as the Profiler UI opens jobs) gets nothing written outside it
+        if isinstance(source, LocalFiles) and source.leads_outside(local):
             logger.warning(
                 "not caching %s in %s: it links outside the job folder; using the user cache",
                 source.url,
@@ -133,16 +134,6 @@ def cache_dir_for(source: SourceFiles, *, single_file: bool = False) -> Path:
             fallback,
         )
         return fallback
-
-
-def _leaves_confined(source: SourceFiles, folder: Path) -> bool:
-    """Whether ``folder`` leads, through a link, out of a job folder opened ``confined`` (as the
-    Profiler UI opens jobs): the UI must write nothing outside the folders it was given."""
-    return (
-        isinstance(source, LocalFiles)
-        and source.confined
-        and not Path(os.path.realpath(folder)).is_relative_to(source.root)
-    )
 
 
 def _temporary_cache_root() -> Path:

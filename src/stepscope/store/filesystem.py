@@ -59,10 +59,14 @@ class LocalFiles:
         self.confined = confined
         self._refused: set[str] = set()
 
+    def leads_outside(self, full: str | os.PathLike[str]) -> bool:
+        """Whether ``full``, a path in this folder, is one that a ``confined`` folder refuses:
+        it leads out of the folder (a link, or a path through one)."""
+        return self.confined and not Path(os.path.realpath(full)).is_relative_to(self.root)
+
     def _refuses(self, full: str) -> bool:
-        """Whether ``full`` leads out of a confined folder (a link, or a path through one);
-        logged once per path."""
-        if not self.confined or Path(os.path.realpath(full)).is_relative_to(self.root):
+        """Whether ``full`` leads out of a confined folder; logged once per path."""
+        if not self.leads_outside(full):
             return False
         if full not in self._refused:
             self._refused.add(full)
