@@ -423,21 +423,23 @@ class PandasFrame:
                 end_time_us,
                 f"a time at or after start_time_us ({start_time_us!r})",
             )
-        # a table not asked for keeps its columns, as SageMaker's did: code selecting one of
-        # them must not fail on it
-        system = self._query(self._system_sql("FALSE"))
-        framework = self._query(self._framework_sql("FALSE"))
+        # a table not asked for has no rows but keeps its columns, as SageMaker's did: code
+        # selecting one of them must not fail on it
         if get_system_metrics:
-            where, params = self._names_filter("name", selected_system_metrics)
+            names, params = self._names_filter("name", selected_system_metrics)
             system = self._query(
-                self._system_sql(f"timestamp_us BETWEEN ? AND ? AND {where}"), [lo, hi, *params]
+                self._system_sql(f"timestamp_us BETWEEN ? AND ? AND {names}"), [lo, hi, *params]
             )
+        else:
+            system = self._query(self._system_sql("FALSE"))
         if get_framework_metrics:
-            where, params = self._exact_filter(selected_framework_metrics)
+            names, params = self._exact_filter(selected_framework_metrics)
             framework = self._query(
-                self._framework_sql(f"start_us <= ? AND start_us + dur_us >= ? AND ({where})"),
+                self._framework_sql(f"start_us <= ? AND start_us + dur_us >= ? AND ({names})"),
                 [hi, lo, *params],
             )
+        else:
+            framework = self._query(self._framework_sql("FALSE"))
         if system.empty and framework.empty:
             warn_if_outside_the_data(self.connection(), start_time_us, end_time_us, lo, hi)
         return system, framework
