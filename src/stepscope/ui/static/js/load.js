@@ -4,7 +4,7 @@
 import { api, ApiError } from "./api.js";
 import { clear, h } from "./dom.js";
 import { formatDuration, formatPlaces, formatStart, LOAD_LABEL, STATUS_LABEL, startTitle } from "./format.js";
-import { failureNotice } from "./notice.js";
+import { failureNotice, showNotice } from "./notice.js";
 import { forgetJob, jobUrl, selectedJob, selectJob } from "./selection.js";
 
 const POLL_MS = 1000;
@@ -33,10 +33,7 @@ export async function renderLoad(main) {
       ({ jobs, truncated } = await api.jobs({ poll: true }));
     } catch (error) {
       // the lists stay as they are, and the notice's Retry asks again
-      const notice = failureNotice(what, error, refresh, { id: "lists-error" });
-      const shown = document.getElementById("lists-error");
-      if (shown) shown.replaceWith(notice);
-      else loadedBox.before(notice);
+      showNotice(failureNotice(what, error, refresh, { id: "lists-error" }), loadedBox);
       return;
     }
     document.getElementById("lists-error")?.remove();

@@ -10,3 +10,11 @@ export function failureNotice(what, error, retry, { id = null, verb = "read" } =
   return h("div", { class: "notice error", id, role: "alert" }, `${what} could not be ${verb}: ${error.message} `,
     h("button", { class: "button", type: "button", onclick: retry }, "Retry"));
 }
+
+// Shows `notice` in place of the page's notice with the same id (the last failure of the same
+// read), or else just before `anchor`.
+export function showNotice(notice, anchor) {
+  const shown = notice.id ? document.getElementById(notice.id) : null;
+  if (shown) shown.replaceWith(notice);
+  else anchor.before(notice);
+}

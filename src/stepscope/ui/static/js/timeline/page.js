@@ -6,7 +6,7 @@
 
 import { api, ApiError } from "../api.js";
 import { clear, h } from "../dom.js";
-import { failureNotice } from "../notice.js";
+import { failureNotice, showNotice } from "../notice.js";
 import { loadedSelection } from "../selection.js";
 import { COUNTER_PX, LEVEL_PX, MAX_LEVELS, RULER_PX, draw, formatDuration, formatOffset, xToTime } from "./draw.js";
 
@@ -102,7 +102,6 @@ class TimelinePage {
     this.data = { tracks: {}, flows: [] };
     this.selected = null;
     this.area = null;
-    this.failures = {}; // the notice of each kind of read that failed (see showFailure)
     this.drawn = { hits: [], flows: 0, arrows: [] };
     this.requestId = 0;
     this.render();
@@ -353,15 +352,11 @@ class TimelinePage {
   // Says above the tracks, which stay usable, that `what` could not be read, with Retry; one
   // notice per `kind` of read, replaced by its next failure and removed by its next success.
   showFailure(kind, what, error, retry) {
-    const notice = failureNotice(what, error, retry, { id: `tl-${kind}-error` });
-    if (this.failures[kind]) this.failures[kind].replaceWith(notice);
-    else this.body.before(notice);
-    this.failures[kind] = notice;
+    showNotice(failureNotice(what, error, retry, { id: `tl-${kind}-error` }), this.body);
   }
 
   clearFailure(kind) {
-    this.failures[kind]?.remove();
-    delete this.failures[kind];
+    document.getElementById(`tl-${kind}-error`)?.remove();
   }
 
   // -- view changes -----------------------------------------------------------------------
