@@ -128,6 +128,58 @@ def test_the_default_timer_cycles_wall_cpu_and_off_cpu_time(tmp_path: Path) -> N
     assert slept[2] < slept[3] / 4
 
 
+CTRL_C_IN_A_PROFILED_STEP = """
+import _thread, threading, time
+import torch
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+def train_step():
+    model(torch.randn(2, 4)).sum().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+def work():
+    return sum(abs(i) for i in range(20))
+
+train_step()  # step 0; step 1, profiled, runs until its last line
+heard = 0
+for attempt in range(10):
+    threading.Timer(0.02, _thread.interrupt_main).start()  # Ctrl-C, 20 ms from now
+    deadline = time.monotonic() + 2
+    try:
+        while time.monotonic() < deadline:
+            work()
+        time.sleep(0.2)  # an interrupt never heard
+    except KeyboardInterrupt:
+        heard += 1
+print("heard", heard)
+train_step()
+"""
+
+
+@pytest.mark.parametrize("timer", [cProfileTimer.TOTAL_TIME, cProfileTimer.OFF_CPU_TIME])
+def test_ctrl_c_inside_a_profiled_step_reaches_the_script(
+    tmp_path: Path, timer: cProfileTimer
+) -> None:
+    # cProfile calls its timer at every call and return, and drops what the timer raises:
+    # a Ctrl-C that lands in the timer must still stop the script
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            python_profiling_config=PythonProfilingConfig(
+                start_step=1, num_steps=1, cprofile_timer=timer
+            )
+        )
+    )
+    job_dir, result = run_script(tmp_path, CTRL_C_IN_A_PROFILED_STEP, config)
+    assert result.stdout.split() == ["heard", "10"], result.stderr
+    assert "KeyboardInterrupt" not in result.stderr
+    root = job_dir / "profiler-output" / "framework" / "pytorch" / "cprofile" / "0-algo-1"
+    profiled = [parse_python_stats_folder(folder.name) for folder in root.iterdir()]
+    assert 1 in [start.step for start, _ in filter(None, profiled) if start.mode == "train"]
+
+
 @pytest.mark.parametrize("tool", ["cprofile", "pyinstrument"])
 def test_a_profile_the_disk_has_no_room_for_leaves_no_half_written_file(
     tmp_path: Path, tool: str
