@@ -163,7 +163,7 @@ def test_a_crashing_script_leaves_a_complete_failed_job(tmp_path: Path, train_sc
 @contextlib.contextmanager
 def _running(job_dir: Path, command: list[str]) -> Iterator[subprocess.Popen[str]]:
     """``stepscope run -- command`` in a session of its own; at the end, whatever is left of
-    the job is killed."""
+    the job is killed, and the launcher reaped (no zombie or open pipe outlives the test)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "stepscope", "run", "--job-dir", str(job_dir), "--", *command],
         stdout=subprocess.PIPE,
@@ -176,6 +176,10 @@ def _running(job_dir: Path, command: list[str]) -> Iterator[subprocess.Popen[str
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        for pipe in (process.stdout, process.stderr):
+            assert pipe is not None
+            pipe.close()
 
 
 def _wait_until(process: subprocess.Popen[str], ready: Callable[[], bool], failure: str) -> None:
@@ -388,13 +392,21 @@ def test_a_script_that_calls_launch_runs_its_job_once(
     assert len(list((tmp_path / "stepscope-jobs").iterdir())) == 1
 
 
+def _command_line(process: psutil.Process) -> str:
+    """``process``'s command line; empty for one that has ended (a zombie has none)."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
 def _killing_the_child(marked: str) -> Callable[[object], None]:
     """An ``on_start`` that kills, as the OOM killer would, the child process whose command line
     holds ``marked``, and waits for it to die (the launcher reaps it: a zombie, not a reaped
     pid, is what to wait for)."""
 
     def kill(job: object) -> None:
-        child = next(c for c in psutil.Process().children() if marked in " ".join(c.cmdline()))
+        child = next(c for c in psutil.Process().children() if marked in _command_line(c))
         child.kill()
         deadline = time.monotonic() + 60
         while child.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:

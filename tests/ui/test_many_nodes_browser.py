@@ -109,14 +109,20 @@ def _canvas_pixel(page, *, x: float, below_list_top: float) -> list[int]:
     )
 
 
+def _scroll_into_sight(page, label) -> None:
+    """Scroll the timeline's track list to ``label``, and wait until the slices of the tracks
+    now in sight are fetched and drawn."""
+    page.evaluate("document.getElementById('tl-canvas').dataset.loaded = '0'")
+    label.scroll_into_view_if_needed()
+    page.wait_for_selector("#tl-canvas[data-loaded='1']")
+
+
 def test_the_timeline_shows_the_tracks_scrolled_to(page, base_url: str) -> None:
     page.goto(base_url + "/timeline")
     page.wait_for_selector("#tl-canvas[data-loaded='1']")
     # the last node's CPU utilization, far below the first screenful of tracks
     label = page.locator("#tl-tree [data-label='CPU utilization']").last
-    label.scroll_into_view_if_needed()
-    page.wait_for_timeout(500)  # the window of the tracks now in sight is fetched
-    page.wait_for_load_state("networkidle")
+    _scroll_into_sight(page, label)
     box = label.bounding_box()
     canvas = page.locator("#tl-canvas").bounding_box()
     assert box is not None and canvas is not None
@@ -130,8 +136,7 @@ def test_the_timeline_shows_the_tracks_scrolled_to(page, base_url: str) -> None:
 def test_the_time_ruler_stays_in_sight_when_the_tracks_are_scrolled(page, base_url: str) -> None:
     page.goto(base_url + "/timeline")
     page.wait_for_selector("#tl-canvas[data-loaded='1']")
-    page.locator("#tl-tree [data-label='CPU utilization']").last.scroll_into_view_if_needed()
-    page.wait_for_timeout(500)
+    _scroll_into_sight(page, page.locator("#tl-tree [data-label='CPU utilization']").last)
     # the ruler's background, read where the scrolled list's first visible row would be
     pixel = _canvas_pixel(page, x=2, below_list_top=3)
     assert page.evaluate("document.querySelector('.tl-body').scrollTop") > 1000
@@ -160,9 +165,7 @@ def test_the_timeline_of_many_nodes_is_drawn_on_a_hidpi_screen(base_url: str) ->
         page.goto(base_url + "/timeline")
         page.wait_for_selector("#tl-canvas[data-loaded='1']", timeout=120_000)
         label = page.locator("#tl-tree [data-label='CPU utilization']").last
-        label.scroll_into_view_if_needed()
-        page.wait_for_timeout(500)  # the window of the tracks now in sight is fetched
-        page.wait_for_load_state("networkidle")
+        _scroll_into_sight(page, label)
         assert _canvas_pixel(page, x=2, below_list_top=3) == [0xF6, 0xF7, 0xF9, 255]
         # the last node's CPU utilization row is drawn (its row background at least)
         row = label.bounding_box()
