@@ -7,7 +7,8 @@ windows (they only count, or buffer less than one block):
 * :class:`QuantileSketch` -- logarithmic buckets with 1 % relative accuracy (the DDSketch idea):
   percentiles, min, max and mean of any non-negative series (utilization %, bytes/s, durations);
 * :class:`SampleBlocks` -- cuts a per-key series into consecutive blocks of ``size`` samples after
-  skipping the first ``skip`` ones; this is how ``window`` and ``patience`` are applied;
+  skipping the first ``skip`` ones; this is how ``window`` and ``patience`` are applied (and
+  once the job has ended, the last partial block of at least half a block is judged too);
 * :class:`IntervalList` -- merged violation intervals, capped in number.
 """
 
@@ -150,11 +151,15 @@ class SampleBlocks:
 
     :param size: samples per block (a rule's ``window``).
     :param skip: samples skipped at the start of each key's series (a rule's ``patience``).
+    :ivar last_size: the fewest samples of a last, partial block that is judged once the job
+        has ended (half a block), so a job ending mid-block is not left unjudged for its last
+        minutes.
     """
 
     def __init__(self, size: int, skip: int) -> None:
         self.size = max(1, int(size))
         self.skip = max(0, int(skip))
+        self.last_size = max(1, self.size // 2)
         self.seen: dict[Hashable, int] = {}
         self.pending: dict[Hashable, np.ndarray] = {}
 
@@ -178,10 +183,12 @@ class SampleBlocks:
         blocks = buffer[: full * self.size].reshape(full, self.size, buffer.shape[1])
         return blocks[:, :, 0] if flat else blocks
 
-    def unfinished(self, key: Hashable) -> np.ndarray:
-        """The buffered samples of ``key`` that do not fill a block yet."""
+    def last_block(self, key: Hashable) -> np.ndarray | None:
+        """The buffered samples of ``key`` that do not fill a block when they make a last block
+        (at least :attr:`last_size`), else None; judge it only once the job has ended, because
+        while it runs that block's samples are still coming."""
         pending = self.pending.get(key)
-        return np.empty((0, 1)) if pending is None else pending
+        return pending if pending is not None and len(pending) >= self.last_size else None
 
     def total(self, key: Hashable) -> int:
         """How many samples of ``key`` were fed, skipped ones included."""

@@ -232,13 +232,14 @@ def test_gpu_memory_flat_does_not_trigger(job):
 
 
 def test_gpu_memory_too_short_to_compare_says_so(job):
-    # 4 minutes of a 20 -> 95 % climb do not fill the two blocks of 500 samples a rise is
-    # measured between, which "No GPU memory rise above 10 points in 0 blocks." did not say
+    # 4 minutes of a 20 -> 95 % climb do not fill a block of 500 samples and the half block a
+    # rise is measured between, which "No GPU memory rise above 10 points in 0 blocks." did not
+    # say
     machine(job, 240, gpu_util_pct=[80.0], gpu_memory_pct=[np.linspace(20, 95, 480)])
     result = verdict(job, GPUMemoryIncrease())
     assert result.status == "NotApplicable"
     assert "No GPU memory rise" not in result.message
-    assert "it saw 480" in result.message and "100 + 2 x 500" in result.message
+    assert "it saw 480" in result.message and "100 + 500 + 250" in result.message
 
 
 def test_batch_size_light_everything(job):
@@ -360,3 +361,55 @@ def test_overall_system_usage_message_of_a_node_without_cpu_metrics(job):
     add_metric(job, "algo-2", times, "memory", "MemoryUsedPercent", "", np.full(len(times), 40.0))
     result = verdict(job, OverallSystemUsage())
     assert result.message == "algo-1: p95 GPU 80 %; algo-2: no CPU or GPU metrics."
+
+
+def test_gpu_memory_judges_a_last_partial_block_once_the_job_ended(job):
+    # memory flat at 30 % for patience and a block, then 300 samples at 60 %: the job ended
+    # mid-block, and its last two and a half minutes of rising memory were never compared
+    memory = np.concatenate([np.full(600, 30.0), np.full(300, 60.0)])
+    machine(job, 450, gpu_util_pct=[80.0], gpu_memory_pct=[memory])
+    session = RuleSession(job, [GPUMemoryIncrease()])
+    session.advance()
+    running = session.results()["GPUMemoryIncrease"]
+    assert running.status == "InProgress" and "Waiting for" in running.message
+    session.advance(final=True)
+    result = session.results()["GPUMemoryIncrease"]
+    assert result.status == "IssuesFound" and result.violations == 1 and result.datapoints == 2
+    assert result.intervals == [[T0_US + 300_000_000, T0_US + 449_500_000]]
+    assert "from 30.0 % to 60.0 %" in result.recommendation
+
+
+def test_gpu_memory_leaves_a_last_block_under_half_a_window_unjudged(job):
+    memory = np.concatenate([np.full(600, 30.0), np.full(200, 60.0)])
+    machine(job, 400, gpu_util_pct=[80.0], gpu_memory_pct=[memory])
+    result = verdict(job, GPUMemoryIncrease())
+    assert result.status == "NotApplicable"
+    assert "it needs 100 + 500 + 250 samples per GPU (patience + a block and half a block" in (
+        result.message
+    )
+
+
+def test_batch_size_judges_a_last_partial_block_once_the_job_ended(job):
+    # busy for patience and a block, then 300 light snapshots before the job ended
+    machine(job, 300, cpu_pct=20.0, gpu_util_pct=[90.0], gpu_memory_pct=[20.0])
+    machine(
+        job, 150, cpu_pct=20.0, gpu_util_pct=[30.0], gpu_memory_pct=[20.0], start_us=T0_US + 3e8
+    )
+    session = RuleSession(job, [BatchSize()])
+    session.advance()
+    assert session.results()["BatchSize"].status == "InProgress"
+    session.advance(final=True)
+    result = session.results()["BatchSize"]
+    assert result.status == "IssuesFound" and result.violations == 1 and result.datapoints == 2
+    assert result.intervals == [[T0_US + 300_000_000, T0_US + 449_500_000]]
+
+
+def test_a_job_too_short_for_batch_size_says_it_needed_half_a_block_at_its_end(job):
+    machine(job, 150, cpu_pct=20.0, gpu_util_pct=[30.0], gpu_memory_pct=[20.0])  # 300
+    result = verdict(job, BatchSize())
+    assert result.status == "NotApplicable"
+    assert "it needs 100 + 250 snapshots per GPU (patience + half a block), it saw 300." in (
+        result.message
+    )
+    light = verdict(job, BatchSize(patience=50))  # 250 snapshots after patience: half a block
+    assert light.status == "IssuesFound" and light.datapoints == 1

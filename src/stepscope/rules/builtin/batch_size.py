@@ -4,6 +4,9 @@ Reads, per (node, GPU) and snapshot, the GPU's utilization and memory utilizatio
 mean CPU utilization. After each GPU's first ``patience`` snapshots the series is cut into blocks
 of ``window`` snapshots; a block is a violation when the p95 of CPU, GPU and GPU memory are all
 below their thresholds. A GPU without memory metrics is judged on CPU and utilization alone.
+Once the job has ended, a last partial block of at least half a window is judged too, so a job
+that ends mid-block is not left unjudged for its last minutes (while it runs, that block's
+snapshots are still coming).
 Differences from SageMaker: the memory box plot uses the memory quartiles (SageMaker used the
 utilization p25 for its IQR), blocks are judged once each, and ``patience`` defaults to 100 as
 the AWS documentation says (the code used 1000).
@@ -11,6 +14,7 @@ the AWS documentation says (the code used 1000).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -61,8 +65,10 @@ class BatchSize(Rule):
             self._sketch(f"{node}/{gpu}").add(rows["util_pct"])
             self._sketch(f"{node}/{gpu}_memory").add(rows["memory_pct"])
             series = np.column_stack([rows["snapshot_us"], *(rows[m] for m in _METRICS)])
+            entry = self.judged.setdefault((node, gpu), {"blocks": 0, "violations": 0})
             for block in self.blocks.feed((node, gpu), series):
-                self._judge((node, gpu), block)
+                if self._judge(entry, block):
+                    self.intervals.add([block[0, 0]], [block[-1, 0]])
         snapshots = window.snapshots()
         for (node,), rows in split_by(snapshots, "node"):
             self._sketch(f"{node}/CPU").add(rows["cpu_mean_pct"])
@@ -70,7 +76,9 @@ class BatchSize(Rule):
     def _sketch(self, name: str) -> QuantileSketch:
         return self.sketches.setdefault(name, QuantileSketch())
 
-    def _judge(self, key: tuple[str, ...], block: np.ndarray) -> None:
+    def _judge(self, entry: dict[str, Any], block: np.ndarray) -> bool:
+        """Judge one block into ``entry``: the counts, and the figures of the last light block
+        (those a message quotes); True when the block is light."""
         p = self.parameters
         util95, mem95, cpu95 = (_p95(block[:, i]) for i in (1, 2, 3))
         light = (
@@ -78,7 +86,6 @@ class BatchSize(Rule):
             and util95 < p["gpu_threshold_p95"]
             and (np.isnan(mem95) or mem95 < p["gpu_memory_threshold_p95"])
         )
-        entry = self.judged.setdefault(key, {"blocks": 0, "violations": 0})
         entry["blocks"] += 1
         entry.update(
             {"last_cpu_p95": _r(cpu95), "last_gpu_p95": _r(util95), "last_memory_p95": _r(mem95)}
@@ -92,29 +99,39 @@ class BatchSize(Rule):
                     "light_memory_p95": _r(mem95),
                 }
             )
-            self.intervals.add([block[0, 0]], [block[-1, 0]])
+        return bool(light)
 
     def evaluate(self) -> Verdict:
-        gpu_keys = sorted(self.judged)
         if not any(not name.endswith(("_memory", "/CPU")) for name in self.sketches):
             return Verdict(applicable=False, message="No GPU utilization metrics.")
+        judged = {key: dict(entry) for key, entry in self.judged.items()}
+        intervals = copy.deepcopy(self.intervals)
+        for key, entry in judged.items():
+            tail = self.blocks.last_block(key) if self.ended else None
+            if tail is not None and self._judge(entry, tail):
+                intervals.add([tail[0, 0]], [tail[-1, 0]])
+        gpu_keys = sorted(key for key, entry in judged.items() if entry["blocks"])
         boxes = {
             name: box_stats(sketch)
             for name, sketch in sorted(self.sketches.items())
             if sketch.count
         }
-        datapoints = sum(e["blocks"] for e in self.judged.values())
-        violations = sum(e["violations"] for e in self.judged.values())
-        flagged = [k for k in gpu_keys if self.judged[k]["violations"]]
+        datapoints = sum(e["blocks"] for e in judged.values())
+        violations = sum(e["violations"] for e in judged.values())
+        flagged = [k for k in gpu_keys if judged[k]["violations"]]
         details = {
             "boxes": boxes,
-            "gpus": {"/".join(k): self.judged[k] for k in gpu_keys},
+            "gpus": {"/".join(k): judged[k] for k in gpu_keys},
             "flagged": ["/".join(k) for k in flagged],
         }
         if datapoints == 0:
             p = self.parameters
+            # once the job ended, a last partial block of half a window is judged too
+            needed, block = (
+                (self.blocks.last_size, "half a block") if self.ended else (p["window"], "a block")
+            )
             return undecided(
-                f"{p['patience']} + {p['window']} snapshots per GPU (patience + a block)",
+                f"{p['patience']} + {needed} snapshots per GPU (patience + {block})",
                 f"{max(self.blocks.seen.values(), default=0)}",
                 ended=self.ended,
                 details=details,
@@ -125,7 +142,7 @@ class BatchSize(Rule):
                 details=details,
                 message=f"No block with CPU, GPU and GPU memory all light ({datapoints} blocks).",
             )
-        first = self.judged[flagged[0]]  # figures of its last light block
+        first = judged[flagged[0]]  # figures of its last light block
         memory = first["light_memory_p95"]
         figures = (
             f"p95 GPU utilization {first['light_gpu_p95']:.0f} %, "
@@ -142,7 +159,7 @@ class BatchSize(Rule):
             "the learning rate with it) or run on a smaller instance. Watch the data loader: a "
             "bigger batch needs more preprocessing per step.",
             details=details,
-            intervals=self.intervals.as_list(),
+            intervals=intervals.as_list(),
         )
 
 

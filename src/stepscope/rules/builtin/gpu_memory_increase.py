@@ -2,14 +2,18 @@
 
 Reads ``GPUMemoryUtilization`` per (node, GPU). After each GPU's first ``patience`` samples, the
 series is cut into blocks of ``window`` samples; a block is a violation when its mean exceeds the
-lowest earlier block mean of that GPU (its baseline) by more than ``increase`` points. SageMaker
-compared a window with the same window shifted by one sample, so it only caught sharp jumps and
-never a slow leak; comparing with the baseline catches both. Defaults follow the AWS
-documentation (increase 10, patience 100, window 500; the original code used 5, 1000 and 10).
+lowest earlier block mean of that GPU (its baseline) by more than ``increase`` points. Once the
+job has ended, a last partial block of at least half a window is compared too, so a job that ends
+mid-block is not left unjudged for its last minutes (while it runs, that block's samples are still
+coming). SageMaker compared a window with the same window shifted by one sample, so it only
+caught sharp jumps and never a slow leak; comparing with the baseline catches both. Defaults
+follow the AWS documentation (increase 10, patience 100, window 500; the original code used 5,
+1000 and 10).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -47,19 +51,20 @@ class GPUMemoryIncrease(Rule):
         super().__init__(**parameters)
         p = self.parameters
         self.gpus = GpuBlocks(
-            "memory_pct", window=p["window"], patience=p["patience"], judge=self._compare
+            "memory_pct", window=p["window"], patience=p["patience"], judge=self._record
         )
         self.state: dict[GpuKey, dict[str, Any]] = {}
 
     def scan(self, window: ScanWindow) -> None:
         self.gpus.scan(window)
 
-    def _compare(self, key: GpuKey, block: np.ndarray) -> bool:
+    def _record(self, key: GpuKey, block: np.ndarray) -> bool:
+        return self._compare(self.state.setdefault(key, _new_entry()), block)
+
+    def _compare(self, entry: dict[str, Any], block: np.ndarray) -> bool:
+        """Compare one block with the baseline in ``entry`` and update it; True on a violation."""
         mean = float(block[:, 1].mean())
         violation = False
-        entry = self.state.setdefault(
-            key, {"blocks": 0, "violations": 0, "baseline_pct": None, "max_increase_pct": 0.0}
-        )
         entry["blocks"] += 1
         baseline = entry["baseline_pct"]
         if baseline is not None:
@@ -80,11 +85,13 @@ class GPUMemoryIncrease(Rule):
         p = self.parameters
         gpus: dict[str, Any] = {}
         flagged = []
+        intervals = copy.deepcopy(self.gpus.intervals)
         for key in sorted(sketches):
-            entry = dict(
-                self.state.get(key, {"blocks": 0, "violations": 0, "max_increase_pct": 0.0})
-            )
-            if entry.get("baseline_pct") is not None:
+            entry = dict(self.state.get(key, _new_entry()))
+            tail = self.gpus.blocks.last_block(key) if self.ended else None
+            if tail is not None and self._compare(entry, tail):
+                intervals.add([tail[0, 0]], [tail[-1, 0]])
+            if entry["baseline_pct"] is not None:
                 entry["baseline_pct"] = round(entry["baseline_pct"], 2)
             entry.update(box_stats(sketches[key]))
             gpus["/".join(key)] = entry
@@ -95,9 +102,15 @@ class GPUMemoryIncrease(Rule):
         details = {"gpus": gpus, "flagged": [name for name, _ in flagged]}
         if not any(entry["blocks"] >= 2 for entry in gpus.values()):
             samples = max(self.gpus.blocks.total(key) for key in sketches)
+            # once the job ended, a last partial block of half a window is compared too
+            needed = (
+                f"{p['window']} + {self.gpus.blocks.last_size} samples per GPU (patience + a "
+                "block and half a block"
+                if self.ended
+                else f"2 x {p['window']} samples per GPU (patience + two blocks"
+            )
             return undecided(
-                f"{p['patience']} + 2 x {p['window']} samples per GPU (patience + two blocks "
-                "to compare)",
+                f"{p['patience']} + {needed} to compare)",
                 f"{samples}",
                 ended=self.ended,
                 datapoints=datapoints,
@@ -128,5 +141,10 @@ class GPUMemoryIncrease(Rule):
             message=message,
             recommendation=recommendation,
             details=details,
-            intervals=self.gpus.intervals.as_list(),
+            intervals=intervals.as_list(),
         )
+
+
+def _new_entry() -> dict[str, Any]:
+    """A GPU's comparisons before its first block."""
+    return {"blocks": 0, "violations": 0, "baseline_pct": None, "max_increase_pct": 0.0}

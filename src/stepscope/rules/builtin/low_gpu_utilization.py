@@ -89,10 +89,9 @@ class LowGPUUtilization(Rule):
         intervals = copy.deepcopy(self.gpus.intervals)
         for key in sorted(sketches):
             entry = dict(self.judged.get(key, {"blocks": 0, "underused": 0, "fluctuating": 0}))
-            tail = self.gpus.blocks.unfinished(key)
-            if self.ended and len(tail) >= max(1, p["window"] // 2) and tail.shape[1] == 2:
-                if self._judge(entry, tail):
-                    intervals.add([tail[0, 0]], [tail[-1, 0]])
+            tail = self.gpus.blocks.last_block(key) if self.ended else None
+            if tail is not None and self._judge(entry, tail):
+                intervals.add([tail[0, 0]], [tail[-1, 0]])
             entry.update(box_stats(sketches[key]))
             gpus["/".join(key)] = entry
             datapoints += entry["blocks"]
@@ -105,7 +104,7 @@ class LowGPUUtilization(Rule):
             samples = max(self.gpus.blocks.total(k) for k in sketches)
             # once the job ended, a last partial block of half a window is judged too
             needed, block = (
-                (max(1, p["window"] // 2), "half a block")
+                (self.gpus.blocks.last_size, "half a block")
                 if self.ended
                 else (p["window"], "a block")
             )
