@@ -11,7 +11,9 @@ the rule's question -- is the host as a whole saturated while the GPUs wait -- a
 workers or a bigger instance changes. The hottest core is still reported in the details.
 
 Snapshots are grouped per node (see :mod:`stepscope.rules.window`), so several nodes' records
-interleaving in time no longer break the count.
+interleaving in time no longer break the count. A job without the host metric at all (GPU
+records alone, or no I/O wait records) is not judged: no snapshot
+could have been a bottleneck.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class BottleneckTally:
         has_gpu = snapshots["gpus"] > 0
         nodes = snapshots["node"][has_gpu]
         times = snapshots["snapshot_us"][has_gpu]
+        measured = ~np.isnan(snapshots[self.metric][has_gpu])
         metric = np.nan_to_num(snapshots[self.metric][has_gpu], nan=0.0)
         peak_column = "cpu_max_pct" if self.metric == "cpu_mean_pct" else "iowait_max_pct"
         peak = np.nan_to_num(snapshots[peak_column][has_gpu], nan=0.0)
@@ -57,6 +60,7 @@ class BottleneckTally:
                 node,
                 {
                     "datapoints": 0,
+                    "measured": 0,
                     "low_gpu": 0,
                     "high": 0,
                     "bottlenecks": 0,
@@ -70,6 +74,7 @@ class BottleneckTally:
             )
             entry["gpus"] = max(entry["gpus"], int(snapshots["gpus"][has_gpu][mine].max(initial=0)))
             entry["datapoints"] += int(mine.sum())
+            entry["measured"] += int((measured & mine).sum())
             entry["low_gpu"] += int((low_gpu & mine).sum())
             entry["high"] += int(((metric > high_pct) & mine).sum())
             entry["bottlenecks"] += int((bottleneck & mine).sum())
@@ -115,6 +120,8 @@ class BottleneckTally:
         points, hits = self.datapoints, self.bottlenecks
         if points == 0:
             return Verdict(applicable=False, message="No GPU metrics.")
+        if not any(entry["measured"] for entry in self.per_node.values()):
+            return Verdict(applicable=False, message=f"No {label} metrics.")
         if points <= parameters["patience"]:
             return undecided(
                 f"more than {parameters['patience']} snapshots (patience)",

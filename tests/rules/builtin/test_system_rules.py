@@ -413,3 +413,18 @@ def test_a_job_too_short_for_batch_size_says_it_needed_half_a_block_at_its_end(j
     )
     light = verdict(job, BatchSize(patience=50))  # 250 snapshots after patience: half a block
     assert light.status == "IssuesFound" and light.datapoints == 1
+
+
+def test_bottleneck_rules_without_their_host_metric_are_not_applicable(job):
+    # GPU records alone (an output that holds no CPU or I/O wait records): "0 of 240 snapshots
+    # had GPUs below 70 % while mean I/O wait was above 50 %" read as a clean bill of health
+    # for a metric never measured
+    times = snapshot_times(120)
+    add_metric(job, "algo-1", times + 100, "gpu", "gpu0", "GPUUtilization", np.full(240, 5.0))
+    cpu = verdict(job, CPUBottleneck())
+    assert cpu.status == "NotApplicable" and cpu.message == "No CPU metrics."
+    io = verdict(job, IOBottleneck())
+    assert io.status == "NotApplicable" and io.message == "No I/O wait metrics."
+    add_metric(job, "algo-1", times, "cpu", "cpu0", "CPUUtilization", np.full(240, 95.0))
+    assert verdict(job, CPUBottleneck()).status == "IssuesFound"
+    assert verdict(job, IOBottleneck()).message == "No I/O wait metrics."
