@@ -428,3 +428,19 @@ def test_bottleneck_rules_without_their_host_metric_are_not_applicable(job):
     add_metric(job, "algo-1", times, "cpu", "cpu0", "CPUUtilization", np.full(240, 95.0))
     assert verdict(job, CPUBottleneck()).status == "IssuesFound"
     assert verdict(job, IOBottleneck()).message == "No I/O wait metrics."
+
+
+def test_batch_size_without_cpu_metrics_is_judged_on_the_gpus(job):
+    # GPU records alone: a block with no CPU figure was never light ("No block with CPU, GPU
+    # and GPU memory all light"), whatever the GPUs did
+    times = snapshot_times(150)
+    add_metric(job, "algo-1", times + 100, "gpu", "gpu0", "GPUUtilization", np.full(300, 30.0))
+    add_metric(
+        job, "algo-1", times + 100, "gpu", "gpu0", "GPUMemoryUtilization", np.full(300, 20.0)
+    )
+    result = verdict(job, BatchSize(patience=100, window=100))
+    assert result.status == "IssuesFound" and result.violations == 2
+    assert result.message == (
+        "1 GPU(s) lightly used in 2 blocks (p95 GPU utilization 30 %, GPU memory 20 % on "
+        "algo-1/gpu0)."
+    )

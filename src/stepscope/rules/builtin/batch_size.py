@@ -3,7 +3,8 @@
 Reads, per (node, GPU) and snapshot, the GPU's utilization and memory utilization and the node's
 mean CPU utilization. After each GPU's first ``patience`` snapshots the series is cut into blocks
 of ``window`` snapshots; a block is a violation when the p95 of CPU, GPU and GPU memory are all
-below their thresholds. A GPU without memory metrics is judged on CPU and utilization alone.
+below their thresholds. A GPU without memory metrics is judged on CPU and utilization alone, and
+one on a node without CPU metrics on its utilization and memory alone.
 Once the job has ended, a last partial block of at least half a window is judged too, so a job
 that ends mid-block is not left unjudged for its last minutes (while it runs, that block's
 snapshots are still coming).
@@ -82,7 +83,7 @@ class BatchSize(Rule):
         p = self.parameters
         util95, mem95, cpu95 = (_p95(block[:, i]) for i in (1, 2, 3))
         light = (
-            cpu95 < p["cpu_threshold_p95"]
+            (np.isnan(cpu95) or cpu95 < p["cpu_threshold_p95"])
             and util95 < p["gpu_threshold_p95"]
             and (np.isnan(mem95) or mem95 < p["gpu_memory_threshold_p95"])
         )
@@ -143,11 +144,14 @@ class BatchSize(Rule):
                 message=f"No block with CPU, GPU and GPU memory all light ({datapoints} blocks).",
             )
         first = judged[flagged[0]]  # figures of its last light block
-        memory = first["light_memory_p95"]
-        figures = (
-            f"p95 GPU utilization {first['light_gpu_p95']:.0f} %, "
-            + (f"GPU memory {memory:.0f} %, " if np.isfinite(memory) else "")
-            + f"CPU {first['light_cpu_p95']:.0f} %"
+        figures = ", ".join(
+            f"{label} {first[key]:.0f} %"
+            for label, key in (
+                ("p95 GPU utilization", "light_gpu_p95"),
+                ("GPU memory", "light_memory_p95"),
+                ("CPU", "light_cpu_p95"),
+            )
+            if np.isfinite(first[key])  # a metric the job did not record
         )
         return Verdict(
             triggered=True,
