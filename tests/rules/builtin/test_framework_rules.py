@@ -558,3 +558,29 @@ def test_a_mode_with_too_few_steps_beside_a_longer_one_is_said_not_judged(job):
         "Not judged, too few steps (a rank and mode needs more than 26): 10 EVAL steps of "
         "0-algo-1." in result.message
     )
+
+
+def test_a_node_the_dataloader_rule_could_not_judge_is_said_so(job):
+    # algo-2 has no CPU metrics and algo-3 loaded data in 9 seconds only (patience 10): the summary
+    # read "algo-2: median 2 data-loading processes on 0 cores" as if both had been judged
+    machine(job, 120, cores=4)
+    machine(job, 120, node="algo-3", cores=4, seed=3)
+    for node, steps in (("algo-1", 200), ("algo-2", 200), ("algo-3", 16)):
+        start, _ = training_steps(job, steps, step_s=0.5, node=node)
+        add_events(
+            job,
+            node,
+            "DataLoaderIter",
+            start - 20_000,
+            15_000,
+            name="DataLoaderIter::GetNext",
+            args=[{"worker_id": i % 2} for i in range(len(start))],
+        )
+    result = verdict(job, Dataloader())
+    assert result.status == "IssuesFound"
+    assert result.message == (
+        "algo-1: median 2 data-loading processes on 4 cores; algo-2: median 2 data-loading "
+        "processes, not judged (no CPU metrics); algo-3: median 2 data-loading processes on 4 "
+        "cores, not judged (9 seconds of data loading, patience 10) (healthy: 70-200 % of cores)."
+    )
+    assert result.recommendation.startswith("algo-1: ") and "algo-3" not in result.recommendation

@@ -191,10 +191,7 @@ class Dataloader(Rule):
                 datapoints=datapoints,
                 details=details,
             )
-        summary = "; ".join(
-            f"{node}: median {e['dataloaders']:g} data-loading processes on {e['cores']} cores"
-            for node, e in nodes.items()
-        )
+        summary = "; ".join(_summary(node, entry, p["patience"]) for node, entry in nodes.items())
         if not problems:
             return Verdict(datapoints=datapoints, details=details, message=summary + ".")
         return Verdict(
@@ -235,6 +232,17 @@ class Dataloader(Rule):
         if entry["pin_memory"] is False and entry["gpus"]:  # nothing to pin for on a CPU node
             text += " Set pin_memory=True to copy batches to the GPU faster."
         return text
+
+
+def _summary(node: str, entry: dict[str, Any], patience: int) -> str:
+    """What one node's data loading was, and why the node was not judged when it was not."""
+    text = f"{node}: median {entry['dataloaders']:g} data-loading processes"
+    if not entry["cores"]:
+        return text + ", not judged (no CPU metrics)"
+    text += f" on {entry['cores']} cores"
+    if entry["seconds"] <= patience:
+        text += f", not judged ({entry['seconds']} seconds of data loading, patience {patience})"
+    return text
 
 
 def _merge_runs(runs: np.ndarray) -> np.ndarray:
