@@ -418,3 +418,21 @@ def test_every_rule_link_lands_on_the_part_that_shows_the_rule(report):
     # the UI's rule statuses link every rule of the job to the report
     rules = {p.name for p in report.parent.iterdir() if (p / "status.json").is_file()}
     assert rules and {f"rule-{r}" for r in rules} <= targets
+
+
+def test_system_usage_of_a_node_without_cpu_metrics_gives_its_gpu_figure(tmp_path):
+    # a node with GPU records alone read "algo-2: no CPU metrics.", its GPUs at 30 % unsaid
+    job = TableJob(tmp_path / "job")
+    machine(job, 60, cpu_pct=20.0, gpu_util_pct=[30.0], noise=0.0)
+    times = snapshot_times(60)
+    add_metric(job, "algo-2", times, "gpu", "gpu0", "GPUUtilization", np.full(len(times), 30.0))
+    text = write_report(job, output=tmp_path / "out" / "report.html").read_text()
+    system = text[text.index('id="system"') : text.index('id="rules"')]
+    assert (
+        "On algo-2 the 95th percentile of GPU utilization is 30 % (no CPU metrics). The GPUs "
+        "are not fully used: see the bottleneck and data-loading rules below." in system
+    )
+    assert (
+        "On algo-1 the 95th percentile of CPU utilization is 20 % and of GPU utilization 30 %. "
+        "Both are low" in system
+    )

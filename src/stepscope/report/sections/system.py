@@ -88,13 +88,16 @@ class SystemUsage(Section):
 def _narrative(node: str, metrics: dict[str, Any]) -> str:
     cpu = metrics.get("CPU", {}).get("p95")
     gpu = metrics.get("GPU", {}).get("p95")
-    if cpu is None:
-        return f"{node}: no CPU metrics."
-    text = f"On {node} the 95th percentile of CPU utilization is {cpu:.0f} %"
-    if gpu is None:
-        return text + " (no GPU metrics)."
-    text += f" and of GPU utilization {gpu:.0f} %."
-    if cpu < _LOW_PCT and gpu < _LOW_PCT:
+    if cpu is None and gpu is None:
+        return f"{node}: no CPU or GPU metrics."
+    if cpu is None:  # GPU records alone: their figure is still worth saying
+        text = f"On {node} the 95th percentile of GPU utilization is {gpu:.0f} % (no CPU metrics)."
+    else:
+        text = f"On {node} the 95th percentile of CPU utilization is {cpu:.0f} %"
+        if gpu is None:
+            return text + " (no GPU metrics)."
+        text += f" and of GPU utilization {gpu:.0f} %."
+    if cpu is not None and cpu < _LOW_PCT and gpu < _LOW_PCT:
         text += " Both are low: the job could run on a smaller instance or with a larger batch."
     elif gpu < _LOW_PCT:
         text += " The GPUs are not fully used: see the bottleneck and data-loading rules below."
