@@ -9,7 +9,7 @@ windows (they only count, or buffer less than one block):
 * :class:`SampleBlocks` -- cuts a per-key series into consecutive blocks of ``size`` samples after
   skipping the first ``skip`` ones; this is how ``window`` and ``patience`` are applied (and
   once the job has ended, the last partial block of at least half a block is judged too);
-* :class:`IntervalList` -- merged violation intervals, capped in number.
+* :class:`IntervalList` -- merged violation intervals, coarsened past a number of them.
 """
 
 from __future__ import annotations
@@ -198,15 +198,26 @@ class SampleBlocks:
 class IntervalList:
     """Violation intervals in time order, merging those closer than ``join_gap_us``.
 
+    Up to ``limit`` intervals added, they are kept as they are. Past that, the list coarsens
+    instead of growing: every interval is widened to whole cells of a time grid, the finest grid
+    (cells of a power of two microseconds) that cuts the span from the first start to the last end
+    into at most ``limit`` cells, so a long job's violations are still shown all through the job,
+    in bounded memory. The grid depends only on that span, and a coarser grid's cells are unions
+    of a finer one's, so the list does not depend on the order the intervals came in (live scans
+    and one offline pass give the same list).
+
     :param join_gap_us: intervals separated by at most this much are merged into one.
-    :param limit: at most this many intervals are kept; later ones are only counted.
+    :param limit: intervals kept as they are before the list coarsens; it then holds at most
+        ``limit + 1``.
     """
 
     def __init__(self, join_gap_us: int, limit: int = 200) -> None:
         self.join_gap_us = join_gap_us
         self.limit = limit
         self.intervals: list[list[int]] = []
-        self.dropped = 0
+        self.added = 0
+        self.cell_us = 1
+        self._span_us: tuple[int, int] | None = None
 
     def add(self, starts_us: Any, ends_us: Any) -> None:
         """Add intervals given as two arrays, in any order: the rules judging GPU by GPU add
@@ -214,10 +225,27 @@ class IntervalList:
         for start, end in zip(
             np.asarray(starts_us).tolist(), np.asarray(ends_us).tolist(), strict=True
         ):
-            self._insert(int(start), int(end))
+            start, end = int(start), int(end)
+            first, last = self._span_us or (start, end)
+            self._span_us = (min(first, start), max(last, end))
+            self.added += 1
+            self._insert(start, end)
+        if self.added > self.limit and self._span_us is not None:
+            first, last = self._span_us
+            cell_us = self.cell_us
+            while (last - first) / cell_us > self.limit:
+                cell_us *= 2
+            if cell_us != self.cell_us:
+                self.cell_us = cell_us
+                intervals, self.intervals = self.intervals, []
+                for start, end in intervals:
+                    self._insert(start, end)
 
     def _insert(self, start: int, end: int) -> None:
-        """Put ``[start, end]`` in its place, merged with the neighbours it comes close to."""
+        """Put ``[start, end]``, widened to whole cells, in its place, merged with the neighbours
+        it comes close to."""
+        cell = self.cell_us
+        start, end = start // cell * cell, -(-end // cell) * cell
         at = bisect.bisect_left(self.intervals, [start, end])
         if at and start - self.intervals[at - 1][1] <= self.join_gap_us:
             at -= 1
@@ -230,9 +258,11 @@ class IntervalList:
             and self.intervals[following][0] - self.intervals[at][1] <= self.join_gap_us
         ):
             self.intervals[at][1] = max(self.intervals[at][1], self.intervals.pop(following)[1])
-        if len(self.intervals) > self.limit:
-            self.intervals.pop()
-            self.dropped += 1
 
     def as_list(self) -> list[list[int]]:
-        return [list(pair) for pair in self.intervals]
+        """The intervals; widened ones end where the violations do, not on a cell's edge
+        before the first or after the last."""
+        if self._span_us is None:
+            return []
+        first, last = self._span_us
+        return [[max(start, first), min(end, last)] for start, end in self.intervals]

@@ -584,3 +584,18 @@ def test_a_node_the_dataloader_rule_could_not_judge_is_said_so(job):
         "cores, not judged (9 seconds of data loading, patience 10) (healthy: 70-200 % of cores)."
     )
     assert result.recommendation.startswith("algo-1: ") and "algo-3" not in result.recommendation
+
+
+def test_violation_intervals_cover_the_whole_of_a_long_job(job):
+    # 300 outlier steps over 25 minutes: intervals past the 200th were dropped, so the report's
+    # timeline of issues ended two thirds into the job, with no word of the rest
+    slow = {step: 2.0 for step in range(10, 6000, 20)}
+    start, dur = training_steps(job, 6000, step_s=0.2, slow=slow)
+    last_us = int(start[5990] + dur[5990])
+    result = verdict(job, StepOutlier(stddev=3, n_outliers=0))
+    assert result.violations == 300
+    intervals = result.intervals
+    assert len(intervals) <= 201 and intervals == sorted(intervals)
+    assert intervals[0][0] <= start[10] and intervals[-1][1] >= last_us
+    for step in slow:  # every outlier lies in an interval
+        assert any(a <= start[step] and int(start[step] + dur[step]) <= b for a, b in intervals)

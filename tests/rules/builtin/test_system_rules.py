@@ -444,3 +444,22 @@ def test_batch_size_without_cpu_metrics_is_judged_on_the_gpus(job):
         "1 GPU(s) lightly used in 2 blocks (p95 GPU utilization 30 %, GPU memory 20 % on "
         "algo-1/gpu0)."
     )
+
+
+def test_many_violation_intervals_are_the_same_live_and_offline_and_reach_the_end(job):
+    # a CPU bottleneck every 10 s for an hour: 360 intervals, more than are kept as they are
+    times = snapshot_times(3600)
+    busy = np.arange(len(times)) % 20 == 0
+    add_metric(job, "algo-1", times, "cpu", "cpu0", "CPUUtilization", np.where(busy, 95.0, 20.0))
+    add_metric(job, "algo-1", times, "gpu", "gpu0", "GPUUtilization", np.full(len(times), 5.0))
+    live = RuleSession(job, [CPUBottleneck(threshold=1)])
+    for minute in range(1, 61):
+        job.visible_until_us = T0_US + minute * 60_000_000 + 7_300_000
+        live.advance()
+    job.visible_until_us = None
+    live.advance(final=True)
+    result = live.results()["CPUBottleneck"]
+    assert result.status == "IssuesFound" and result.violations == 360
+    assert result.intervals == verdict(job, CPUBottleneck(threshold=1)).intervals
+    assert len(result.intervals) <= 201
+    assert result.intervals[0][0] == times[busy][0] and result.intervals[-1][1] == times[busy][-1]
