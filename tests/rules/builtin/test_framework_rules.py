@@ -599,3 +599,27 @@ def test_violation_intervals_cover_the_whole_of_a_long_job(job):
     assert intervals[0][0] <= start[10] and intervals[-1][1] >= last_us
     for step in slow:  # every outlier lies in an interval
         assert any(a <= start[step] and int(start[step] + dur[step]) <= b for a, b in intervals)
+
+
+def test_forward_and_backward_are_not_counted_again_in_their_sub_modules(job):
+    # with sub-module events on, each Forward span holds its sub-modules' spans: forward and
+    # backward were their time twice over, more than the steps that hold them
+    start, dur = training_steps(job, 100, step_s=0.1)
+    for i in range(3):  # three sub-modules filling the pass
+        add_events(
+            job, "algo-1", "Forward-SubModuleInternal", start + 1000 + i * dur * 0.1, dur * 0.1
+        )
+        backward = start + 1000 + dur * 0.3 + i * dur * 0.5 / 3
+        add_events(job, "algo-1", "Backward-SubModuleInternal", backward, dur * 0.5 / 3)
+    d = verdict(job, OverallFrameworkMetrics()).details
+    assert d["forward_backward"]["forward"] == pytest.approx(dur.sum() * 0.3 / 1e6)
+    assert d["forward_backward"]["backward"] == pytest.approx(dur.sum() * 0.5 / 1e6)
+
+
+def test_forward_and_backward_of_sub_module_events_alone(job):
+    # a job that recorded only its sub-modules' events: their time is the passes'
+    start = T0_US + np.arange(10) * 100_000
+    add_events(job, "algo-1", "Forward-SubModuleInternal", start, 30_000)
+    add_events(job, "algo-1", "Backward-SubModuleInternal", start + 30_000, 50_000)
+    d = verdict(job, OverallFrameworkMetrics()).details
+    assert d["forward_backward"] == {"forward": pytest.approx(0.3), "backward": pytest.approx(0.5)}

@@ -10,7 +10,9 @@ ranges are left out: they project an annotation (counted as ``user_annotation``)
 spanning its kernels, so as GPU operators they would count those kernels twice. So is its
 ``Trace`` span, the profiling window itself ("PyTorch Profiler (0)"), which is no operation.
 SageMaker swapped the CPU and GPU labels of its ratio; here ``ratio`` is
-``{"CPU": cpu_us, "GPU": gpu_us}``.
+``{"CPU": cpu_us, "GPU": gpu_us}``. A pass's time is that of its whole spans (``Forward``,
+``Backward(post-forward)``), which hold the spans of its sub-modules: those
+(``*-SubModuleInternal``) count only in a job that recorded no whole pass.
 
 The collectives (``horovod``, SageMaker's name) are the time of each collective in one dimension,
 which ``collective_time`` names: ``"GPU kernel time"`` of the NCCL kernels when the job has any,
@@ -124,8 +126,8 @@ class OverallFrameworkMetrics(Rule):
         if phase:
             phase["others"] = round(between / 1e6, 6)
         forward_backward = {
-            "forward": round(self.groups.get("forward", 0.0) / 1e6, 6),
-            "backward": round(self.groups.get("backward", 0.0) / 1e6, 6),
+            "forward": round(self._pass_us("forward", "Forward") / 1e6, 6),
+            "backward": round(self._pass_us("backward", "Backward(post-forward)") / 1e6, 6),
         }
         ratio = {
             "CPU": round(self.groups.get("cpu", 0.0) / 1e6, 6),
@@ -163,6 +165,11 @@ class OverallFrameworkMetrics(Rule):
                 f"{_duration(phase['others'])} between steps"
             )
         return Verdict(datapoints=self.events, details=details, message=message + ".")
+
+    def _pass_us(self, grp: str, whole: str) -> float:
+        """The time of a pass: its whole spans, else (none recorded) its sub-modules' spans;
+        both would count the sub-modules twice."""
+        return self.categories.get((grp, whole), 0.0) or self.groups.get(grp, 0.0)
 
     def _top(self, grp: str, limit: int = 15) -> list[dict[str, Any]]:
         rows = sorted(
