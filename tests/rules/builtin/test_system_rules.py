@@ -463,3 +463,16 @@ def test_many_violation_intervals_are_the_same_live_and_offline_and_reach_the_en
     assert result.intervals == verdict(job, CPUBottleneck(threshold=1)).intervals
     assert len(result.intervals) <= 201
     assert result.intervals[0][0] == times[busy][0] and result.intervals[-1][1] == times[busy][-1]
+
+
+def test_load_balancing_compares_the_distance_itself_with_the_threshold(job):
+    # two GPUs 0.500024 apart: rounded to 0.5 before the comparison, the pair was not "further
+    # apart than threshold" and the rule found nothing
+    times = snapshot_times(300)
+    gpu0 = np.concatenate([np.full(302, 1.0), np.full(98, 21.0)])
+    gpu1 = np.concatenate([np.full(447, 1.0), np.full(153, 51.0)])
+    add_metric(job, "algo-1", times[:400], "gpu", "gpu0", "GPUUtilization", gpu0)
+    add_metric(job, "algo-1", times, "gpu", "gpu1", "GPUUtilization", gpu1)
+    result = verdict(job, LoadBalancing(patience=0))
+    assert result.details["distances"] == {"algo-1/gpu0|algo-1/gpu1": 0.5}
+    assert result.status == "IssuesFound" and result.violations == 1

@@ -103,10 +103,10 @@ class LoadBalancing(Rule):
         per_gpu: dict[str, list[float]] = {name: [] for name in gpus}
         for a, b in combinations(gpus, 2):
             d = js_distance(self.histograms[a].astype(float), self.histograms[b].astype(float))
-            distances[f"{a}|{b}"] = round(d, 4)
+            distances[f"{a}|{b}"] = d  # judged as it is; rounded only in the details
             per_gpu[a].append(d)
             per_gpu[b].append(d)
-        median = {name: round(float(np.median(values)), 4) for name, values in per_gpu.items()}
+        median = {name: float(np.median(values)) for name, values in per_gpu.items()}
         over = [pair for pair, d in distances.items() if d > threshold]
         groups = _workload_groups(gpus, distances, threshold)
         if len(groups) > 1 and len(groups[0]) > len(groups[1]):
@@ -116,16 +116,17 @@ class LoadBalancing(Rule):
             imbalanced = list(gpus)  # no majority: every GPU is on one side of the split
         else:
             imbalanced = [name for name in gpus if median[name] > threshold]
+        rounded = {pair: round(d, 4) for pair, d in distances.items()}
         details.update(
-            distances=distances,
-            median_distance=median,
+            distances=rounded,
+            median_distance={name: round(d, 4) for name, d in median.items()},
             imbalanced=imbalanced,
             groups=groups,
             within_node_max={
                 node: max(
                     (
                         d
-                        for pair, d in distances.items()
+                        for pair, d in rounded.items()
                         if pair.split("|")[0].split("/")[0]
                         == node
                         == pair.split("|")[1].split("/")[0]
@@ -137,7 +138,7 @@ class LoadBalancing(Rule):
             across_nodes_max=max(
                 (
                     d
-                    for pair, d in distances.items()
+                    for pair, d in rounded.items()
                     if pair.split("|")[0].split("/")[0] != pair.split("|")[1].split("/")[0]
                 ),
                 default=0.0,
@@ -150,7 +151,7 @@ class LoadBalancing(Rule):
                 datapoints=len(distances),
                 details=details,
                 message=f"The {len(gpus)} GPUs have similar workloads "
-                f"(largest distance {max(distances.values()):.2f} <= {threshold:g}).",
+                f"(largest distance {max(rounded.values()):.2f} <= {threshold:g}).",
             )
         head = f"{len(over)} of {len(distances)} GPU pairs differ by more than {threshold:g} "
         if len(groups) > 1 and imbalanced == gpus:
