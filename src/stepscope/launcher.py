@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 JOB_FILE = "job.json"
 PROFILER_OUTPUT = "profiler-output"
 DEFAULT_JOBS_ROOT = Path("stepscope-jobs")
-#: How long a stopped command gets to exit after SIGINT before it is terminated.
+#: How long a command stopped from code gets to exit after SIGINT before it is terminated.
 STOP_GRACE_S = 10.0
 #: The exit code of a job interrupted before its command started (a shell's 128 + SIGINT).
 _INTERRUPTED_EXIT_CODE = 128 + signal.SIGINT
@@ -683,8 +683,20 @@ def _forwarding_signals(child: subprocess.Popen[bytes], forwarded: list[int]) ->
 
 
 def _stop_child(child: subprocess.Popen[bytes]) -> int:
-    # The terminal already sent SIGINT to the whole foreground group; repeat it for the case
-    # where launch() was called from code and only this process was interrupted.
+    """The command's exit code, once a Ctrl-C stopped it.
+
+    A Ctrl-C typed in the terminal reached the command too: it ends as it chooses, as it would
+    without stepscope (a second SIGINT would be its "press Ctrl-C again to quit", and a timer
+    would cut a checkpoint's saving short), and a further Ctrl-C reaches it the same way.
+    Otherwise (``launch()`` called from code, this process interrupted alone) it gets SIGINT,
+    then SIGTERM after :data:`STOP_GRACE_S`, then SIGKILL.
+    """
+    if _interrupted_with_us(child):
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:
+                continue
     for sig, grace in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, 5.0)):
         if child.poll() is None:
             child.send_signal(sig)
@@ -696,6 +708,21 @@ def _stop_child(child: subprocess.Popen[bytes]) -> int:
             continue  # a second Ctrl-C: move on to the next, firmer signal
     child.kill()
     return child.wait()
+
+
+def _interrupted_with_us(child: subprocess.Popen[bytes]) -> bool:
+    """Whether the child got this process's Ctrl-C from the terminal: the terminal sends SIGINT
+    to its foreground process group, and this process and the child are in it."""
+    try:
+        terminal = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return False  # no controlling terminal
+    try:
+        return os.tcgetpgrp(terminal) == os.getpgrp() == os.getpgid(child.pid)
+    except OSError:
+        return False
+    finally:
+        os.close(terminal)
 
 
 # -- monitor, rules, and the end of the job ---------------------------------------------------

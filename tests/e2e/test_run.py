@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -275,6 +276,90 @@ def test_sigterm_goes_on_to_the_command_and_the_job_ends_stopped(tmp_path: Path)
     assert process.returncode == 0
     assert (job_dir / "profiler-output" / "training_job_end.ts").exists()
     assert (job_dir / "rule-output" / "profiler-report.html").exists()
+
+
+#: trains until SIGINT or SIGTERM, then saves a "checkpoint" for two seconds and exits 0,
+#: noting each signal and the save in argv[1], as a script that stops gracefully on Ctrl-C does
+GRACEFUL = textwrap.dedent(
+    """
+    import pathlib, signal, sys, time
+    import torch
+
+    log = pathlib.Path(sys.argv[1])
+
+    def note(line):
+        with log.open("a") as file:
+            file.write(line + "\\n")
+
+    stopping = []
+
+    def stop(signum, frame):
+        note(signal.Signals(signum).name)
+        stopping.append(signum)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    note("training")
+    while not stopping:
+        model(torch.randn(2, 4)).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        time.sleep(0.01)
+    time.sleep(2)
+    note("saved")
+    """
+)
+
+#: runs the rest of its command line on the terminal it is given as standard input, made its
+#: controlling terminal (it must lead a session of its own)
+_ON_THE_TERMINAL = (
+    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
+def test_ctrl_c_typed_in_the_terminal_reaches_the_command_once(tmp_path: Path) -> None:
+    # the terminal interrupts its whole foreground process group, the command with it: the
+    # launcher's own SIGINT on top of it was a second Ctrl-C ("press Ctrl-C again to quit")
+    script = tmp_path / "graceful.py"
+    script.write_text(GRACEFUL)
+    log = tmp_path / "signals.txt"
+    job_dir = tmp_path / "job"
+    controller, terminal = os.openpty()
+    run = [sys.executable, "-m", "stepscope", "run", "--no-report", "--job-dir", str(job_dir)]
+    process = subprocess.Popen(
+        [sys.executable, "-c", _ON_THE_TERMINAL, sys.executable, *run[1:], "--"]
+        + [sys.executable, str(script), str(log)],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        start_new_session=True,
+    )
+    os.close(terminal)
+    printed = bytearray()
+    try:
+        while not (log.exists() and "training" in log.read_text()):
+            assert process.poll() is None, printed.decode(errors="replace")
+            if select.select([controller], [], [], 0.2)[0]:
+                printed += os.read(controller, 65536)
+        os.write(controller, b"\x03")  # Ctrl-C
+        while process.poll() is None:
+            if select.select([controller], [], [], 0.2)[0]:
+                with contextlib.suppress(OSError):  # the terminal closed with its last process
+                    printed += os.read(controller, 65536)
+        process.wait(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        os.close(controller)
+    assert log.read_text().split() == ["training", "SIGINT", "saved"], printed.decode(
+        errors="replace"
+    )
+    job = _job(job_dir)
+    assert (job["status"], job["exit_code"]) == ("Stopped", 0)
 
 
 def test_a_command_killed_by_a_signal_exits_with_the_shells_status(tmp_path: Path) -> None:
