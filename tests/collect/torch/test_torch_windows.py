@@ -212,6 +212,30 @@ def test_a_profile_the_disk_has_no_room_for_leaves_no_half_written_file(
     assert not [p for p in written if p.name in ("python_stats", "python_stats.html")]
 
 
+def test_a_detailed_trace_the_disk_has_no_room_for_leaves_no_file_and_says_why(
+    tmp_path: Path,
+) -> None:
+    # torch wrote the trace into a file of its own, left it there half written (as large as the
+    # disk let it grow), and stepscope warned that a file torch never made did not exist
+    no_room = (
+        "import resource, signal\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (12_000, 12_000))\n"
+    )
+    config = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            detailed_profiling_config=DetailedProfilingConfig(start_step=1, num_steps=2)
+        )
+    )
+    job_dir, result = run_script(tmp_path, no_room + TRAIN_SCRIPT, config, "--steps", "4")
+    assert len(losses(result)) == 4  # the job trained on
+    assert steps(read_events(job_dir))  # what did fit was written
+    detailed = job_dir / "profiler-output" / "framework" / "pytorch" / "detailed_profiling"
+    assert not [path for path in detailed.rglob("*") if path.is_file()]
+    assert "stepscope: cannot write the detailed trace" in result.stderr
+    assert "No such file or directory" not in result.stderr
+
+
 def test_pyinstrument_writes_json_and_html(tmp_path: Path) -> None:
     config = ProfilerConfig(
         framework_profile_params=FrameworkProfile(

@@ -442,9 +442,19 @@ def _export(profiler: Any, path: Path) -> None:
 
     raw = path.with_name(f".{path.name}.partial.json")
     partial = path.with_name(f".{path.name}.partial.json.gz")
+    # torch writes the trace to this name first, and leaves it there, half written, when a
+    # write fails (a full disk): it says so on the standard error and raises nothing
+    unfinished = raw.with_name(f"{raw.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         profiler.export_chrome_trace(str(raw))
+        if not raw.exists():
+            logger.warning(
+                "stepscope: cannot write the detailed trace %s (torch could not write it; "
+                "check free space and permissions of the profiler output folder)",
+                path,
+            )
+            return
         with open(raw, "rb") as source, gzip_writer(partial) as packed:
             for block in iter_escaped_blocks(source):
                 packed.write(block)
@@ -452,6 +462,6 @@ def _export(profiler: Any, path: Path) -> None:
     except OSError as exc:
         logger.warning("stepscope: cannot write the detailed trace %s (%s)", path, exc)
     finally:
-        for leftover in (raw, partial):
+        for leftover in (unfinished, raw, partial):
             with contextlib.suppress(OSError):
                 leftover.unlink(missing_ok=True)
