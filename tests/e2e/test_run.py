@@ -362,6 +362,43 @@ def test_ctrl_c_typed_in_the_terminal_reaches_the_command_once(tmp_path: Path) -
     assert (job["status"], job["exit_code"]) == ("Stopped", 0)
 
 
+#: loads with two worker processes until SIGTERM's default action kills it (no atexit runs)
+LOADING_UNTIL_KILLED = textwrap.dedent(
+    """
+    import pathlib, sys
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    dataset = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    model = torch.nn.Linear(4, 1)
+    while True:
+        for x, y in DataLoader(dataset, batch_size=8, num_workers=2):
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            pathlib.Path(sys.argv[1]).touch()
+    """
+)
+
+
+def test_a_command_killed_by_sigterm_leaves_no_worker_report_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the data-loader workers report to a temporary file of the training process, which the
+    # signal kills before its session can remove anything
+    temp_dir = tmp_path / "temp"
+    temp_dir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp_dir))
+    script = tmp_path / "loading.py"
+    script.write_text(LOADING_UNTIL_KILLED)
+    loading = tmp_path / "loading"
+    job_dir = tmp_path / "job"
+    with _running(job_dir, [sys.executable, str(script), str(loading)]) as process:
+        _wait_until(process, loading.exists, "the script never loaded a batch")
+        process.send_signal(signal.SIGTERM)  # to the launcher alone, which passes it on
+        _, stderr = process.communicate(timeout=120)
+    assert _job(job_dir)["status"] == "Stopped", stderr
+    assert list(temp_dir.glob("stepscope-workers-*")) == []
+
+
 def test_a_command_killed_by_a_signal_exits_with_the_shells_status(tmp_path: Path) -> None:
     # the OOM killer's SIGKILL: a shell reports 128 + 9, and so must the launcher
     script = tmp_path / "killed.py"

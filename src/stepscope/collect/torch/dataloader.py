@@ -13,12 +13,15 @@ Events go to the node's ``model_timeline`` file with the names and args SageMake
 A worker is a process whose exit skips ``atexit`` and which must not touch its parent's writer
 threads, so it reports its lifetime in a report file of the session's: one line of at most a
 hundred bytes as its loop starts and one as it ends, each appended in one write (a failed write
-drops it). The training process reads the new lines at step boundaries and when the session
-stops; a worker still running then (``persistent_workers``, a loader alive to the end of the
-script) is written as living until the stop. The loop torch runs in each worker is a picklable
-object naming only that file, so workers started by any method (``fork``, ``spawn``,
-``forkserver``: the data loader's ``multiprocessing_context``) report. A worker records nothing
-else, even when its dataset runs a model.
+drops it). On Linux the file loses its name as soon as it is made and workers open it through
+``/proc/<pid>/fd/<fd>``: a training process killed before its session stops (SIGTERM's default
+action, SIGKILL) leaves no file behind; elsewhere it keeps its name until the session stops.
+The training process reads the new lines at step boundaries and when the session stops; a
+worker still running then (``persistent_workers``, a loader alive to the end of the script) is
+written as living until the stop. The loop torch runs in each worker is a picklable object
+naming only that file, so workers started by any method (``fork``, ``spawn``, ``forkserver``:
+the data loader's ``multiprocessing_context``) report. A worker records nothing else, even when
+its dataset runs a model.
 
 Which events are kept: ``DataloaderProfilingConfig``'s step or time range (checked against the
 step about to run), and its ``metrics_regex``, matched (``re.search``) against the event name or
@@ -87,6 +90,8 @@ class DataLoaderHooks:
         self._worker_loop = ReportingWorkerLoop("")
         self._report_file_failed = False
         self._read_fd = -1
+        #: the report file's name while it has one (off Linux), to remove at the stop
+        self._named_report_file = ""
         self._partial = b""
         #: pid -> (worker id, start µs) of the workers that reported their start but not their end
         self._running_workers: dict[int, tuple[int, float]] = {}
@@ -138,7 +143,8 @@ class DataLoaderHooks:
         if self._read_fd >= 0:
             try:
                 os.close(self._read_fd)
-                os.unlink(self._worker_loop.report_path)
+                if self._named_report_file:
+                    os.unlink(self._named_report_file)
             except OSError:
                 logger.debug("removing the worker report file failed", exc_info=True)
         self._read_fd = -1
@@ -211,12 +217,16 @@ class DataLoaderHooks:
         if not getattr(loader, "num_workers", 0) or not self.session.enabled:
             return
         try:
-            self._read_fd, self._worker_loop.report_path = tempfile.mkstemp(
-                prefix="stepscope-workers-", suffix=".jsonl"
-            )
+            self._read_fd, name = tempfile.mkstemp(prefix="stepscope-workers-", suffix=".jsonl")
         except OSError as exc:
             logger.warning("stepscope: no file for data-loader worker events (%s)", exc)
             self._report_file_failed = True
+            return
+        status = os.fstat(self._read_fd)
+        self._worker_loop.file_id = (status.st_dev, status.st_ino)
+        self._worker_loop.report_path = _path_without_name(self._read_fd, name)
+        if self._worker_loop.report_path == name:
+            self._named_report_file = name
 
     def _on_init(self, iterator: Any, start_us: float, end_us: float) -> None:
         session = self.session
@@ -320,6 +330,19 @@ class DataLoaderHooks:
         )
 
 
+def _path_without_name(fd: int, name: str) -> str:
+    """The path workers open the report file ``name`` (open as ``fd``) by: on Linux this
+    process's ``/proc`` entry of ``fd``, once ``name`` is removed, so that no way this process
+    ends leaves the file behind; elsewhere ``name``."""
+    path = f"/proc/{os.getpid()}/fd/{fd}"
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+        os.unlink(name)
+    except OSError:
+        return name
+    return path
+
+
 class ReportingWorkerLoop:
     """torch's data-loader worker loop, which reports the worker's start and end.
 
@@ -328,10 +351,18 @@ class ReportingWorkerLoop:
 
     :param report_path: the file to append the report lines to.
     :param original: torch's loop; default the one of this process.
+    :param file_id: the report file's device and inode: a worker that outlives the session
+        writes nothing to another file that took its path (a ``/proc`` descriptor reused).
     """
 
-    def __init__(self, report_path: str, original: Callable[..., None] | None = None) -> None:
+    def __init__(
+        self,
+        report_path: str,
+        original: Callable[..., None] | None = None,
+        file_id: tuple[int, int] = (-1, -1),
+    ) -> None:
         self.report_path = report_path
+        self.file_id = file_id
         self.original = original if original is not None else _torch_worker_loop()
         self.signature = inspect.signature(self.original)
 
@@ -340,14 +371,14 @@ class ReportingWorkerLoop:
         # at start-up (a forked one forgot its parent's at the fork)
         forget_session()
         start = now_us()
-        _report_worker(self.report_path, self.signature, args, kwargs, start, None)
+        _report_worker(self, args, kwargs, start, None)
         try:
             self.original(*args, **kwargs)
         finally:
-            _report_worker(self.report_path, self.signature, args, kwargs, start, now_us())
+            _report_worker(self, args, kwargs, start, now_us())
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.report_path,))
+        return (type(self), (self.report_path, None, self.file_id))
 
 
 def _torch_worker_loop() -> Callable[..., None]:
@@ -359,26 +390,23 @@ def _torch_worker_loop() -> Callable[..., None]:
 
 
 def _report_worker(
-    report_path: str,
-    signature: inspect.Signature,
-    args: Any,
-    kwargs: Any,
-    start_us: float,
-    end_us: float | None,
+    loop: ReportingWorkerLoop, args: Any, kwargs: Any, start_us: float, end_us: float | None
 ) -> None:
     """Runs in the worker as its loop starts (``end_us`` None) and ends: one line appended to
     the report file, in one write."""
-    if not report_path:
+    if not loop.report_path:
         return
     try:
-        worker_id = signature.bind(*args, **kwargs).arguments.get("worker_id", -1)
+        worker_id = loop.signature.bind(*args, **kwargs).arguments.get("worker_id", -1)
         report = {"w": int(worker_id), "p": os.getpid(), "s": start_us}
         if end_us is not None:
             report["e"] = end_us
         line = json.dumps(report, separators=(",", ":"))
-        fd = os.open(report_path, os.O_WRONLY | os.O_APPEND)  # gone once the session stopped
+        fd = os.open(loop.report_path, os.O_WRONLY | os.O_APPEND)  # gone once stopped
         try:
-            os.write(fd, line.encode() + b"\n")
+            status = os.fstat(fd)
+            if (status.st_dev, status.st_ino) == loop.file_id:
+                os.write(fd, line.encode() + b"\n")
         finally:
             os.close(fd)
     except (OSError, TypeError, ValueError):
