@@ -20,6 +20,8 @@ same shape and the fields stay on the object for the CLI and the UI.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
@@ -72,6 +74,30 @@ class ConfigError(StepscopeError, ValueError):
         """The same error about ``parameter``: the name the user wrote, where the one raising
         it knows another (a key of a file, a flag)."""
         return ConfigError(parameter, self.value, self.allowed, self.hint, missing=self.missing)
+
+    def renamed(self, names: Mapping[str, str]) -> ConfigError:
+        """The same error in the names the user wrote, ``names`` mapping qualified parameters
+        (``DetailedProfilingConfig.start_step``) to them (``ProfilingParameters.
+        DetailedProfilingConfig.StartStep``). An error about how fields of one owner go together
+        names the owner as its parameter and those fields bare (``start_step``, in its text and
+        as the keys of its value): each becomes the last part of its new name (``StartStep``).
+        """
+        prefix = f"{self.parameter}."
+        fields = {
+            name.removeprefix(prefix): new.rpartition(".")[2]
+            for name, new in names.items()
+            if name.startswith(prefix)
+        }
+        value = self.value
+        if fields and isinstance(value, dict):
+            value = {fields.get(key, key): item for key, item in value.items()}
+        allowed, hint = self.allowed, self.hint
+        if fields:
+            words = re.compile(r"\b(?:" + "|".join(map(re.escape, fields)) + r")\b")
+            allowed = words.sub(lambda match: fields[match[0]], allowed)
+            hint = words.sub(lambda match: fields[match[0]], hint)
+        parameter = names.get(self.parameter, self.parameter)
+        return ConfigError(parameter, value, allowed, hint, missing=self.missing)
 
 
 class MissingDependencyError(StepscopeError, ImportError):

@@ -283,3 +283,23 @@ def test_a_bad_value_in_a_sagemaker_config_file_is_named_as_the_file_writes_it(
     assert err.startswith(f"stepscope: error: ProfilingIntervalInMilliseconds in {config} must be")
     assert "100, 200, 500, 1000, 5000, 60000, got 7." in err
     assert not job_dir.exists()
+
+
+def test_a_conflict_of_two_keys_in_a_sagemaker_config_file_names_them_as_the_file_writes_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # it said "DataloaderProfilingConfig range in ... must be either a step range (start_step,
+    # num_steps) or a time range (start_unix_time, duration), not both, got {'start_step': 2, ...}"
+    config = tmp_path / "profilerconfig.json"
+    metrics = {"StartStep": 2, "StartTimeInSecSinceEpoch": 1_700_000_000}
+    config.write_text(
+        json.dumps({"ProfilingParameters": {"DataloaderProfilingConfig": json.dumps(metrics)}})
+    )
+    argv = ["run", "--config", str(config), "--job-dir", str(tmp_path / "job"), "--", "true"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"stepscope: error: ProfilingParameters.DataloaderProfilingConfig in {config} must be "
+        "either a step range (StartStep, NumSteps) or a time range (StartTimeInSecSinceEpoch, "
+        "DurationInSeconds), not both, got {'StartStep': 2, "
+        "'StartTimeInSecSinceEpoch': 1700000000}.\n"
+    )

@@ -200,7 +200,7 @@ def test_bad_values_are_refused(kwargs, parameter: str, allowed: str) -> None:
 
 
 def test_global_step_and_time_range_together_is_an_error() -> None:
-    with pytest.raises(ConfigError, match=r"FrameworkProfile range must be either a step range"):
+    with pytest.raises(ConfigError, match=r"FrameworkProfile must be either a step range"):
         FrameworkProfile(start_step=5, start_unix_time=1_700_000_000)
 
 

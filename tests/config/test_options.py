@@ -158,8 +158,11 @@ def test_step_and_time_range_together_is_an_error() -> None:
 
 
 def test_profile_default_steps_with_a_range_is_an_error() -> None:
-    with pytest.raises(ConfigError, match=r"PythonProfilingConfig\.profile_default_steps"):
+    with pytest.raises(ConfigError) as caught:
         PythonProfilingConfig(start_step=3, profile_default_steps=True)
+    assert caught.value.parameter == "PythonProfilingConfig"
+    assert "either profile_default_steps or a step or time range" in str(caught.value)
+    assert caught.value.value == {"profile_default_steps": True, "start_step": 3}
     with pytest.raises(ConfigError, match="True or False"):
         PythonProfilingConfig(profile_default_steps="yes")  # type: ignore[arg-type]
 

@@ -237,8 +237,20 @@ def test_code_in_a_metrics_config_is_never_run(tmp_path) -> None:
         ({"ProfilerConfig": {"DisableProfiler": 3}}, "DisableProfiler", "true or false"),
         (
             {"ProfilingParameters": {"DetailedProfilingConfig": '{"StartStep": 1, "Duration": 5}'}},
-            "DetailedProfilingConfig range",
-            "not both",
+            "ProfilingParameters.DetailedProfilingConfig",
+            "either a step range (StartStep, NumSteps) or a time range "
+            "(StartTimeInSecSinceEpoch, Duration), not both, got {'StartStep': 1, 'Duration': 5}",
+        ),
+        (
+            {
+                "ProfilingParameters": {
+                    "PythonProfilingConfig": {"DefaultProfiling": "true", "NumSteps": 2}
+                }
+            },
+            "ProfilingParameters.PythonProfilingConfig",
+            "either DefaultProfiling or a step or time range (StartStep, NumSteps, "
+            "StartTimeInSecSinceEpoch, DurationInSeconds), not both, "
+            "got {'DefaultProfiling': True, 'NumSteps': 2}",
         ),
     ],
 )

@@ -117,15 +117,19 @@ class ProfilingOptionConfig:
         check_range_fields(
             owner, self.start_step, self.num_steps, self.start_unix_time, self.duration
         )
-        has_range = any(
-            value is not None
-            for value in (self.start_step, self.num_steps, self.start_unix_time, self.duration)
-        )
-        if profile_default_steps and has_range:
+        given = {
+            name: value
+            for name in ("start_step", "num_steps", "start_unix_time", "duration")
+            if (value := getattr(self, name)) is not None
+        }
+        if profile_default_steps and given:
             raise ConfigError(
-                f"{owner}.profile_default_steps", True, "False when a step or time range is given"
+                owner,
+                {"profile_default_steps": True, **given},
+                "either profile_default_steps or a step or time range (start_step, num_steps, "
+                "start_unix_time, duration), not both",
             )
-        if not has_range:
+        if not given:
             object.__setattr__(self, "start_step", self.default_start_step)
             object.__setattr__(self, "num_steps", self.default_num_steps)
         elif self.start_step is not None or self.num_steps is not None:

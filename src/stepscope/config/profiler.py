@@ -146,7 +146,7 @@ class ProfilerConfig:
         except ConfigError as exc:
             if exc.parameter not in keys:
                 raise
-            raise exc.naming(keys[exc.parameter]) from None
+            raise exc.renamed(keys) from None
 
     @classmethod
     def _from_own_dict(cls, values: dict[str, Any]) -> ProfilerConfig:

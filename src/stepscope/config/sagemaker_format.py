@@ -58,14 +58,18 @@ _OPTION_BY_KEY: dict[str, type[ProfilingOptionConfig]] = {
         SMDataParallelProfilingConfig,
     )
 }
-#: SageMaker metrics-config field (folded) -> (our parameter, kind of value)
+#: SageMaker metrics-config field -> (our parameter, kind of value)
+_RANGE_KEYS = {
+    "StartStep": ("start_step", "step"),
+    "NumSteps": ("num_steps", "count"),
+    "StartTimeInSecSinceEpoch": ("start_unix_time", "number"),
+    "DurationInSeconds": ("duration", "number"),
+    "DefaultProfiling": ("profile_default_steps", "bool"),
+}
+#: the same, folded, and the key the SDK's TimeRange writes
 _RANGE_FIELDS = {
-    "startstep": ("start_step", "step"),
-    "numsteps": ("num_steps", "count"),
-    "starttimeinsecsinceepoch": ("start_unix_time", "number"),
-    "durationinseconds": ("duration", "number"),
-    "duration": ("duration", "number"),  # the key the SDK's TimeRange writes
-    "defaultprofiling": ("profile_default_steps", "bool"),
+    **{key.casefold(): field for key, field in _RANGE_KEYS.items()},
+    "duration": ("duration", "number"),
 }
 _EXTRA_FIELDS = {
     DataloaderProfilingConfig: {"metricsregex": ("metrics_regex", "text")},
@@ -152,6 +156,11 @@ def _option_dict(
     if not value:
         return None
     table = {**_RANGE_FIELDS, **_EXTRA_FIELDS.get(cls, {})}
+    # an error about how its range fields go together names them all, the unwritten ones too
+    keys[cls.__name__] = where
+    keys.update(
+        {f"{cls.__name__}.{name}": f"{where}.{key}" for key, (name, _) in _RANGE_KEYS.items()}
+    )
     result: dict[str, Any] = {}
     for folded, (key, item) in _folded(value).items():
         if folded not in table:

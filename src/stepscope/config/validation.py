@@ -180,7 +180,7 @@ def check_range_fields(
             "duration": duration,
         }
         raise ConfigError(
-            f"{owner} range",
+            owner,
             {key: value for key, value in given.items() if value is not None},
             "either a step range (start_step, num_steps) or a time range "
             "(start_unix_time, duration), not both",
