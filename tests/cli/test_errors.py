@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import sys
 from pathlib import Path
 
@@ -303,3 +304,28 @@ def test_a_conflict_of_two_keys_in_a_sagemaker_config_file_names_them_as_the_fil
         "DurationInSeconds), not both, got {'StartStep': 2, "
         "'StartTimeInSecSinceEpoch': 1700000000}.\n"
     )
+
+
+def test_ctrl_c_during_a_command_ends_it_with_one_line_and_the_shells_status(
+    job: Path, tmp_path: Path
+) -> None:
+    # it printed KeyboardInterrupt's traceback, through wherever the rules were reading
+    (tmp_path / "ctrlc.py").write_text(
+        "import os, signal\n"
+        "from stepscope.rules import Rule, Verdict\n"
+        "class CtrlC(Rule):\n"
+        "    description = 'The user presses Ctrl-C while it scans.'\n"
+        "    def scan(self, window):\n"
+        "        signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    def evaluate(self): return Verdict()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "rules", str(job), "--rule", "ctrlc:CtrlC"]
+        + ["--output-dir", str(tmp_path / "out")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (result.returncode, result.stderr) == (130, "stepscope: interrupted\n")

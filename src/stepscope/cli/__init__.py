@@ -5,7 +5,8 @@ Every subcommand module defines ``add_arguments(parser)`` and ``main(args) -> in
 only list of commands; modules are imported lazily so ``stepscope --help`` stays fast.
 Only this package configures logging and maps stepscope errors to exit codes (2 for a bad
 configuration, 1 for any other stepscope error or for a file or folder that cannot be written or
-read, such as an output path in a missing folder).
+read, such as an output path in a missing folder). A Ctrl-C that a command does not handle
+itself ends it with one line and 130, as a shell reports a command that SIGINT ended.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 from collections.abc import Collection, Sequence
 
@@ -97,6 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f": {exc.filename}" if exc.filename else ""
         print(f"stepscope: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        # the user asked to stop: where the command was when it stopped is of no use to them
+        print("stepscope: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":
