@@ -329,3 +329,15 @@ def test_ctrl_c_during_a_command_ends_it_with_one_line_and_the_shells_status(
         timeout=120,
     )
     assert (result.returncode, result.stderr) == (130, "stepscope: interrupted\n")
+
+
+def test_a_report_to_standard_output_is_refused_rather_than_written_to_a_file_named_dash(
+    job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # -o - is standard output for stepscope export; the report went to a file named "-"
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", str(job), "-o", "-"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "stepscope: error: -o must be an HTML file to write, got '-'. The report is a file"
+    )
+    assert list(tmp_path.iterdir()) == []

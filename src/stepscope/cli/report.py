@@ -23,8 +23,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from stepscope.cli.run import naming_flags
+    from stepscope.errors import ConfigError
     from stepscope.report import write_report
 
+    if args.output == "-":
+        # stepscope export -o - writes to standard output; here it was a file named "-"
+        raise ConfigError(
+            "-o",
+            "-",
+            "an HTML file to write",
+            "The report is a file, with its rule results beside it for a read-only input, and "
+            "is not written to standard output.",
+        )
     with naming_flags({"output": "-o"}):
         path = write_report(args.path, output=args.output)
     print(f"profiling report: {path}")
