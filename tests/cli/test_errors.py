@@ -341,3 +341,16 @@ def test_a_report_to_standard_output_is_refused_rather_than_written_to_a_file_na
         "stepscope: error: -o must be an HTML file to write, got '-'. The report is a file"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_run_refuses_a_job_folder_that_holds_sagemaker_profiler_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the new job's job.json and profiler-output/ went in beside system/ and framework/: every
+    # command then read the new job there, and the recorded one was out of reach
+    output = generate_job(tmp_path / "recorded", **TINY_JOB) / "profiler-output"
+    before = sorted(output.iterdir())
+    argv = ["run", "--no-report", "--job-dir", str(output), "--", sys.executable, "-c", "pass"]
+    assert main(argv) == 2
+    assert "--job-dir must be a folder that holds no job yet" in capsys.readouterr().err
+    assert sorted(output.iterdir()) == before
