@@ -37,7 +37,7 @@ from typing import Any
 from stepscope._atomic import write_atomic
 from stepscope._optional import require_installed
 from stepscope.collect.clock import now_us
-from stepscope.config import ProfilerConfig, holds_recorded_job, job_config_path
+from stepscope.config import ProfilerConfig, job_config_path
 from stepscope.errors import ConfigError, MissingDependencyError, StepscopeError
 from stepscope.store.filesystem import local_output_path
 from stepscope.store.layout import job_name, new_job_folder_name, node_name
@@ -403,11 +403,13 @@ def _with_local_path(config: ProfilerConfig, profiler_output: Path) -> ProfilerC
 
 
 def _make_job_dir(job_dir: str | os.PathLike[str] | None, command: Sequence[str]) -> Path:
+    from stepscope.store import holds_job
+
     if job_dir is not None:
         path = local_output_path("job_dir", job_dir).expanduser().resolve()
         if path.exists() and not path.is_dir():
             raise ConfigError("job_dir", str(path), "a folder (or a path that does not exist yet)")
-        if holds_recorded_job(path):  # a new job's files there would hide what it holds
+        if holds_job(path):  # a new job's files there would hide it from every reader
             raise _folder_taken(path)
         path.mkdir(parents=True, exist_ok=True)
         return path

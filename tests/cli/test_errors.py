@@ -6,6 +6,7 @@ import json
 import logging
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -343,14 +344,30 @@ def test_a_report_to_standard_output_is_refused_rather_than_written_to_a_file_na
     assert list(tmp_path.iterdir()) == []
 
 
-def test_run_refuses_a_job_folder_that_holds_sagemaker_profiler_output(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def _sagemaker_output(folder: Path) -> Path:
+    return generate_job(folder / "recorded", **TINY_JOB) / "profiler-output"
+
+
+def _pytorch_profiler_traces(folder: Path) -> Path:
+    import torch
+
+    with torch.profiler.profile() as profiler:
+        torch.nn.Linear(4, 1)(torch.randn(2, 4)).sum().backward()
+    profiler.export_chrome_trace(str(folder / "rank-0.pt.trace.json"))
+    return folder
+
+
+@pytest.mark.parametrize(
+    "recorded", [_sagemaker_output, _pytorch_profiler_traces], ids=["sagemaker", "traces"]
+)
+def test_run_refuses_a_job_folder_that_holds_recorded_profiler_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], recorded: Callable[[Path], Path]
 ) -> None:
-    # the new job's job.json and profiler-output/ went in beside system/ and framework/: every
-    # command then read the new job there, and the recorded one was out of reach
-    output = generate_job(tmp_path / "recorded", **TINY_JOB) / "profiler-output"
-    before = sorted(output.iterdir())
-    argv = ["run", "--no-report", "--job-dir", str(output), "--", sys.executable, "-c", "pass"]
+    # the new job's job.json and profiler-output/ went in beside them: every command then read
+    # the new job there, and the recorded one was out of reach
+    folder = recorded(tmp_path)
+    before = sorted(folder.iterdir())
+    argv = ["run", "--no-report", "--job-dir", str(folder), "--", sys.executable, "-c", "pass"]
     assert main(argv) == 2
     assert "--job-dir must be a folder that holds no job yet" in capsys.readouterr().err
-    assert sorted(output.iterdir()) == before
+    assert sorted(folder.iterdir()) == before

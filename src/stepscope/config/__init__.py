@@ -16,12 +16,7 @@ from stepscope.config.framework import (
     detailed_range_warned_before,
     option_class,
 )
-from stepscope.config.job import (
-    JOB_CONFIG_FILENAME,
-    holds_recorded_job,
-    job_config_path,
-    update_job_config,
-)
+from stepscope.config.job import JOB_CONFIG_FILENAME, job_config_path, update_job_config
 from stepscope.config.options import (
     DataloaderProfilingConfig,
     DetailedProfilingConfig,
@@ -67,7 +62,6 @@ __all__ = [
     "SMDataParallelProfilingConfig",
     "cProfileTimer",
     "detailed_range_warned_before",
-    "holds_recorded_job",
     "job_config_path",
     "option_class",
     "update_job_config",

@@ -30,13 +30,7 @@ from stepscope.config.options import (
 from stepscope.config.profiler import ProfilerConfig
 from stepscope.errors import ConfigError, JobNotFoundError
 
-__all__ = [
-    "JOB_CONFIG_FILENAME",
-    "OptionChange",
-    "holds_recorded_job",
-    "job_config_path",
-    "update_job_config",
-]
+__all__ = ["JOB_CONFIG_FILENAME", "OptionChange", "job_config_path", "update_job_config"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,12 +49,6 @@ def job_config_path(job_dir: str | os.PathLike[str]) -> Path:
     return Path(job_dir) / JOB_CONFIG_FILENAME
 
 
-def holds_recorded_job(folder: Path) -> bool:
-    """Whether ``folder`` holds recorded profiler data: a job folder, or a SageMaker profiler
-    output (``system/``, ``framework/``)."""
-    return any((folder / name).exists() for name in _RECORDED_JOB_ENTRIES)
-
-
 def _not_updatable(job_dir: Path) -> ConfigError | JobNotFoundError:
     """Why ``job_dir`` has no configuration file to update, in the words of what it is."""
     allowed = (
@@ -77,7 +65,7 @@ def _not_updatable(job_dir: Path) -> ConfigError | JobNotFoundError:
             allowed,
             f"Give the job folder that holds it: {job_dir.parent}.",
         )
-    if holds_recorded_job(job_dir):
+    if any((job_dir / name).exists() for name in _RECORDED_JOB_ENTRIES):
         return ConfigError(
             "job_dir",
             str(job_dir),

@@ -19,6 +19,7 @@ _PUBLIC: dict[str, str] = {
     "SystemRecord": "stepscope.store.system_writer",
     "TraceHead": "stepscope.store.kineto",
     "TimelineWriter": "stepscope.store.timeline_writer",
+    "holds_job": "stepscope.store.job",
     "is_kineto_trace": "stepscope.store.kineto",
     "is_unix_time": "stepscope.store.kineto",
     "read_trace_head": "stepscope.store.kineto",

@@ -45,7 +45,7 @@ from stepscope.store.job_status import (
 )
 from stepscope.store.raw_files import KINETO_SUFFIXES, RawFile, RawReading, classify, kineto
 
-__all__ = ["JobData", "JobKind", "open_job"]
+__all__ = ["JobData", "JobKind", "holds_job", "open_job"]
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +98,19 @@ def open_job(
     if cache_root is None:
         cache_root = cache_dir_for(files, single_file=single_file)
     return JobData(files, kind, prefix, ColumnarCache(cache_root), single_file=single_file)
+
+
+def holds_job(path: str | os.PathLike[str]) -> bool:
+    """Whether the local folder ``path`` holds what :func:`open_job` reads as a job folder: a
+    stepscope job, SageMaker profiler output or PyTorch profiler traces."""
+    files = LocalFiles(path)
+    if not files.exists() or files.is_file(""):
+        return False
+    try:
+        _detect(files, os.fspath(path))
+    except UnsupportedFormatError:
+        return False
+    return True
 
 
 def _is_kineto_file(files: SourceFiles, text: str) -> bool:
