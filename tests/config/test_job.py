@@ -124,6 +124,16 @@ def test_a_cprofile_timer_for_pyinstrument_is_refused_not_ignored(tmp_path) -> N
     assert job_config_path(job).read_bytes() == before
 
 
+def test_a_cprofile_timer_with_pyinstrument_in_one_change_says_to_drop_the_timer(
+    tmp_path,
+) -> None:
+    # it said "add --python-profiler cprofile" to a user who had just asked for pyinstrument
+    job = _job(tmp_path, ProfilerConfig(framework_profile_params=FrameworkProfile()))
+    with pytest.raises(ConfigError) as caught:
+        update_job_config(job, python_profiler="pyinstrument", cprofile_timer="cpu_time")
+    assert caught.value.hint == "Pyinstrument has a single clock: drop --cprofile-timer."
+
+
 def test_interval_and_disable(tmp_path) -> None:
     job = _job(tmp_path, ProfilerConfig())
     assert (

@@ -143,12 +143,18 @@ def _changed_framework(
             and isinstance(python, PythonProfilingConfig)
             and python.python_profiler is PythonProfiler.PYINSTRUMENT
         ):
-            # pyinstrument has no timer to choose: saying "nothing changed" would hide the typo
+            # pyinstrument has no timer to choose: saying "nothing changed" would hide the typo;
+            # asked for in the same change, adding cprofile is no fix
+            hint = (
+                "Pyinstrument has a single clock: drop --cprofile-timer."
+                if python_profiler is not None
+                else "Python profiling uses pyinstrument; add --python-profiler cprofile."
+            )
             raise ConfigError(
                 "cprofile_timer",
                 cprofile_timer,
                 "set only while the Python profiler is cProfile",
-                hint="Python profiling uses pyinstrument; add --python-profiler cprofile.",
+                hint,
             )
         options["python"] = python
     if all(config is None for config in options.values()):
