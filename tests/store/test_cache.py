@@ -555,3 +555,48 @@ def test_a_lock_file_that_is_a_link_is_refused_not_written_through(tmp_path: Pat
         with ColumnarCache(root).locked():
             pytest.fail("the lock was taken through the link")
     assert victim.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("link", ["system", "events", "spill", "manifest.json"])
+def test_a_confined_job_never_writes_its_cache_through_a_link_planted_in_it(
+    job: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    link: str,
+) -> None:
+    # the job's owner links a part of a real cache folder elsewhere: the cache moves instead
+    cache = job / ".stepscope" / "cache"
+    cache.mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (cache / link).symlink_to(outside / link, target_is_directory=link != "manifest.json")
+    if link != "manifest.json":
+        (outside / link).mkdir()
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "user-cache"))
+    with caplog.at_level(logging.WARNING, logger="stepscope"):
+        data = open_job(job, confined=True)
+        assert data.refresh() is True
+    assert _count(data, "system") == _system_lines(job)
+    assert data.cache_dir.is_relative_to(tmp_path / "user-cache")
+    assert [p for p in outside.rglob("*") if not p.is_dir()] == []
+    said = [r.getMessage() for r in caplog.records if str(cache / link) in r.getMessage()]
+    assert len(said) == 1 and "symbolic link" in said[0], said
+
+
+def test_a_link_planted_in_a_confined_jobs_cache_after_it_was_opened_is_not_written_through(
+    job: Path, tmp_path: Path
+) -> None:
+    data = open_job(job, confined=True)
+    assert data.refresh() is True
+    assert data.cache_dir == job / ".stepscope" / "cache"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.rmtree(data.cache_dir / "events")
+    (data.cache_dir / "events").symlink_to(outside, target_is_directory=True)
+    for events in (job / "profiler-output" / "framework").rglob("*.json"):
+        os.utime(events)  # changed: converted again at the next refresh
+    with pytest.raises(StoreError, match="symbolic link") as raised:
+        data.refresh()
+    assert str(data.cache_dir / "events") in str(raised.value)
+    assert list(outside.iterdir()) == []

@@ -30,7 +30,9 @@ Where the cache lives (:func:`cache_dir_for`): ``<job>/.stepscope/cache/`` when 
 writable; otherwise ``$STEPSCOPE_CACHE_DIR/<hash>/`` or ``~/.cache/stepscope/<hash>/``, hashed
 from the job's absolute path or URL, so read-only inputs and ``s3://`` jobs still get one (under
 the temporary folder, with a warning, when the home folder is read-only too). A job opened
-``confined`` whose ``.stepscope/cache`` links outside it gets the user cache too, with a warning.
+``confined`` whose ``.stepscope/cache`` links outside it, or holds a symbolic link, gets the user
+cache too, with a warning; a link planted there later makes its refreshes fail, saying so, rather
+than write through it.
 
 Concurrent refreshes (the live rule engine and the UI) serialise on ``<cache>/lock`` (``flock``,
 which a process that dies lets go; never opened through a symbolic link; the file names the holder, and a refresh waits for it at most
@@ -107,6 +109,18 @@ def cache_dir_for(source: SourceFiles, *, single_file: bool = False) -> Path:
                 source.url,
                 local,
             )
+        elif (
+            isinstance(source, LocalFiles)
+            and source.confined
+            and (link := _first_link(local.parent))
+        ):
+            logger.warning(
+                "not caching %s in %s: %s is a symbolic link, and the cache is never written "
+                "through one; using the user cache",
+                source.url,
+                local,
+                link,
+            )
         else:
             try:
                 local.mkdir(parents=True, exist_ok=True)
@@ -134,6 +148,18 @@ def cache_dir_for(source: SourceFiles, *, single_file: bool = False) -> Path:
             fallback,
         )
         return fallback
+
+
+def _first_link(folder: Path) -> Path | None:
+    """The first symbolic link among ``folder`` and what it holds, if any: whoever can write to
+    a job's folder can plant one there, to make a refresh write its segments elsewhere."""
+    if folder.is_symlink():
+        return folder
+    for parent, folders, files in os.walk(folder):
+        for name in (*folders, *files):
+            if os.path.islink(os.path.join(parent, name)):
+                return Path(parent, name)
+    return None
 
 
 def _temporary_cache_root() -> Path:
@@ -179,6 +205,8 @@ class ColumnarCache:
         after this many rows.
     :param settled_after_s: a raw file unchanged for this long is closed and may be merged.
     :param lock_timeout_s: how long :meth:`locked` waits for another process's refresh.
+    :param refuse_links: :meth:`locked` fails when the folder holds a symbolic link, rather than
+        let the refresh write through it (a job opened ``confined``, whose owner may plant one).
     """
 
     def __init__(
@@ -190,6 +218,7 @@ class ColumnarCache:
         segment_target_rows: int = 1_000_000,
         settled_after_s: float = 120.0,
         lock_timeout_s: float = LOCK_TIMEOUT_S,
+        refuse_links: bool = False,
     ) -> None:
         self.root = Path(root)
         self.retire_after_s = retire_after_s
@@ -197,6 +226,7 @@ class ColumnarCache:
         self.segment_target_rows = segment_target_rows
         self.settled_after_s = settled_after_s
         self.lock_timeout_s = lock_timeout_s
+        self.refuse_links = refuse_links
         self.retired: list[tuple[str, float]] = []
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -332,6 +362,13 @@ class ColumnarCache:
                 os.pwrite(handle, orjson.dumps(self._holder()), 0)
             except OSError:  # a full disk: the lock holds all the same, without a name
                 logger.debug("cannot name the holder in %s", path, exc_info=True)
+            link = _first_link(self.root) if self.refuse_links else None
+            if link is not None:
+                raise StoreError(
+                    f"The cache folder {self.root} holds a symbolic link, {link}, that a refresh "
+                    "would write through; remove it, or pass cache_dir= to open_job for a cache "
+                    "of your own."
+                )
             try:
                 yield
             finally:

@@ -76,7 +76,7 @@ def open_job(
     :param storage_options: fsspec options for remote paths, e.g.
         ``{"client_kwargs": {"endpoint_url": ...}}`` for an S3-compatible store.
     :param confined: read no file of a local job through a symbolic link leading out of
-        ``path`` (each is skipped with a warning), nor write its cache through one (the user
+        ``path`` (each is skipped with a warning), nor write its cache through any link (the user
         cache is used instead), as the Profiler UI opens jobs; default ``False``: links are
         followed.
     :raises JobNotFoundError: when nothing exists at ``path``.
@@ -97,7 +97,8 @@ def open_job(
     cache_root = Path(cache_dir) if cache_dir is not None else None
     if cache_root is None:
         cache_root = cache_dir_for(files, single_file=single_file)
-    return JobData(files, kind, prefix, ColumnarCache(cache_root), single_file=single_file)
+    cache = ColumnarCache(cache_root, refuse_links=confined)
+    return JobData(files, kind, prefix, cache, single_file=single_file)
 
 
 def holds_job(path: str | os.PathLike[str]) -> bool:
