@@ -574,6 +574,42 @@ def test_a_running_jobs_duration_is_timed_by_the_server_not_the_browsers_clock(p
     assert re.fullmatch(r"\d+ h \d+ min", duration), duration
 
 
+def test_a_running_jobs_dashboard_lists_annotations_recorded_after_it_opened(page, server):
+    page.clock.install()
+    _open_dashboard(page, server["base"], LIVE_JOB)
+    note, field = page.locator("#annotation-note"), page.locator("#annotation-name")
+    expect(note).to_contain_text("This job has no custom annotations")
+    expect(field).to_be_disabled()
+    # from now on the training script annotates a part of its steps (stepscope.annotate)
+    pevents = server["live_job"] / "profiler-output" / "framework" / "pevents"
+    last = max(pevents.rglob("*_pythontimeline.json"))
+    start_us = json.loads(last.read_text())[0]["args"]["start_time_since_epoch_in_micros"]
+    end_us = int(last.name.split("_")[0]) + 10_000_000
+    at_us = end_us - start_us - 1_000_000
+    events = [
+        {"name": "process_name", "ph": "M", "pid": 0,
+         "args": {"start_time_since_epoch_in_micros": start_us}},
+        {"name": "process_name", "ph": "M", "pid": 9, "args": {"name": "Annotation"}},
+        {"name": "train_batch", "pid": 9, "ph": "X", "ts": at_us, "dur": 5_000, "args": {}},
+    ]  # fmt: skip
+    (last.parent / f"{end_us}_0-algo-1_pythontimeline.json").write_text(json.dumps(events))
+    option = page.locator("#annotation-names option[value='train_batch']")
+    # the server looks for new data at most every 5 s: refreshes come until it has read it
+    for _ in range(20):
+        with page.expect_response("**/annotations"):
+            page.clock.fast_forward(15_000)
+        if option.count():
+            break
+        time.sleep(1)
+    expect(option).to_have_count(1)
+    expect(field).to_be_enabled()
+    expect(note).to_have_text(re.compile("^Pick or type an annotation"))
+    field.fill("train_batch")
+    page.click("#create-histogram")
+    card = page.locator("article[data-panel=annotation_histogram]")
+    expect(card).to_have_attribute("data-state", "data")
+
+
 def test_a_running_jobs_dashboard_stays_live_until_the_job_ends(page, server):
     # it ends the shared job: the tests that need it running come before this one
     _open_dashboard(page, server["base"], LIVE_JOB)

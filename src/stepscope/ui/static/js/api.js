@@ -44,7 +44,7 @@ export const api = {
     const query = new URLSearchParams(params).toString();
     return request("GET", `${job(id)}/dashboard/${encodeURIComponent(name)}${query ? `?${query}` : ""}`, opts);
   },
-  annotations: (id) => request("GET", `${job(id)}/annotations`),
+  annotations: (id, opts) => request("GET", `${job(id)}/annotations`, opts),
   rules: (id, opts) => request("GET", `${job(id)}/rules`, opts),
   info: (id) => request("GET", `${job(id)}/info`),
   settings: () => request("GET", "/api/settings"),

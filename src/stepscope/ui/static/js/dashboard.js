@@ -74,7 +74,7 @@ export async function renderDashboard(main) {
         // the job list rediscovers the job, so a job that ended stops the refreshes
         const now = (await api.jobs({ poll: true })).jobs.find((j) => j.id === id);
         await refreshAll(true).catch(() => {});
-        custom.reload(true);
+        await custom.reload(true);
         // the panels just read the new data, so the profile knows how long the job has run
         const profile = (await api.loaded({ poll: true })).loaded.find((p) => p.id === id);
         if (now && profile) main.querySelector(".page-head .lead")?.replaceWith(lead({ ...now, ...profile }));
@@ -192,26 +192,38 @@ function customHistograms(jobId) {
       h("div", { class: "actions" }, field, choices, button)),
     note);
   const node = h("div", {}, form, grid);
-  async function init() {
-    try {
-      names = (await api.annotations(jobId)).annotations;
-    } catch (error) {
-      // the job may well have names: a notice in place of the note says they could not be read
-      const failure = failureNotice("The job's annotation names", error, () => {
-        note.textContent = reading;
-        failure.replaceWith(note);
-        init();
-      });
-      note.replaceWith(failure);
-      return;
-    }
+  let failure = null; // the notice in place of the note while the names could not be read
+  // the names, read when the page opens and again at each refresh of a running job, which may
+  // record new ones; a refresh changes the note only with whether there are any, so what it
+  // says about a name typed stays
+  async function readNames(poll) {
+    const had = names.length > 0;
+    names = (await api.annotations(jobId, { poll })).annotations;
     clear(choices).append(...names.map((n) => h("option", { value: n })));
     const none = names.length === 0;
     field.disabled = none;
     button.disabled = none;
-    note.textContent = none
-      ? "This job has no custom annotations. Annotate code in the training script (stepscope.annotate) to histogram its duration here."
-      : PICK_NOTE;
+    if (!poll || failure || had === none) {
+      note.textContent = none
+        ? "This job has no custom annotations. Annotate code in the training script (stepscope.annotate) to histogram its duration here."
+        : PICK_NOTE;
+    }
+    failure?.replaceWith(note);
+    failure = null;
+  }
+  async function init() {
+    try {
+      await readNames(false);
+    } catch (error) {
+      // the job may well have names: a notice in place of the note says they could not be read
+      failure = failureNotice("The job's annotation names", error, () => {
+        note.textContent = reading;
+        failure.replaceWith(note);
+        failure = null;
+        init();
+      });
+      note.replaceWith(failure);
+    }
   }
   button.addEventListener("click", async () => {
     const name = pickedName(names, field.value);
@@ -230,7 +242,11 @@ function customHistograms(jobId) {
     grid.append(card.node);
     await card.load(false);
   });
-  return { node, init, reload: (poll) => created.forEach((c) => c.load(poll).catch(() => {})) };
+  const reload = async (poll) => {
+    created.forEach((c) => c.load(poll).catch(() => {}));
+    await readNames(poll);
+  };
+  return { node, init, reload };
 }
 
 // The status file says whether the rule triggered and how many violations it counted; as in the
