@@ -600,3 +600,14 @@ def test_a_link_planted_in_a_confined_jobs_cache_after_it_was_opened_is_not_writ
         data.refresh()
     assert str(data.cache_dir / "events") in str(raised.value)
     assert list(outside.iterdir()) == []
+
+
+def test_a_job_removed_after_it_was_read_is_not_made_again_by_a_read(
+    job: Path, tmp_path: Path
+) -> None:
+    data = open_job(job)
+    assert _count(data, "system") == _system_lines(job)
+    job.rename(tmp_path / "moved-away")  # the user deletes the job while a reader holds it
+    with pytest.raises(JobNotFoundError, match="removed"):
+        data.connect()
+    assert not job.exists()

@@ -10,6 +10,7 @@ import gzip
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -916,3 +917,23 @@ def test_an_annotation_outside_the_listed_names_still_gets_its_histogram(
         f"/api/jobs/{job}/dashboard/annotation_histogram", params={"annotation": "block-600"}
     )
     assert missing.status_code == 404
+
+
+def test_a_job_removed_while_loaded_is_said_to_be_gone_and_not_made_again(
+    make_client, tmp_path: Path
+):
+    root = tmp_path / "jobs"
+    job_dir = generate_job(root / "short-lived", gpus=1, cpus=1, minutes=1)
+    client = make_client([root], job_opener=None)  # the UI's own way of opening a job
+    job = job_ids(client)["short-lived"]
+    assert load_and_wait(client, job)["state"] == "loaded"
+    assert client.get(f"/api/jobs/{job}/dashboard/cpu_utilization").json()["empty"] is False
+    shutil.rmtree(job_dir)
+    for path in ("dashboard/step_time", "annotations", "timeline/tracks", "info"):
+        response = client.get(f"/api/jobs/{job}/{path}")
+        assert response.status_code == 404, (path, response.text)
+        assert response.json()["detail"] == (
+            "'short-lived' was removed after it was loaded: unload it."
+        )
+    assert not job_dir.exists()
+    assert client.delete(f"/api/jobs/{job}/load").status_code == 204

@@ -210,9 +210,7 @@ class JobData:
 
         :raises JobNotFoundError: when the local job folder or trace was removed.
         """
-        if isinstance(self._files, LocalFiles) and not self._files.exists():
-            # checked before the lock, which would make the cache folder (in it) again
-            raise JobNotFoundError(str(self.path), "It was removed after it was opened.")
+        self._check_present()
         self._refreshed = True
         read: list[str] = []
         with self._refresh_lock, self._cache.locked():
@@ -247,6 +245,12 @@ class JobData:
         changed, self._rows_seen = rows != self._rows_seen, rows
         self.last_refresh_files = read
         return changed
+
+    def _check_present(self) -> None:
+        """Raise :class:`JobNotFoundError` when the local job was removed: checked before the
+        cache lock, which would make the cache folder, and so the job's folder, again."""
+        if isinstance(self._files, LocalFiles) and not self._files.exists():
+            raise JobNotFoundError(str(self.path), "It was removed after it was opened.")
 
     def connect(self, into: Any = None) -> Any:
         """A DuckDB connection with the views ``system`` (SYSTEM_SCHEMA) and ``events``.
@@ -317,6 +321,7 @@ class JobData:
         try:
             return read()
         except CorruptFileError as exc:
+            self._check_present()  # its segments went with it
             with self._cache.locked():
                 self._cache.load()
                 forgotten = self._cache.forget_unreadable()

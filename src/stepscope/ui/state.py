@@ -72,7 +72,7 @@ class UIState:
 
     def loaded(self, job_id: str) -> LoadedProfile:
         """The loaded profile of ``job_id``, with its job's status as it is now; 404 if
-        unknown, 409 if not (yet) loaded."""
+        unknown or removed since it was loaded, 409 if not (yet) loaded."""
         entry = self.entry(job_id)
         profile = self.registry.get(entry.id)
         if profile is not None:
@@ -84,6 +84,12 @@ class UIState:
         if profile.state == "error":
             raise HTTPException(
                 status_code=409, detail=f"'{entry.name}' could not be loaded: {profile.error}"
+            )
+        if not entry.path.exists():
+            # what it read is gone with it: its answers would say the job holds no data
+            raise HTTPException(
+                status_code=404,
+                detail=f"'{entry.name}' was removed after it was loaded: unload it.",
             )
         return profile
 
