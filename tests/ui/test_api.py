@@ -937,3 +937,31 @@ def test_a_job_removed_while_loaded_is_said_to_be_gone_and_not_made_again(
         )
     assert not job_dir.exists()
     assert client.delete(f"/api/jobs/{job}/load").status_code == 204
+
+
+def test_loaded_profiles_stay_in_the_order_they_were_loaded_whichever_finishes_first(
+    make_client, tmp_path: Path
+):
+    # rows that moved as loads ended put another profile under the pointer of a user picking one
+    import threading
+
+    from stepscope.store import open_job
+
+    root = tmp_path / "jobs"
+    for name in ("large", "small"):
+        generate_job(root / name, gpus=1, cpus=1, minutes=1)
+    small_loaded = threading.Event()
+
+    def opener(path: Path):
+        if path.name == "large":
+            small_loaded.wait(60)  # reading a large job takes longer
+        return open_job(path, cache_dir=tmp_path / "cache" / path.name)
+
+    client = make_client([root], job_opener=opener)
+    ids = job_ids(client)
+    client.post(f"/api/jobs/{ids['large']}/load")
+    assert load_and_wait(client, ids["small"])["state"] == "loaded"
+    small_loaded.set()
+    assert load_and_wait(client, ids["large"])["state"] == "loaded"
+    names = [p["name"] for p in client.get("/api/loaded").json()["loaded"]]
+    assert names == ["large", "small"]

@@ -66,7 +66,6 @@ class LoadedProfile:
     state: LoadState = "loading"
     error: str = ""
     job: ProfileJob | None = None
-    loaded_at_s: float = 0.0
     refreshed_at_s: float = 0.0
     # the job was running when its data was last read: read it once more after it ends
     read_while_running: bool = False
@@ -158,8 +157,10 @@ class ProfileRegistry:
             return self._profiles.get(job_id)
 
     def all(self) -> list[LoadedProfile]:
+        """The profiles in the order they were asked to load: a list that reordered itself as
+        loads end would move another profile under the pointer of a user picking one."""
         with self._lock:
-            return sorted(self._profiles.values(), key=lambda p: p.loaded_at_s)
+            return list(self._profiles.values())
 
     def compute(
         self, profile: LoadedProfile, key: Hashable, fn: Callable[[ProfileJob], _Answer]
@@ -205,7 +206,6 @@ class ProfileRegistry:
             profile.error = f"unexpected error: {exc}"
             profile.state = "error"
             return
-        profile.loaded_at_s = time.time()
         profile.state = "loaded"
         logger.info("loaded %s in %.1f s", profile.entry.name, time.monotonic() - started)
 

@@ -46,7 +46,7 @@ def list_jobs(state: State) -> dict[str, Any]:
 
 @router.get("/loaded")
 def list_loaded(state: State) -> dict[str, Any]:
-    """The loaded profiles, in load order, with their jobs' status as it is now."""
+    """The loaded profiles, in the order they were asked to load, with their jobs' status as it is now."""
     profiles = state.registry.all()
     state.refresh_status(profiles)
     return {"loaded": [p.to_json() for p in profiles]}
