@@ -540,6 +540,18 @@ def test_a_running_jobs_timeline_goes_on_following_it_when_a_refresh_fails(page,
     assert len(failed) == 1
 
 
+def test_a_running_jobs_timeline_rereads_its_slices_as_a_background_poll(page, server):
+    # a timeline left open in a tab while its job trains must not keep the server from its
+    # auto shutdown: what the page reads by itself is marked as a poll, as the dashboard's is
+    page.clock.install()
+    _open_dashboard(page, server["base"], LIVE_JOB)
+    page.click("nav a[data-page=timeline]")
+    page.wait_for_selector("#tl-canvas[data-loaded='1']")
+    with page.expect_request("**/timeline/window?*") as reread:
+        page.clock.fast_forward(15_000)
+    assert reread.value.headers.get("x-stepscope-poll") == "1"
+
+
 def test_a_running_jobs_timeline_keeps_its_tracks_when_a_live_reread_fails(page, server):
     # the first look at the job list, which tells whether to follow the job, fails: the
     # timeline stays (it was replaced by "This page could not be shown"), and follows the job

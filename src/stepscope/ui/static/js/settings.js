@@ -17,7 +17,7 @@ export async function renderSettings(main) {
   const save = h("button", { class: "button primary", type: "submit", id: "save-settings" }, "Save");
   const form = h("form", { class: "card form", novalidate: true },
     h("h2", {}, "App auto shutdown"),
-    h("p", { class: "muted" }, "The Profiler UI stops by itself after this long without use. Background refreshes of a running job's dashboard do not count as use."),
+    h("p", { class: "muted" }, "The Profiler UI stops by itself after this long without use. Background refreshes of a running job's dashboard or timeline do not count as use."),
     h("div", { class: "field" }, h("label", { for: "auto-shutdown-enabled" }, "Enable app auto shutdown"), enabled),
     h("div", { class: "field" }, h("label", { for: "auto-shutdown-hours" }, "Auto shutdown threshold in hours"), hours),
     h("div", { class: "form-actions" }, save, status));

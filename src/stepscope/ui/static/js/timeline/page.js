@@ -297,6 +297,8 @@ class TimelinePage {
     }
   }
 
+  // The tracks of a live reread: the slices then asked for are a background poll too, which a
+  // tab left open does not keep the server from its auto shutdown with.
   takeTracks(payload) {
     const closed = closedGroups(this.tree);
     this.tracks = payload.tracks;
@@ -304,17 +306,17 @@ class TimelinePage {
     this.tree = buildTree(this.tracks);
     closeGroups(this.tree, closed);
     this.relayout();
-    this.scheduleFetch();
+    this.scheduleFetch({ poll: true });
   }
 
-  scheduleFetch() {
+  scheduleFetch({ poll = false } = {}) {
     clearTimeout(this.fetchTimer);
-    this.fetchTimer = setTimeout(() => this.fetchWindow(), FETCH_DELAY_MS);
+    this.fetchTimer = setTimeout(() => this.fetchWindow({ poll }), FETCH_DELAY_MS);
   }
 
   // Draws the view's slices; when the server fails to give them, says so above the tracks, which
   // stay usable (a move asks again, and so does Retry).
-  async fetchWindow() {
+  async fetchWindow({ poll = false } = {}) {
     const id = ++this.requestId;
     const ids = this.visibleTrackIds();
     const bins = Math.max(50, Math.min(2000, Math.round(this.width / 2)));
@@ -327,7 +329,7 @@ class TimelinePage {
     });
     let answer;
     try {
-      answer = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/window?${params}`);
+      answer = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/window?${params}`, { poll });
     } catch (error) {
       if (id === this.requestId) this.showFailure("window", "The slices of this view", error, () => this.fetchWindow());
       return;
