@@ -93,6 +93,22 @@ def test_every_nodes_active_time_pie_is_drawn_apart_with_its_title(page) -> None
     assert _overlapping(title_boxes) == []  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("panel", ["gpu_utilization", "cpu_utilization"])
+def test_the_legend_of_every_nodes_line_stays_off_the_plot(page, panel: str) -> None:
+    # a legend of many nodes laid over the plot hid the lines and the utilization axis
+    card = page.locator(f"article[data-panel={panel}]")
+    expect(card).to_have_attribute("data-state", "data", timeout=60_000)
+    card.scroll_into_view_if_needed()
+    entries = card.locator(".legend .traces")
+    expect(entries).to_have_count(NODES)
+    legend = card.locator(".legend").bounding_box()
+    plot = card.locator(".nsewdrag").bounding_box()
+    assert legend is not None and plot is not None
+    assert legend["y"] + legend["height"] <= plot["y"] + 1, (legend, plot)
+    last = entries.nth(NODES - 1).bounding_box()
+    assert last is not None and last["y"] + last["height"] <= plot["y"] + 1, (last, plot)
+
+
 def _canvas_pixel(page, *, x: float, below_list_top: float) -> list[int]:
     """The canvas's pixel (RGBA) ``below_list_top`` CSS px below the top of the track list in
     sight, wherever the canvas lies and whatever the device pixel ratio."""

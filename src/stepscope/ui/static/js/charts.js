@@ -95,16 +95,38 @@ function pies(payload) {
 // A sample with a gap (a null) or an end on both sides has no line to be drawn on: a dot shows it.
 const lone = (y, i) => y[i] !== null && (i === 0 || y[i - 1] === null) && (i === y.length - 1 || y[i + 1] === null);
 
-function lines(payload) {
+// How many lines a horizontal legend of `names` takes in `widthPx`: an entry is its swatch and
+// its name at 12 px, side by side until the width is used.
+const LEGEND_LINE_PX = 20;
+function legendLines(names, widthPx) {
+  let count = 1;
+  let used = 0;
+  for (const name of names) {
+    const entry = 46 + 7 * name.length;
+    if (used > 0 && used + entry > widthPx) {
+      count += 1;
+      used = 0;
+    }
+    used += entry;
+  }
+  return count;
+}
+
+function lines(payload, widthPx) {
   const traces = payload.series.map((s) => ({
     type: "scatter", mode: "lines+markers", name: escapeText(s.name), x: s.x, y: s.y, line: { width: 1.6 },
     marker: { size: s.y.map((_, i) => (lone(s.y, i) ? 5 : 0)) },
     hovertemplate: `${escapeText(s.name)}: %{y:.1f} %<br>%{x:.1f} s since start<extra></extra>`,
   }));
+  // The legend sits above the plot in a top margin made for as many lines as it takes at this
+  // width: laid over the plot, the legend of many nodes hid their lines and the axis.
+  const legend = payload.series.length > 1;
+  const legendHeight = legend ? LEGEND_LINE_PX * legendLines(payload.series.map((s) => s.name), widthPx - 72) + 8 : 0;
   const layout = baseLayout({
-    height: 280,
-    showlegend: payload.series.length > 1,
-    legend: { orientation: "h", y: 1.12, x: 0 },
+    height: 280 + legendHeight,
+    showlegend: legend,
+    legend: { orientation: "h", x: 0, y: 1, yanchor: "bottom" },
+    margin: { l: 56, r: 16, t: 12 + legendHeight, b: 44 },
     xaxis: axis(payload.x_title),
     yaxis: axis(payload.y_title, { range: [0, 105] }),
   });
@@ -168,7 +190,7 @@ function bars(payload) {
 const BUILDERS = { pies, lines, histogram, bars };
 
 export function drawChart(node, payload) {
-  const { traces, layout } = BUILDERS[payload.kind](payload);
+  const { traces, layout } = BUILDERS[payload.kind](payload, node.clientWidth || window.innerWidth);
   return window.Plotly.react(node, traces, layout, CONFIG);
 }
 
