@@ -52,6 +52,18 @@ def test_top_kernels_pie_shows_only_the_top_15_with_shares_of_all_kernel_time(gp
     assert launches_line.endswith(" launches") and " s" not in launches_line
 
 
+@pytest.mark.parametrize("panel", ["kernel_time_all", "kernel_launches_all"])
+def test_kernels_whose_shortened_names_match_keep_slices_of_their_own(gpu_job, panel: str):
+    # plotly draws the slices of one label as one: cutlass and cuDNN kernels that differ only
+    # after the first 80 characters were summed into one slice, hovered as the first of them
+    pie = _pie(compute_panel(panel, gpu_job, PanelQuery(k=100)))
+    full_names = [hover.split("\n")[0] for hover in pie["hover"]]
+    assert len(set(full_names)) == len(full_names) > 60
+    assert len(set(pie["labels"])) == len(pie["labels"])
+    repeated = [label for label in pie["labels"] if label.endswith(")") and "… (" in label]
+    assert repeated and all(len(label) <= 90 for label in pie["labels"]), repeated
+
+
 def test_launch_count_pies_count_launches(gpu_job):
     top = _pie(compute_panel("kernel_launches_top", gpu_job, PanelQuery()))
     everything = _pie(compute_panel("kernel_launches_all", gpu_job, PanelQuery(k=5)))

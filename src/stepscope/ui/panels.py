@@ -18,6 +18,7 @@ fails is logged with its traceback and reported as such, and the other panels go
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any  # Any: the JSON values of an answer
@@ -92,6 +93,17 @@ def empty(message: str) -> dict[str, Any]:
 
 def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _distinct(labels: list[str]) -> list[str]:
+    """``labels`` with a number after each repeat (``name… (2)``): plotly draws the slices of
+    one label as one, so kernels whose shortened names match would be summed into one slice."""
+    seen: Counter[str] = Counter()
+    numbered = []
+    for label in labels:
+        seen[label] += 1
+        numbered.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return numbered
 
 
 def _seconds(seconds: float) -> str:
@@ -363,7 +375,7 @@ def _kernel_pie(
         unit = "s" if order_by == "total" else "launches"
         return {
             "kind": "pies",
-            "pies": [_pie("", labels, values, hover, shares)],
+            "pies": [_pie("", _distinct(labels), values, hover, shares)],
             "unit": unit,
         }
 
