@@ -64,5 +64,8 @@ def test_every_page_says_the_trace_holds_no_events(browser, served: tuple[str, s
     expect(page.locator(".page-head .lead")).not_to_contain_text("Started")
     page.goto(f"{base}/info?job={job_id}")
     expect(page.locator("[data-section='Job'] dt:text-is('Start') + dd")).to_have_text(NO_EVENTS)
+    # a recording that has ended will hold none later: "yet" is for a job still running
+    page.goto(f"{base}/timeline?job={job_id}")
+    expect(page.locator("main .notice")).to_have_text("This profile holds no events or metrics.")
     assert errors == []
     page.close()

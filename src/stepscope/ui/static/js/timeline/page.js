@@ -633,13 +633,16 @@ export async function renderTimeline(main) {
     return;
   }
   if (!payload.bounds) {
-    main.append(h("div", { class: "notice" }, "This profile holds no events or metrics yet."));
     // a running job that has written nothing yet: its tracks are asked for every LIVE_MS, and
-    // its timeline drawn once its first data arrived (a failed reading asks again later)
+    // its timeline drawn once its first data arrived (a failed reading asks again later); a
+    // recording that has ended holds none, not "yet"
+    let live = await running().catch(() => true);
+    main.append(h("div", { class: "notice" }, `This profile holds no events or metrics${live ? " yet" : ""}.`));
     while (!payload.bounds) {
-      if (!(await running().catch(() => true))) return;
+      if (!live) return;
       await new Promise((resolve) => window.setTimeout(resolve, LIVE_MS));
       payload = await getJson(tracks, { poll: true }).catch(() => payload);
+      live = await running().catch(() => true);
     }
   }
   const page = new TimelinePage(main, loaded, payload);
