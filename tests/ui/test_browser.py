@@ -640,6 +640,29 @@ def test_a_running_jobs_dashboard_stays_live_until_the_job_ends(page, server):
     expect(page.locator(".page-head .badge")).to_have_text("Completed")
 
 
+def test_a_ruler_label_that_would_run_off_the_right_edge_is_left_out(page, server):
+    # a tick just before the right edge had its label cut ("140" for "14000 s")
+    job_id = _loaded_job_id(page, server["base"], CPU_JOB)
+    page.goto(f"{server['base']}/timeline?job={job_id}&from=0&to=10100000")  # a tick at 10 s
+    page.wait_for_selector("#tl-canvas[data-loaded='1']")
+    expect(page.locator("#tl-range")).to_contain_text("10.10 s")
+    inked = page.evaluate(
+        """() => {
+          const canvas = document.getElementById('tl-canvas');
+          const box = canvas.getBoundingClientRect();
+          const top = document.querySelector('.tl-body').getBoundingClientRect().top - box.top;
+          const ratio = canvas.width / box.width;
+          // the last 4 px of the ruler's text line, above its tick marks
+          const pixels = canvas.getContext('2d').getImageData(
+            canvas.width - 4 * ratio, (top + 6) * ratio, 4 * ratio, 12 * ratio).data;
+          let dark = 0;
+          for (let i = 0; i < pixels.length; i += 4) if (pixels[i] < 200) dark += 1;
+          return dark;
+        }"""
+    )
+    assert inked == 0
+
+
 def test_a_click_on_a_counter_track_reads_its_value(page, server):
     _open_dashboard(page, server["base"], CPU_JOB)
     page.goto(server["base"] + "/timeline")

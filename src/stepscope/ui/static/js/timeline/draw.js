@@ -91,7 +91,9 @@ function drawRuler(ctx, view, width, origin, top) {
     ctx.moveTo(x, RULER_PX - 8);
     ctx.lineTo(x, RULER_PX);
     ctx.stroke();
-    ctx.fillText(formatOffset(t, step), x + 3, RULER_PX / 2);
+    // a label that would run off the right edge is left out: cut, "14000 s" read "140"
+    const label = formatOffset(t, step);
+    if (x + 3 + ctx.measureText(label).width <= width) ctx.fillText(label, x + 3, RULER_PX / 2);
   }
   ctx.restore();
 }
