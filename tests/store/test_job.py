@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -178,3 +179,24 @@ def test_kineto_traces_as_file_folder_and_inside_a_job(
         "SELECT node, rank, count(*) FROM events WHERE source = 'kineto' GROUP BY ALL"
     )
     assert rows.fetchall() == [("algo-1", 1, per_rank[1])]
+
+
+def test_a_rank_cut_before_its_events_is_skipped_with_a_warning_naming_it(
+    shared_fixtures: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # It was passed over as if it were some other JSON file: the job had one rank fewer and
+    # nothing said so.
+    two_ranks = shared_fixtures / "kineto" / "two_ranks_one_job"
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy(two_ranks / "sampled_rank-0.json.gz", folder / "rank-0.json.gz")
+    text = gzip.decompress((two_ranks / "sampled_rank-1.json.gz").read_bytes())
+    cut = folder / "rank-1.json"
+    cut.write_bytes(text[: text.index(b'"traceEvents"')])
+    (folder / "notes.json").write_text('{"learning_rate": 0.1}')
+    data = open_job(folder, cache_dir=tmp_path / "cache")
+    with caplog.at_level("WARNING"):
+        ranks = data.connect().execute("SELECT DISTINCT rank FROM events").fetchall()
+    assert ranks == [(0,)]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert str(cut) in warning and "ends before its traceEvents array" in warning

@@ -7,6 +7,7 @@ import json
 import logging
 import re
 import tempfile
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 from tests.analysis import _kineto_synthetic as synthetic
 
 from stepscope.analysis import PandasFrame
-from stepscope.errors import UnsupportedFormatError
+from stepscope.errors import CorruptFileError, UnsupportedFormatError
 from stepscope.store import (
     EVENT_SCHEMA,
     _kineto_columns,
@@ -289,6 +290,32 @@ def test_not_a_trace(shared_fixtures, tmp_path):
     smdebug = shared_fixtures / "smdebug"
     assert not is_kineto_trace(next(smdebug.rglob("*pythontimeline.json")))
     assert not is_kineto_trace(next(smdebug.rglob("*.trace.json.gz")))
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_trace_cut_before_its_events_is_a_damaged_trace(shared_fixtures, tmp_path, compressed):
+    # It was taken for some other JSON file: a folder of ranks passed over that rank silently.
+    text = gzip.decompress(
+        (shared_fixtures / "kineto" / "two_ranks_one_job" / "sampled_rank-1.json.gz").read_bytes()
+    )
+    cut_text = text[: text.index(b'"traceEvents"') - 10]
+    cut = tmp_path / ("rank-1.json.gz" if compressed else "rank-1.json")
+    if compressed:  # the gzip stream itself is cut, short of the key
+        cut.write_bytes(gzip.compress(text)[:150])
+        cut_text = zlib.decompressobj(wbits=31).decompress(cut.read_bytes())
+        assert b'"traceEvents"' not in cut_text
+    else:
+        cut.write_bytes(cut_text)
+    assert is_kineto_trace(cut)
+    with pytest.raises(CorruptFileError) as raised:
+        read_kineto_trace(cut)
+    assert raised.value.path == str(cut)
+    assert "ends before its traceEvents array" in str(raised.value)
+    assert raised.value.position.endswith(f"byte {len(cut_text)}")
+    # a whole JSON document with Kineto's header keys but no events is no trace
+    whole = tmp_path / "settings.json"
+    whole.write_bytes(b'{"schemaVersion": 1}')
+    assert not is_kineto_trace(whole)
 
 
 def test_python_function_tree_ids_stay_in_args(tmp_path):

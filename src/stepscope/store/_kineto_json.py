@@ -248,6 +248,9 @@ def iter_event_chunks(
             try:
                 value = orjson.loads(buffer)
             except orjson.JSONDecodeError:
+                where = "decompressed byte" if document.compressed else "byte"
+                reason = "the document ends before its traceEvents array"
+                document.problems.append((f"{where} {len(buffer)}", reason))
                 return
             if isinstance(value, dict):
                 document.header.update(value)

@@ -38,7 +38,8 @@ What a row holds:
 Rank: ``distributedInfo.rank``; else ``rank_hint``; else the file name (``rank-3``, ``rank_3``,
 ``rank3``, or the SageMaker node id ``3-algo-1``); else 0, with a warning. A damaged file (a
 truncated ``.gz``, a document cut mid-event) keeps every event read before the damage and logs a
-warning naming the file and the position. Event names the profiler wrote with a quote
+warning naming the file and the position; one cut before its ``traceEvents`` key is still sniffed
+as a trace, and reading it raises :class:`~stepscope.errors.CorruptFileError`. Event names the profiler wrote with a quote
 unescaped (pytorch/pytorch#146900, see :mod:`stepscope.store.kineto_names`), which make the
 document invalid JSON, are read as written;
 a lone surrogate escape (``\\udcff``), which orjson and DuckDB refuse, is read as U+FFFD.
@@ -165,7 +166,8 @@ def is_kineto_trace(source: str | Path | IO[bytes]) -> bool:
     Reads at most the first 256 KB (decompressed): the document must be a JSON object with a
     ``traceEvents`` array and either Kineto's header keys or a Kineto event category, which
     tells it apart from TensorFlow profiler traces and SageMaker's event arrays; stepscope's
-    own Chrome export, which has such categories, is no Kineto trace either.
+    own Chrome export, which has such categories, is no Kineto trace either. Kineto's header
+    keys cut short before ``traceEvents`` are a damaged trace, which the reader reports.
 
     :param source: a path, or a seekable binary file at its start (a remote file is sniffed
         without downloading it whole).
@@ -182,11 +184,26 @@ def is_kineto_trace(source: str | Path | IO[bytes]) -> bool:
 
 
 def _is_kineto_head(head: bytes) -> bool:
-    if head.lstrip()[:1] != b"{" or b'"traceEvents"' not in head:
+    if head.lstrip()[:1] != b"{":
         return False
+    if b'"traceEvents"' not in head:
+        return _is_cut_kineto_header(head)
     if _EXPORT_HEADER_KEY in head[: head.find(b'"traceEvents"')]:
         return False
     return any(key in head for key in _KINETO_HEADER_KEYS) or bool(_KINETO_CATEGORY.search(head))
+
+
+def _is_cut_kineto_header(head: bytes) -> bool:
+    """Whether ``head`` is the whole of a trace cut before its ``traceEvents`` key: Kineto's
+    header keys, then the end of the text. Such a rank's trace is read, so that the reader
+    says it is damaged, rather than passed over as some other JSON file."""
+    if len(head) >= _SNIFF_BYTES or not any(key in head for key in _KINETO_HEADER_KEYS):
+        return False
+    try:
+        orjson.loads(head)
+    except orjson.JSONDecodeError:
+        return True
+    return False  # a whole JSON document without events is no trace
 
 
 @dataclass(frozen=True)
@@ -296,8 +313,9 @@ def read_kineto_trace(
     :param node: the value of the ``node`` column (a host-level name such as ``"algo-1"``).
     :raises FileNotFoundError: ``path`` is not a file.
     :raises UnsupportedFormatError: the file is not a Chrome-trace JSON document with events.
-    :raises CorruptFileError: an event holds a value no column can take (damage that stops at
-        a clean cut is only logged, see the module docstring).
+    :raises CorruptFileError: the file ends, or its gzip stream breaks, before its first
+        event, or an event holds a value no column can take (damage that stops at a clean cut
+        after some events is only logged, see the module docstring).
     """
     path = Path(path)
     if not path.is_file():
@@ -325,6 +343,9 @@ def read_kineto_trace(
         batches = [b for b in iter_event_chunks(path, document, parse) if b.num_rows]
         raw = pa.Table.from_batches(batches, schema=RAW_SCHEMA)
     if not document.found_events and not document.is_array:
+        if document.problems:  # a trace cut, or its gzip stream damaged, before its events
+            position, reason = document.problems[-1]
+            raise CorruptFileError(str(path), position, f"{reason}; no event could be read")
         raise UnsupportedFormatError(
             str(path), "a PyTorch profiler trace (a JSON object with a traceEvents array)"
         )
