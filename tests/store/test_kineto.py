@@ -426,6 +426,33 @@ def test_events_with_no_time_are_skipped_with_a_warning(tmp_path, monkeypatch, c
     assert warning in caplog.text
 
 
+def test_an_event_dated_decades_from_the_others_is_skipped(tmp_path, caplog):
+    # A negative ts among µs since the epoch was kept: the job ran from 1970 to now, and the
+    # warning said the whole trace was on its own clock.
+    op = {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, "dur": 5}
+    dated = [{**op, "name": f"op{i}", "ts": 1_700_000_000_000_000 + 10 * i} for i in range(9)]
+    dated[4] = {**op, "name": "before 1970", "ts": -3}
+    # in a trace counted from its baseTimeNanoseconds, a date is as far off
+    relative = [{**op, "name": f"op{i}", "ts": 10 * i} for i in range(9)]
+    relative[2] = {**op, "name": "in 2077", "ts": 1_700_000_000_000_000}
+    for name, events, extra in (
+        ("dated", dated, {}),
+        ("relative", relative, {"baseTimeNanoseconds": 1_700_000_000_000_000_000}),
+    ):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, **extra}))
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="stepscope.store.kineto"):
+            trace = read_kineto_trace(path)
+        assert trace.metadata["event_count"] == 8
+        assert trace.metadata["start_us"] == 1_700_000_000_000_000
+        assert trace.metadata["end_us"] < 1_700_000_000_000_100
+        (warning,) = [w for w in trace.metadata["warnings"] if "skipped" in w]
+        odd = events[4 if name == "dated" else 2]["name"]
+        assert str(path) in warning and "skipped 1 event(s)" in warning and repr(odd) in warning
+        assert "decades away" in warning and warning in caplog.text
+
+
 def _strict_json(text: str) -> Any:
     """Parse ``text`` as browsers do: NaN and Infinity are no JSON."""
 

@@ -45,7 +45,8 @@ document invalid JSON, are read as written;
 a lone surrogate escape (``\\udcff``), which orjson and DuckDB refuse, is read as U+FFFD.
 An event with no finite ``ts``, or a ``dur`` that is
 negative or not finite, has no place in time: it is skipped, with one warning naming the file
-and the first. A number JSON cannot hold in ``args`` (``inf``, ``NaN``) is kept as its text.
+and the first; so is one whose ``ts`` is a date in a trace whose times mostly are not (a
+negative ``ts`` among µs since the epoch), or the other way round. A number JSON cannot hold in ``args`` (``inf``, ``NaN``) is kept as its text.
 A trace whose times are relative but that has no ``baseTimeNanoseconds`` (a newer trace cut
 before its end) is read on its own clock, with a warning.
 """
@@ -99,7 +100,7 @@ BATCH_ROWS = 65_536
 #: the cache's manifest, and a cache built by another version is read again
 #: (:class:`~stepscope.store.cache.ColumnarCache`): bump it whenever a trace would give
 #: different rows or metadata.
-READER_VERSION = 6
+READER_VERSION = 7
 
 #: 2001-01-01 in µs since the Unix epoch: a trace whose first time is earlier has relative times
 _UNIX_TIMES_FROM_US = 978_307_200e6
@@ -417,14 +418,20 @@ def _warn_if_times_are_relative(
 
 def _drop_damaged_events(raw: pa.Table, path: Path, warnings: list[str]) -> pa.Table:
     """The events without those that have no place in time: no finite ``ts``, a ``dur`` that
-    is negative (a span that ends before it starts) or not finite, or a start or end beyond
-    what a 64-bit timestamp holds (the analyses' timestamps would fail on it). One warning
-    names the file, the first of them and how many there were."""
+    is negative (a span that ends before it starts) or not finite, a start or end beyond
+    what a 64-bit timestamp holds (the analyses' timestamps would fail on it), or a ``ts``
+    that is a date in a trace whose times mostly are not, or the other way round (a trace
+    spans seconds, not the decades between 1970 and now). One warning names the file, the
+    first of them and how many there were."""
     ts, dur = raw["ts"], raw["dur_us"]
     placed = pc.and_(  # NaN and infinities lie beyond any timestamp too
         pc.and_(pc.is_valid(ts), pc.greater_equal(dur, 0.0)),
         pc.invert(times_out_of_range(ts, pc.add(ts, dur))),
     )
+    median = pc.approximate_median(ts).as_py() if raw.num_rows else None
+    if median is not None and math.isfinite(median):
+        dated = pc.greater_equal(ts, _UNIX_TIMES_FROM_US)
+        placed = pc.and_(placed, dated if is_unix_time(median) else pc.invert(dated))
     damaged = pc.fill_null(pc.invert(placed), True)  # a null dur is no place either
     count = pc.sum(damaged).as_py()
     if not count:
@@ -432,7 +439,7 @@ def _drop_damaged_events(raw: pa.Table, path: Path, warnings: list[str]) -> pa.T
     first = pc.index(damaged, True).as_py()
     message = (
         f"{path}: skipped {count} event(s) with no finite ts or a negative or not finite "
-        f"dur, or beyond any timestamp, the first "
+        f"dur, or beyond any timestamp, or decades away from the trace's other events, the first "
         f"{raw['name'][first].as_py()!r} (span, instant or counter #{first + 1} of the file); "
         "the other events are kept"
     )
