@@ -100,7 +100,7 @@ BATCH_ROWS = 65_536
 #: the cache's manifest, and a cache built by another version is read again
 #: (:class:`~stepscope.store.cache.ColumnarCache`): bump it whenever a trace would give
 #: different rows or metadata.
-READER_VERSION = 7
+READER_VERSION = 8
 
 #: 2001-01-01 in µs since the Unix epoch: a trace whose first time is earlier has relative times
 _UNIX_TIMES_FROM_US = 978_307_200e6
@@ -304,7 +304,7 @@ def _head(raw: IO[bytes]) -> bytes:
 
 
 def read_kineto_trace(
-    path: str | Path, *, rank_hint: int | None = None, node: str = ""
+    path: str | Path, *, rank_hint: int | None = None, node: str = "", name: str | None = None
 ) -> KinetoTrace:
     """Read one Kineto trace (``.json`` or ``.json.gz``) into a :class:`KinetoTrace`.
 
@@ -312,6 +312,8 @@ def read_kineto_trace(
     :param rank_hint: the rank to use when the file has no ``distributedInfo.rank`` (e.g. the
         caller knows it from the SageMaker node id in the folder layout).
     :param node: the value of the ``node`` column (a host-level name such as ``"algo-1"``).
+    :param name: what the warnings, the errors and the metadata's ``path`` call the file;
+        default ``path``. A remote trace, read through a temporary local copy, gives its URL.
     :raises FileNotFoundError: ``path`` is not a file.
     :raises UnsupportedFormatError: the file is not a Chrome-trace JSON document with events.
     :raises CorruptFileError: the file ends, or its gzip stream breaks, before its first
@@ -321,6 +323,7 @@ def read_kineto_trace(
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(path)
+    shown = name if name is not None else str(path)
     counts = {"flow": 0, "metadata": 0, "skipped": 0}
     whole = read_whole_array(path, counts)
     if whole is not None:
@@ -339,28 +342,28 @@ def read_kineto_trace(
             try:
                 return convert_chunk(events if isinstance(events, list) else [], counts)
             except ValueError as exc:  # not a bad cut: a value no column could hold
-                raise CorruptFileError(str(path), "an event chunk", str(exc)) from exc
+                raise CorruptFileError(shown, "an event chunk", str(exc)) from exc
 
         batches = [b for b in iter_event_chunks(path, document, parse) if b.num_rows]
         raw = pa.Table.from_batches(batches, schema=RAW_SCHEMA)
     if not document.found_events and not document.is_array:
         if document.problems:  # a trace cut, or its gzip stream damaged, before its events
             position, reason = document.problems[-1]
-            raise CorruptFileError(str(path), position, f"{reason}; no event could be read")
+            raise CorruptFileError(shown, position, f"{reason}; no event could be read")
         raise UnsupportedFormatError(
-            str(path), "a PyTorch profiler trace (a JSON object with a traceEvents array)"
+            shown, "a PyTorch profiler trace (a JSON object with a traceEvents array)"
         )
     header = document.header
-    warnings = [f"{path}: {reason} at {position}" for position, reason in document.problems]
+    warnings = [f"{shown}: {reason} at {position}" for position, reason in document.problems]
     for message in warnings:
         logger.warning("%s; the events read before it are kept", message)
-    raw = _drop_damaged_events(raw, path, warnings)
+    raw = _drop_damaged_events(raw, shown, warnings)
     raw = _finite_args(raw)
-    rank = _resolve_rank(header, path, rank_hint, warnings)
+    rank = _resolve_rank(header, path, shown, rank_hint, warnings)
     base_ns = header.get("baseTimeNanoseconds")
     base_time_ns = int(base_ns) if isinstance(base_ns, (int, float)) else None
     if base_time_ns is None:
-        _warn_if_times_are_relative(raw, path, cut=bool(document.problems), warnings=warnings)
+        _warn_if_times_are_relative(raw, shown, cut=bool(document.problems), warnings=warnings)
     steps = _assign_steps(raw)
     offset_us = _clock_offset_us(header, base_time_ns)
     table = _to_event_table(raw, steps, rank=rank, node=node, offset_us=offset_us)
@@ -369,7 +372,7 @@ def read_kineto_trace(
     start = pc.min(table["start_us"]).as_py() if table.num_rows else None
     end = pc.max(pc.add(table["start_us"], table["dur_us"])).as_py() if table.num_rows else None
     metadata: dict[str, Any] = {
-        "path": str(path),
+        "path": shown,
         "reader_version": READER_VERSION,
         "rank": rank,
         "world_size": distributed.get("world_size"),
@@ -400,7 +403,7 @@ def _warn(message: str, warnings: list[str]) -> None:
 
 
 def _warn_if_times_are_relative(
-    raw: pa.Table, path: Path, *, cut: bool, warnings: list[str]
+    raw: pa.Table, shown: str, *, cut: bool, warnings: list[str]
 ) -> None:
     """Say so when a trace without ``baseTimeNanoseconds`` has times that are no Unix times
     (a newer trace cut short: Kineto writes that key after the events)."""
@@ -409,14 +412,14 @@ def _warn_if_times_are_relative(
         return
     why = " (the file is cut short, and Kineto writes that key after its events)" if cut else ""
     message = (
-        f"{path}: no baseTimeNanoseconds{why}, and its times are not Unix times (the first is "
+        f"{shown}: no baseTimeNanoseconds{why}, and its times are not Unix times (the first is "
         f"{first:.0f} µs): its events keep the trace's own clock and do not line up with "
         "system metrics or other files"
     )
     _warn(message, warnings)
 
 
-def _drop_damaged_events(raw: pa.Table, path: Path, warnings: list[str]) -> pa.Table:
+def _drop_damaged_events(raw: pa.Table, shown: str, warnings: list[str]) -> pa.Table:
     """The events without those that have no place in time: no finite ``ts``, a ``dur`` that
     is negative (a span that ends before it starts) or not finite, a start or end beyond
     what a 64-bit timestamp holds (the analyses' timestamps would fail on it), or a ``ts``
@@ -438,7 +441,7 @@ def _drop_damaged_events(raw: pa.Table, path: Path, warnings: list[str]) -> pa.T
         return raw
     first = pc.index(damaged, True).as_py()
     message = (
-        f"{path}: skipped {count} event(s) with no finite ts or a negative or not finite "
+        f"{shown}: skipped {count} event(s) with no finite ts or a negative or not finite "
         f"dur, or beyond any timestamp, or decades away from the trace's other events, the first "
         f"{raw['name'][first].as_py()!r} (span, instant or counter #{first + 1} of the file); "
         "the other events are kept"
@@ -603,9 +606,10 @@ def _rank_in_name(path: Path) -> int | None:
 
 
 def _resolve_rank(
-    header: dict[str, Any], path: Path, rank_hint: int | None, warnings: list[str]
+    header: dict[str, Any], path: Path, shown: str, rank_hint: int | None, warnings: list[str]
 ) -> int:
-    """Rank from ``distributedInfo``, the caller's hint, the file name, or 0 (with a warning)."""
+    """Rank from ``distributedInfo``, the caller's hint, the file name, or 0 (with a warning);
+    ``shown`` names the file in the warning."""
     info = header.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         return int(info["rank"])
@@ -616,10 +620,10 @@ def _resolve_rank(
     )
     named = _rank_in_name(path)
     if named is not None:
-        _warn(f"{path}: trace {missing}; rank {named} taken from the file name", warnings)
+        _warn(f"{shown}: trace {missing}; rank {named} taken from the file name", warnings)
         return named
     message = (
-        f"{path}: trace {missing} and its file name names no rank; assuming rank 0. "
+        f"{shown}: trace {missing} and its file name names no rank; assuming rank 0. "
         "Name the file like 'rank-3.json.gz' (or pass rank_hint= to read_kineto_trace) to "
         "set it"
     )

@@ -316,11 +316,13 @@ class RawReading:
     def _read_trace(self, raw: RawFile) -> Any:
         """One Kineto trace, parsed whole (a remote one through a local copy); thread-safe."""
         rel = raw.info.path
+        name = None  # a local file is named by its path
         if isinstance(self._files, LocalFiles):
             local_file: AbstractContextManager[Path] = nullcontext(self._files.root / rel)
         else:
             local_file = self._files.local_path(rel)
+            name = f"{self._files.url}/{rel}" if rel else self._files.url
         with local_file as local:
             return kineto().read_kineto_trace(
-                local, rank_hint=raw.rank if raw.rank >= 0 else None, node=raw.node
+                local, rank_hint=raw.rank if raw.rank >= 0 else None, node=raw.node, name=name
             )
