@@ -200,3 +200,31 @@ def test_a_rank_cut_before_its_events_is_skipped_with_a_warning_naming_it(
     assert ranks == [(0,)]
     (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert str(cut) in warning and "ends before its traceEvents array" in warning
+
+
+def test_a_file_found_unreadable_before_is_named_again_by_each_new_reader(
+    shared_fixtures: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Only the refresh that first read it said so: the next command on the job (a report after
+    # an export) left the rank out without a word.
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy(shared_fixtures / "kineto" / "rank_not_found.json.gz", folder / "rank-0.json.gz")
+    cut = folder / "rank-1.json"
+    cut.write_text('{"schemaVersion": 1, "distributedInfo": {"rank": 1, ')
+
+    def warnings(data: JobData) -> list[str]:
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="stepscope.store.job"):
+            data.refresh()
+        return [r.getMessage() for r in caplog.records if r.name == "stepscope.store.job"]
+
+    first = open_job(folder, cache_dir=tmp_path / "cache")
+    (warning,) = warnings(first)
+    assert str(cut) in warning and "ends before its traceEvents array" in warning
+    assert warnings(first) == []  # polling the same job says it once
+    later = open_job(folder, cache_dir=tmp_path / "cache")
+    (again,) = warnings(later)
+    assert str(cut) in again and "ends before its traceEvents array" in again
+    assert later.last_refresh_files == []  # remembered: not read again
+    assert warnings(later) == []

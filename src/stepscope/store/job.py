@@ -201,8 +201,9 @@ class JobData:
         its process ended (``kill -9``, the OOM killer; see
         :func:`~stepscope.store.job_status.dead_writers`) are, up to their last whole record. A
         raw file that cannot be read (damaged beyond
-        its records, or not the format its name says) is logged once and remembered, so it is
-        retried only when it changes. Closed files go into their stream's merged segment, and
+        its records, or not the format its name says) is logged and remembered, so it is
+        retried only when it changes; the first refresh of each later ``JobData`` (another
+        command, another process) logs it again. Closed files go into their stream's merged segment, and
         the small segments of each stream are compacted (see :mod:`stepscope.store.cache`); a
         refresh that finds nothing new only lists the files and reads the manifest. Local
         SageMaker system and framework files are converted many at a time by DuckDB scans
@@ -211,6 +212,7 @@ class JobData:
         :raises JobNotFoundError: when the local job folder or trace was removed.
         """
         self._check_present()
+        first = not self._refreshed
         self._refreshed = True
         read: list[str] = []
         with self._refresh_lock, self._cache.locked():
@@ -238,6 +240,8 @@ class JobData:
             gone = [p for p in self._cache.files if p not in present]
             for path in gone:
                 self._cache.drop(path)
+            if first:
+                self._warn_unreadable(skip=read)
             merged = self._cache.compact(ended=ended)
             if read or gone or merged or self._cache.expired_retirements():
                 self._cache.save()
@@ -486,6 +490,23 @@ class JobData:
             return [self._files.file_info("")]
         return self._files.walk(self._prefix.rstrip("/"))
 
+    def _display(self, rel: str) -> str:
+        """How messages name the raw file ``rel``."""
+        return f"{self.path}/{rel}" if rel else str(self.path)
+
+    def _warn_unreadable(self, *, skip: list[str]) -> None:
+        """Log the raw files that an earlier refresh, maybe of another process, found unreadable
+        (but those in ``skip``, read again just now): they stay out of the job until they
+        change, and the user of this object was not told yet."""
+        for rel, entry in self._cache.files.items():
+            if entry.get("error") and rel not in skip:
+                logger.warning(
+                    "Skipped %s: %s (found when it was first read; it is read again once it "
+                    "changes)",
+                    self._display(rel),
+                    entry["error"],
+                )
+
     def _convert(
         self,
         raw: RawFile,
@@ -502,7 +523,7 @@ class JobData:
         :param scanned: the file's rows when a scan converted it already.
         """
         rel = raw.info.path
-        display = f"{self.path}/{rel}" if rel else str(self.path)
+        display = self._display(rel)
         kind = "system" if raw.reader == "system" else "events"
         extra: dict[str, Any] = {}
         try:
