@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 import stepscope
-from stepscope.errors import JobNotFoundError, UnsupportedFormatError
+from stepscope.errors import CorruptFileError, JobNotFoundError, UnsupportedFormatError
 from stepscope.store import JobData, open_job
 from stepscope.testing import TINY_JOB, generate_job
 
@@ -228,3 +229,22 @@ def test_a_file_found_unreadable_before_is_named_again_by_each_new_reader(
     assert str(cut) in again and "ends before its traceEvents array" in again
     assert later.last_refresh_files == []  # remembered: not read again
     assert warnings(later) == []
+
+
+def test_an_empty_trace_file_is_said_to_be_empty_alone_or_in_a_folder(
+    shared_fixtures: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Alone it was "not a format stepscope reads"; in a folder of ranks it was passed over
+    # without a word.
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy(shared_fixtures / "kineto" / "rank_not_found.json.gz", folder / "rank-0.json.gz")
+    empty = folder / "rank-1.json"
+    empty.touch()
+    with pytest.raises(CorruptFileError, match=f"{re.escape(str(empty))}: .*the file is empty"):
+        open_job(empty)
+    data = open_job(folder, cache_dir=tmp_path / "cache")
+    with caplog.at_level("WARNING", logger="stepscope.store.job"):
+        assert data.connect().execute("SELECT DISTINCT rank FROM events").fetchall() == [(0,)]
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "stepscope.store.job"]
+    assert str(empty) in warning and "the file is empty" in warning

@@ -318,6 +318,18 @@ def test_a_trace_cut_before_its_events_is_a_damaged_trace(shared_fixtures, tmp_p
     assert not is_kineto_trace(whole)
 
 
+def test_an_empty_file_is_said_to_be_empty(tmp_path):
+    # It was "not a format stepscope reads", as if it held something else.
+    for name, content, reason in (
+        ("rank-0.json", b"", "the file is empty"),
+        ("rank-0.json.gz", gzip.compress(b""), "the file holds no text once gunzipped"),
+    ):
+        path = tmp_path / name
+        path.write_bytes(content)
+        with pytest.raises(CorruptFileError, match=f"{re.escape(str(path))}: .*byte 0: {reason}"):
+            read_kineto_trace(path)
+
+
 def test_python_function_tree_ids_stay_in_args(tmp_path):
     from tests.analysis import _kineto_synthetic as synthetic
 

@@ -103,6 +103,11 @@ def test_files_that_are_not_tf_profiler_traces_raise_clear_errors() -> None:
             list(read_tf_profiler_trace(content, path="x.trace.json.gz", marker=None))
 
 
+def test_an_empty_trace_is_said_to_be_empty() -> None:
+    with pytest.raises(CorruptFileError, match="x.trace.json.gz: .*byte 0: the file is empty"):
+        list(read_tf_profiler_trace(b"", path="x.trace.json.gz", marker=None))
+
+
 def _marker_events(n: int) -> list[dict]:
     metadata = {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}}
     spans = [

@@ -243,6 +243,10 @@ def iter_event_chunks(
         if len(buffer) > _MAX_HEAD_BYTES:
             return
     else:
+        if not buffer and not document.problems:  # its writer died, or found the disk full
+            empty = "holds no text once gunzipped" if document.compressed else "is empty"
+            document.problems.append(("byte 0", f"the file {empty}"))
+            return
         # No event array at all: maybe a small JSON object of some other kind.
         if buffer.lstrip()[:1] == b"{":
             try:

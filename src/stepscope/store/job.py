@@ -81,6 +81,7 @@ def open_job(
         followed.
     :raises JobNotFoundError: when nothing exists at ``path``.
     :raises UnsupportedFormatError: when it exists but holds none of the recognised layouts.
+    :raises CorruptFileError: when it is an empty file.
     """
     text = os.fspath(path)
     files = source_files(text, storage_options, confined=confined)
@@ -88,6 +89,8 @@ def open_job(
         raise JobNotFoundError(text, files.missing_detail())
     single_file = files.is_file("")
     if single_file:
+        if files.file_info("").size_bytes == 0:
+            raise CorruptFileError(text, "byte 0", "the file is empty")
         if not _is_kineto_file(files, text):
             raise UnsupportedFormatError(text, _RECOGNISED)
         kind: JobKind = "kineto"

@@ -104,7 +104,7 @@ def classify(
             RawFile(info, "kineto")
             for info in listing
             if not info.path
-            or (info.path.endswith(KINETO_SUFFIXES) and _is_trace(files, info.path, known_trace))
+            or (info.path.endswith(KINETO_SUFFIXES) and _is_trace(files, info, known_trace))
         ]
     markers: dict[str, TfProfileMarker] = {}
     for info in listing:
@@ -159,9 +159,12 @@ def _left_open(
     return node, rank, FRAMEWORK_SOURCES[match["suffix"]]
 
 
-def _is_trace(files: SourceFiles, rel: str, known_trace: Callable[[str], bool]) -> bool:
-    """Whether a JSON file of a folder of traces is a Kineto trace (other JSON is ignored)."""
-    if known_trace(rel):
+def _is_trace(files: SourceFiles, info: FileInfo, known_trace: Callable[[str], bool]) -> bool:
+    """Whether a JSON file of a folder of traces is a Kineto trace (other JSON is ignored). An
+    empty one is taken for a rank's trace that its writer never wrote, so that reading it says
+    so."""
+    rel = info.path
+    if known_trace(rel) or info.size_bytes == 0:
         return True
     with files.local_path(rel) as local:
         return bool(kineto().is_kineto_trace(local))
