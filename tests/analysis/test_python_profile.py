@@ -21,7 +21,7 @@ from stepscope.analysis.python_profile import (
     PyinstrumentStepStats,
     cProfileAnalysis,
 )
-from stepscope.errors import ConfigError, JobNotFoundError
+from stepscope.errors import ConfigError, JobNotFoundError, StorageAccessError
 from stepscope.store import open_job
 from stepscope.store.python_stats import PythonProfileModes
 
@@ -539,5 +539,44 @@ def test_profiles_on_s3_are_copied_once_and_queried_like_local_ones(
         assert all(Path(r.path).is_relative_to(local) for r in result.records)
         assert len(list(local.rglob("python_stats"))) == 4
         assert analysis.list_available_node_ids() == ["0-algo-1"]
+    finally:
+        server.stop()
+
+
+def test_a_wrong_s3_location_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A missing bucket was a bare FileNotFoundError, a missing prefix a job without profiles,
+    # and missing credentials botocore's own NoCredentialsError.
+    pytest.importorskip("s3fs")
+    boto3 = pytest.importorskip("boto3")
+    moto_server = pytest.importorskip("moto.server")
+    port = free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        for key, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": endpoint,
+        }.items():
+            monkeypatch.setenv(key, value)
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="training")
+        for url, detail in (
+            ("s3://no-such-bucket/run", "The bucket 'no-such-bucket' does not exist"),
+            ("s3://training/no-such-run", "'training' holds nothing under 'no-such-run/'"),
+        ):
+            with pytest.raises(JobNotFoundError, match=detail) as missing:
+                cProfileAnalysis(s3_path=url)
+            assert repr(url) in str(missing.value)
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            monkeypatch.delenv(key)
+        monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+        monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        with pytest.raises(StorageAccessError, match="credentials"):
+            PyinstrumentAnalysis(s3_path="s3://training/run")
     finally:
         server.stop()

@@ -276,7 +276,8 @@ class _PythonProfileAnalysis:
         :param s3_path: an ``s3://`` job or profiler output (needs ``pip install
             'stepscope[s3]'``; endpoint and credentials come from the usual ``AWS_*`` variables).
             The stats files are copied once into ``local_profile_dir``; a refresh copies only
-            new ones.
+            new ones. Nothing there raises ``JobNotFoundError``, refused credentials or an
+            endpoint out of reach ``StorageAccessError``, as :func:`~stepscope.store.open_job`.
         """
         job_path = getattr(local_profile_dir, "path", None)
         if job_path is not None and hasattr(local_profile_dir, "python_stats"):
@@ -306,25 +307,32 @@ class _PythonProfileAnalysis:
     # -- loading ---------------------------------------------------------------------------
 
     def _download(self, s3_path: str) -> list[PythonStatsRecord]:
-        """List the remote profiles of this profiler and copy the new ones to the local folder."""
+        """List the remote profiles of this profiler and copy the new ones to the local folder.
+
+        :raises JobNotFoundError: nothing is at ``s3_path`` (a mistyped path would otherwise
+            read as a job without profiles).
+        :raises StorageAccessError: the store refused the requests or could not be reached.
+        """
         files = RemoteFiles(s3_path)
+        if not files.exists():
+            raise JobNotFoundError(s3_path, files.missing_detail())
         if self.local_profile_dir is None:
             self.local_profile_dir = tempfile.mkdtemp(prefix="stepscope-python-stats-")
         local_root = Path(self.local_profile_dir)
         remote_root = files.fsspec_root
+        with files.requests():
+            records = list_python_stats(remote_root, fs=files.fs)
         local: list[PythonStatsRecord] = []
-        for record in list_python_stats(remote_root, fs=files.fs):
+        for record in records:
             if record.profiler != self.profiler:
                 continue
             target = local_root / os.path.relpath(record.path, remote_root)
             target.parent.mkdir(parents=True, exist_ok=True)
-            if not target.exists():
-                files.fs.get_file(record.path, str(target))
+            _copy_once(files, record.path, target)
             html = ""
             if record.html_path:
                 html_target = target.parent / os.path.basename(record.html_path)
-                if not html_target.exists():
-                    files.fs.get_file(record.html_path, str(html_target))
+                _copy_once(files, record.html_path, html_target)
                 html = str(html_target)
             local.append(_with_paths(record, str(target), html))
         return local
@@ -548,6 +556,14 @@ _SAGEMAKER_LISTING_NAMES = {
     "end_time_since_epoch_in_micros": "end_time_us",
     "stats_path": "path",
 }
+
+
+def _copy_once(files: RemoteFiles, remote: str, target: Path) -> None:
+    """Copy the remote file ``remote`` (a path of ``files.fs``) to ``target``, unless an earlier
+    refresh did."""
+    if not target.exists():
+        with files.requests():
+            files.fs.get_file(remote, str(target))
 
 
 def _with_paths(record: PythonStatsRecord, path: str, html_path: str) -> PythonStatsRecord:

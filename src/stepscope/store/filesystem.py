@@ -170,9 +170,10 @@ class RemoteFiles:
         return f"{self._root}/{rel}" if rel else self._root
 
     @contextmanager
-    def _requests(self) -> Iterator[None]:
+    def requests(self) -> Iterator[None]:
         """Requests the store refuses, or that never reach it, raise a :class:`StorageAccessError`
-        that names the location and what to check; a missing file stays ``FileNotFoundError``."""
+        that names the location and what to check; a missing file stays ``FileNotFoundError``.
+        For the requests a caller makes through :attr:`fs` itself too."""
         try:
             yield
         except FileNotFoundError:
@@ -184,11 +185,11 @@ class RemoteFiles:
             raise error from exc
 
     def is_file(self, rel: str) -> bool:
-        with self._requests():
+        with self.requests():
             return bool(self.fs.isfile(self._full(rel)))
 
     def exists(self) -> bool:
-        with self._requests():
+        with self.requests():
             if self.fs.exists(self._root):
                 return True
             try:
@@ -214,7 +215,7 @@ class RemoteFiles:
 
     def list_dir(self, rel: str = "") -> list[str]:
         try:
-            with self._requests():
+            with self.requests():
                 entries = self.fs.ls(self._full(rel), detail=False, refresh=True)
         except FileNotFoundError:
             return []
@@ -223,7 +224,7 @@ class RemoteFiles:
     def walk(self, rel: str = "") -> list[FileInfo]:
         self.fs.invalidate_cache()
         try:
-            with self._requests():
+            with self.requests():
                 entries = self.fs.find(self._full(rel), detail=True)
         except FileNotFoundError:
             return []
@@ -242,15 +243,15 @@ class RemoteFiles:
     def file_info(self, rel: str) -> FileInfo:
         """The size and modification time of one file (``""``: the root, when it is a file)."""
         self.fs.invalidate_cache()
-        with self._requests():
+        with self.requests():
             return _file_info(rel, self.fs.info(self._full(rel)))
 
     def read_bytes(self, rel: str) -> bytes:
-        with self._requests():
+        with self.requests():
             return bytes(self.fs.cat_file(self._full(rel)))
 
     def open(self, rel: str) -> IO[bytes]:
-        with self._requests():
+        with self.requests():
             return self.fs.open(self._full(rel), "rb")  # type: ignore[no-any-return]
 
     @contextmanager
@@ -259,7 +260,7 @@ class RemoteFiles:
         folder = tempfile.mkdtemp(prefix="stepscope-")
         try:
             target = Path(folder) / self._full(rel).rsplit("/", 1)[-1]
-            with self._requests():
+            with self.requests():
                 self.fs.get_file(self._full(rel), str(target))
             yield target
         finally:

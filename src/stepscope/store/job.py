@@ -376,7 +376,8 @@ class JobData:
             return []
         if isinstance(self._files, RemoteFiles):
             root = f"{self._files.fsspec_root}/{self._prefix}".rstrip("/")
-            return list(module.list_python_stats(root, fs=self._files.fs))
+            with self._files.requests():
+                return list(module.list_python_stats(root, fs=self._files.fs))
         return list(module.list_python_stats(self._files.root / self._prefix))
 
     @property
