@@ -318,6 +318,31 @@ def test_a_trace_cut_before_its_events_is_a_damaged_trace(shared_fixtures, tmp_p
     assert not is_kineto_trace(whole)
 
 
+def test_a_trace_whose_header_outgrows_the_sniff_is_a_trace(tmp_path):
+    # The distributedInfo of a job of 40,000 ranks lists them all, past the 256 KB sniffed:
+    # the trace was no trace, alone or in a folder of ranks (left out without a word).
+    ranks = 40_000
+    group = {"pg_name": "0", "pg_desc": "default_pg", "pg_size": ranks, "ranks": list(range(ranks))}
+    info = {"backend": "nccl", "rank": 5, "world_size": ranks, "pg_config": [group]}
+    op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "dur": 5}
+    events = [{**op, "ts": 1_700_000_000_000_000 + 10 * i} for i in range(10)]
+    text = json.dumps({"schemaVersion": 1, "distributedInfo": info, "traceEvents": events})
+    assert text.index('"traceEvents"') > 256 << 10
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    path = folder / "worker.json"
+    path.write_text(text)
+    assert is_kineto_trace(path)
+    data = open_job(folder, cache_dir=tmp_path / "cache")
+    assert data.connect().execute("SELECT rank, count(*) FROM events GROUP BY rank").fetchall() == [
+        (5, 10)
+    ]
+    # a big JSON document of some other kind is still none
+    other = tmp_path / "dataset.json"
+    other.write_text(json.dumps({"files": [f"shard-{i}" for i in range(40_000)]}))
+    assert not is_kineto_trace(other)
+
+
 def test_an_empty_file_is_said_to_be_empty(tmp_path):
     # It was "not a format stepscope reads", as if it held something else.
     for name, content, reason in (

@@ -124,6 +124,7 @@ _START_SCAN_BYTES = 32 << 10
 #: Kineto's categories too: left in a folder of traces, it is no rank's trace.
 _EXPORT_HEADER_KEY = b'"origin_epoch_us"'
 _KINETO_HEADER_KEYS = (b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"')
+_KINETO_FIRST_KEY = re.compile(rb'\s*\{\s*"(?:schemaVersion|deviceProperties|distributedInfo)"')
 _KINETO_CATEGORY = re.compile(
     rb'"cat"\s*:\s*"(cpu_op|user_annotation|cuda_runtime|cuda_driver|kernel|gpu_memcpy|'
     rb"gpu_memset|python_function|cpu_instant_event|Operator|Runtime|Kernel|Memcpy|Memset)\""
@@ -167,8 +168,10 @@ def is_kineto_trace(source: str | Path | IO[bytes]) -> bool:
     Reads at most the first 256 KB (decompressed): the document must be a JSON object with a
     ``traceEvents`` array and either Kineto's header keys or a Kineto event category, which
     tells it apart from TensorFlow profiler traces and SageMaker's event arrays; stepscope's
-    own Chrome export, which has such categories, is no Kineto trace either. Kineto's header
-    keys cut short before ``traceEvents`` are a damaged trace, which the reader reports.
+    own Chrome export, which has such categories, is no Kineto trace either. A document that
+    starts with Kineto's header keys and has no ``traceEvents`` in those bytes is a trace too:
+    one cut before its events (a damaged trace, which the reader reports) or one whose header
+    is longer than that.
 
     :param source: a path, or a seekable binary file at its start (a remote file is sniffed
         without downloading it whole).
@@ -188,18 +191,21 @@ def _is_kineto_head(head: bytes) -> bool:
     if head.lstrip()[:1] != b"{":
         return False
     if b'"traceEvents"' not in head:
-        return _is_cut_kineto_header(head)
+        return _is_kineto_header(head)
     if _EXPORT_HEADER_KEY in head[: head.find(b'"traceEvents"')]:
         return False
     return any(key in head for key in _KINETO_HEADER_KEYS) or bool(_KINETO_CATEGORY.search(head))
 
 
-def _is_cut_kineto_header(head: bytes) -> bool:
-    """Whether ``head`` is the whole of a trace cut before its ``traceEvents`` key: Kineto's
-    header keys, then the end of the text. Such a rank's trace is read, so that the reader
-    says it is damaged, rather than passed over as some other JSON file."""
-    if len(head) >= _SNIFF_BYTES or not any(key in head for key in _KINETO_HEADER_KEYS):
+def _is_kineto_header(head: bytes) -> bool:
+    """Whether ``head``, which holds no ``traceEvents`` key, is Kineto's header all the same: it
+    starts with one of its keys, and the text ends there (a trace cut before its events, which
+    the reader reports) or goes on past the sniff (the ``distributedInfo`` of a job of tens of
+    thousands of ranks lists them all)."""
+    if not _KINETO_FIRST_KEY.match(head):
         return False
+    if len(head) >= _SNIFF_BYTES:
+        return True
     try:
         orjson.loads(head)
     except orjson.JSONDecodeError:
