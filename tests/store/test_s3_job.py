@@ -285,3 +285,42 @@ def test_the_warnings_of_traces_on_s3_name_their_urls(
         assert "s3://named/run/" in warning and tempfile.gettempdir() not in warning, warning
     ranks = data.metadata["ranks"]
     assert ranks[0]["kineto"]["path"] == "s3://named/run/worker.json"
+
+
+def _moto_recorder(endpoint: str, action: str) -> str:
+    """Start, stop or download moto's recording of the requests it serves."""
+    method = "GET" if action == "download" else "POST"
+    url = f"{endpoint}/moto-api/recorder/{action}-recording"
+    with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=10) as r:
+        return r.read().decode()
+
+
+def test_json_files_in_a_folder_of_traces_on_s3_are_told_apart_by_their_first_bytes(
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each one was downloaded whole to sniff it: a JSON file of another kind at every refresh.
+    monkeypatch.chdir(tmp_path)  # where moto writes its recording
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    client.create_bucket(Bucket="sniffed")
+    trace = synthetic.write_trace(tmp_path)
+    client.upload_file(str(trace), "sniffed", f"run/{trace.name}")
+    other = json.dumps({"files": ["x" * 100] * 20_000}).encode()
+    client.put_object(Bucket="sniffed", Key="run/dataset.json", Body=other)
+    _moto_recorder(s3_endpoint, "start")
+    try:
+        data = open_job("s3://sniffed/run", cache_dir=tmp_path / "cache")
+        assert data.refresh() is True and data.refresh() is False
+        requests = [
+            json.loads(line) for line in _moto_recorder(s3_endpoint, "download").splitlines()
+        ]
+    finally:
+        _moto_recorder(s3_endpoint, "stop")
+    assert data.last_refresh_files == [] and data.metadata["ranks"][0]["kineto"]["event_count"]
+    ranges = [
+        r["headers"].get("Range", "")
+        for r in requests
+        if r["method"] == "GET" and r["url"].endswith("/run/dataset.json")
+    ]
+    assert len(ranges) == 3  # the folder's kind, then one look per refresh
+    assert all(r.startswith("bytes=0-") for r in ranges), ranges  # none of the whole file
+    assert all(int(r.removeprefix("bytes=0-")) < len(other) // 4 for r in ranges), ranges

@@ -127,6 +127,11 @@ class LocalFiles:
     def read_bytes(self, rel: str) -> bytes:
         return (self.root / rel).read_bytes()
 
+    def read_head(self, rel: str, size_bytes: int) -> bytes:
+        """The first ``size_bytes`` of a file (all of a smaller one)."""
+        with open(self.root / rel, "rb") as raw:
+            return raw.read(size_bytes)
+
     def open(self, rel: str) -> IO[bytes]:
         return open(self.root / rel, "rb")
 
@@ -249,6 +254,12 @@ class RemoteFiles:
     def read_bytes(self, rel: str) -> bytes:
         with self.requests():
             return bytes(self.fs.cat_file(self._full(rel)))
+
+    def read_head(self, rel: str, size_bytes: int) -> bytes:
+        """The first ``size_bytes`` of a file, in one ranged request: enough to tell what it is
+        without downloading it (:meth:`open` reads tens of MB ahead)."""
+        with self.requests():
+            return bytes(self.fs.cat_file(self._full(rel), start=0, end=size_bytes))
 
     def open(self, rel: str) -> IO[bytes]:
         with self.requests():

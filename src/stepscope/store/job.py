@@ -43,7 +43,13 @@ from stepscope.store.job_status import (
     job_status,
     rank_records,
 )
-from stepscope.store.raw_files import KINETO_SUFFIXES, RawFile, RawReading, classify, kineto
+from stepscope.store.raw_files import (
+    KINETO_SUFFIXES,
+    RawFile,
+    RawReading,
+    classify,
+    is_trace_head,
+)
 
 __all__ = ["JobData", "JobKind", "holds_job", "open_job"]
 
@@ -119,10 +125,7 @@ def holds_job(path: str | os.PathLike[str]) -> bool:
 
 def _is_kineto_file(files: SourceFiles, text: str) -> bool:
     """Whether the file at ``files``' root (named ``text``) is a Kineto trace."""
-    if not text.endswith(KINETO_SUFFIXES):
-        return False
-    with files.open("") as raw:
-        return bool(kineto().is_kineto_trace(raw))
+    return text.endswith(KINETO_SUFFIXES) and is_trace_head(files, "")
 
 
 def _detect(files: SourceFiles, text: str) -> tuple[JobKind, str]:
@@ -135,10 +138,8 @@ def _detect(files: SourceFiles, text: str) -> tuple[JobKind, str]:
     if "profiler-output" in names:
         return "sagemaker", "profiler-output/"
     candidates = [n for n in names if n.endswith(KINETO_SUFFIXES)]
-    for name in sorted(candidates):
-        with files.local_path(name) as local:
-            if kineto().is_kineto_trace(local):
-                return "kineto", ""
+    if any(is_trace_head(files, name) for name in sorted(candidates)):
+        return "kineto", ""
     raise UnsupportedFormatError(text, _RECOGNISED)
 
 

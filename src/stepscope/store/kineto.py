@@ -83,6 +83,7 @@ from stepscope.store.schema import EVENT_SCHEMA
 __all__ = [
     "GPU_CATEGORIES",
     "READER_VERSION",
+    "SNIFF_BYTES",
     "KinetoTrace",
     "TraceHead",
     "is_kineto_trace",
@@ -112,7 +113,9 @@ _RANK_IN_NAME = (
     re.compile(r"rank[-_]?(\d+)", re.IGNORECASE),
     re.compile(r"(?:^|[^0-9A-Za-z])(\d+)-algo-\d+"),
 )
-_SNIFF_BYTES = 256 << 10
+#: What :func:`is_kineto_trace` reads of a file (decompressed; a file's first this many bytes
+#: are enough for it).
+SNIFF_BYTES = 256 << 10
 #: Kineto writes ``baseTimeNanoseconds`` among the last keys of the document, after its events.
 _TAIL_BYTES = 4096
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
@@ -204,7 +207,7 @@ def _is_kineto_header(head: bytes) -> bool:
     thousands of ranks lists them all)."""
     if not _KINETO_FIRST_KEY.match(head):
         return False
-    if len(head) >= _SNIFF_BYTES:
+    if len(head) >= SNIFF_BYTES:
         return True
     try:
         orjson.loads(head)
@@ -284,7 +287,7 @@ def _partial_header(before_events: bytes) -> dict[str, Any]:
 
 
 def _head(raw: IO[bytes]) -> bytes:
-    """The first :data:`_SNIFF_BYTES` of the file, gunzipped when it is gzip.
+    """The first :data:`SNIFF_BYTES` of the file, gunzipped when it is gzip.
 
     A gzip stream cut short or damaged gives what it holds before the damage: the reader keeps
     those events, so the sniff must not pass the file over.
@@ -292,20 +295,20 @@ def _head(raw: IO[bytes]) -> bytes:
     magic = raw.read(2)
     raw.seek(0)
     if magic != b"\x1f\x8b":
-        return raw.read(_SNIFF_BYTES)
+        return raw.read(SNIFF_BYTES)
     inflater = zlib.decompressobj(wbits=31)
     head = b""
-    block = raw.read(_SNIFF_BYTES)
-    while block and len(head) < _SNIFF_BYTES:
+    block = raw.read(SNIFF_BYTES)
+    while block and len(head) < SNIFF_BYTES:
         try:
-            head += inflater.decompress(block, _SNIFF_BYTES - len(head))
+            head += inflater.decompress(block, SNIFF_BYTES - len(head))
         except zlib.error:
             break
         if inflater.eof:  # a second gzip member (concatenated .gz files) goes on
             block = inflater.unused_data
             inflater = zlib.decompressobj(wbits=31)
         else:
-            block = raw.read(_SNIFF_BYTES)
+            block = raw.read(SNIFF_BYTES)
     return head
 
 

@@ -16,6 +16,7 @@ refresh converts, in order:
 from __future__ import annotations
 
 import importlib
+import io
 import re
 from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -44,7 +45,15 @@ from stepscope.store.tfprofiler import (
     read_tf_profiler_trace,
 )
 
-__all__ = ["KINETO_SUFFIXES", "SCAN_BATCH_BYTES", "RawFile", "RawReading", "classify", "kineto"]
+__all__ = [
+    "KINETO_SUFFIXES",
+    "SCAN_BATCH_BYTES",
+    "RawFile",
+    "RawReading",
+    "classify",
+    "is_trace_head",
+    "kineto",
+]
 
 #: File name endings of PyTorch profiler traces.
 KINETO_SUFFIXES = (".json", ".json.gz")
@@ -166,8 +175,17 @@ def _is_trace(files: SourceFiles, info: FileInfo, known_trace: Callable[[str], b
     rel = info.path
     if known_trace(rel) or info.size_bytes == 0:
         return True
-    with files.local_path(rel) as local:
-        return bool(kineto().is_kineto_trace(local))
+    return is_trace_head(files, rel)
+
+
+def is_trace_head(files: SourceFiles, rel: str) -> bool:
+    """Whether the file ``rel`` starts like a Kineto trace; only its first bytes are read (a
+    remote file is not downloaded for it, at each refresh for a JSON file of another kind)."""
+    try:
+        head = files.read_head(rel, kineto().SNIFF_BYTES)
+    except OSError:  # a folder named like a trace, or a file gone since it was listed
+        return False
+    return bool(kineto().is_kineto_trace(io.BytesIO(head)))
 
 
 def _detailed_trace(info: FileInfo, name: str) -> RawFile:
