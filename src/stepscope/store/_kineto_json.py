@@ -12,8 +12,9 @@ A chunk boundary is the last ``}`` ``,`` ``{`` sequence in the buffer whose pref
 list of events; a boundary that falls inside a string or a nested object fails to parse and the
 previous candidate is tried. The caller supplies the chunk parser (``parse``: the JSON text of
 an array of events in, anything out, :class:`ValueError` when the text is not valid JSON). A
-file that ends early (truncated ``.gz``, a JSON document cut mid-event) yields every event up
-to the last complete one and reports where it stopped.
+file that ends early (truncated ``.gz``, a JSON document cut mid-event), or whose events are
+damaged inside (bytes zeroed or overwritten), yields every event up to the last complete one
+before the damage and reports where it stopped.
 
 :func:`extract_event_array` is the other way out: it copies the bare event array to files, for
 a reader that parses JSON faster than Python can (DuckDB), parsing only the small header and
@@ -45,6 +46,10 @@ _READ_BYTES = 1 << 20
 _COMPRESSED_READ_BYTES = 256 << 10
 #: Give up looking for ``"traceEvents"`` after this many header bytes (not a trace).
 _MAX_HEAD_BYTES = 64 << 20
+#: Bytes at the start of the array left that no event boundary parses in, past which they are
+#: damage rather than one event larger than a chunk (an event of the PyTorch profiler is at
+#: most a few KB).
+_MAX_EVENT_BYTES = 4 * CHUNK_BYTES
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
@@ -140,6 +145,23 @@ def _parse_events_prefix(buffer: bytes, parse: Callable[[bytes], T]) -> tuple[T 
     return None, 0
 
 
+def _parse_longest_prefix(buffer: bytes, parse: Callable[[bytes], T]) -> tuple[T | None, int]:
+    """Parse the longest run of whole events ``buffer`` starts with, when the damage lies
+    before its last boundaries (:func:`_parse_events_prefix` tries those only): a bisection
+    over all of them, since the runs that end before the damage parse and those after do not."""
+    cuts = [m.start() + 1 for m in _BOUNDARY.finditer(buffer)]
+    best: tuple[T | None, int] = (None, 0)
+    low, high = 0, len(cuts) - 1
+    while low <= high:
+        middle = (low + high) // 2
+        try:
+            best = parse(b"[" + buffer[: cuts[middle]] + b"]"), cuts[middle]
+            low = middle + 1
+        except ValueError:
+            high = middle - 1
+    return best
+
+
 def _parse_events_final(buffer: bytes, parse: Callable[[bytes], T]) -> tuple[T | None, int]:
     """Parse what is left of a damaged array: the longest run of whole events it starts with."""
     body = buffer.rstrip()
@@ -147,12 +169,16 @@ def _parse_events_final(buffer: bytes, parse: Callable[[bytes], T]) -> tuple[T |
         return parse(b"[" + body + b"]"), len(buffer)
     except ValueError:
         pass
-    chunk, used = _parse_events_prefix(buffer, parse)
-    if chunk is not None:
-        return chunk, used
-    # Maybe the buffer holds exactly one complete event followed by garbage.
+    for attempt in (_parse_events_prefix, _parse_longest_prefix):
+        chunk, used = attempt(buffer, parse)
+        if chunk is not None:
+            return chunk, used
+    # Maybe the buffer holds exactly one complete event followed by garbage: it ends at a "}"
+    # no later than the first boundary (one damaged event is not tried at each of its own).
+    first = _BOUNDARY.search(body)
+    limit = first.start() + 1 if first else 1 << 20
     closing = body.find(b"}")
-    while 0 <= closing < (1 << 20):
+    while 0 <= closing < limit:
         try:
             return parse(b"[" + body[: closing + 1] + b"]"), closing + 1
         except ValueError:
@@ -277,6 +303,12 @@ def iter_event_chunks(
             return
         if not exhausted:
             chunk, used = _parse_events_prefix(buffer, parse)
+            if chunk is None:  # damage before the last boundaries, or one event larger
+                chunk, used = _parse_longest_prefix(buffer, parse)
+            if chunk is None and len(buffer) >= _MAX_EVENT_BYTES:
+                where = "decompressed byte" if document.compressed else "byte"
+                document.problems.append((f"{where} {offset}", "the event array is damaged"))
+                return
             if chunk is None:
                 # One event larger than the chunk: read more before cutting.
                 more = next(blocks, None)
