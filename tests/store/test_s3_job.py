@@ -274,17 +274,17 @@ def test_the_warnings_of_traces_on_s3_name_their_urls(
     op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "dur": 5}
     events = [{**op, "ts": 1_700_000_000_000_000 + 10 * i} for i in range(5)] + [{**op, "ts": -1}]
     body = json.dumps({"schemaVersion": 1, "traceEvents": events}).encode()
-    client.put_object(Bucket="named", Key="run/worker.json", Body=body)
+    client.put_object(Bucket="named", Key="run/trace.json", Body=body)
     client.put_object(Bucket="named", Key="run/rank-1.json", Body=body[: body.index(b"traceEv")])
     data = open_job("s3://named/run", cache_dir=tmp_path / "cache")
     with caplog.at_level("WARNING"):
         assert data.connect().execute("SELECT count(*) FROM events").fetchone() == (5,)
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert len(warnings) == 3  # worker.json: an event of 1970, no rank; rank-1.json: cut
+    assert len(warnings) == 3  # trace.json: an event of 1970, no rank; rank-1.json: cut
     for warning in warnings:
         assert "s3://named/run/" in warning and tempfile.gettempdir() not in warning, warning
     ranks = data.metadata["ranks"]
-    assert ranks[0]["kineto"]["path"] == "s3://named/run/worker.json"
+    assert ranks[0]["kineto"]["path"] == "s3://named/run/trace.json"
 
 
 def _moto_recorder(endpoint: str, action: str) -> str:

@@ -46,7 +46,8 @@ a lone surrogate escape (``\\udcff``), which orjson and DuckDB refuse, is read a
 An event with no finite ``ts``, or a ``dur`` that is
 negative or not finite, has no place in time: it is skipped, with one warning naming the file
 and the first; so is one whose ``ts`` is a date in a trace whose times mostly are not (a
-negative ``ts`` among µs since the epoch), or the other way round. A number JSON cannot hold in ``args`` (``inf``, ``NaN``) is kept as its text.
+negative ``ts`` among µs since the epoch), or the reverse. A number JSON cannot hold in
+``args`` (``inf``, ``NaN``) is kept as its text.
 A trace whose times are relative but that has no ``baseTimeNanoseconds`` (a newer trace cut
 before its end) is read on its own clock, with a warning.
 """
@@ -432,7 +433,7 @@ def _drop_damaged_events(raw: pa.Table, shown: str, warnings: list[str]) -> pa.T
     """The events without those that have no place in time: no finite ``ts``, a ``dur`` that
     is negative (a span that ends before it starts) or not finite, a start or end beyond
     what a 64-bit timestamp holds (the analyses' timestamps would fail on it), or a ``ts``
-    that is a date in a trace whose times mostly are not, or the other way round (a trace
+    that is a date in a trace whose times mostly are not, or the reverse (a trace
     spans seconds, not the decades between 1970 and now). One warning names the file, the
     first of them and how many there were."""
     ts, dur = raw["ts"], raw["dur_us"]
