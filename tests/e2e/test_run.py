@@ -184,11 +184,19 @@ def _running(job_dir: Path, command: list[str]) -> Iterator[subprocess.Popen[str
 
 
 def _wait_until(process: subprocess.Popen[str], ready: Callable[[], bool], failure: str) -> None:
-    """Wait (up to two minutes) until ``ready()``, while the job runs."""
+    """Wait (up to two minutes) until ``ready()``, while the job runs; when it never comes, the
+    failure shows the job's processes and what the launcher printed."""
     deadline = time.monotonic() + 120
     while not ready():
         assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, failure
+        if time.monotonic() > deadline:
+            tree = [
+                str(child.as_dict(["pid", "status", "cmdline"]))
+                for child in psutil.Process(process.pid).children(recursive=True)
+            ]
+            os.killpg(process.pid, signal.SIGKILL)
+            _, stderr = process.communicate(timeout=60)
+            pytest.fail("\n".join([failure, *tree, stderr]))
         time.sleep(0.2)
 
 
