@@ -7,9 +7,11 @@ import json
 import logging
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -391,20 +393,24 @@ def test_a_command_killed_by_sigterm_leaves_no_worker_report_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the data-loader workers report to a temporary file of the training process, which the
-    # signal kills before its session can remove anything
-    temp_dir = tmp_path / "temp"
-    temp_dir.mkdir()
+    # signal kills before its session can remove anything; a temporary folder of a short name,
+    # as torch passes batches through a socket there (of at most 107 bytes)
+    temp_dir = Path(tempfile.mkdtemp())
     monkeypatch.setenv("TMPDIR", str(temp_dir))
     script = tmp_path / "loading.py"
     script.write_text(LOADING_UNTIL_KILLED)
     loading = tmp_path / "loading"
     job_dir = tmp_path / "job"
-    with _running(job_dir, [sys.executable, str(script), str(loading)]) as process:
-        _wait_until(process, loading.exists, "the script never loaded a batch")
-        process.send_signal(signal.SIGTERM)  # to the launcher alone, which passes it on
-        _, stderr = process.communicate(timeout=120)
+    try:
+        with _running(job_dir, [sys.executable, str(script), str(loading)]) as process:
+            _wait_until(process, loading.exists, "the script never loaded a batch")
+            process.send_signal(signal.SIGTERM)  # to the launcher alone, which passes it on
+            _, stderr = process.communicate(timeout=120)
+        left = list(temp_dir.glob("stepscope-workers-*"))
+    finally:
+        shutil.rmtree(temp_dir)
     assert _job(job_dir)["status"] == "Stopped", stderr
-    assert list(temp_dir.glob("stepscope-workers-*")) == []
+    assert left == []
 
 
 def test_a_command_killed_by_a_signal_exits_with_the_shells_status(tmp_path: Path) -> None:
