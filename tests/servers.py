@@ -1,4 +1,5 @@
-"""Local servers for tests: a free port on 127.0.0.1 and a web app served from a thread."""
+"""Local servers for tests: a free port on 127.0.0.1, a web app served from a thread, and an
+S3-compatible server."""
 
 from __future__ import annotations
 
@@ -41,3 +42,29 @@ def serve_app(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+#: the AWS settings a test S3 server takes: any credentials do, in its one region
+S3_TEST_SETTINGS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@contextmanager
+def s3_server(env: Any) -> Iterator[str]:
+    """Serve the S3 API (moto) on a free 127.0.0.1 port, with the AWS environment set through
+    ``env`` (a ``pytest.MonkeyPatch``) to reach it; yields its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    for key, value in {**S3_TEST_SETTINGS, "AWS_ENDPOINT_URL": endpoint}.items():
+        env.setenv(key, value)
+    try:
+        yield endpoint
+    finally:
+        server.stop()

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tests.collect.torch.torchjob import run_script
-from tests.servers import free_port
+from tests.servers import s3_server
 
 from stepscope.analysis.python_profile import (
     TOP_COLUMNS,
@@ -513,19 +513,8 @@ def test_profiles_on_s3_are_copied_once_and_queried_like_local_ones(
 ) -> None:
     pytest.importorskip("s3fs")
     boto3 = pytest.importorskip("boto3")
-    moto_server = pytest.importorskip("moto.server")
-    port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        for key, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": endpoint,
-        }.items():
-            monkeypatch.setenv(key, value)
+    pytest.importorskip("moto.server")
+    with s3_server(monkeypatch) as endpoint:
         client = boto3.client("s3", endpoint_url=endpoint)
         client.create_bucket(Bucket="training")
         for path in sorted(p for p in cprofile_job.rglob("*") if p.is_file()):
@@ -539,8 +528,6 @@ def test_profiles_on_s3_are_copied_once_and_queried_like_local_ones(
         assert all(Path(r.path).is_relative_to(local) for r in result.records)
         assert len(list(local.rglob("python_stats"))) == 4
         assert analysis.list_available_node_ids() == ["0-algo-1"]
-    finally:
-        server.stop()
 
 
 def test_a_wrong_s3_location_is_a_clear_error(
@@ -550,19 +537,8 @@ def test_a_wrong_s3_location_is_a_clear_error(
     # and missing credentials botocore's own NoCredentialsError.
     pytest.importorskip("s3fs")
     boto3 = pytest.importorskip("boto3")
-    moto_server = pytest.importorskip("moto.server")
-    port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        for key, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": endpoint,
-        }.items():
-            monkeypatch.setenv(key, value)
+    pytest.importorskip("moto.server")
+    with s3_server(monkeypatch) as endpoint:
         boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="training")
         for url, detail in (
             ("s3://no-such-bucket/run", "The bucket 'no-such-bucket' does not exist"),
@@ -578,5 +554,3 @@ def test_a_wrong_s3_location_is_a_clear_error(
         monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
         with pytest.raises(StorageAccessError, match="credentials"):
             PyinstrumentAnalysis(s3_path="s3://training/run")
-    finally:
-        server.stop()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from tests.analysis import _kineto_synthetic as synthetic
-from tests.servers import free_port
+from tests.servers import S3_TEST_SETTINGS, free_port, s3_server
 
 from stepscope.errors import StorageAccessError, UnsupportedFormatError
 from stepscope.store import open_job
@@ -30,19 +30,8 @@ moto_server = pytest.importorskip("moto.server")
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
     """One S3 server for the module, with the AWS environment pointing at it."""
-    port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("AWS_ACCESS_KEY_ID", "testing")
-        env.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-        env.setenv("AWS_DEFAULT_REGION", "us-east-1")
-        env.setenv("AWS_ENDPOINT_URL", endpoint)
-        try:
-            yield endpoint
-        finally:
-            server.stop()
+    with pytest.MonkeyPatch.context() as env, s3_server(env) as endpoint:
+        yield endpoint
 
 
 def _upload(client, folder: Path, bucket: str, prefix: str) -> list[str]:
@@ -247,9 +236,7 @@ def test_an_endpoint_that_never_answers_is_a_clear_error_not_a_wait_of_minutes(
         endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
         env = {
             **os.environ,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
+            **S3_TEST_SETTINGS,
             "AWS_ENDPOINT_URL": endpoint,
             "STEPSCOPE_CACHE_DIR": str(tmp_path / "cache"),
         }

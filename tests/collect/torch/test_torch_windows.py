@@ -180,16 +180,19 @@ def test_ctrl_c_inside_a_profiled_step_reaches_the_script(
     assert 1 in [start.step for start, _ in filter(None, profiled) if start.mode == "train"]
 
 
+#: put first in a script: files may grow to 12 kB from its start, as on a disk that fills up
+NO_ROOM_PAST_12_KB = (
+    "import resource, signal\n"
+    "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (12_000, 12_000))\n"
+)
+
+
 @pytest.mark.parametrize("tool", ["cprofile", "pyinstrument"])
 def test_a_profile_the_disk_has_no_room_for_leaves_no_half_written_file(
     tmp_path: Path, tool: str
 ) -> None:
-    # files may grow to 12 kB from the script's start: the timelines fit, no profile does
-    no_room = (
-        "import resource, signal\n"
-        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-        "resource.setrlimit(resource.RLIMIT_FSIZE, (12_000, 12_000))\n"
-    )
+    # the timelines fit in the room left, no profile does
     config = ProfilerConfig(
         framework_profile_params=FrameworkProfile(
             python_profiling_config=PythonProfilingConfig(
@@ -197,7 +200,9 @@ def test_a_profile_the_disk_has_no_room_for_leaves_no_half_written_file(
             )
         )
     )
-    job_dir, result = run_script(tmp_path, no_room + TRAIN_SCRIPT, config, "--steps", "4")
+    job_dir, result = run_script(
+        tmp_path, NO_ROOM_PAST_12_KB + TRAIN_SCRIPT, config, "--steps", "4"
+    )
     assert len(losses(result)) == 4  # the job trained on
     assert steps(read_events(job_dir))  # what did fit was written
     written = list((job_dir / "profiler-output").rglob("*python_stats*"))
@@ -217,17 +222,14 @@ def test_a_detailed_trace_the_disk_has_no_room_for_leaves_no_file_and_says_why(
 ) -> None:
     # torch wrote the trace into a file of its own, left it there half written (as large as the
     # disk let it grow), and stepscope warned that a file torch never made did not exist
-    no_room = (
-        "import resource, signal\n"
-        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-        "resource.setrlimit(resource.RLIMIT_FSIZE, (12_000, 12_000))\n"
-    )
     config = ProfilerConfig(
         framework_profile_params=FrameworkProfile(
             detailed_profiling_config=DetailedProfilingConfig(start_step=1, num_steps=2)
         )
     )
-    job_dir, result = run_script(tmp_path, no_room + TRAIN_SCRIPT, config, "--steps", "4")
+    job_dir, result = run_script(
+        tmp_path, NO_ROOM_PAST_12_KB + TRAIN_SCRIPT, config, "--steps", "4"
+    )
     assert len(losses(result)) == 4  # the job trained on
     assert steps(read_events(job_dir))  # what did fit was written
     detailed = job_dir / "profiler-output" / "framework" / "pytorch" / "detailed_profiling"
