@@ -203,14 +203,20 @@ def test_a_rank_cut_before_its_events_is_skipped_with_a_warning_naming_it(
     assert str(cut) in warning and "ends before its traceEvents array" in warning
 
 
+def _folder_with_rank_0(shared_fixtures: Path, tmp_path: Path) -> Path:
+    """A new folder of traces holding a readable rank 0, beside which a test puts a bad rank."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy(shared_fixtures / "kineto" / "rank_not_found.json.gz", folder / "rank-0.json.gz")
+    return folder
+
+
 def test_a_file_found_unreadable_before_is_named_again_by_each_new_reader(
     shared_fixtures: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Only the refresh that first read it said so: the next command on the job (a report after
     # an export) left the rank out without a word.
-    folder = tmp_path / "traces"
-    folder.mkdir()
-    shutil.copy(shared_fixtures / "kineto" / "rank_not_found.json.gz", folder / "rank-0.json.gz")
+    folder = _folder_with_rank_0(shared_fixtures, tmp_path)
     cut = folder / "rank-1.json"
     cut.write_text('{"schemaVersion": 1, "distributedInfo": {"rank": 1, ')
 
@@ -236,9 +242,7 @@ def test_an_empty_trace_file_is_said_to_be_empty_alone_or_in_a_folder(
 ) -> None:
     # Alone it was "not a format stepscope reads"; in a folder of ranks it was passed over
     # without a word.
-    folder = tmp_path / "traces"
-    folder.mkdir()
-    shutil.copy(shared_fixtures / "kineto" / "rank_not_found.json.gz", folder / "rank-0.json.gz")
+    folder = _folder_with_rank_0(shared_fixtures, tmp_path)
     empty = folder / "rank-1.json"
     empty.touch()
     with pytest.raises(CorruptFileError, match=f"{re.escape(str(empty))}: .*the file is empty"):

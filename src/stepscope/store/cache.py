@@ -35,8 +35,8 @@ cache too, with a warning; a link planted there later makes its refreshes fail, 
 than write through it.
 
 Concurrent refreshes (the live rule engine and the UI) serialise on ``<cache>/lock`` (``flock``,
-which a process that dies lets go; never opened through a symbolic link; the file names the holder, and a refresh waits for it at most
-``lock_timeout_s``, then fails saying who holds it);
+which a process that dies lets go; never opened through a symbolic link; the file names the
+holder, and a refresh waits for it at most ``lock_timeout_s``, then fails saying who holds it);
 the manifest and every segment (converted, merged or rewritten) are written to a temporary name
 and renamed into place (the next refresh that saves deletes those of a refresh that was killed),
 and a segment is never modified once renamed. A replaced segment is

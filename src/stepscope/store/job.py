@@ -204,13 +204,13 @@ class JobData:
         Open ``.tmp`` files are not read while they are written; those a rank left open when
         its process ended (``kill -9``, the OOM killer; see
         :func:`~stepscope.store.job_status.dead_writers`) are, up to their last whole record. A
-        raw file that cannot be read (damaged beyond
-        its records, or not the format its name says) is logged and remembered, so it is
-        retried only when it changes; the first refresh of each later ``JobData`` (another
-        command, another process) logs it again. Closed files go into their stream's merged segment, and
-        the small segments of each stream are compacted (see :mod:`stepscope.store.cache`); a
-        refresh that finds nothing new only lists the files and reads the manifest. Local
-        SageMaker system and framework files are converted many at a time by DuckDB scans
+        raw file that cannot be read (damaged beyond its records, or not the format its name
+        says) is logged and remembered, so it is retried only when it changes; the first
+        refresh of each later ``JobData`` (another command, another process) logs it again.
+        Closed files go into their stream's merged segment, and the small segments of each
+        stream are compacted (see :mod:`stepscope.store.cache`); a refresh that finds nothing
+        new only lists the files and reads the manifest. Local SageMaker system and framework
+        files are converted many at a time by DuckDB scans
         (:mod:`stepscope.store.sagemaker_scan`), with the rows of the per-file readers.
 
         :raises JobNotFoundError: when the local job folder or trace was removed.
