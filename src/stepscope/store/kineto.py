@@ -38,10 +38,10 @@ What a row holds:
 Rank: ``distributedInfo.rank``; else ``rank_hint``; else the file name (``rank-3``, ``rank_3``,
 ``rank3``, or the SageMaker node id ``3-algo-1``); else 0, with a warning. A damaged file (a
 truncated ``.gz``, a document cut mid-event) keeps every event read before the damage and logs a
-warning naming the file and the position; one cut before its ``traceEvents`` key is still sniffed
-as a trace, and reading it raises :class:`~stepscope.errors.CorruptFileError`. Event names the profiler wrote with a quote
-unescaped (pytorch/pytorch#146900, see :mod:`stepscope.store.kineto_names`), which make the
-document invalid JSON, are read as written;
+warning naming the file and the position; one cut before its ``traceEvents`` key is still
+sniffed as a trace, and reading it raises :class:`~stepscope.errors.CorruptFileError`. Event
+names the profiler wrote with a quote unescaped (pytorch/pytorch#146900, see
+:mod:`stepscope.store.kineto_names`), which make the document invalid JSON, are read as written;
 a lone surrogate escape (``\\udcff``), which orjson and DuckDB refuse, is read as U+FFFD.
 An event with no finite ``ts``, or a ``dur`` that is
 negative or not finite, has no place in time: it is skipped, with one warning naming the file
