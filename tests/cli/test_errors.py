@@ -191,6 +191,23 @@ def test_a_bad_rule_flag_is_named_as_typed(
     assert not job_dir.exists()
 
 
+@pytest.mark.parametrize("selected", [[], ["--rule", "CPUBottleneck"]], ids=["report", "rule"])
+def test_one_parameter_set_twice_to_different_values_names_both(
+    job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], selected: list[str]
+) -> None:
+    # rule names match whatever their case: the second spelling silently won
+    first, second = "cpubottleneck.threshold=10", "CPUBottleneck.threshold=90"
+    argv = ["rules", str(job), *selected, "--param", first, "--param", second]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"stepscope: error: --param must be the value of --param {first} ")
+    assert f"got {second!r}" in err
+    # the same value twice is no conflict
+    again = "CPUBOTTLENECK.threshold=10"
+    argv = ["rules", str(job), *selected, "--param", first, "--param", again]
+    assert main([*argv, "--output-dir", str(tmp_path / "out")]) == 0
+
+
 def test_the_python_api_names_its_parameters(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         launch([sys.executable, "-c", "pass"], job_dir=tmp_path / "job", nproc_per_node=0)

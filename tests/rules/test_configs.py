@@ -106,6 +106,22 @@ def test_profiler_report_keys_match_rule_names_case_insensitively():
     assert subrules["LowGPUUtilization"].parameters["window"] == 10
 
 
+def test_profiler_report_keys_of_one_parameter_in_two_cases_must_agree():
+    # the last spelling silently won over the first
+    with pytest.raises(ConfigError) as caught:
+        rule_configs.ProfilerReport(cpubottleneck_threshold=10, CPUBottleneck_threshold=90).build()
+    message = str(caught.value)
+    assert "cpubottleneck_threshold" in message and "CPUBottleneck_threshold" in message
+    assert "CPUBottleneck.threshold" in message
+    rule = rule_configs.ProfilerReport(cpubottleneck_threshold=10, CPUBottleneck_threshold=10)
+    subrules = {sub.rule_name(): sub for sub in ProfilerRule.stepscope(rule).build().subrules()}
+    assert subrules["CPUBottleneck"].parameters["threshold"] == 10
+    # rule_parameters override the base config's, however either spells the rule
+    rule = ProfilerRule.stepscope(rule, rule_parameters={"CPUBOTTLENECK_threshold": "90"})
+    subrules = {sub.rule_name(): sub for sub in rule.build().subrules()}
+    assert subrules["CPUBottleneck"].parameters["threshold"] == 90
+
+
 def test_a_customised_profiler_report_shows_its_customisation_when_printed():
     # a notebook cell ending in the rules list prints them: that must not raise
     rule = ProfilerRule.stepscope(rule_configs.ProfilerReport(CPUBottleneck_cpu_threshold=90))

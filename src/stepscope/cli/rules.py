@@ -62,6 +62,8 @@ def rules_from_arguments(names: list[str] | None, params: list[str]) -> list[Any
         classes = [_rule_class(name, builtin_rule) for name in (names or ["ProfilerReport"])]
     by_name = {cls.rule_name().lower(): cls for cls in classes}
     settings: dict[Any, dict[str, str]] = {cls: {} for cls in classes}
+    #: (rule class, key) -> the --param that set it, to name both of a conflict
+    typed: dict[tuple[Any, str], str] = {}
     for item in params:
         target, equals, value = item.partition("=")
         rule, dot, parameter = target.partition(".")
@@ -69,17 +71,27 @@ def rules_from_arguments(names: list[str] | None, params: list[str]) -> list[Any
             raise ConfigError("--param", item, "RULE.PARAM=VALUE, e.g. StepOutlier.stddev=3")
         cls = by_name.get(rule.lower())
         if cls is not None:
-            settings[cls][parameter] = value
+            key = parameter
         elif "profilerreport" in by_name:
             with naming_flags({"rule name": "--param rule"}):
                 sub_rule = builtin_rule(rule).rule_name()
-            settings[by_name["profilerreport"]][f"{sub_rule}_{parameter}"] = value
+            cls, key = by_name["profilerreport"], f"{sub_rule}_{parameter}"
         else:
             raise ConfigError(
                 "--param rule",
                 rule,
                 "one of the selected rules: " + ", ".join(cls.rule_name() for cls in classes),
             )
+        # rule names match whatever their case, so two spellings may set one parameter
+        earlier = typed.setdefault((cls, key), item)
+        if settings[cls].get(key, value) != value:
+            raise ConfigError(
+                "--param",
+                item,
+                f"the value of --param {earlier} or left out",
+                "Both set the same parameter.",
+            )
+        settings[cls][key] = value
     return [ProfilerRule.stepscope(cls, settings[cls]) for cls in classes]
 
 

@@ -214,6 +214,13 @@ class Rule:
         return cls.name or cls.__name__
 
     @classmethod
+    def parameter_key(cls, name: str) -> str:
+        """What two spellings of one parameter have in common: the name itself (names are
+        case-sensitive, as in SageMaker); ProfilerReport's ``<Rule>_<param>`` keys match the
+        rule name in any case."""
+        return name
+
+    @classmethod
     def all_parameter_specs(cls) -> dict[str, Param]:
         """The rule's own parameters plus ``scan_interval_us``."""
         return {**cls.parameter_specs, "scan_interval_us": SCAN_INTERVAL}

@@ -113,10 +113,14 @@ class ProfilerRule:
         rule_parameters: Mapping[str, Any] | None = None,
     ) -> ProfilerRule:
         """Configure a rule: ``base_config`` from ``rule_configs`` (or a Rule subclass), with
-        ``rule_parameters`` overriding the config's own parameters."""
+        ``rule_parameters`` overriding the config's own parameters, however either spells them
+        (see :meth:`Rule.parameter_key`)."""
         if isinstance(base_config, RuleConfig):
-            merged = {**base_config.rule_parameters, **(rule_parameters or {})}
-            return cls(base_config.rule_class, merged)
+            overrides = dict(rule_parameters or {})
+            key = base_config.rule_class.parameter_key
+            replaced = {key(name) for name in overrides}
+            kept = {n: v for n, v in base_config.rule_parameters.items() if key(n) not in replaced}
+            return cls(base_config.rule_class, {**kept, **overrides})
         return cls(base_config, rule_parameters)
 
     sagemaker = stepscope

@@ -45,6 +45,8 @@ class ProfilerReport(Rule):
         }
         customisable = {name.lower(): name for name in SUB_RULES if name not in NOT_CUSTOMISABLE}
         per_rule: dict[str, dict[str, Any]] = {name: {} for name in SUB_RULES}
+        #: (rule, parameter) -> the key that set it, to name both keys of a conflict
+        keys: dict[tuple[str, str], str] = {}
         for key, value in parameters.items():
             prefix, _, parameter = key.partition("_")
             rule = customisable.get(prefix.lower())
@@ -59,12 +61,26 @@ class ProfilerReport(Rule):
                     if prefix.lower() == "overallframeworkmetrics"
                     else "",
                 )
+            earlier = keys.setdefault((rule, parameter), key)
+            if earlier != key and per_rule[rule][parameter] != value:
+                # rule names match whatever their case: two spellings are one parameter
+                raise ConfigError(
+                    f"ProfilerReport parameter {key}",
+                    value,
+                    f"the value of {earlier} ({per_rule[rule][parameter]!r}) or left out",
+                    f"{earlier} and {key} set the same parameter, {rule}.{parameter}.",
+                )
             per_rule[rule][parameter] = value
         self.parameters = {**own, **parameters}
         self.rules: list[Rule] = []
         for name, rule_class in SUB_RULES.items():
             rule_parameters = {"scan_interval_us": own["scan_interval_us"], **per_rule[name]}
             self.rules.append(rule_class(**rule_parameters))
+
+    @classmethod
+    def parameter_key(cls, name: str) -> str:
+        prefix, underscore, parameter = name.partition("_")
+        return prefix.lower() + underscore + parameter
 
     @classmethod
     def all_parameter_specs(cls) -> dict[str, Any]:
