@@ -11,9 +11,10 @@ the rule's question -- is the host as a whole saturated while the GPUs wait -- a
 workers or a bigger instance changes. The hottest core is still reported in the details.
 
 Snapshots are grouped per node (see :mod:`stepscope.rules.window`), so several nodes' records
-interleaving in time no longer break the count. A job without the host metric at all (GPU
-records alone, or no I/O wait records) is not judged: no snapshot
-could have been a bottleneck.
+interleaving in time no longer break the count. Only snapshots that hold the host metric are
+judged: a node without it (GPU records alone, no I/O wait records) is left out and named, rather
+than counted as never bottlenecked, which diluted the share of the nodes that were; a job without
+the metric at all is not judged.
 """
 
 from __future__ import annotations
@@ -42,46 +43,53 @@ class BottleneckTally:
         self.intervals = IntervalList(interval_gap_us)
 
     def add(self, snapshots: dict[str, np.ndarray], high_pct: float, gpu_low_pct: float) -> None:
-        """Count the snapshots of one window (only those that have GPU metrics)."""
+        """Count the snapshots of one window that have GPU metrics and the host metric."""
         if len(snapshots["node"]) == 0:
             return
         has_gpu = snapshots["gpus"] > 0
-        nodes = snapshots["node"][has_gpu]
-        times = snapshots["snapshot_us"][has_gpu]
-        measured = ~np.isnan(snapshots[self.metric][has_gpu])
-        metric = np.nan_to_num(snapshots[self.metric][has_gpu], nan=0.0)
+        judged = has_gpu & ~np.isnan(snapshots[self.metric])
+        for node in np.unique(snapshots["node"][has_gpu & ~judged]).tolist():
+            self._entry(node)["unmeasured"] += int(
+                (has_gpu & ~judged & (snapshots["node"] == node)).sum()
+            )
+        nodes = snapshots["node"][judged]
+        times = snapshots["snapshot_us"][judged]
+        metric = snapshots[self.metric][judged]
         peak_column = "cpu_max_pct" if self.metric == "cpu_mean_pct" else "iowait_max_pct"
-        peak = np.nan_to_num(snapshots[peak_column][has_gpu], nan=0.0)
-        low_gpu = snapshots["gpu_mean_pct"][has_gpu] < gpu_low_pct
+        peak = np.nan_to_num(snapshots[peak_column][judged], nan=0.0)
+        low_gpu = snapshots["gpu_mean_pct"][judged] < gpu_low_pct
         bottleneck = low_gpu & (metric > high_pct)
         for node in np.unique(nodes).tolist():
             mine = nodes == node
-            entry = self.per_node.setdefault(
-                node,
-                {
-                    "datapoints": 0,
-                    "measured": 0,
-                    "low_gpu": 0,
-                    "high": 0,
-                    "bottlenecks": 0,
-                    "peak_core_pct": 0.0,
-                    "cores": 0,
-                    "gpus": 0,
-                },
-            )
+            entry = self._entry(node)
             entry["cores"] = max(
-                entry["cores"], int(snapshots["cores"][has_gpu][mine].max(initial=0))
+                entry["cores"], int(snapshots["cores"][judged][mine].max(initial=0))
             )
-            entry["gpus"] = max(entry["gpus"], int(snapshots["gpus"][has_gpu][mine].max(initial=0)))
+            entry["gpus"] = max(entry["gpus"], int(snapshots["gpus"][judged][mine].max(initial=0)))
             entry["datapoints"] += int(mine.sum())
-            entry["measured"] += int((measured & mine).sum())
             entry["low_gpu"] += int((low_gpu & mine).sum())
             entry["high"] += int(((metric > high_pct) & mine).sum())
             entry["bottlenecks"] += int((bottleneck & mine).sum())
-            if mine.any():
-                entry["peak_core_pct"] = max(entry["peak_core_pct"], float(peak[mine].max()))
+            entry["peak_core_pct"] = max(entry["peak_core_pct"], float(peak[mine].max()))
         hits = np.sort(times[bottleneck])
         self.intervals.add(hits, hits)
+
+    def _entry(self, node: str) -> dict[str, Any]:
+        """The counts of ``node``: ``datapoints`` judged snapshots, ``unmeasured`` ones with GPU
+        metrics but not the host metric."""
+        return self.per_node.setdefault(
+            node,
+            {
+                "datapoints": 0,
+                "unmeasured": 0,
+                "low_gpu": 0,
+                "high": 0,
+                "bottlenecks": 0,
+                "peak_core_pct": 0.0,
+                "cores": 0,
+                "gpus": 0,
+            },
+        )
 
     @property
     def datapoints(self) -> int:
@@ -95,11 +103,18 @@ class BottleneckTally:
     def low_gpu(self) -> int:
         return sum(entry["low_gpu"] for entry in self.per_node.values())
 
+    def left_out(self) -> list[str]:
+        """The nodes with GPU metrics but none of the host metric, which were not judged."""
+        return sorted(node for node, entry in self.per_node.items() if not entry["datapoints"])
+
     def details(self) -> dict[str, Any]:
-        """Per-node counts and percentages for the report."""
+        """Per-node counts and percentages of the judged nodes, for the report (a node left out
+        has no figures: its 0 % would read as measured)."""
         nodes = {}
         for node, entry in sorted(self.per_node.items()):
-            points = max(entry["datapoints"], 1)
+            if not entry["datapoints"]:
+                continue
+            points = entry["datapoints"]
             nodes[node] = {
                 **entry,
                 "bottleneck_pct": round(100.0 * entry["bottlenecks"] / points, 2),
@@ -107,6 +122,7 @@ class BottleneckTally:
             }
         return {
             "nodes": nodes,
+            "left_out": self.left_out(),
             "datapoints": self.datapoints,
             "bottlenecks": self.bottlenecks,
             "low_gpu_utilization": self.low_gpu,
@@ -118,9 +134,9 @@ class BottleneckTally:
         """The verdict shared by CPUBottleneck and IOBottleneck (``label`` is "CPU" or "I/O
         wait"); ``ended``: the job's last window was counted, no more snapshots will come."""
         points, hits = self.datapoints, self.bottlenecks
-        if points == 0:
+        if not self.per_node:
             return Verdict(applicable=False, message="No GPU metrics.")
-        if not any(entry["measured"] for entry in self.per_node.values()):
+        if points == 0:
             return Verdict(applicable=False, message=f"No {label} metrics.")
         if points <= parameters["patience"]:
             return undecided(
@@ -138,8 +154,10 @@ class BottleneckTally:
             f"{hits} of {points} snapshots ({pct:.1f} %) had GPUs below {low:g} % while mean "
             f"{label} was above {high:g} % (threshold {parameters['threshold']:g} %)."
         )
+        if self.left_out():
+            message += f" Not judged, without {label} metrics: {', '.join(self.left_out())}."
         worst_node, worst = max(
-            self.per_node.items(),
+            ((node, entry) for node, entry in self.per_node.items() if entry["datapoints"]),
             key=lambda item: item[1]["bottlenecks"] / max(item[1]["datapoints"], 1),
         )
         worst_pct = 100.0 * worst["bottlenecks"] / max(worst["datapoints"], 1)

@@ -203,6 +203,21 @@ def test_io_bottleneck(job):
     assert undecided.status == "NotApplicable" and not undecided.triggered
 
 
+def test_bottlenecks_judge_only_the_nodes_with_the_host_metric(job):
+    # algo-2 records its GPUs only: its snapshots were counted as never bottlenecked, which
+    # halved algo-1's 100 % of I/O-wait bottlenecks to 50 %, not above the threshold
+    machine(job, 120, iowait_pct=65.0, cpu_pct=96.0, gpu_util_pct=[4.0], noise=1.0)
+    times = snapshot_times(120)
+    add_metric(job, "algo-2", times, "gpu", "gpu0", "GPUUtilization", np.full(len(times), 4.0))
+    for rule, label in ((IOBottleneck(patience=100), "I/O wait"), (CPUBottleneck(), "CPU")):
+        result = verdict(job, rule)
+        assert result.status == "IssuesFound", result.message
+        assert result.violations == result.datapoints == 240
+        assert result.details["left_out"] == ["algo-2"]
+        assert list(result.details["nodes"]) == ["algo-1"]  # no 0 % for a node not measured
+        assert f"Not judged, without {label} metrics: algo-2." in result.message
+
+
 def test_io_bottleneck_not_with_low_io_wait(job):
     machine(job, 120, iowait_pct=5.0, gpu_util_pct=[30.0], noise=1.0)
     assert verdict(job, IOBottleneck(patience=100)).status == "NoIssuesFound"
