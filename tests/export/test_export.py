@@ -81,6 +81,21 @@ def _steps(mode: str, first_s: float, count: int) -> list[dict[str, Any]]:
     ]
 
 
+def test_an_open_step_range_reaches_the_edges_of_the_job(tmp_path: Path) -> None:
+    # `--steps :` dropped what came before the first step and after the last one (system
+    # samples, the data loader's start), unlike no --steps at all; `--steps 100:` the tail
+    from stepscope.cli import main
+    from stepscope.testing import generate_job
+
+    job = generate_job(tmp_path / "job", gpus=1, cpus=2, minutes=1)
+    for name, steps in (("all.json", []), ("open.json", ["--steps", ":"])):
+        assert main(["export", str(job), "-o", str(tmp_path / name), *steps]) == 0
+    assert (tmp_path / "open.json").read_bytes() == (tmp_path / "all.json").read_bytes()
+    con = connect(events_table(_steps("TRAIN", 1, 5)))
+    assert resolve_window(con, steps=(2, None)) == Window(T0 + 3e6, None)
+    assert resolve_window(con, steps=(None, 2)) == Window(None, T0 + 3e6)
+
+
 def test_a_step_range_is_of_training_steps_when_evaluation_steps_come_after() -> None:
     # Each mode numbers its steps from 0: the evaluation loop after training has steps 2-4 too,
     # and the range must not stretch to them over every training step in between.

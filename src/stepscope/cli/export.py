@@ -35,8 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which.add_argument(
         "--steps",
         metavar="A:B",
-        help="only steps A <= step < B; either bound may be left out, e.g. 100: (default: "
-        "every step)",
+        help="only steps A <= step < B; a bound left out reaches the job's edge, so 100: "
+        "keeps all after step 100 and : the whole job (default: the whole job)",
     )
     which.add_argument(
         "--time",

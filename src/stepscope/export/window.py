@@ -66,7 +66,10 @@ def resolve_window(
 
     Steps are the ``Step:ModeKeys.*`` events of a stepscope or SageMaker job and the
     ``ProfilerStep#N`` ranges of a PyTorch profiler trace. A step range is of one mode: the
-    training steps when it holds some, else the mode whose steps in it come first.
+    training steps when it holds some, else the mode whose steps in it come first. A bound left
+    out reaches the job's edge, as it does for a time range: ``100:`` keeps what comes after the
+    last step too (the final evaluation, the checkpoint), and ``:`` is the whole job, as no
+    range is.
     """
     if steps is not None and time_s is not None:
         raise ConfigError("steps", steps, "left out when a time range is given", "Pick one.")
@@ -93,7 +96,7 @@ def resolve_window(
                 "time_s", time_s, "record", f"seconds 0 to {(last - first) / 1e6:g}"
             )
         return window
-    if steps is not None:
+    if steps is not None and steps != (None, None):
         low, high = steps
         is_step = "(name LIKE 'Step:ModeKeys.%' OR name LIKE 'ProfilerStep#%') AND step >= 0"
         condition = [is_step]
@@ -115,7 +118,7 @@ def resolve_window(
             ).fetchone()
             span = "steps {} to {}".format(*seen) if seen and seen[0] is not None else "no steps"
             raise _selects_nothing("steps", steps, "recorded step", span)
-        return Window(row[0], row[1])
+        return Window(None if low is None else row[0], None if high is None else row[1])
     return Window()
 
 
