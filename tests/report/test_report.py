@@ -310,6 +310,17 @@ def test_reports_of_read_only_inputs_in_one_folder_show_each_inputs_results(tmp_
     assert 'id="rule-AlwaysWarns"' in again
 
 
+def test_job_summary_of_framework_data_alone_shows_no_measured_initialization(tmp_path):
+    # without system metrics the job's start is not recorded: the summary said 0 s of
+    # initialization and drew a pie of the training loop alone
+    job = TableJob(tmp_path / "job")
+    training_steps(job, 100, step_s=0.1)
+    text = write_report(job, output=tmp_path / "report.html").read_text()
+    summary = text[text.index('id="summary"') :].split("</section>")[0]
+    assert "Initialization time (s)" not in summary and "Job phases" not in summary
+    assert "Initialization not measured" in summary
+
+
 def test_read_only_input_needs_an_output(shared_fixtures, tmp_path):
     trace = shared_fixtures / "kineto" / "a100_rank0of2_nccl.json.gz"
     out = write_report(trace, output=tmp_path / "report.html")

@@ -183,6 +183,22 @@ def test_max_initialization_time_summarises_the_job(job):
     ] == pytest.approx(100)
 
 
+def test_max_initialization_time_without_system_metrics_says_it_is_not_measured(job):
+    # a trace of framework events alone said "The first step started 0.00 min after the job's
+    # first data", a measured zero: the job's start is not recorded
+    training_steps(job, 100, step_s=0.1)
+    result = verdict(job, MaxInitializationTime())
+    assert result.status == "NotApplicable"
+    assert "0.00 min" not in result.message
+    assert result.message.startswith("Initialization not measured")
+    assert "initialization_s" not in result.details
+    assert result.details["training_loop_s"] == pytest.approx(9.9, abs=0.2)
+    # a first step long after the first event is late whatever came before that event
+    add_events(job, "algo-1", "DataLoaderIterInitialize", [T0_US - 30 * 60e6], [1e6])
+    late = verdict(job, MaxInitializationTime())
+    assert late.status == "IssuesFound" and "at least 30.00 min" in late.message
+
+
 def test_max_initialization_time_without_any_step(job):
     machine(job, 120)
     undecided = verdict(job, MaxInitializationTime())

@@ -51,15 +51,21 @@ class JobSummary(Section):
                 (f"Hardware {node}", f"{info.get('cpu_count', '?')} cores, {len(gpus)} GPU(s)")
             )
         rows = [(k, v) for k, v in rows if v is not None]
-        chart = context.chart(
-            pie(
-                "Job phases",
-                {
-                    "Initialization": d.get("initialization_s", 0),
-                    "Training loop": d.get("training_loop_s", 0),
-                    "Finalization": d.get("finalization_s", 0),
-                },
+        # without the job's start (no system metrics) the phases are not measured: a pie of the
+        # training loop alone would read as a job that spent all its time training
+        chart = (
+            context.chart(
+                pie(
+                    "Job phases",
+                    {
+                        "Initialization": d["initialization_s"],
+                        "Training loop": d.get("training_loop_s", 0),
+                        "Finalization": d.get("finalization_s", 0),
+                    },
+                )
             )
+            if "initialization_s" in d
+            else ""
         )
         message = context.results.get("MaxInitializationTime")
         note = paragraph(message.message if message is not None else "")

@@ -4,8 +4,13 @@ Keeps the first and last data timestamps (system samples and events), the start 
 step and the end of the last one. Triggers when the first step started more than ``threshold``
 minutes after the job's first data, or when no step has started ``threshold`` minutes into the
 job. Its details (initialization, training loop and finalization times) feed the report's job
-summary. Unlike SageMaker's, it fires under ProfilerReport too: the engine gives every rule the
-same windows and nothing depends on a rule's private clock.
+summary. The job's start is its first system sample (the monitor starts with the job): without
+system metrics (a PyTorch profiler trace, framework data alone) the first recorded event may be
+the first step itself, so the initialization is not measured, and the rule says so rather than
+report a zero; it still triggers when the first step came more than ``threshold`` minutes after
+the first event, a lower bound of the initialization. Unlike SageMaker's, it fires under
+ProfilerReport too: the engine gives every rule the same windows and nothing depends on a rule's
+private clock.
 """
 
 from __future__ import annotations
@@ -114,8 +119,18 @@ class MaxInitializationTime(Rule):
         details.update(
             training_loop_start_us=int(first),
             training_loop_end_us=int(last),
-            initialization_s=round(init / 1e6, 3),
             training_loop_s=round(loop / 1e6, 3),
+        )
+        measured = "sys_first" in b
+        if not measured and init <= limit_us:
+            return Verdict(
+                applicable=False,
+                details=details,
+                message="Initialization not measured: without system metrics the job's start "
+                "is not recorded.",
+            )
+        details.update(
+            initialization_s=round(init / 1e6, 3),
             finalization_s=round(final / 1e6, 3),
             initialization_pct=round(100 * init / total, 2),
             training_loop_pct=round(100 * loop / total, 2),
@@ -123,8 +138,8 @@ class MaxInitializationTime(Rule):
         )
         triggered = init > limit_us
         message = (
-            f"The first step started {init / 60e6:.2f} min after the job's first data "
-            f"(threshold {self.parameters['threshold']:g} min)."
+            f"The first step started {'' if measured else 'at least '}{init / 60e6:.2f} min "
+            f"after the job's first data (threshold {self.parameters['threshold']:g} min)."
         )
         return Verdict(
             triggered=triggered,
