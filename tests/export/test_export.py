@@ -385,6 +385,36 @@ def test_an_export_that_fails_half_way_leaves_the_previous_export_whole(
     assert [p.name for p in output.parent.iterdir()] == [name]
 
 
+def test_an_export_ended_by_sigterm_leaves_no_partial_file(tmp_path: Path) -> None:
+    # `timeout 60 stepscope export ...` or a `kill` left the half-written trace beside the
+    # previous export, one more hidden file of megabytes for each export ended so
+    import signal
+    import time
+
+    from stepscope.testing import generate_job
+
+    job = generate_job(tmp_path / "job", gpus=2, cpus=4, minutes=10)
+    output = tmp_path / "exports" / "trace.json"
+    output.parent.mkdir()
+    output.write_text("the previous export")
+    exporter = subprocess.Popen(
+        [sys.executable, "-m", "stepscope", "export", str(job), "-o", str(output)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+    def writing() -> bool:
+        return any(p.stat().st_size for p in output.parent.iterdir() if p != output)
+
+    while exporter.poll() is None and not writing():
+        time.sleep(0.005)
+    exporter.send_signal(signal.SIGTERM)
+    exporter.communicate(timeout=120)
+    assert exporter.returncode == 128 + signal.SIGTERM
+    assert [p.name for p in output.parent.iterdir()] == ["trace.json"]
+    assert output.read_text() == "the previous export"
+
+
 _COPY_STDIN = "import shutil, sys; shutil.copyfileobj(sys.stdin.buffer, open(sys.argv[1], 'wb'))"
 
 

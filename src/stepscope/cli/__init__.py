@@ -6,7 +6,10 @@ only list of commands; modules are imported lazily so ``stepscope --help`` stays
 Only this package configures logging and maps stepscope errors to exit codes (2 for a bad
 configuration, 1 for any other stepscope error or for a file or folder that cannot be written or
 read, such as an output path in a missing folder). A Ctrl-C that a command does not handle
-itself ends it with one line and 130, as a shell reports a command that SIGINT ended.
+itself ends it with one line and 130, as a shell reports a command that SIGINT ended. A SIGTERM
+(``kill``, ``timeout``, a scheduler) that a command does not handle itself unwinds it as an
+exception does, so that a file half written (an export, a report) is removed, not left beside
+its output, and ends it with 143, as a shell reports a command that SIGTERM ended.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import importlib
 import logging
 import signal
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from stepscope import __version__
 from stepscope.errors import ConfigError, StepscopeError
@@ -87,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="stepscope: %(message)s")
     logging.getLogger("stepscope").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:
-        return int(module.main(args))
+        with _unwinding_on_sigterm():
+            return int(module.main(args))
     except ConfigError as exc:
         print(f"stepscope: error: {exc}", file=sys.stderr)
         return 2
@@ -103,6 +109,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the user asked to stop: where the command was when it stopped is of no use to them
         print("stepscope: interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
+
+
+@contextmanager
+def _unwinding_on_sigterm() -> Iterator[None]:
+    """While a command runs, SIGTERM raises :class:`SystemExit` (status 143) where the command
+    is, instead of ending the process at once: the blocks writing beside an output remove what
+    they wrote. A command that handles SIGTERM itself (``run`` passes it on to its training
+    command) replaces this for its duration. Only the main thread can handle signals: from
+    another, nothing changes."""
+
+    def unwind(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        previous: Any = signal.signal(signal.SIGTERM, unwind)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        # None: the handler was not set from Python, which leaves the default
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 if __name__ == "__main__":
