@@ -16,6 +16,7 @@ from stepscope.rules.builtin import (
     ProfilerReport,
     StepOutlier,
 )
+from stepscope.rules.builtin.dataloader import MAX_RUNS
 from stepscope.rules.engine import RuleSession
 from stepscope.store import open_job
 from tests.rules.tablejob import T0_US, add_events, machine, training_steps, verdict
@@ -453,6 +454,22 @@ def test_a_worker_span_written_at_its_end_counts_in_seconds_scanned_before(job):
     nodes = offline.results()["Dataloader"].details["nodes"]
     assert nodes["algo-1"]["dataloaders"] == 4
     assert live.results()["Dataloader"].details["nodes"] == nodes
+
+
+def test_the_runs_a_persistent_worker_leaves_until_its_span_stay_bounded(job):
+    # a worker's batches 8 s apart left one run of seconds each until its span came at the end
+    # of the job: the live engine's state grew with every step of a job that runs for days
+    add_workers = slow_steps_with_four_workers(job, seconds=4 * 3600)
+    live = RuleSession(job, [Dataloader()])
+    [rule] = live.rules
+    for quarter in range(1, 17):
+        job.visible_until_us = T0_US + quarter * 900_000_000
+        live.advance()
+        assert max(len(runs) for runs in rule.active["algo-1"].values()) <= MAX_RUNS
+    job.visible_until_us = None
+    add_workers()
+    live.advance(final=True)
+    assert live.results()["Dataloader"].details["nodes"]["algo-1"]["dataloaders"] == 4
 
 
 def test_advice_without_the_loaders_initialization_names_no_unknown_num_workers(job):

@@ -8,7 +8,12 @@ it counts the distinct processes loading data: a process loads in every second o
 covers, so a worker whose ``DataLoaderWorker`` span lasts the epoch counts in each of its seconds,
 not only when a batch of its arrives (with steps longer than a second, at most one batch arrives
 per second however many workers prefetch). The rule keeps, per process, the runs of seconds it was
-active, merged as spans arrive (a worker's span is written when it ends); it triggers once more
+active, merged as spans arrive (a worker's span is written when it ends). A worker's batches
+alone, seconds apart, leave one run each until its span arrives (for a persistent worker, at the
+end of the job): past :data:`MAX_RUNS` runs of one process, the runs across its shortest gaps
+are joined, so the state of a rule that runs for days stays bounded. The worker's span covers
+those gaps when it comes, so the verdict is the same; only data without worker spans counts the
+joined gaps as loading. It triggers once more
 than ``patience`` seconds were seen and the median count is below ``min_threshold`` % or above
 ``max_threshold`` % of the cores. It also reports GetNext durations (how long the training loop waited for a batch) and
 their share of step time: the mean wait per batch over the mean step time, because data-loader
@@ -30,7 +35,11 @@ from stepscope.rules.distribution import QuantileSketch
 from stepscope.rules.parameters import Param
 from stepscope.rules.window import ScanWindow, split_by
 
-__all__ = ["Dataloader"]
+__all__ = ["MAX_RUNS", "Dataloader"]
+
+#: The most runs of active seconds kept per loading process (16 bytes each); past it, the runs
+#: across the shortest gaps are joined down to half as many.
+MAX_RUNS = 1000
 
 # A loading process: the worker a batch came from (GetNext's and DataLoaderWorker's worker_id,
 # per rank), else the process id the event was recorded in.
@@ -113,7 +122,7 @@ class Dataloader(Rule):
                 new = np.column_stack([events["first_second"][rows], events["last_second"][rows]])
                 old = runs.get(loader)
                 merged = new if old is None else np.concatenate([old, new])
-                runs[loader] = _merge_runs(merged.astype(np.int64))
+                runs[loader] = _join_closest(_merge_runs(merged.astype(np.int64)))
             wait = self.wait.setdefault(node, [0.0, 0.0, 0.0, 0.0])
             wait[0] += float(events["dur_us"][getnext & mine].sum())
             wait[1] += float((getnext & mine).sum())
@@ -251,6 +260,19 @@ def _merge_runs(runs: np.ndarray) -> np.ndarray:
     reach = np.maximum.accumulate(runs[:, 1])
     fresh = np.ones(len(runs), dtype=bool)
     fresh[1:] = runs[1:, 0] > reach[:-1] + 1
+    starts = np.flatnonzero(fresh)
+    return np.column_stack([runs[starts, 0], np.maximum.reduceat(runs[:, 1], starts)])
+
+
+def _join_closest(runs: np.ndarray) -> np.ndarray:
+    """Sorted, merged runs, at most :data:`MAX_RUNS` of them: past that, the runs across the
+    shortest gaps are joined until half as many are left (so that this happens rarely)."""
+    if len(runs) <= MAX_RUNS:
+        return runs
+    joins = len(runs) - MAX_RUNS // 2
+    gaps = runs[1:, 0] - runs[:-1, 1]
+    fresh = np.ones(len(runs), dtype=bool)
+    fresh[np.argpartition(gaps, joins - 1)[:joins] + 1] = False
     starts = np.flatnonzero(fresh)
     return np.column_stack([runs[starts, 0], np.maximum.reduceat(runs[:, 1], starts)])
 
