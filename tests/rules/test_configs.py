@@ -79,6 +79,19 @@ def test_dataloader_min_threshold_may_not_exceed_max_threshold():
     assert rule_configs.Dataloader(min_threshold=200).rule_parameters == {"min_threshold": 200}
 
 
+def test_low_gpu_utilization_threshold_p5_may_not_exceed_threshold_p95():
+    # with p5 at 90 and p95 at 70, a GPU steady at 80 % was flagged as fluctuating
+    for config in (
+        lambda: rule_configs.LowGPUUtilization(threshold_p5=90),
+        lambda: rule_configs.ProfilerReport(LowGPUUtilization_threshold_p95=5),
+    ):
+        with pytest.raises(ConfigError) as err:
+            config()
+        assert err.value.parameter == "LowGPUUtilization.threshold_p5"
+        assert "threshold_p95" in err.value.allowed
+    assert rule_configs.LowGPUUtilization(threshold_p5=70).rule_parameters == {"threshold_p5": 70}
+
+
 def test_unknown_rule_name_lists_the_built_in_rules():
     with pytest.raises(ConfigError) as err:
         rule_configs.by_name("CPUBottleneckk")
