@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import textwrap
@@ -385,10 +386,11 @@ def test_an_export_that_fails_half_way_leaves_the_previous_export_whole(
     assert [p.name for p in output.parent.iterdir()] == [name]
 
 
-def test_an_export_ended_by_sigterm_leaves_no_partial_file(tmp_path: Path) -> None:
-    # `timeout 60 stepscope export ...` or a `kill` left the half-written trace beside the
-    # previous export, one more hidden file of megabytes for each export ended so
-    import signal
+def _export_signalled(
+    tmp_path: Path, signum: int, *, ignored: bool = False
+) -> subprocess.CompletedProcess[bytes]:
+    """Export a ten-minute job over a previous export, send ``signum`` (set to be ignored in the
+    exporter, as ``nohup`` does, when ``ignored``) while the trace is written."""
     import time
 
     from stepscope.testing import generate_job
@@ -401,6 +403,7 @@ def test_an_export_ended_by_sigterm_leaves_no_partial_file(tmp_path: Path) -> No
         [sys.executable, "-m", "stepscope", "export", str(job), "-o", str(output)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=(lambda: signal.signal(signum, signal.SIG_IGN)) if ignored else None,
     )
 
     def writing() -> bool:
@@ -408,11 +411,30 @@ def test_an_export_ended_by_sigterm_leaves_no_partial_file(tmp_path: Path) -> No
 
     while exporter.poll() is None and not writing():
         time.sleep(0.005)
-    exporter.send_signal(signal.SIGTERM)
-    exporter.communicate(timeout=120)
-    assert exporter.returncode == 128 + signal.SIGTERM
+    exporter.send_signal(signum)
+    out, err = exporter.communicate(timeout=120)
+    return subprocess.CompletedProcess(exporter.args, exporter.returncode, out, err)
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["int", "term", "hup"]
+)
+def test_an_export_ended_by_a_signal_leaves_no_partial_file(tmp_path: Path, signum: int) -> None:
+    # `timeout 60 stepscope export ...`, a `kill` or a closed terminal left the half-written
+    # trace beside the previous export, one more hidden file of megabytes for each export; and
+    # a Ctrl-C that landed in a DuckDB query ended with its traceback ("Query interrupted")
+    ended = _export_signalled(tmp_path, signum)
+    assert ended.returncode == 128 + signum
+    assert b"Traceback" not in ended.stderr
+    output = tmp_path / "exports" / "trace.json"
     assert [p.name for p in output.parent.iterdir()] == ["trace.json"]
     assert output.read_text() == "the previous export"
+
+
+def test_an_export_under_nohup_goes_on_when_its_terminal_closes(tmp_path: Path) -> None:
+    # a SIGHUP that nohup set to be ignored stays ignored: the export is written whole
+    assert _export_signalled(tmp_path, signal.SIGHUP, ignored=True).returncode == 0
+    check_chrome(load_chrome(tmp_path / "exports" / "trace.json"))
 
 
 _COPY_STDIN = "import shutil, sys; shutil.copyfileobj(sys.stdin.buffer, open(sys.argv[1], 'wb'))"

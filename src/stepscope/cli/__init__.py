@@ -7,9 +7,10 @@ Only this package configures logging and maps stepscope errors to exit codes (2 
 configuration, 1 for any other stepscope error or for a file or folder that cannot be written or
 read, such as an output path in a missing folder). A Ctrl-C that a command does not handle
 itself ends it with one line and 130, as a shell reports a command that SIGINT ended. A SIGTERM
-(``kill``, ``timeout``, a scheduler) that a command does not handle itself unwinds it as an
-exception does, so that a file half written (an export, a report) is removed, not left beside
-its output, and ends it with 143, as a shell reports a command that SIGTERM ended.
+(``kill``, ``timeout``, a scheduler) or SIGHUP (a closed terminal) that a command does not
+handle itself unwinds it as an exception does, so that a file half written (an export, a
+report) is removed, not left beside its output, and ends it with 128 + N, as a shell reports a
+command that the signal ended.
 """
 
 from __future__ import annotations
@@ -92,8 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="stepscope: %(message)s")
     logging.getLogger("stepscope").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:
-        with _unwinding_on_sigterm():
-            return int(module.main(args))
+        return _run_command(module, args)
     except ConfigError as exc:
         print(f"stepscope: error: {exc}", file=sys.stderr)
         return 2
@@ -111,27 +111,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + signal.SIGINT
 
 
+#: Signals that end a process at once by default, and that a command unwinds from instead.
+_UNWINDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _run_command(module: Any, args: argparse.Namespace) -> int:
+    """``module.main(args)``, ended by a signal as the signal says, wherever it lands.
+
+    A signal that arrives during a DuckDB query interrupts it, and the query raises its own
+    error ("Query interrupted") in place of the signal's exception: that error is the signal's
+    exception again, so that Ctrl-C still ends with one line and 130, not a traceback and 1.
+    """
+    received: list[int] = []
+    with _unwinding_on_signals(received):
+        try:
+            return int(module.main(args))
+        except Exception:
+            if not received:
+                raise
+            if received[-1] == signal.SIGINT:
+                raise KeyboardInterrupt from None
+            raise SystemExit(128 + received[-1]) from None
+
+
 @contextmanager
-def _unwinding_on_sigterm() -> Iterator[None]:
-    """While a command runs, SIGTERM raises :class:`SystemExit` (status 143) where the command
-    is, instead of ending the process at once: the blocks writing beside an output remove what
-    they wrote. A command that handles SIGTERM itself (``run`` passes it on to its training
-    command) replaces this for its duration. Only the main thread can handle signals: from
-    another, nothing changes."""
+def _unwinding_on_signals(received: list[int]) -> Iterator[None]:
+    """While a command runs, note each of its signals in ``received`` and raise its exception
+    where the command is: Ctrl-C's :class:`KeyboardInterrupt`, and for SIGTERM and SIGHUP,
+    which would end the process at once, :class:`SystemExit` (status 128 + N), so that the
+    blocks writing beside an output remove what they wrote. A signal set to be ignored
+    (``nohup``) stays so, and a command that handles one itself (``run`` passes them on to its
+    training command) replaces this for its duration. Only the main thread can handle signals:
+    from another, nothing changes."""
 
     def unwind(signum: int, frame: object) -> None:
+        received.append(signum)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise SystemExit(128 + signum)
 
+    previous: dict[int, Any] = {}
     try:
-        previous: Any = signal.signal(signal.SIGTERM, unwind)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            previous[signal.SIGINT] = signal.signal(signal.SIGINT, unwind)
+        for signum in _UNWINDING_SIGNALS:
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                previous[signum] = signal.signal(signum, unwind)
     except ValueError:  # not the main thread
-        yield
-        return
+        pass
     try:
         yield
     finally:
-        # None: the handler was not set from Python, which leaves the default
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        for restored, handler in previous.items():
+            signal.signal(restored, handler)
 
 
 if __name__ == "__main__":
