@@ -769,7 +769,6 @@ def _finish(
     rules: Sequence[Any] | None,
 ) -> None:
     from stepscope.store import recover_timeline_files, write_job_end_marker
-    from stepscope.store.layout import monitor_log_path
 
     if engine is not None and engine.exitcode not in (None, 0):
         # killed (the OOM killer) or crashed while the job ran: its verdicts would stay InProgress
@@ -784,7 +783,7 @@ def _finish(
             "the system monitor stopped while the job ran (exit code %s): system metrics end "
             "there (see %s)",
             monitor_exit,
-            monitor_log_path(job.profiler_output),
+            monitor.log_path,
         )
     # a rank killed before it closed its timeline files leaves .tmp files: close them now
     recover_timeline_files(job.profiler_output)

@@ -95,7 +95,7 @@ def test_monitor_process_writes_every_metric_for_every_core(tmp_path: Path) -> N
         else:
             assert all(r["Value"] >= 0.0 for r in series), name
     assert len(by_series[("cpu0", "CPUUtilization")]) >= 15
-    assert "monitor stopped: stopped" in (tmp_path / "monitor.log").read_text()
+    assert "monitor stopped: stopped" in (tmp_path / "monitor-algo-1.log").read_text()
 
 
 def test_scripted_gpus_come_out_as_gpu_records(tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ def test_monitor_exits_on_the_job_end_marker(tmp_path: Path) -> None:
         assert handle.wait(30) == 0
     finally:
         handle.stop()
-    assert "monitor stopped: job ended" in (tmp_path / "monitor.log").read_text()
+    assert "monitor stopped: job ended" in (tmp_path / "monitor-algo-1.log").read_text()
 
 
 def test_a_second_monitor_of_the_same_node_exits_and_the_first_samples_alone(
@@ -150,9 +150,27 @@ def test_a_second_monitor_of_the_same_node_exits_and_the_first_samples_alone(
         if second is not None:
             second.stop()
         first.stop()
-    assert "another monitor samples node algo-1" in (tmp_path / "monitor.log").read_text()
+    assert "another monitor samples node algo-1" in (tmp_path / "monitor-algo-1.log").read_text()
     samples = [(r["Timestamp"], r["Name"], r["Dimension"]) for r in system_records(tmp_path)]
     assert len(samples) == len(set(samples)), "every sample written once"
+
+
+def test_the_monitors_of_two_nodes_write_files_of_different_names(tmp_path: Path) -> None:
+    # a multi-node job is read as one by copying every node's profiler output into one folder
+    # (docs/instrumentation.md): both monitors wrote monitor.log, and the copy kept one of them
+    for node in ("algo-1", "algo-2"):
+        handle = start_monitor(tmp_path / node, node=node, interval_ms=100, gpu_backend="none")
+        assert wait_for(lambda: any((tmp_path / node / "system").rglob("*.json")))  # noqa: B023
+        assert handle.stop() == 0
+    names = {
+        node: {path.relative_to(tmp_path / node) for path in (tmp_path / node).rglob("*")}
+        for node in ("algo-1", "algo-2")
+    }
+    files = {
+        node: {p for p in paths if (tmp_path / node / p).is_file()} for node, paths in names.items()
+    }
+    assert not files["algo-1"] & files["algo-2"]
+    assert "monitor of algo-2 started" in (tmp_path / "algo-2" / "monitor-algo-2.log").read_text()
 
 
 def test_the_node_is_free_again_once_its_monitor_was_killed(tmp_path: Path) -> None:
@@ -205,7 +223,7 @@ def test_monitor_exits_when_its_parent_dies(tmp_path: Path) -> None:
     finally:
         if not monitor_gone():
             psutil.Process(monitor_pid).kill()
-    assert "monitor stopped: parent exited" in (tmp_path / "monitor.log").read_text()
+    assert "monitor stopped: parent exited" in (tmp_path / "monitor-algo-1.log").read_text()
 
 
 def test_bad_arguments_are_rejected_before_starting(tmp_path: Path) -> None:
@@ -507,7 +525,7 @@ def test_the_monitor_follows_the_interval_and_the_switch_of_the_job_config(tmp_p
     handle = start_monitor(
         tmp_path / "out", interval_ms=60_000, gpu_backend="none", config_path=config_path
     )
-    log = tmp_path / "out" / "monitor.log"
+    log = tmp_path / "out" / "monitor-algo-1.log"
 
     def ticks() -> int:
         return len({round(r["Timestamp"], 1) for r in system_records(tmp_path / "out")})
@@ -566,7 +584,7 @@ def test_the_monitor_log_gives_times_in_utc(
     before_s = time.time()
     handle = start_monitor(tmp_path, interval_ms=100, gpu_backend="none")
     assert handle.stop() == 0
-    first = (tmp_path / "monitor.log").read_text().splitlines()[0]
+    first = (tmp_path / "monitor-algo-1.log").read_text().splitlines()[0]
     stamp = " ".join(first.split()[:3])
     assert stamp.endswith(" UTC"), first
     logged_s = calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%d %H:%M:%S"))

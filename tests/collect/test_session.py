@@ -217,7 +217,7 @@ def test_a_script_that_changes_its_working_directory_keeps_one_job_folder(
 
 
 def _monitor_pids(profiler_output: Path) -> list[int]:
-    log = profiler_output / "monitor.log"
+    log = profiler_output / "monitor-algo-1.log"
     text = log.read_text() if log.exists() else ""
     return [int(pid) for pid in re.findall(r"monitor of algo-1 started: pid (\d+)", text)]
 
@@ -242,7 +242,7 @@ def test_profile_samples_the_system_metrics_of_the_node_until_the_block_ends(
     monkeypatch.setenv("LOCAL_RANK", "1")
     with stepscope.profile(config, job_dir=tmp_path / "second"):
         pass
-    assert not (tmp_path / "second" / "profiler-output" / "monitor.log").exists()
+    assert not (tmp_path / "second" / "profiler-output" / "monitor-algo-1.log").exists()
 
 
 def _system_record_types(output: Path) -> set[str]:

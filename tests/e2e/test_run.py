@@ -233,7 +233,7 @@ def test_stepscope_update_disable_pauses_the_system_monitor_of_a_running_job(
         _wait_until(process, lambda: samples() > 0, "the monitor never wrote")
         result = _stepscope("update", str(job_dir), "--disable")
         assert result.returncode == 0, result.stderr
-        log = output / "monitor.log"
+        log = output / "monitor-algo-1.log"
         _wait_until(process, lambda: "paused" in log.read_text(), "the monitor never paused")
         paused_at = samples()
         time.sleep(1.5)  # three of the job's 500 ms ticks
@@ -584,7 +584,7 @@ def test_a_system_monitor_killed_while_the_job_trains_is_reported(
         )
     assert job.status == "Completed", job.info
     [warning] = [m for m in caplog.messages if "system monitor" in m]
-    assert "exit code -9" in warning and "monitor.log" in warning
+    assert "exit code -9" in warning and "monitor-algo-1.log" in warning
 
 
 def test_a_bad_rule_list_is_refused_before_the_job_starts(tmp_path: Path) -> None:

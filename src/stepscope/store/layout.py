@@ -14,7 +14,7 @@ A job folder holds ``job.json``, ``profiler-output/`` (laid out exactly like Sag
         framework/ranks/<node_id>.json
         framework/ranks/<node_id>.ended                             (its profile() has ended)
         training_job_end.ts
-        monitor.log
+        monitor-algo-<n>.log                                        (the node's monitor's log)
         .monitor-algo-<n>.lock                                      (held by the node's monitor)
     <job>/rule-output/<RuleName>/status.json
     <job>/rule-output/profiler-reports/<RuleName>.json
@@ -176,9 +176,10 @@ def job_has_ended(output_dir: str | Path) -> bool:
     return any(path.exists() for path in job_end_marker_paths(output_dir))
 
 
-def monitor_log_path(output_dir: str | Path) -> Path:
-    """``<profiler-output>/monitor.log``: the system monitor process's own log."""
-    return Path(output_dir) / "monitor.log"
+def monitor_log_path(output_dir: str | Path, node: str) -> Path:
+    """``<profiler-output>/monitor-<node>.log``: the log of ``node``'s system monitor process,
+    named by its node so that the profiler outputs of a job's nodes merge into one folder."""
+    return Path(output_dir) / f"monitor-{node}.log"
 
 
 def monitor_lock_path(output_dir: str | Path, node: str) -> Path:

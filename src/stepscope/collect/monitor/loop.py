@@ -7,8 +7,8 @@ epoch, so sampling never drifts; a snapshot that overruns skips the ticks it mis
 It stops, writing what it has, when the parent process dies, when ``training_job_end.ts``
 appears, or on SIGTERM/SIGINT. Stopped by a signal (the job's owner saying the training is over),
 it first takes a snapshot of the time since the last tick, so a job shorter than the interval
-still has its system metrics. Its own log (``<profiler-output>/monitor.log``) receives every
-exception with its traceback; an error in one snapshot is logged and the next tick goes on.
+still has its system metrics. Its own log (``<profiler-output>/monitor-<node>.log``) receives
+every exception with its traceback; an error in one snapshot is logged and the next tick goes on.
 
 Given the job's configuration file, it follows ``stepscope update`` while it runs: a new
 ``system_monitor_interval_millis`` applies from the next tick, and ``disable_profiler`` pauses
@@ -245,9 +245,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The monitor process: log to ``monitor.log``, run until told to stop, exit 0."""
+    """The monitor process: log to ``monitor-<node>.log``, run until told to stop, exit 0."""
     args = _parse_args(argv)
-    log_path = monitor_log_path(args.profiler_output_dir)
+    log_path = monitor_log_path(args.profiler_output_dir, args.node)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(log_path)
     handler.setFormatter(_utc_formatter())

@@ -3,7 +3,7 @@
 The monitor is a fresh interpreter (``python -m stepscope.collect.monitor``), not a fork: it
 inherits no torch, CUDA or thread state of the training process, and no stepscope
 instrumentation (the variables that would bootstrap it are removed from its environment). Its
-stdout is discarded and its stderr appended to ``monitor.log``, so even a crash before logging
+stdout is discarded and its stderr appended to ``monitor-<node>.log``, so even a crash before logging
 starts leaves a trace there. It tells it is ready (its stop handler installed, its counters
 primed) through a pipe of its own, which :meth:`MonitorHandle.stop` waits on, briefly, before
 stopping it: stopped sooner, it would die or stop without a sample.
@@ -34,8 +34,12 @@ _INSTRUMENTATION_ENV = ("STEPSCOPE_JOB_DIR", "STEPSCOPE_CONFIG")
 class MonitorHandle:
     """The running monitor process of one node (see :func:`start_monitor`)."""
 
-    def __init__(self, process: subprocess.Popen[bytes], ready_fd: int | None = None) -> None:
+    def __init__(
+        self, process: subprocess.Popen[bytes], log_path: Path, ready_fd: int | None = None
+    ) -> None:
         self._process = process
+        #: the monitor's own log, where a crash says why
+        self.log_path = log_path
         self._ready_fd = ready_fd  # readable once the monitor is ready (or gone)
 
     @property
@@ -137,9 +141,10 @@ def start_monitor(
     if config_path is not None:
         command += ["--config", str(config_path)]
     env = {key: value for key, value in os.environ.items() if key not in _INSTRUMENTATION_ENV}
+    log_path = monitor_log_path(output_dir, node)
     ready_fd, tell_ready_fd = os.pipe()
     try:
-        with open(monitor_log_path(output_dir), "ab") as log:
+        with open(log_path, "ab") as log:
             process = subprocess.Popen(
                 [*command, "--ready-fd", str(tell_ready_fd)],
                 stdin=subprocess.DEVNULL,
@@ -155,7 +160,7 @@ def start_monitor(
         raise
     finally:
         os.close(tell_ready_fd)
-    return MonitorHandle(process, ready_fd)
+    return MonitorHandle(process, log_path, ready_fd)
 
 
 def start_monitor_or_warn(
