@@ -256,6 +256,26 @@ def test_a_trace_exported_without_an_output_is_named_after_it_without_its_suffix
     assert summary.path.is_file()
 
 
+def test_a_profiler_output_folder_exported_without_an_output_is_named_after_its_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SageMaker output downloaded as <job>/profiler-output and given itself: each such export
+    # was profiler-output.perfetto-trace, the second job's replacing the first's
+    from stepscope.export import export_trace
+    from stepscope.testing import TINY_JOB, generate_job
+
+    for name in ("resnet-1", "resnet-2"):
+        generate_job(tmp_path / name, **TINY_JOB)
+        (tmp_path / name / "job.json").unlink()  # as SageMaker's S3 output holds none
+    monkeypatch.chdir(tmp_path)
+    first = export_trace(Path("resnet-1", "profiler-output"))
+    second = export_trace(tmp_path / "resnet-2" / "profiler-output")
+    assert (first.path, second.path) == (
+        Path("resnet-1.perfetto-trace"),
+        Path("resnet-2.perfetto-trace"),
+    )
+
+
 def test_a_span_with_a_negative_duration_ends_where_it_starts(tmp_path: Path) -> None:
     # A framework file timed with a clock that stepped back holds a span with dur < 0: written
     # as is, the Chrome slice ended before it started and the Perfetto end came before its begin.

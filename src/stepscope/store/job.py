@@ -151,8 +151,8 @@ class JobData:
     anything was added; :meth:`connect` refreshes once if this object never did.
 
     :ivar path: the job's path (a ``Path``, or the URL string for remote jobs).
-    :ivar name: job.json's name, else the folder name (a lone trace's
-        :func:`~stepscope.store.layout.trace_name`).
+    :ivar name: job.json's name, else the folder name (a ``profiler-output`` folder's parent's,
+        a lone trace's :func:`~stepscope.store.layout.trace_name`).
     :ivar kind: ``"stepscope"``, ``"sagemaker"`` or ``"kineto"``.
     :ivar cache_dir: the cache folder in use.
     :ivar last_refresh_files: the raw files (relative paths) the last refresh converted.
@@ -187,8 +187,10 @@ class JobData:
         default_name = PurePosixPath(str(self.path).rstrip("/")).name
         if single_file and kind == "kineto":
             default_name = layout.trace_name(default_name)
-        if prefix and kind == "sagemaker" and default_name == "profiler-output":
-            default_name = PurePosixPath(str(self.path).rstrip("/")).parent.name
+        if kind == "sagemaker" and default_name == "profiler-output":
+            # SageMaker's <job>/profiler-output given itself is named after its job, as the UI
+            # lists it: two such jobs' default exports would have one file name
+            default_name = PurePosixPath(str(self.path).rstrip("/")).parent.name or default_name
         self.name: str = str(job.get("name") or default_name) if job else default_name
 
     def __repr__(self) -> str:
