@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stepscope.testing import generate_job
+from stepscope.testing import TINY_JOB, generate_job
 from stepscope.ui.discovery import discover_jobs
 
 from .conftest import write_job_folder
@@ -111,6 +111,20 @@ def test_a_root_may_be_a_job_or_a_single_trace_file(jobs_root: Path):
     trace = _trace(jobs_root / "one.pt.trace.json")
     assert [e.name for e in discover_jobs([job])] == ["job"]
     assert [(e.name, e.kind) for e in discover_jobs([trace])] == [("one", "kineto")]
+
+
+def test_a_root_that_is_a_jobs_profiler_output_is_named_after_the_job(jobs_root: Path):
+    # `stepscope ui a/profiler-output b/profiler-output` (SageMaker downloads) listed two jobs
+    # named profiler-output, each at location "."
+    roots = []
+    for name in ("a", "b"):
+        job = generate_job(jobs_root / name, **TINY_JOB)
+        (job / "job.json").unlink()
+        roots.append(job / "profiler-output")
+    assert sorted((e.name, e.kind) for e in discover_jobs(roots)) == [
+        ("a", "sagemaker"),
+        ("b", "sagemaker"),
+    ]
 
 
 def test_missing_roots_and_hidden_folders_are_skipped(jobs_root: Path):

@@ -187,10 +187,8 @@ class JobData:
         default_name = PurePosixPath(str(self.path).rstrip("/")).name
         if single_file and kind == "kineto":
             default_name = layout.trace_name(default_name)
-        if kind == "sagemaker" and default_name == "profiler-output":
-            # SageMaker's <job>/profiler-output given itself is named after its job, as the UI
-            # lists it: two such jobs' default exports would have one file name
-            default_name = PurePosixPath(str(self.path).rstrip("/")).parent.name or default_name
+        if kind == "sagemaker":
+            default_name = layout.output_job_name(self.path)
         self.name: str = str(job.get("name") or default_name) if job else default_name
 
     def __repr__(self) -> str:

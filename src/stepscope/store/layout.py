@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 __all__ = [
@@ -69,6 +69,7 @@ __all__ = [
     "monitor_log_path",
     "node_id_for",
     "node_name",
+    "output_job_name",
     "parse_framework_file_name",
     "parse_node_id",
     "parse_python_stats_folder",
@@ -210,6 +211,16 @@ def new_job_folder_name(name: str) -> str:
     every page and the report give (a local time would disagree with them, and repeat itself when
     the clocks go back)."""
     return f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+
+
+def output_job_name(folder: str | Path) -> str:
+    """What the job of a profiler output folder (a path or an ``s3://`` URL) is called: the
+    folder's name, or for SageMaker's ``<job>/profiler-output`` given itself, its job's (two jobs
+    named ``profiler-output`` would share their list row and their export's default name)."""
+    path = PurePosixPath(str(folder).rstrip("/"))
+    if path.name == _PROFILER_OUTPUT and path.parent.name:
+        return path.parent.name
+    return path.name
 
 
 def trace_name(file_name: str) -> str:

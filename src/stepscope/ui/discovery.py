@@ -34,7 +34,7 @@ from typing import Any, Literal  # Any: the JSON values of an answer
 from stepscope.errors import JobNotFoundError, UnsupportedFormatError
 from stepscope.store import TraceHead, read_trace_head
 from stepscope.store.job_status import output_status
-from stepscope.store.layout import profiler_output_dir, trace_name
+from stepscope.store.layout import output_job_name, profiler_output_dir, trace_name
 
 __all__ = [
     "MAX_DEPTH",
@@ -351,7 +351,7 @@ def _sagemaker_entry(root: Path, folder: Path, output: Path) -> JobEntry:
         folder,
         root,
         "sagemaker",
-        folder.name,
+        output_job_name(folder),
         status,
         start_us,
         end_us,
