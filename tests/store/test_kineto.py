@@ -589,27 +589,45 @@ def test_the_warning_of_a_trace_cut_short_says_where_its_events_end(tmp_path):
     assert kept_text.count('"ph"') == trace.metadata["event_count"]
 
 
-@pytest.mark.parametrize("events", [50, 30_000])
-def test_damage_inside_a_trace_keeps_every_event_before_it(tmp_path, events):
-    # Bytes zeroed in the middle (a crash of the disk's cache): only the boundaries near the
-    # end of a chunk were tried, and every event of the chunk before the damage was lost (all
-    # but the first in a small trace); a large trace grew its chunk to the end of the file.
+@pytest.mark.parametrize(
+    ("events", "damaged_event", "damage"),
+    [
+        (50, 33, "zeroed"),
+        (30_000, 20_000, "zeroed"),
+        (60_000, 20_000, "zeroed"),
+        (50, 33, "garbled"),
+        (60_000, 20_000, "garbled"),
+    ],
+)
+def test_damage_inside_a_trace_skips_only_the_damaged_event(
+    tmp_path, events, damaged_event, damage
+):
+    # Bytes zeroed in the middle (a crash of the disk's cache), or one event's text garbled:
+    # the events before the damage were kept and every event after it was lost, the tail's
+    # keys with them; at most one large trace's first four megabytes took over a minute.
     op = {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, "dur": 5}
     texts = [
         json.dumps({**op, "name": f"op{i}", "ts": 1_700_000_000_000_000 + i}, indent=1)
         for i in range(events)
     ]
     head = b'{"schemaVersion": 1, "traceEvents": [\n'
-    damaged_event = events * 2 // 3  # the damage lies in it
     start = len(head) + sum(len(t) + 2 for t in texts[:damaged_event])
-    text = head + ",\n".join(texts).encode() + b"]}"
+    tail = b'], "baseTimeNanoseconds": 1700000000000000000, "traceName": "rank-0"}'
+    text = head + ",\n".join(texts).encode() + tail
+    if damage == "zeroed":
+        text = text[: start + 10] + b"\0" * 64 + text[start + 74 :]
+    else:  # a quote lost: the rest of the event reads as one string
+        name = text.index(b'"op', start)
+        text = text[:name] + text[name + 1 :]
     path = tmp_path / "rank-0.json"
-    path.write_bytes(text[: start + 10] + b"\0" * 64 + text[start + 74 :])
+    path.write_bytes(text)
     trace = read_kineto_trace(path)
-    assert trace.table()["name"].to_pylist() == [f"op{i}" for i in range(damaged_event)]
+    kept = [f"op{i}" for i in range(events) if i != damaged_event]
+    assert trace.table()["name"].to_pylist() == kept
+    assert trace.metadata["trace_name"] == "rank-0"
     (warning,) = [w for w in trace.metadata["warnings"] if "byte" in w]
-    assert warning.startswith(f"{path}: the event array ")
-    assert re.search(r"at byte (\d+)$", warning)
+    assert warning.startswith(f"{path}: the event array is damaged")
+    assert warning.endswith(f" at byte {start}")
 
 
 def test_a_trace_with_a_quote_in_an_annotation_name_keeps_all_its_events(tmp_path):

@@ -12,9 +12,10 @@ A chunk boundary is the last ``}`` ``,`` ``{`` sequence in the buffer whose pref
 list of events; a boundary that falls inside a string or a nested object fails to parse and the
 previous candidate is tried. The caller supplies the chunk parser (``parse``: the JSON text of
 an array of events in, anything out, :class:`ValueError` when the text is not valid JSON). A
-file that ends early (truncated ``.gz``, a JSON document cut mid-event), or whose events are
-damaged inside (bytes zeroed or overwritten), yields every event up to the last complete one
-before the damage and reports where it stopped.
+file that ends early (truncated ``.gz``, a JSON document cut mid-event) yields every event up
+to the last complete one before the cut and reports where it stopped; one whose events are
+damaged inside (bytes zeroed or overwritten) skips the damaged events, picks up again at the
+first event boundary after them that starts a whole event, and reports what it skipped.
 
 :func:`extract_event_array` is the other way out: it copies the bare event array to files, for
 a reader that parses JSON faster than Python can (DuckDB), parsing only the small header and
@@ -30,6 +31,7 @@ import re
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -186,6 +188,23 @@ def _parse_events_final(buffer: bytes, parse: Callable[[bytes], T]) -> tuple[T |
     return None, 0
 
 
+def _resynchronise(buffer: bytes, parse: Callable[[bytes], T]) -> int | None:
+    """Where the first whole event after the damaged ones ``buffer`` starts with begins: the
+    first event boundary followed by text that parses as one event up to the next boundary
+    (after a boundary inside a damaged event, the text up to the next one does not). None when
+    no boundary but the last is followed by one; each attempt parses one event, so the scan
+    costs about one parse of the buffer."""
+    boundaries = list(_BOUNDARY.finditer(buffer))
+    for boundary, following in pairwise(boundaries):
+        event = buffer[boundary.end() - 1 : following.start() + 1]
+        try:
+            parse(b"[" + event + b"]")
+        except ValueError:
+            continue
+        return boundary.end() - 1
+    return None
+
+
 def _split_array_end(buffer: bytes, parse: Callable[[bytes], T]) -> tuple[T | None, bytes] | None:
     """If the event array ends in ``buffer`` (a top-level ``]`` after the last event), split there.
 
@@ -288,8 +307,10 @@ def iter_event_chunks(
     document.found_events = True
     # 2. Cut the array into chunks at event boundaries.
     exhausted = False
+    wanted = CHUNK_BYTES  # grown to the cap when no event boundary parses
+    where = "decompressed byte" if document.compressed else "byte"
     while True:
-        while len(buffer) < CHUNK_BYTES and not exhausted:
+        while len(buffer) < wanted and not exhausted:
             more = next(blocks, None)
             if more is None:
                 exhausted = True
@@ -305,17 +326,17 @@ def iter_event_chunks(
             chunk, used = _parse_events_prefix(buffer, parse)
             if chunk is None:  # damage before the last boundaries, or one event larger
                 chunk, used = _parse_longest_prefix(buffer, parse)
-            if chunk is None and len(buffer) >= _MAX_EVENT_BYTES:
-                where = "decompressed byte" if document.compressed else "byte"
-                document.problems.append((f"{where} {offset}", "the event array is damaged"))
-                return
+            if chunk is None and len(buffer) < _MAX_EVENT_BYTES:
+                # One event larger than the chunk, or damage: read up to the cap at once.
+                wanted = _MAX_EVENT_BYTES
+                continue
+            wanted = CHUNK_BYTES
             if chunk is None:
-                # One event larger than the chunk: read more before cutting.
-                more = next(blocks, None)
-                if more is None:
-                    exhausted = True
-                else:
-                    buffer += more
+                skipped = _skip_damage(buffer, parse, document, f"{where} {offset}", at_end=False)
+                if skipped is None:
+                    return
+                offset += skipped
+                buffer = buffer[skipped:]
                 continue
             yield chunk
             offset += used
@@ -332,9 +353,35 @@ def iter_event_chunks(
         if chunk is not None:
             yield chunk
             offset += used
-        where = "decompressed byte" if document.compressed else "byte"
-        document.problems.append((f"{where} {offset}", "the event array ends early"))
-        return
+            buffer = buffer[used:]
+            if used:
+                continue  # damage after those events now starts the buffer
+        skipped = _skip_damage(buffer, parse, document, f"{where} {offset}", at_end=True)
+        if skipped is None:
+            return
+        offset += skipped
+        buffer = buffer[skipped:]
+
+
+def _skip_damage(
+    buffer: bytes,
+    parse: Callable[[bytes], T],
+    document: TraceDocument,
+    position: str,
+    *,
+    at_end: bool,
+) -> int | None:
+    """How many bytes of damaged events ``buffer`` starts with, reported in ``document`` at
+    ``position``; None when no whole event follows them (``at_end``: the buffer is the rest of
+    the file, which then ends early; else the rest of the array is given up)."""
+    skipped = _resynchronise(buffer, parse)
+    if skipped is None:
+        reason = "the event array ends early" if at_end else "the event array is damaged"
+        document.problems.append((position, reason))
+        return None
+    reason = f"the event array is damaged ({skipped} bytes skipped, the events after them kept)"
+    document.problems.append((position, reason))
+    return skipped
 
 
 def _find_array_end(tail: bytes, document: TraceDocument) -> int | None:
