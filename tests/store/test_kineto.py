@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 import logging
@@ -696,3 +697,44 @@ def test_a_traces_head_gives_its_rank_world_size_and_start_without_reading_it(
     assert compressed is not None and compressed.start_us is None
     (tmp_path / "notes.json").write_text('{"not": "a trace"}')
     assert read_trace_head(tmp_path / "notes.json") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "encode"),
+    [
+        ("rank-3.json", lambda text: codecs.BOM_UTF8 + text.encode()),
+        ("rank-3.json.gz", lambda text: gzip.compress(codecs.BOM_UTF8 + text.encode())),
+        ("rank-3.json", lambda text: text.encode("utf-16")),
+        ("rank-3.json.gz", lambda text: gzip.compress(text.encode("utf-16-be"))),
+        ("rank-3.json", lambda text: text.encode("utf-16-le")),
+    ],
+)
+def test_a_trace_with_a_byte_order_mark_or_in_utf16_is_read(tmp_path, name, encode):
+    # Windows tools save JSON with a UTF-8 byte order mark, or as UTF-16, which JSON lets a
+    # reader accept: the trace was no trace to the sniff, and the reader refused it.
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"öp{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+        for i in range(2000)
+    ]
+    text = json.dumps(
+        {
+            "schemaVersion": 1,
+            "distributedInfo": {"rank": 2, "world_size": 4},
+            "traceEvents": events,
+            "baseTimeNanoseconds": 1_700_000_000_000_000_000,
+        },
+        ensure_ascii=False,
+    )
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    path = folder / name
+    path.write_bytes(encode(text))
+    assert is_kineto_trace(path)
+    head = read_trace_head(path)
+    assert head is not None and (head.rank, head.world_size) == (2, 4)
+    trace = read_kineto_trace(path)
+    assert trace.table()["name"].to_pylist() == [f"öp{i}" for i in range(2000)]
+    assert trace.metadata["rank"] == 2 and trace.metadata["base_time_ns"] is not None
+    assert not trace.metadata["warnings"]
+    events_view = open_job(folder, cache_dir=tmp_path / "cache").table("events")
+    assert events_view.num_rows == 2000

@@ -26,19 +26,20 @@ grows with the size of the file it parses; a document without them is copied who
 
 from __future__ import annotations
 
+import codecs
 import io
 import re
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import chain, pairwise
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 from isal import isal_zlib
 
-__all__ = ["TraceDocument", "extract_event_array", "iter_event_chunks"]
+__all__ = ["TraceDocument", "extract_event_array", "iter_event_chunks", "utf8_blocks"]
 
 T = TypeVar("T")
 
@@ -126,6 +127,38 @@ def _decompressed_blocks(path: Path | bytes, document: TraceDocument) -> Iterato
             document.problems.append(
                 (f"compressed byte {compressed_offset}", "gzip stream ends early (truncated file)")
             )
+
+
+def utf8_blocks(blocks: Iterable[bytes]) -> Iterator[bytes]:
+    """The blocks of a JSON text as UTF-8 without a byte order mark.
+
+    JSON lets a reader accept a UTF-8 byte order mark, and UTF-16 text, which Windows tools
+    write (PowerShell's ``Out-File``, Notepad's "Unicode"); UTF-16 is told by its mark or, as
+    RFC 4627 says, by the zero bytes of its first ASCII character, and is transcoded as it
+    streams (a byte that ends the text in the middle of a character becomes U+FFFD).
+    """
+    rest = iter(blocks)
+    first = next(rest, b"")
+    encoding = _utf16_encoding(first)
+    if encoding is None:
+        yield first.removeprefix(codecs.BOM_UTF8)
+        yield from rest
+        return
+    decoder = codecs.getincrementaldecoder(encoding)("replace")
+    for block in chain([first], rest):
+        yield decoder.decode(block).encode()
+    yield decoder.decode(b"", final=True).encode()
+
+
+def _utf16_encoding(start: bytes) -> str | None:
+    """The UTF-16 codec that reads a text starting with ``start``, None for UTF-8."""
+    if start.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"  # the codec reads the mark and drops it
+    if len(start) >= 2 and start[0] and not start[1]:
+        return "utf-16-le"
+    if len(start) >= 2 and not start[0] and start[1]:
+        return "utf-16-be"
+    return None
 
 
 def _parse_events_prefix(buffer: bytes, parse: Callable[[bytes], T]) -> tuple[T | None, int]:
@@ -266,7 +299,7 @@ def iter_event_chunks(
     :param parse: turns the JSON text of an array of events into a chunk; raises
         :class:`ValueError` when the text is not valid JSON.
     """
-    blocks = _decompressed_blocks(path, document)
+    blocks = utf8_blocks(_decompressed_blocks(path, document))
     buffer = b""
     offset = 0  # decompressed offset of buffer[0]
     # 1. Find where the event array starts.
@@ -421,7 +454,7 @@ def extract_event_array(path: Path, document: TraceDocument, folder: Path) -> li
     :func:`iter_event_chunks`). The blocks are written as they are decompressed; only the last
     few megabytes are kept, to find where the array ends and parse the keys after it.
     """
-    blocks = _decompressed_blocks(path, document)
+    blocks = utf8_blocks(_decompressed_blocks(path, document))
     buffer = b""
     for block in blocks:
         buffer += block

@@ -45,7 +45,9 @@ one cut before its ``traceEvents`` key is still sniffed as a trace, and reading 
 :class:`~stepscope.errors.CorruptFileError`. Event
 names the profiler wrote with a quote unescaped (pytorch/pytorch#146900, see
 :mod:`stepscope.store.kineto_names`), which make the document invalid JSON, are read as written;
-a lone surrogate escape (``\\udcff``), which orjson and DuckDB refuse, is read as U+FFFD.
+a lone surrogate escape (``\\udcff``), which orjson and DuckDB refuse, is read as U+FFFD. A
+trace with a UTF-8 byte order mark, or in UTF-16, is read as UTF-8 (see
+:func:`~stepscope.store._kineto_json.utf8_blocks`).
 An event with no finite ``ts``, or a ``dur`` that is
 negative or not finite, has no place in time: it is skipped, with one warning naming the file
 and the first; so is one whose ``ts`` is a date in a trace whose times mostly are not (a
@@ -79,7 +81,7 @@ from stepscope.store._kineto_columns import (
     convert_chunk,
     read_whole_array,
 )
-from stepscope.store._kineto_json import TraceDocument, iter_event_chunks
+from stepscope.store._kineto_json import TraceDocument, iter_event_chunks, utf8_blocks
 from stepscope.store.kineto_names import escape_names
 from stepscope.store.sagemaker import times_out_of_range
 from stepscope.store.schema import EVENT_SCHEMA
@@ -291,11 +293,17 @@ def _partial_header(before_events: bytes) -> dict[str, Any]:
 
 
 def _head(raw: IO[bytes]) -> bytes:
-    """The first :data:`SNIFF_BYTES` of the file, gunzipped when it is gzip.
+    """The first :data:`SNIFF_BYTES` of the file, gunzipped when it is gzip, as UTF-8 without
+    a byte order mark (as the reader takes it, see :func:`utf8_blocks`).
 
     A gzip stream cut short or damaged gives what it holds before the damage: the reader keeps
     those events, so the sniff must not pass the file over.
     """
+    return b"".join(utf8_blocks([_raw_head(raw)]))
+
+
+def _raw_head(raw: IO[bytes]) -> bytes:
+    """The first :data:`SNIFF_BYTES` of the file, gunzipped when it is gzip."""
     magic = raw.read(2)
     raw.seek(0)
     if magic != b"\x1f\x8b":
