@@ -738,3 +738,34 @@ def test_a_trace_with_a_byte_order_mark_or_in_utf16_is_read(tmp_path, name, enco
     assert not trace.metadata["warnings"]
     events_view = open_job(folder, cache_dir=tmp_path / "cache").table("events")
     assert events_view.num_rows == 2000
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_bytes_that_are_not_utf8_in_the_top_level_keys_lose_no_key(tmp_path, compressed):
+    # A device's or a host's name in Latin-1: the keys before the events, or after them, were
+    # all unreadable, and the rank fell back to 0, the times to the trace's own clock.
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+        for i in range(20)
+    ]
+    document = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "GPU-NAME"}],
+        "distributedInfo": {"rank": 3, "world_size": 4},
+        "traceEvents": events,
+        "traceName": "TRACE-NAME",
+        "baseTimeNanoseconds": 1_700_000_000_000_000_000,
+    }
+    text = json.dumps(document).encode()
+    text = text.replace(b"GPU-NAME", b"caf\xe9 GPU").replace(b"TRACE-NAME", b"h\xf4te")
+    path = tmp_path / ("trace.json.gz" if compressed else "trace.json")
+    path.write_bytes(gzip.compress(text) if compressed else text)
+    trace = read_kineto_trace(path)
+    metadata = trace.metadata
+    assert (metadata["rank"], metadata["world_size"]) == (3, 4)
+    assert metadata["device_properties"] == [{"id": 0, "name": "caf\ufffd GPU"}]
+    assert metadata["trace_name"] == "h\ufffdte"
+    assert metadata["start_us"] == 1_700_000_000_000_000
+    assert not metadata["warnings"]
+    head = read_trace_head(path)
+    assert head is not None and (head.rank, head.world_size) == (3, 4)

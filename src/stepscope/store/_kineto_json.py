@@ -39,7 +39,13 @@ from typing import Any, TypeVar
 import orjson
 from isal import isal_zlib
 
-__all__ = ["TraceDocument", "extract_event_array", "iter_event_chunks", "utf8_blocks"]
+__all__ = [
+    "TraceDocument",
+    "extract_event_array",
+    "iter_event_chunks",
+    "loads_keys",
+    "utf8_blocks",
+]
 
 T = TypeVar("T")
 
@@ -261,6 +267,22 @@ def _split_array_end(buffer: bytes, parse: Callable[[bytes], T]) -> tuple[T | No
     return None
 
 
+def loads_keys(text: bytes) -> Any:
+    """``text`` parsed as JSON, a byte that is not UTF-8 read as U+FFFD: one such byte in a
+    device's or a host's name must not lose the keys beside it (``distributedInfo``,
+    ``baseTimeNanoseconds``).
+
+    :raises orjson.JSONDecodeError: ``text`` is not JSON.
+    """
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        readable = text.decode("utf-8", "replace")
+        if readable.encode() == text:  # valid UTF-8: the error was another
+            raise
+        return orjson.loads(readable)
+
+
 def _parse_header(head: bytes, document: TraceDocument) -> None:
     text = head.strip()
     if text.startswith(b"{"):
@@ -269,7 +291,7 @@ def _parse_header(head: bytes, document: TraceDocument) -> None:
     if not text.strip():
         return
     try:
-        value = orjson.loads(b"{" + text + b"}")
+        value = loads_keys(b"{" + text + b"}")
     except orjson.JSONDecodeError as exc:
         document.problems.append(("header", f"top-level keys before traceEvents unreadable: {exc}"))
         return
@@ -281,7 +303,7 @@ def _parse_tail(tail: bytes, document: TraceDocument) -> None:
     if not text or text == b"}":
         return
     try:
-        value = orjson.loads(b"{" + text)
+        value = loads_keys(b"{" + text)
     except orjson.JSONDecodeError as exc:
         document.problems.append(("tail", f"top-level keys after traceEvents unreadable: {exc}"))
         return
@@ -435,7 +457,7 @@ def _find_array_end(tail: bytes, document: TraceDocument) -> int | None:
                 return position + 1
             if after.startswith(b","):
                 try:
-                    value = orjson.loads(b"{" + after[1:])
+                    value = loads_keys(b"{" + after[1:])
                 except orjson.JSONDecodeError:
                     value = None
                 if isinstance(value, dict):

@@ -47,7 +47,8 @@ names the profiler wrote with a quote unescaped (pytorch/pytorch#146900, see
 :mod:`stepscope.store.kineto_names`), which make the document invalid JSON, are read as written;
 a lone surrogate escape (``\\udcff``), which orjson and DuckDB refuse, is read as U+FFFD. A
 trace with a UTF-8 byte order mark, or in UTF-16, is read as UTF-8 (see
-:func:`~stepscope.store._kineto_json.utf8_blocks`).
+:func:`~stepscope.store._kineto_json.utf8_blocks`); a byte that is not UTF-8 in a top-level key
+(a device's or a host's name) is read as U+FFFD, and the other keys are kept.
 An event with no finite ``ts``, or a ``dur`` that is
 negative or not finite, has no place in time: it is skipped, with one warning naming the file
 and the first; so is one whose ``ts`` is a date in a trace whose times mostly are not (a
@@ -81,7 +82,12 @@ from stepscope.store._kineto_columns import (
     convert_chunk,
     read_whole_array,
 )
-from stepscope.store._kineto_json import TraceDocument, iter_event_chunks, utf8_blocks
+from stepscope.store._kineto_json import (
+    TraceDocument,
+    iter_event_chunks,
+    loads_keys,
+    utf8_blocks,
+)
 from stepscope.store.kineto_names import escape_names
 from stepscope.store.sagemaker import times_out_of_range
 from stepscope.store.schema import EVENT_SCHEMA
@@ -286,7 +292,7 @@ def _partial_header(before_events: bytes) -> dict[str, Any]:
     ``distributedInfo``...), or ``{}`` when they do not parse."""
     text = before_events.rstrip().rstrip(b",")
     try:
-        header = orjson.loads(text + b"}" if text.rstrip() != b"{" else b"{}")
+        header = loads_keys(text + b"}" if text.rstrip() != b"{" else b"{}")
     except orjson.JSONDecodeError:
         return {}
     return header if isinstance(header, dict) else {}
