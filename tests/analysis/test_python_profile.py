@@ -530,6 +530,34 @@ def test_profiles_on_s3_are_copied_once_and_queried_like_local_ones(
         assert analysis.list_available_node_ids() == ["0-algo-1"]
 
 
+def test_a_partial_copy_of_a_profile_on_s3_is_fetched_again(
+    cprofile_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A download cut off mid-object (a dropped connection, the process stopped) left a partial
+    # local copy, which every later refresh took as copied: the profile was unreadable for good.
+    pytest.importorskip("s3fs")
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("moto.server")
+    with s3_server(monkeypatch) as endpoint:
+        client = boto3.client("s3", endpoint_url=endpoint)
+        client.create_bucket(Bucket="training")
+        for path in sorted(p for p in cprofile_job.rglob("*") if p.is_file()):
+            key = f"jobs/run-1/{path.relative_to(cprofile_job).as_posix()}"
+            client.upload_file(str(path), "training", key)
+        local = tmp_path / "downloaded"
+        url = "s3://training/jobs/run-1"
+        cProfileAnalysis(local_profile_dir=local, s3_path=url)
+        copies = sorted(local.rglob("python_stats"))
+        whole = {copy: copy.read_bytes() for copy in copies}
+        for copy in copies:
+            copy.write_bytes(whole[copy][: len(whole[copy]) // 2])
+
+        analysis = cProfileAnalysis(local_profile_dir=local, s3_path=url)
+        assert {copy: copy.read_bytes() for copy in copies} == whole
+        assert _calls(analysis.fetch_profile_stats_by_step(1, 2).ps, "busy_trainer") == 9
+        assert not [p for p in local.rglob("*") if p.is_file() and p.name != "python_stats"]
+
+
 def test_a_wrong_s3_location_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -29,6 +29,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stepscope._atomic import replacing
 from stepscope.config.validation import check_enum, check_int, check_unix_time, plain_number
 from stepscope.errors import ConfigError, JobNotFoundError
 from stepscope.store.filesystem import RemoteFiles
@@ -276,8 +277,9 @@ class _PythonProfileAnalysis:
         :param s3_path: an ``s3://`` job or profiler output (needs ``pip install
             'stepscope[s3]'``; endpoint and credentials come from the usual ``AWS_*`` variables).
             The stats files are copied once into ``local_profile_dir``; a refresh copies only
-            new ones. Nothing there raises ``JobNotFoundError``, refused credentials or an
-            endpoint out of reach ``StorageAccessError``, as :func:`~stepscope.store.open_job`.
+            new ones, and again a copy whose size is not the remote file's (a download cut
+            off). Nothing there raises ``JobNotFoundError``, refused credentials or an endpoint
+            out of reach ``StorageAccessError``, as :func:`~stepscope.store.open_job`.
         """
         job_path = getattr(local_profile_dir, "path", None)
         if job_path is not None and hasattr(local_profile_dir, "python_stats"):
@@ -321,18 +323,24 @@ class _PythonProfileAnalysis:
         local_root = Path(self.local_profile_dir)
         remote_root = files.fsspec_root
         with files.requests():
-            records = list_python_stats(remote_root, fs=files.fs)
+            records = [
+                r
+                for r in list_python_stats(remote_root, fs=files.fs)
+                if r.profiler == self.profiler
+            ]
+            # the sizes, to tell a whole copy from one cut off: one listing of their folders
+            folders = [os.path.dirname(r.path) for r in records]
+            listing = files.fs.find(os.path.commonpath(folders), detail=True) if folders else {}
+        sizes = {str(path): int(info.get("size") or 0) for path, info in listing.items()}
         local: list[PythonStatsRecord] = []
         for record in records:
-            if record.profiler != self.profiler:
-                continue
             target = local_root / os.path.relpath(record.path, remote_root)
             target.parent.mkdir(parents=True, exist_ok=True)
-            _copy_once(files, record.path, target)
+            _copy_once(files, record.path, target, sizes.get(record.path))
             html = ""
             if record.html_path:
                 html_target = target.parent / os.path.basename(record.html_path)
-                _copy_once(files, record.html_path, html_target)
+                _copy_once(files, record.html_path, html_target, sizes.get(record.html_path))
                 html = str(html_target)
             local.append(_with_paths(record, str(target), html))
         return local
@@ -558,12 +566,23 @@ _SAGEMAKER_LISTING_NAMES = {
 }
 
 
-def _copy_once(files: RemoteFiles, remote: str, target: Path) -> None:
+def _copy_once(files: RemoteFiles, remote: str, target: Path, size_bytes: int | None) -> None:
     """Copy the remote file ``remote`` (a path of ``files.fs``) to ``target``, unless an earlier
-    refresh did."""
-    if not target.exists():
-        with files.requests():
-            files.fs.get_file(remote, str(target))
+    refresh did: a copy of another size than the listing's ``size_bytes`` is a download cut off
+    (or a file rewritten since), fetched again. The copy is written beside ``target`` and
+    renamed, so a download that fails leaves no partial copy there."""
+    if target.exists() and (size_bytes is None or target.stat().st_size == size_bytes):
+        return
+    if target.exists():
+        logger.info(
+            "%s holds %d of the %d bytes of %s; copying it again",
+            target,
+            target.stat().st_size,
+            size_bytes,
+            remote,
+        )
+    with replacing(target) as partial, files.requests():
+        files.fs.get_file(remote, str(partial))
 
 
 def _with_paths(record: PythonStatsRecord, path: str, html_path: str) -> PythonStatsRecord:
