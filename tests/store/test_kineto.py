@@ -769,3 +769,29 @@ def test_bytes_that_are_not_utf8_in_the_top_level_keys_lose_no_key(tmp_path, com
     assert not metadata["warnings"]
     head = read_trace_head(path)
     assert head is not None and (head.rank, head.world_size) == (3, 4)
+
+
+@pytest.mark.parametrize("padding", [512, 600_000])
+def test_a_gzip_trace_padded_with_zeros_is_read_without_a_warning(tmp_path, padding):
+    # Zeros after the gzip stream (a block device's or a copy tool's padding), which gzip(1)
+    # and Python's gzip skip, were read as a corrupt second member, with a warning.
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+        for i in range(20)
+    ]
+    text = json.dumps(
+        {
+            "distributedInfo": {"rank": 1},
+            "traceEvents": events,
+            "traceName": "t",
+            "baseTimeNanoseconds": 1_700_000_000_000_000_000,
+        }
+    )
+    half = len(text) // 2
+    members = gzip.compress(text[:half].encode()) + gzip.compress(text[half:].encode())
+    path = tmp_path / "rank-1.json.gz"
+    path.write_bytes(members + b"\0" * padding)
+    assert json.loads(gzip.decompress(path.read_bytes()))["traceEvents"] == events
+    trace = read_kineto_trace(path)
+    assert trace.table()["name"].to_pylist() == [f"op{i}" for i in range(20)]
+    assert trace.metadata["trace_name"] == "t" and not trace.metadata["warnings"]

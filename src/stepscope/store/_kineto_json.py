@@ -123,10 +123,14 @@ def _decompressed_blocks(path: Path | bytes, document: TraceDocument) -> Iterato
                 )
                 return
             compressed_offset += len(block)
-            if inflater.eof and inflater.unused_data:
-                # A second gzip member (concatenated .gz files) continues the same stream.
-                block = inflater.unused_data
-                inflater = isal_zlib.decompressobj(wbits=31)
+            if inflater.eof:
+                # Zeros after a member are padding, which gzip(1) and Python's gzip skip; a
+                # second member (concatenated .gz files) continues the same stream.
+                block = inflater.unused_data.lstrip(b"\0")
+                while not block and (more := raw.read(_COMPRESSED_READ_BYTES)):
+                    block = more.lstrip(b"\0")
+                if block:
+                    inflater = isal_zlib.decompressobj(wbits=31)
                 continue
             block = raw.read(_COMPRESSED_READ_BYTES)
         if not inflater.eof:
