@@ -113,7 +113,7 @@ BATCH_ROWS = 65_536
 #: the cache's manifest, and a cache built by another version is read again
 #: (:class:`~stepscope.store.cache.ColumnarCache`): bump it whenever a trace would give
 #: different rows or metadata.
-READER_VERSION = 8
+READER_VERSION = 9
 
 #: 2001-01-01 in µs since the Unix epoch: a trace whose first time is earlier has relative times
 _UNIX_TIMES_FROM_US = 978_307_200e6
