@@ -598,6 +598,8 @@ def test_the_warning_of_a_trace_cut_short_says_where_its_events_end(tmp_path):
         (60_000, 20_000, "zeroed"),
         (50, 33, "garbled"),
         (60_000, 20_000, "garbled"),
+        (50, 48, "zeroed"),  # the last event after the damage is kept
+        (50, 49, "zeroed"),  # the keys after the damaged last event are kept
     ],
 )
 def test_damage_inside_a_trace_skips_only_the_damaged_event(

@@ -231,21 +231,32 @@ def _parse_events_final(buffer: bytes, parse: Callable[[bytes], T]) -> tuple[T |
     return None, 0
 
 
-def _resynchronise(buffer: bytes, parse: Callable[[bytes], T]) -> int | None:
-    """Where the first whole event after the damaged ones ``buffer`` starts with begins: the
-    first event boundary followed by text that parses as one event up to the next boundary
-    (after a boundary inside a damaged event, the text up to the next one does not). None when
-    no boundary but the last is followed by one; each attempt parses one event, so the scan
-    costs about one parse of the buffer."""
+def _resynchronise(
+    buffer: bytes, parse: Callable[[bytes], T], *, at_end: bool
+) -> tuple[int, int, T | None] | None:
+    """The first whole event after the damaged ones ``buffer`` starts with: where it starts,
+    where it ends, and it parsed. That is the text after the first event boundary that parses
+    as one event up to the next boundary (after a boundary inside a damaged event it does not),
+    or, when ``buffer`` is the rest of the file (``at_end``), the last event before the array's
+    end, or no event but that end (returned as an empty span before its ``]``). None when there
+    is none; each attempt parses one event, so the scan costs about one parse of the buffer."""
     boundaries = list(_BOUNDARY.finditer(buffer))
     for boundary, following in pairwise(boundaries):
-        event = buffer[boundary.end() - 1 : following.start() + 1]
+        start, end = boundary.end() - 1, following.start() + 1
         try:
-            parse(b"[" + event + b"]")
+            return start, end, parse(b"[" + buffer[start:end] + b"]")
         except ValueError:
             continue
-        return boundary.end() - 1
-    return None
+    if not at_end:
+        return None
+    if boundaries:
+        start = boundaries[-1].end() - 1
+        split = _split_array_end(buffer[start:], parse)
+        if split is not None:
+            chunk, tail = split
+            return start, len(buffer) - len(tail) - 1, chunk
+    array_end = _find_array_end(buffer, TraceDocument())  # the caller parses the tail later
+    return None if array_end is None else (array_end - 1, array_end - 1, None)
 
 
 def _split_array_end(buffer: bytes, parse: Callable[[bytes], T]) -> tuple[T | None, bytes] | None:
@@ -391,11 +402,14 @@ def iter_event_chunks(
                 continue
             wanted = CHUNK_BYTES
             if chunk is None:
-                skipped = _skip_damage(buffer, parse, document, f"{where} {offset}", at_end=False)
-                if skipped is None:
+                found = _skip_damage(buffer, parse, document, f"{where} {offset}", at_end=False)
+                if found is None:
                     return
-                offset += skipped
-                buffer = buffer[skipped:]
+                used, chunk = found
+                if chunk is not None:
+                    yield chunk
+                offset += used
+                buffer = buffer[used:]
                 continue
             yield chunk
             offset += used
@@ -415,11 +429,14 @@ def iter_event_chunks(
             buffer = buffer[used:]
             if used:
                 continue  # damage after those events now starts the buffer
-        skipped = _skip_damage(buffer, parse, document, f"{where} {offset}", at_end=True)
-        if skipped is None:
+        found = _skip_damage(buffer, parse, document, f"{where} {offset}", at_end=True)
+        if found is None:
             return
-        offset += skipped
-        buffer = buffer[skipped:]
+        used, chunk = found
+        if chunk is not None:
+            yield chunk
+        offset += used
+        buffer = buffer[used:]
 
 
 def _skip_damage(
@@ -429,18 +446,21 @@ def _skip_damage(
     position: str,
     *,
     at_end: bool,
-) -> int | None:
-    """How many bytes of damaged events ``buffer`` starts with, reported in ``document`` at
-    ``position``; None when no whole event follows them (``at_end``: the buffer is the rest of
-    the file, which then ends early; else the rest of the array is given up)."""
-    skipped = _resynchronise(buffer, parse)
-    if skipped is None:
+) -> tuple[int, T | None] | None:
+    """Skip the damaged events ``buffer`` starts with, reporting them in ``document`` at
+    ``position``: how many bytes the damage and the first whole event after it take, and that
+    event parsed (None when the array ends there). None when no whole event follows (``at_end``:
+    the buffer is the rest of the file, which then ends early; else the rest of the array is
+    given up)."""
+    found = _resynchronise(buffer, parse, at_end=at_end)
+    if found is None:
         reason = "the event array ends early" if at_end else "the event array is damaged"
         document.problems.append((position, reason))
         return None
-    reason = f"the event array is damaged ({skipped} bytes skipped, the events after them kept)"
+    start, end, chunk = found
+    reason = f"the event array is damaged ({start} bytes skipped, the events after them kept)"
     document.problems.append((position, reason))
-    return skipped
+    return end, chunk
 
 
 def _find_array_end(tail: bytes, document: TraceDocument) -> int | None:
