@@ -633,6 +633,28 @@ def test_damage_inside_a_trace_skips_only_the_damaged_event(
     assert warning.endswith(f" at byte {start}")
 
 
+def test_damage_longer_than_the_largest_event_keeps_the_events_after_it(tmp_path):
+    # Megabytes zeroed inside the event array: past 4 MB without an event boundary that parses,
+    # the rest of the array was given up.
+    op = {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, "dur": 5}
+    texts = [
+        json.dumps({**op, "name": f"op{i}", "ts": 1_700_000_000_000_000 + i}, indent=1)
+        for i in range(30_000)
+    ]
+    head = b'{"schemaVersion": 1, "traceEvents": [\n'
+    start = len(head) + sum(len(t) + 2 for t in texts[:10_000])
+    text = head + ",\n".join(texts).encode() + b'], "traceName": "rank-0"}'
+    path = tmp_path / "rank-0.json"
+    path.write_bytes(text[: start + 10] + b"\0" * (9 << 20) + text[start + 74 :])
+    trace = read_kineto_trace(path)
+    kept = [f"op{i}" for i in range(30_000) if i != 10_000]
+    assert trace.table()["name"].to_pylist() == kept
+    assert trace.metadata["trace_name"] == "rank-0"
+    warnings = [w for w in trace.metadata["warnings"] if "byte" in w]
+    assert warnings and all(w.startswith(f"{path}: the event array is damaged") for w in warnings)
+    assert warnings[0].endswith(f" at byte {start}")
+
+
 def test_a_trace_with_a_quote_in_an_annotation_name_keeps_all_its_events(tmp_path):
     # The PyTorch profiler writes event names unescaped (pytorch/pytorch#146900): one
     # record_function name with a quote made the trace invalid JSON, and the reader kept only

@@ -60,6 +60,9 @@ _MAX_HEAD_BYTES = 64 << 20
 #: most a few KB).
 _MAX_EVENT_BYTES = 4 * CHUNK_BYTES
 
+#: What is kept of a buffer of damage with no whole event in it: where the next one may start.
+_KEPT_AFTER_LONG_DAMAGE = 64 << 10
+
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _WHITESPACE_AND_COMMAS = b" \t\r\n,"
@@ -403,8 +406,7 @@ def iter_event_chunks(
             wanted = CHUNK_BYTES
             if chunk is None:
                 found = _skip_damage(buffer, parse, document, f"{where} {offset}", at_end=False)
-                if found is None:
-                    return
+                assert found is not None  # only the end of the file has no event after damage
                 used, chunk = found
                 if chunk is not None:
                     yield chunk
@@ -449,15 +451,18 @@ def _skip_damage(
 ) -> tuple[int, T | None] | None:
     """Skip the damaged events ``buffer`` starts with, reporting them in ``document`` at
     ``position``: how many bytes the damage and the first whole event after it take, and that
-    event parsed (None when the array ends there). None when no whole event follows (``at_end``:
-    the buffer is the rest of the file, which then ends early; else the rest of the array is
-    given up)."""
+    event parsed (None when the array ends there, or when no whole event follows in a buffer
+    that is not the end of the file: all but its end is skipped then). None when ``buffer`` is
+    the rest of the file (``at_end``) and no whole event follows: the file ends early."""
     found = _resynchronise(buffer, parse, at_end=at_end)
-    if found is None:
-        reason = "the event array ends early" if at_end else "the event array is damaged"
-        document.problems.append((position, reason))
+    if found is None and at_end:
+        document.problems.append((position, "the event array ends early"))
         return None
-    start, end, chunk = found
+    if found is None:  # damage longer than the cap: skip it but for where the next event may start
+        start = end = max(len(buffer) - _KEPT_AFTER_LONG_DAMAGE, 1)
+        chunk = None
+    else:
+        start, end, chunk = found
     reason = f"the event array is damaged ({start} bytes skipped, the events after them kept)"
     document.problems.append((position, reason))
     return end, chunk
