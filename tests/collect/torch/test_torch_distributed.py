@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,55 @@ def test_two_ranks_write_their_steps_collectives_and_clock_offsets(tmp_path: Pat
     for node_id in ranks:
         windows = sorted(p.name.split("-", 1)[0] for p in (cprofile / node_id).iterdir())
         assert windows == ["posthookclose", "prestepzero", "train"]
+
+
+#: DDP on two torchrun ranks, each printing the loss summed over the ranks at every step
+DDP_LOSS_SCRIPT = """
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+data = torch.Generator().manual_seed(rank)
+for _ in range(4):
+    x, y = torch.randn(4, 8, generator=data), torch.randn(4, 1, generator=data)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    total = loss.detach().clone()
+    dist.all_reduce(total)
+    print(f"rank {rank} loss {total.item()!r}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_a_rank_without_stepscope_trains_as_it_would_unprofiled(tmp_path: Path) -> None:
+    # Rank 0 measured its clock offset with barriers and gathers that rank 1, not profiled,
+    # matched with DDP's own collectives: the job hung.
+    wrapper = tmp_path / "rank.sh"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'if [ "$LOCAL_RANK" = 1 ]; then unset STEPSCOPE_JOB_DIR; fi\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    torchrun = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2")
+    config = ProfilerConfig(framework_profile_params=FrameworkProfile())
+    job_dir, profiled = run_script(
+        tmp_path, DDP_LOSS_SCRIPT, config, launcher=(*torchrun, "--no-python", str(wrapper))
+    )
+    _, unprofiled = run_script(tmp_path, DDP_LOSS_SCRIPT, None, launcher=torchrun)
+    losses = sorted(line for line in unprofiled.stdout.splitlines() if " loss " in line)
+    assert len(losses) == 8
+    assert sorted(line for line in profiled.stdout.splitlines() if " loss " in line) == losses
+    assert "clock offsets to rank 0 are not measured" in profiled.stderr
+    ranks_dir = job_dir / "profiler-output" / "framework" / "ranks"
+    assert [p.stem for p in ranks_dir.glob("*.json")] == ["0-algo-1"]
 
 
 #: PyTorch's DDP tutorial pattern: the script spawns its ranks with ``torch.multiprocessing``,

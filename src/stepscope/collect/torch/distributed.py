@@ -17,7 +17,8 @@ seen here; the detailed (Kineto) trace has them.
 ``init_process_group`` is wrapped too: once the group is up, this process takes the rank the
 group gave it (ranks started without torchrun's ``RANK``) and notes its backend, this rank's
 clock offset to rank 0 is measured (:mod:`~stepscope.collect.torch.clock_offsets`) and its rank
-file written.
+file written. The offset is measured only when every rank of the group agrees to (all run
+stepscope, with a session on): otherwise it stays unknown, with one warning.
 
 A script that starts its ranks itself (``torch.multiprocessing.spawn``, PyTorch's DDP tutorial
 pattern) is, under ``stepscope run``, a launcher like torchrun's: each rank profiles itself, and
@@ -40,7 +41,7 @@ import torch.multiprocessing
 
 from stepscope.collect.clock import now_us
 from stepscope.collect.session import Session, forget_session, get_active_session
-from stepscope.collect.torch.clock_offsets import measure_clock_offset_us
+from stepscope.collect.torch.clock_offsets import measure_clock_offset_us, why_ranks_do_not_measure
 from stepscope.collect.torch.patches import Patches
 
 __all__ = ["COLLECTIVES", "CollectiveHooks"]
@@ -112,6 +113,9 @@ class CollectiveHooks:
         self._write = guard.wrap("torch.collective", self._on_done)
         self._after_init = guard.wrap("torch.clock_offsets", self._on_process_group)
         self._before_launch = guard.wrap("torch.spawn", self._on_launching_ranks)
+        #: process groups started in this process, which numbers the clock-offset agreements
+        self._group_starts = 0
+        self._offset_unknown_warned = False
 
     def recording(self) -> bool:
         session = self.session
@@ -215,5 +219,24 @@ class CollectiveHooks:
             return
         session.adopt_rank(dist.get_rank(), dist.get_world_size())
         session.backend = str(dist.get_backend())
-        offset_us = measure_clock_offset_us(self._original("all_gather"), self._original("barrier"))
-        session.set_clock_offset(offset_us)
+        self._group_starts += 1
+        refused = why_ranks_do_not_measure(f"stepscope/clock_offset/{self._group_starts}")
+        if refused is None:
+            all_gather, barrier = self._original("all_gather"), self._original("barrier")
+            session.set_clock_offset(measure_clock_offset_us(all_gather, barrier))
+        else:
+            self._warn_offset_unknown(refused)
+            session.write_rank_file()
+
+    def _warn_offset_unknown(self, reason: str) -> None:
+        if self._offset_unknown_warned:
+            return
+        self._offset_unknown_warned = True
+        logger.warning(
+            "stepscope: the ranks' clock offsets to rank 0 are not measured: %s. Each rank's "
+            "events keep its own clock, which on another machine may be off from rank 0's, so "
+            "compare ranks' times with care; run every rank under stepscope (each node under "
+            "`stepscope run`) to measure them (set the logger %s to ERROR to silence this).",
+            reason,
+            __name__,
+        )
