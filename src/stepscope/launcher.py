@@ -9,10 +9,11 @@
    and its monitor from its first local rank instead, which learns the number there);
 3. run the command with the instrumentation bootstrap on ``PYTHONPATH`` (``torch.distributed.run``
    when more than one process per node is asked for);
-4. whatever happens to the command (exit, crash, Ctrl-C, a SIGTERM or SIGHUP to this process,
-   passed on to the command), mark the end (``training_job_end.ts``),
-   stop the monitor, let the rules make their final pass, write the report and complete
-   ``job.json`` with the end time, status, exit code and every rank's description.
+4. whatever happens to the command (exit, crash, Ctrl-C, a SIGTERM, SIGHUP or SIGQUIT to this
+   process, passed on to the command, as SIGUSR1, SIGUSR2 and job control's signals are), mark
+   the end (``training_job_end.ts``), stop the monitor, let the rules make their final pass,
+   write the report and complete ``job.json`` with the end time, status, exit code and every
+   rank's description.
 """
 
 from __future__ import annotations
@@ -624,9 +625,9 @@ def _child_env(job: Job, config_path: Path, node: str | None) -> dict[str, str]:
 def _run_child(
     job: Job, command: list[str], env: dict[str, str], watcher: _JobWatcher
 ) -> tuple[int, str]:
-    """Run the command to its end; Ctrl-C stops it gracefully, and SIGTERM or SIGHUP sent to
-    this process go on to the command, which ends as it chooses (a preempted job saving its
-    checkpoint); either counts as Stopped. ``job.json`` names the command's process: killed
+    """Run the command to its end; Ctrl-C stops it gracefully, and SIGTERM, SIGHUP or SIGQUIT
+    sent to this process go on to the command, which ends as it chooses (a preempted job saving
+    its checkpoint); either counts as Stopped. Other signals go on too (:data:`_FORWARDED_SIGNALS`). ``job.json`` names the command's process: killed
     alone, this launcher leaves a job that runs as long as it does."""
     from stepscope.store.job_status import process_identity
 
@@ -651,25 +652,45 @@ def _run_child(
                 stopped = True
                 code = _stop_child(child)
                 break
-    if stopped or forwarded:
+    if stopped or any(signum in _ENDING_SIGNALS for signum in forwarded):
         return code, JobStatus.STOPPED
     return code, JobStatus.COMPLETED if code == 0 else JobStatus.FAILED
 
 
-#: Signals that ask this process to end and are passed on to the command.
-_FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: Signals that ask this process to end: passed on to the command, and the job ends Stopped.
+_ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+#: Every signal passed on to the command, as if it ran without stepscope: the ending ones, those
+#: a scheduler sends to ask for a checkpoint (Slurm's ``--signal``), and job control's.
+_FORWARDED_SIGNALS = (
+    *_ENDING_SIGNALS,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGWINCH,
+    signal.SIGTSTP,
+    signal.SIGCONT,
+)
+#: Signals the terminal or the shell's job control sends to the whole foreground process group:
+#: a command in that group with this process has them already.
+_GROUP_SIGNALS = (signal.SIGQUIT, signal.SIGWINCH, signal.SIGTSTP, signal.SIGCONT)
 
 
 @contextmanager
 def _forwarding_signals(child: subprocess.Popen[bytes], forwarded: list[int]) -> Iterator[None]:
-    """While the command runs, pass SIGTERM and SIGHUP on to it (noting them in ``forwarded``)
-    instead of dying at once and leaving it running without its report. Only the main thread
-    can handle signals: from another, nothing changes."""
+    """While the command runs, pass :data:`_FORWARDED_SIGNALS` on to it (noting them in
+    ``forwarded``) instead of dying at once and leaving it running without its report, or of
+    ignoring a checkpoint request. A SIGTSTP then stops this process too, as it does the
+    command. Only the main thread can handle signals: from another, nothing changes."""
 
     def forward(signum: int, frame: object) -> None:
         forwarded.append(signum)
-        if child.poll() is None:
+        already_there = signum in _GROUP_SIGNALS and _interrupted_with_us(child)
+        if child.poll() is None and not already_there:
             child.send_signal(signum)
+        if signum == signal.SIGTSTP:
+            # stop as the command does: the kernel ignores it in an orphaned process group
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+            signal.signal(signum, forward)
 
     previous: dict[int, Any] = {}
     try:
@@ -713,8 +734,8 @@ def _stop_child(child: subprocess.Popen[bytes]) -> int:
 
 
 def _interrupted_with_us(child: subprocess.Popen[bytes]) -> bool:
-    """Whether the child got this process's Ctrl-C from the terminal: the terminal sends SIGINT
-    to its foreground process group, and this process and the child are in it."""
+    """Whether the child got this process's Ctrl-C (or Ctrl-\\, Ctrl-Z, ...) from the terminal:
+    the terminal signals its foreground process group, and this process and the child are in it."""
     try:
         terminal = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
     except OSError:

@@ -288,8 +288,8 @@ def test_sigterm_goes_on_to_the_command_and_the_job_ends_stopped(tmp_path: Path)
     assert (job_dir / "rule-output" / "profiler-report.html").exists()
 
 
-#: trains until SIGINT or SIGTERM, then saves a "checkpoint" for two seconds and exits 0,
-#: noting each signal and the save in argv[1], as a script that stops gracefully on Ctrl-C does
+#: trains until SIGINT, SIGTERM or SIGQUIT, then saves a "checkpoint" for two seconds and exits
+#: 0, noting each signal and the save in argv[1], as a script that stops gracefully on Ctrl-C does
 GRACEFUL = textwrap.dedent(
     """
     import pathlib, signal, sys, time
@@ -309,6 +309,7 @@ GRACEFUL = textwrap.dedent(
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGQUIT, stop)
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     note("training")
@@ -330,9 +331,9 @@ _ON_THE_TERMINAL = (
 )
 
 
-def test_ctrl_c_typed_in_the_terminal_reaches_the_command_once(tmp_path: Path) -> None:
-    # the terminal interrupts its whole foreground process group, the command with it: the
-    # launcher's own SIGINT on top of it was a second Ctrl-C ("press Ctrl-C again to quit")
+def _type_on_the_terminal(tmp_path: Path, key: bytes) -> list[str]:
+    """Run :data:`GRACEFUL` under ``stepscope run`` on a terminal, type ``key`` once it trains,
+    and return what the script noted."""
     script = tmp_path / "graceful.py"
     script.write_text(GRACEFUL)
     log = tmp_path / "signals.txt"
@@ -354,7 +355,7 @@ def test_ctrl_c_typed_in_the_terminal_reaches_the_command_once(tmp_path: Path) -
             assert process.poll() is None, printed.decode(errors="replace")
             if select.select([controller], [], [], 0.2)[0]:
                 printed += os.read(controller, 65536)
-        os.write(controller, b"\x03")  # Ctrl-C
+        os.write(controller, key)
         while process.poll() is None:
             if select.select([controller], [], [], 0.2)[0]:
                 with contextlib.suppress(OSError):  # the terminal closed with its last process
@@ -365,11 +366,61 @@ def test_ctrl_c_typed_in_the_terminal_reaches_the_command_once(tmp_path: Path) -
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         os.close(controller)
-    assert log.read_text().split() == ["training", "SIGINT", "saved"], printed.decode(
-        errors="replace"
-    )
     job = _job(job_dir)
-    assert (job["status"], job["exit_code"]) == ("Stopped", 0)
+    assert (job["status"], job["exit_code"]) == ("Stopped", 0), printed.decode(errors="replace")
+    return log.read_text().split()
+
+
+def test_ctrl_c_typed_in_the_terminal_reaches_the_command_once(tmp_path: Path) -> None:
+    # the terminal interrupts its whole foreground process group, the command with it: the
+    # launcher's own SIGINT on top of it was a second Ctrl-C ("press Ctrl-C again to quit")
+    assert _type_on_the_terminal(tmp_path, b"\x03") == ["training", "SIGINT", "saved"]
+
+
+def test_ctrl_backslash_typed_in_the_terminal_reaches_the_command_once(tmp_path: Path) -> None:
+    # the terminal's SIGQUIT goes to its whole foreground process group: the launcher died of
+    # it, leaving the job Running; passed on, the command would get it twice
+    assert _type_on_the_terminal(tmp_path, b"\x1c") == ["training", "SIGQUIT", "saved"]
+
+
+#: notes SIGUSR1 and SIGUSR2 in argv[1] as it gets them, and ends once it has both, as a job
+#: that saves a checkpoint when its scheduler asks and trains on does
+CHECKPOINT_ON_REQUEST = textwrap.dedent(
+    """
+    import pathlib, signal, sys, time
+
+    log = pathlib.Path(sys.argv[1])
+    got = []
+
+    def note(signum, frame):
+        got.append(signal.Signals(signum).name)
+        log.write_text(" ".join(got))
+
+    signal.signal(signal.SIGUSR1, note)
+    signal.signal(signal.SIGUSR2, note)
+    log.write_text("")
+    while len(got) < 2:
+        time.sleep(0.01)
+    """
+)
+
+
+def test_checkpoint_signals_go_on_to_the_command_and_the_job_completes(tmp_path: Path) -> None:
+    # Slurm's --signal and other schedulers ask for a checkpoint with SIGUSR1 or SIGUSR2: they
+    # killed the launcher (their default action) and left the command running without its job
+    script = tmp_path / "checkpointing.py"
+    script.write_text(CHECKPOINT_ON_REQUEST)
+    log = tmp_path / "signals.txt"
+    job_dir = tmp_path / "job"
+    with _running(job_dir, [sys.executable, str(script), str(log)]) as process:
+        _wait_until(process, log.exists, "the script never started")
+        process.send_signal(signal.SIGUSR1)  # to the launcher alone
+        _wait_until(process, lambda: log.read_text() == "SIGUSR1", "SIGUSR1 was not passed on")
+        process.send_signal(signal.SIGUSR2)
+        _, stderr = process.communicate(timeout=120)
+    assert log.read_text() == "SIGUSR1 SIGUSR2", stderr
+    assert process.returncode == 0, stderr
+    assert (_job(job_dir)["status"], _job(job_dir)["exit_code"]) == ("Completed", 0)
 
 
 #: loads with two worker processes until SIGTERM's default action kills it (no atexit runs)
