@@ -809,17 +809,31 @@ def _finish(
     # a rank killed before it closed its timeline files leaves .tmp files: close them now
     recover_timeline_files(job.profiler_output)
     write_job_end_marker(job.profiler_output)
-    if monitor is not None:
-        monitor.stop()
-    if engine is not None:
-        # this process imports nothing else meanwhile (two threads importing the same modules
-        # at once could deadlock)
-        importing = _import_report_dependencies() if report else None
-        engine.finish(report=False)  # this process writes it, once the job's end is recorded
-        if importing is not None:
-            importing.join()
-    else:
-        _run_rules_offline(job, rules)
+    importing = None
+    try:
+        if monitor is not None:
+            monitor.stop()
+        if engine is not None:
+            # this process imports nothing else meanwhile (two threads importing the same
+            # modules at once could deadlock)
+            importing = _import_report_dependencies() if report else None
+            engine.finish(report=False)  # this process writes it, once the job's end is recorded
+        else:
+            _run_rules_offline(job, rules)
+    except KeyboardInterrupt:
+        # Ctrl-C while the rules make their final pass: the job's end is recorded all the same
+        logger.warning(
+            "interrupted: the rules' final pass and the report are skipped (run `stepscope "
+            "rules %s` for the verdicts)",
+            job.path,
+        )
+        if monitor is not None:
+            monitor.stop()
+        if engine is not None:
+            engine.stop()
+        report = False
+    if importing is not None:
+        importing.join()
     watcher.poll()
     ranks = _collect_ranks(job.profiler_output)
     watcher.take_node_name(ranks)

@@ -164,11 +164,15 @@ def test_a_crashing_script_leaves_a_complete_failed_job(tmp_path: Path, train_sc
 
 
 @contextlib.contextmanager
-def _running(job_dir: Path, command: list[str]) -> Iterator[subprocess.Popen[str]]:
-    """``stepscope run -- command`` in a session of its own; at the end, whatever is left of
-    the job is killed, and the launcher reaped (no zombie or open pipe outlives the test)."""
+def _running(
+    job_dir: Path, command: list[str], options: tuple[str, ...] = ()
+) -> Iterator[subprocess.Popen[str]]:
+    """``stepscope run [options] -- command`` in a session of its own; at the end, whatever is
+    left of the job is killed, and the launcher reaped (no zombie or open pipe outlives the
+    test)."""
+    run = [sys.executable, "-m", "stepscope", "run", *options, "--job-dir", str(job_dir)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "stepscope", "run", "--job-dir", str(job_dir), "--", *command],
+        [*run, "--", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -421,6 +425,50 @@ def test_checkpoint_signals_go_on_to_the_command_and_the_job_completes(tmp_path:
     assert log.read_text() == "SIGUSR1 SIGUSR2", stderr
     assert process.returncode == 0, stderr
     assert (_job(job_dir)["status"], _job(job_dir)["exit_code"]) == ("Completed", 0)
+
+
+#: a rule that takes minutes over its pass once the job in ``SLOW_RULE_JOB`` has ended, and
+#: touches ``final-pass`` beside that folder as it begins it
+SLOW_FINAL_PASS = textwrap.dedent(
+    """
+    import os, pathlib, time
+    from stepscope.rules import Rule, Verdict
+
+    class SlowFinalPass(Rule):
+        description = "Takes minutes over its final pass."
+
+        def scan(self, window):
+            pass
+
+        def evaluate(self):
+            job = pathlib.Path(os.environ["SLOW_RULE_JOB"])
+            if (job / "profiler-output" / "training_job_end.ts").exists():
+                (job.parent / "final-pass").touch()
+                time.sleep(300)
+            return Verdict()
+    """
+)
+
+
+def test_ctrl_c_during_the_rules_final_pass_still_records_the_jobs_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a Ctrl-C while the rules made their final pass left job.json Running, without the
+    # command's exit code, and stepscope run exited 130 for a command that had succeeded
+    (tmp_path / "slowrule.py").write_text(SLOW_FINAL_PASS)
+    job_dir = tmp_path / "job"
+    monkeypatch.setenv("SLOW_RULE_JOB", str(job_dir))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
+    options = ("--rule", "slowrule:SlowFinalPass")
+    with _running(job_dir, [sys.executable, "-c", "pass"], options) as process:
+        _wait_until(process, (tmp_path / "final-pass").exists, "the final pass never began")
+        process.send_signal(signal.SIGINT)  # to the launcher alone
+        _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr
+    assert "the rules' final pass and the report are skipped" in stderr
+    job = _job(job_dir)
+    assert (job["status"], job["exit_code"]) == ("Completed", 0)
+    assert (job_dir / "profiler-output" / "training_job_end.ts").exists()
 
 
 #: loads with two worker processes until SIGTERM's default action kills it (no atexit runs)
