@@ -195,7 +195,8 @@ def launch(
         # Ctrl-C before the command started: the job ends here, stopped, and stays readable
         job.exit_code, job.status = _INTERRUPTED_EXIT_CODE, JobStatus.STOPPED
     finally:
-        _finish(job, monitor, engine, watcher, report, rules)
+        with _handling(_REQUEST_SIGNALS, signal.SIG_IGN):
+            _finish(job, monitor, engine, watcher, report, rules)
     return job
 
 
@@ -679,7 +680,7 @@ def _forwarding_signals(child: subprocess.Popen[bytes], forwarded: list[int]) ->
     """While the command runs, pass :data:`_FORWARDED_SIGNALS` on to it (noting them in
     ``forwarded``) instead of dying at once and leaving it running without its report, or of
     ignoring a checkpoint request. A SIGTSTP then stops this process too, as it does the
-    command. Only the main thread can handle signals: from another, nothing changes."""
+    command."""
 
     def forward(signum: int, frame: object) -> None:
         forwarded.append(signum)
@@ -692,17 +693,31 @@ def _forwarding_signals(child: subprocess.Popen[bytes], forwarded: list[int]) ->
             signal.raise_signal(signum)
             signal.signal(signum, forward)
 
+    with _handling(_FORWARDED_SIGNALS, forward):
+        yield
+
+
+#: A scheduler's requests to the command (a checkpoint): once it has ended, they have no one to
+#: go to, and their default action would kill this process before the job's end is recorded.
+_REQUEST_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
+
+
+@contextmanager
+def _handling(signals: Sequence[int], handler: Any) -> Iterator[None]:
+    """Handle ``signals`` with ``handler`` (a function, or ``signal.SIG_IGN``) inside the block,
+    then put the previous handlers back. Only the main thread can handle signals: from another,
+    nothing changes."""
     previous: dict[int, Any] = {}
     try:
-        for signum in _FORWARDED_SIGNALS:
-            previous[signum] = signal.signal(signum, forward)
+        for signum in signals:
+            previous[signum] = signal.signal(signum, handler)
     except ValueError:  # not the main thread
         pass
     try:
         yield
     finally:
-        for restored, handler in previous.items():
-            signal.signal(restored, handler)
+        for restored, handler_before in previous.items():
+            signal.signal(restored, handler_before)
 
 
 def _stop_child(child: subprocess.Popen[bytes]) -> int:

@@ -471,6 +471,25 @@ def test_ctrl_c_during_the_rules_final_pass_still_records_the_jobs_end(
     assert (job_dir / "profiler-output" / "training_job_end.ts").exists()
 
 
+def test_a_checkpoint_signal_after_the_command_ended_leaves_the_job_to_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Slurm's --signal may come once the command has ended, while the rules make their final
+    # pass: SIGUSR1's default action killed the launcher, and the job stayed Running
+    (tmp_path / "slowrule.py").write_text(SLOW_FINAL_PASS)
+    job_dir = tmp_path / "job"
+    monkeypatch.setenv("SLOW_RULE_JOB", str(job_dir))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
+    options = ("--rule", "slowrule:SlowFinalPass")
+    with _running(job_dir, [sys.executable, "-c", "pass"], options) as process:
+        _wait_until(process, (tmp_path / "final-pass").exists, "the final pass never began")
+        process.send_signal(signal.SIGUSR1)
+        process.send_signal(signal.SIGINT)  # and no more waiting for the final pass
+        _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr
+    assert (_job(job_dir)["status"], _job(job_dir)["exit_code"]) == ("Completed", 0)
+
+
 #: loads with two worker processes until SIGTERM's default action kills it (no atexit runs)
 LOADING_UNTIL_KILLED = textwrap.dedent(
     """
