@@ -929,11 +929,15 @@ def test_a_job_removed_while_loaded_is_said_to_be_gone_and_not_made_again(
     assert load_and_wait(client, job)["state"] == "loaded"
     assert client.get(f"/api/jobs/{job}/dashboard/cpu_utilization").json()["empty"] is False
     shutil.rmtree(job_dir)
+    (loaded,) = client.get("/api/loaded").json()["loaded"]
+    assert loaded["removed"].startswith("'short-lived' was removed or moved")
+    client.get("/api/jobs")  # the job list, read again, no longer has the job
     for path in ("dashboard/step_time", "annotations", "timeline/tracks", "info"):
         response = client.get(f"/api/jobs/{job}/{path}")
         assert response.status_code == 404, (path, response.text)
-        assert response.json()["detail"] == (
-            "'short-lived' was removed after it was loaded: unload it."
+        assert response.json()["detail"].startswith(
+            "'short-lived' was removed or moved after it was loaded: nothing is at "
+            "'jobs/short-lived' any more. Unload it"
         )
     assert not job_dir.exists()
     assert client.delete(f"/api/jobs/{job}/load").status_code == 204

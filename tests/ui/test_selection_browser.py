@@ -1,5 +1,5 @@
 """What the pages say about a profile in a real browser: when it started, why it cannot be
-shown yet (still loading, failed to load, not loaded), its load state in the job list, and which
+shown (still loading, failed to load, not loaded, removed since it was loaded), its load state in the job list, and which
 job each tab shows (the one its URL names).
 
 A generated PyTorch profiler trace without ``baseTimeNanoseconds`` (as a trace cut short is)
@@ -35,6 +35,7 @@ FIRST = "first_trace"
 SECOND = "second_trace"
 HELD = "held_trace"
 TICKED = "ticked_trace"
+REMOVED = "removed_trace"
 PAGES = ("/dashboard", "/info", "/timeline")
 
 
@@ -85,6 +86,7 @@ def server(tmp_path_factory) -> Iterator[dict[str, Any]]:
     write_trace(root / f"{SECOND}.json", start_us=1_700_000_000_000_000)
     write_trace(root / f"{HELD}.json", start_us=1_700_000_000_000_000)
     write_trace(root / f"{TICKED}.json", start_us=1_700_000_000_000_000)
+    write_trace(root / f"{REMOVED}.json", start_us=1_700_000_000_000_000)
     gates = {SLOW: threading.Event(), RACE: threading.Event(), HELD: threading.Event()}
 
     def opener(path: Path) -> Any:
@@ -179,6 +181,34 @@ def test_a_profile_that_failed_to_load_shows_the_error(page, server):
         expect(notice).to_contain_text(f"“{GONE}” could not be loaded")
         expect(notice).to_contain_text("No profiling job or trace found")
         expect(page.locator("main")).not_to_contain_text("No profile is selected")
+
+
+def test_a_profile_removed_after_it_was_loaded_says_what_is_gone_and_can_be_unloaded(page, server):
+    # every panel said "No such job." and the trash icon could not unload it: the job list,
+    # asked for first, no longer had the job
+    base = server["base"]
+    removed = _job_id(base, REMOVED)
+    page.goto(base + "/")
+    page.locator("#job-list tr", has_text=REMOVED).locator("input[type=checkbox]").check()
+    page.click("#load-button")
+    radio = page.locator("#loaded-profiles tr", has_text=REMOVED).locator("input[type=radio]")
+    expect(radio).to_be_enabled()
+    (server["root"] / f"{REMOVED}.json").unlink()
+    for path in PAGES:
+        page.goto(f"{base}{path}?job={removed}")
+        notice = page.locator("#selection-notice")
+        expect(notice).to_contain_text(f"'{REMOVED}' was removed or moved after it was loaded")
+        expect(notice).to_contain_text(f"nothing is at 'jobs/{REMOVED}.json'")
+        expect(notice).to_contain_text("Unload it")
+        expect(page.locator("main")).not_to_contain_text("No such job")
+        expect(page.locator("article.panel")).to_have_count(0)
+    notice.get_by_role("link", name="Go to Load profile.").click()
+    row = page.locator("#loaded-profiles tr", has_text=REMOVED)
+    expect(row).to_contain_text("was removed or moved")
+    row.get_by_role("button", name=f"Unload {REMOVED}").click()
+    expect(row).to_have_count(0)
+    page.reload()
+    expect(page.locator("#loaded-profiles tr", has_text=REMOVED)).to_have_count(0)
 
 
 def test_the_job_list_follows_a_load_that_ends_between_two_of_its_requests(page, server):

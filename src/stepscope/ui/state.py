@@ -20,7 +20,7 @@ from stepscope.ui.discovery import JobEntry, current_entry, discover_jobs
 from stepscope.ui.profiles import LoadedProfile, ProfileRegistry
 from stepscope.ui.settings import IdleShutdown, UISettings, load_settings, save_settings
 
-__all__ = ["State", "UIState", "ui_state"]
+__all__ = ["State", "UIState", "removal", "ui_state"]
 
 _JOB_ID = re.compile(r"^[0-9a-f]{20}$")
 
@@ -59,7 +59,8 @@ class UIState:
         return entries
 
     def entry(self, job_id: str) -> JobEntry:
-        """The job named by ``job_id``, or a 404 for anything else."""
+        """The job named by ``job_id``, or a 404 for anything else: of a loaded job no longer
+        found under the roots, one that says it was removed or moved."""
         if not _JOB_ID.fullmatch(job_id):
             raise HTTPException(status_code=404, detail="No such job.")
         with self._lock:
@@ -67,7 +68,9 @@ class UIState:
         if found is None:
             found = next((e for e in self.jobs() if e.id == job_id), None)
         if found is None:
-            raise HTTPException(status_code=404, detail="No such job.")
+            profile = self.registry.get(job_id)
+            gone = removal(profile) if profile is not None else ""
+            raise HTTPException(status_code=404, detail=gone or "No such job.")
         return found
 
     def loaded(self, job_id: str) -> LoadedProfile:
@@ -85,12 +88,10 @@ class UIState:
             raise HTTPException(
                 status_code=409, detail=f"'{entry.name}' could not be loaded: {profile.error}"
             )
-        if not entry.path.exists():
+        gone = removal(profile)
+        if gone:
             # what it read is gone with it: its answers would say the job holds no data
-            raise HTTPException(
-                status_code=404,
-                detail=f"'{entry.name}' was removed after it was loaded: unload it.",
-            )
+            raise HTTPException(status_code=404, detail=gone)
         return profile
 
     def refresh_status(self, profiles: list[LoadedProfile]) -> None:
@@ -99,6 +100,21 @@ class UIState:
         with self._lock:
             self._entries.update((entry.id, entry) for entry in entries)
         self.registry.update_entries(entries)
+
+
+def removal(profile: LoadedProfile) -> str:
+    """Why a loaded job can no longer be shown, or ``""`` while its folder or trace is there (or
+    it is not loaded: a load that failed says why itself): the message names what is missing
+    (the root's own name and the path inside it, as the user knows them) and what to do."""
+    entry = profile.entry
+    if profile.state != "loaded" or entry.path.exists():
+        return ""
+    where = entry.path.relative_to(entry.root.parent).as_posix()
+    return (
+        f"'{entry.name}' was removed or moved after it was loaded: nothing is at '{where}' "
+        "any more. Unload it; if it was moved, load it again from the job list (start "
+        "'stepscope ui' with its new folder if it is not listed there)."
+    )
 
 
 def ui_state(request: Request) -> UIState:

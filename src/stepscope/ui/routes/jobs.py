@@ -7,7 +7,7 @@ from typing import Any  # Any: the JSON values of an answer
 from fastapi import APIRouter, Response
 
 from stepscope.ui.discovery import listing_order
-from stepscope.ui.state import State
+from stepscope.ui.state import State, removal
 
 __all__ = ["MAX_LISTED_JOBS", "router"]
 
@@ -46,10 +46,11 @@ def list_jobs(state: State) -> dict[str, Any]:
 
 @router.get("/loaded")
 def list_loaded(state: State) -> dict[str, Any]:
-    """The loaded profiles, in the order they were asked to load, with their jobs' status as it is now."""
+    """The loaded profiles, in the order they were asked to load, with their jobs' status as it
+    is now and, for a job removed or moved since it was loaded, what ``removed`` says of it."""
     profiles = state.registry.all()
     state.refresh_status(profiles)
-    return {"loaded": [p.to_json() for p in profiles]}
+    return {"loaded": [{**p.to_json(), "removed": removal(p)} for p in profiles]}
 
 
 @router.post("/jobs/{job_id}/load", status_code=202)
@@ -61,8 +62,9 @@ def load_job(job_id: str, state: State) -> dict[str, Any]:
 
 @router.delete("/jobs/{job_id}/load", status_code=204)
 def unload_job(job_id: str, state: State) -> Response:
-    """Unload a job (its cached answers go with it); 404 when it was not loaded."""
-    entry = state.entry(job_id)
-    if not state.registry.unload(entry.id):
-        return Response(status_code=404)
-    return Response(status_code=204)
+    """Unload a job (its cached answers go with it, and so does a job removed since it was
+    loaded); 404 when it was not loaded."""
+    if state.registry.unload(job_id):
+        return Response(status_code=204)
+    state.entry(job_id)  # the 404 of an id that names no job
+    return Response(status_code=404)

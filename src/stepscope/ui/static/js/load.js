@@ -151,7 +151,8 @@ function renderLoaded(box, loaded, refresh) {
       h("td", { class: "narrow" }, radio),
       h("td", { class: "name" }, profile.name),
       h("td", {}, statusBadge(profile.status)),
-      h("td", {}, state, profile.state === "error" ? h("div", { class: "muted small" }, profile.error) : null),
+      h("td", {}, state, profile.state === "error" || profile.removed
+        ? h("div", { class: "muted small" }, profile.removed || profile.error) : null),
       h("td", { class: "narrow right" }, trash));
   });
   box.append(h("table", { class: "table" },

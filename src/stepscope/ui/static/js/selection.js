@@ -48,13 +48,20 @@ export function forgetJob(id) {
 // The selected profile once it is loaded, or null. Until then a notice appended to `main` says
 // why, the same on every page: nothing is selected, the job is not loaded (a link or bookmark
 // to a job unloaded since: a button loads it), it is still loading (the page waits for it), or
-// it failed to load (with the error). `what` names what the page shows ("its timeline").
+// it failed to load (with the error), or its folder was removed or moved since it was loaded
+// (the server says what is missing and what to do). `what` names what the page shows ("its
+// timeline").
 export async function loadedSelection(main, what) {
   const id = selectedJob();
   const notice = h("div", { class: "notice", id: "selection-notice" });
   main.append(notice);
   for (let poll = false; ; poll = true) {
     const profile = id ? (await answer(notice, "The list of loaded profiles", () => api.loaded({ poll }))).loaded.find((p) => p.id === id) : null;
+    if (profile && profile.removed) {
+      notice.className = "notice error";
+      notice.replaceChildren(`${profile.removed} `, h("a", { href: "/" }, "Go to Load profile."));
+      return null;
+    }
     if (profile && profile.state === "loaded") {
       notice.remove();
       return profile;
