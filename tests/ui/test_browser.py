@@ -314,6 +314,24 @@ def test_custom_annotation_histogram(page, server):
     expect(card).to_have_count(0)
 
 
+def test_enter_in_the_annotation_field_does_what_create_histogram_does(page, server):
+    # Enter did nothing: only the button made the histogram
+    _open_dashboard(page, server["base"], GPU_TRACE)
+    field = page.locator("#annotation-name")
+    expect(field).to_be_enabled()
+    field.fill("no such annotation")
+    field.press("Enter")
+    expect(page.locator("#annotation-note")).to_contain_text("no annotation named")
+    field.fill("## forward ##")
+    field.press("Enter")
+    card = page.locator("article[data-panel=annotation_histogram]")
+    expect(card).to_have_attribute("data-state", "data")
+    expect(card.locator("h3")).to_contain_text("## forward ##")
+    expect(page.locator("#annotation-note")).to_contain_text("Pick or type an annotation")
+    field.press("Enter")  # the histogram shown already is not made twice
+    expect(card).to_have_count(1)
+
+
 def test_no_annotation_can_be_picked_before_the_jobs_names_arrive(page, server):
     # typed before the list of names came, any name was said not to be the job's
     held: list[Any] = []

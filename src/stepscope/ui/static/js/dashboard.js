@@ -225,7 +225,7 @@ function customHistograms(jobId) {
       note.replaceWith(failure);
     }
   }
-  button.addEventListener("click", async () => {
+  async function create() {
     const name = pickedName(names, field.value);
     if (name === undefined) {
       const typed = field.value.trim();
@@ -241,6 +241,13 @@ function customHistograms(jobId) {
     created.set(name, card);
     grid.append(card.node);
     await card.load(false);
+  }
+  button.addEventListener("click", create);
+  // Enter in the field does what the button does, as in a form
+  field.addEventListener("keydown", (event) => {
+    if (event.key !== "Enter" || event.isComposing) return;
+    event.preventDefault();
+    create();
   });
   const reload = async (poll) => {
     created.forEach((c) => c.load(poll).catch(() => {}));
