@@ -295,6 +295,21 @@ def test_dashboard_of_a_gpu_trace_with_k_and_hover(page, server):
     expect(hover).to_contain_text(" s")
 
 
+def test_every_kernel_slice_has_a_colour_of_its_own_which_its_legend_entry_shows(page, server):
+    # the palette's 16 colours repeated from the 17th slice: two kernels looked alike
+    _open_dashboard(page, server["base"], GPU_TRACE)
+    panel = page.locator("article[data-panel=kernel_time_all]")
+    k = panel.locator("input.k-input")
+    k.fill("60")
+    k.press("Enter")
+    expect(panel.locator(".legend .traces")).to_have_count(61)  # 60 kernels and "others"
+    fill = "paths => paths.map((p) => p.style.fill)"
+    slices = panel.locator("g.slice path.surface").evaluate_all(fill)
+    legend = panel.locator(".legend .traces .legendpoints path").evaluate_all(fill)
+    assert len(set(slices)) == len(slices) == 61, slices
+    assert legend == slices
+
+
 def test_custom_annotation_histogram(page, server):
     _open_dashboard(page, server["base"], GPU_TRACE)
     # as in SageMaker Profiler, the annotation is picked from the list or typed

@@ -5,6 +5,16 @@ const COLORS = [
   "#6c8ebf", "#9c7c54", "#77a34a", "#d07a6a", "#5d6d9e", "#a3a84a", "#4f8a8b", "#c79a5b",
 ];
 const OTHERS = "#b8bec6";
+
+// The colour of slice `j` of a pie: the palette's, then hues a golden angle apart in six
+// saturation and lightness pairs, so no two of the up to 100 kernels a pie shows share one (the
+// palette repeated from the 17th, and two kernels looked the same). Hues close to each other
+// come far apart in the sequence, where their pairs differ.
+function sliceColor(j) {
+  if (j < COLORS.length) return COLORS[j];
+  const n = j - COLORS.length;
+  return `hsl(${((n * 137.508) % 360).toFixed(1)}, ${n % 2 ? 70 : 50}%, ${[42, 58, 72][n % 3]}%)`;
+}
 const ACTIVE_IDLE = { Active: "#3b6ea5", Idle: "#d5dae0" };
 
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d", "toImage"] };
@@ -66,7 +76,7 @@ function pies(payload) {
     direction: "clockwise",
     hole: 0.35,
     marker: {
-      colors: pie.labels.map((label, j) => ACTIVE_IDLE[label] || (label === "others" ? OTHERS : COLORS[j % COLORS.length])),
+      colors: pie.labels.map((label, j) => ACTIVE_IDLE[label] || (label === "others" ? OTHERS : sliceColor(j))),
       line: { color: "#ffffff", width: 1 },
     },
     domain: many && n === 1 ? { x: long ? [0, 0.36] : [0.04, 0.6], y: [0, 1] } : cell(i),
