@@ -310,6 +310,31 @@ def test_every_kernel_slice_has_a_colour_of_its_own_which_its_legend_entry_shows
     assert legend == slices
 
 
+def test_charts_stay_in_their_cards_when_the_window_is_resized(page, server):
+    # plotly's own resize took the height of the chart's box, which has none of its own: each
+    # chart kept its drawing and spilled over the cards below it
+    _open_dashboard(page, server["base"], GPU_TRACE)
+    boxes = """() => [...document.querySelectorAll('article.panel[data-state=data] .chart')]
+        .map((chart) => {
+          const box = chart.getBoundingClientRect();
+          const drawn = chart.querySelector('.main-svg').getBoundingClientRect();
+          return { panel: chart.dataset.panel, box: [box.width, box.height],
+                   drawn: [drawn.width, drawn.height] };
+        })"""
+    for width in (1000, 600, 1440):
+        page.set_viewport_size({"width": width, "height": 900})
+        until = time.monotonic() + 30
+        charts = page.evaluate(boxes)
+        # every chart drawn for its new width
+        while any(abs(c["box"][0] - c["drawn"][0]) >= 1 for c in charts):
+            assert time.monotonic() < until, (width, charts)
+            time.sleep(0.1)
+            charts = page.evaluate(boxes)
+        assert len(charts) == len(DATA_PANELS[GPU_TRACE])
+        spilled = [c for c in charts if c["drawn"][1] > c["box"][1] + 1]
+        assert spilled == [], (width, spilled)
+
+
 def test_custom_annotation_histogram(page, server):
     _open_dashboard(page, server["base"], GPU_TRACE)
     # as in SageMaker Profiler, the annotation is picked from the list or typed

@@ -17,7 +17,7 @@ function sliceColor(j) {
 }
 const ACTIVE_IDLE = { Active: "#3b6ea5", Idle: "#d5dae0" };
 
-const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d", "toImage"] };
+const CONFIG = { displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d", "toImage"] };
 
 function baseLayout(extra = {}) {
   return {
@@ -199,12 +199,33 @@ function bars(payload) {
 
 const BUILDERS = { pies, lines, histogram, bars };
 
+// A chart is laid out for the width of its box (where a legend goes, how many lines it takes),
+// so it is drawn again whenever that width changes. Plotly's own resize kept the layout and
+// took the height of the box, which has none of its own: the chart spilled over the cards below.
 export function drawChart(node, payload) {
-  const { traces, layout } = BUILDERS[payload.kind](payload, node.clientWidth || window.innerWidth);
-  return window.Plotly.react(node, traces, layout, CONFIG);
+  node.chartPayload = payload;
+  if (!node.chartObserver) {
+    let width = node.clientWidth;
+    node.chartObserver = new ResizeObserver(() => {
+      if (node.clientWidth === width) return;
+      width = node.clientWidth;
+      if (node.chartPayload && width > 0) draw(node, node.chartPayload);
+    });
+    node.chartObserver.observe(node);
+  }
+  return draw(node, payload);
+}
+
+function draw(node, payload) {
+  const width = node.clientWidth || window.innerWidth;
+  const { traces, layout } = BUILDERS[payload.kind](payload, width);
+  return window.Plotly.react(node, traces, { ...layout, width }, CONFIG);
 }
 
 export function purgeChart(node) {
+  node.chartObserver?.disconnect();
+  node.chartObserver = null;
+  node.chartPayload = null;
   if (window.Plotly) window.Plotly.purge(node);
 }
 
