@@ -335,6 +335,21 @@ def test_charts_stay_in_their_cards_when_the_window_is_resized(page, server):
         assert spilled == [], (width, spilled)
 
 
+def test_a_kernel_pie_keeps_its_size_in_a_window_of_half_a_screen(page, server):
+    # beside a legend of kernel names wider than the room left, the pie shrank to a dot
+    page.set_viewport_size({"width": 960, "height": 900})
+    _open_dashboard(page, server["base"], GPU_TRACE)
+    for name in ("kernel_time_all", "kernel_launches_top"):
+        panel = page.locator(f"article[data-panel={name}]")
+        expect(panel.locator(".legend .traces").first).to_be_visible()
+        pie = panel.locator("g.pielayer g.trace").bounding_box()
+        legend = panel.locator(".legend").bounding_box()
+        assert pie["width"] >= 200 and pie["height"] >= 200, (name, pie)
+        beside = legend["x"] >= pie["x"] + pie["width"] - 1
+        under = legend["y"] >= pie["y"] + pie["height"] - 1
+        assert beside or under, (name, pie, legend)
+
+
 def test_custom_annotation_histogram(page, server):
     _open_dashboard(page, server["base"], GPU_TRACE)
     # as in SageMaker Profiler, the annotation is picked from the list or typed

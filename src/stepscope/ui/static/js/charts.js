@@ -45,7 +45,17 @@ const PIES_PER_ROW = 4;
 const PIE_ROW_PX = 200;
 const PIE_TITLE_PX = 24;
 
-function pies(payload) {
+// The legend of one pie of many slices sits beside it where its names fit, else under it, so
+// the pie keeps its size (beside a legend of kernel names wider than the room left, it shrank
+// to a dot in a window of half a screen). A name takes about this many px a character, after
+// its swatch; under the pie, the legend shows this many entries and scrolls for the others.
+const LEGEND_CHAR_PX = 6.6;
+const LEGEND_SWATCH_PX = 44;
+const PIE_PX = 260;
+const LEGEND_ENTRY_PX = 19;
+const LEGEND_ENTRIES_SHOWN = 16;
+
+function pies(payload, widthPx) {
   const n = payload.pies.length;
   const columns = Math.min(n, PIES_PER_ROW);
   const rows = Math.ceil(n / columns);
@@ -58,8 +68,15 @@ function pies(payload) {
     const top = 1 - Math.floor(i / columns) * height;
     return { x: [x, x + width], y: [top - height + gap / rows, top - title] };
   };
-  const many = payload.pies[0].labels.length > 2;
-  const long = payload.pies[0].labels.length > 6;
+  const labels = payload.pies[0].labels;
+  const many = labels.length > 2;
+  const long = labels.length > 6;
+  const legendX = long ? 0.42 : 0.66;
+  const namePx = LEGEND_SWATCH_PX + LEGEND_CHAR_PX * Math.max(...labels.map((l) => String(l).length));
+  const under = many && n === 1 && widthPx * (1 - legendX) < namePx;
+  // under the pie: the height of the legend's entries, and the share of the plot the pie takes
+  const legendPx = LEGEND_ENTRY_PX * Math.min(labels.length, LEGEND_ENTRIES_SHOWN);
+  const pieShare = PIE_PX / (PIE_PX + legendPx);
   const traces = payload.pies.map((pie, i) => ({
     type: "pie",
     name: pie.title,
@@ -79,7 +96,8 @@ function pies(payload) {
       colors: pie.labels.map((label, j) => ACTIVE_IDLE[label] || (label === "others" ? OTHERS : sliceColor(j))),
       line: { color: "#ffffff", width: 1 },
     },
-    domain: many && n === 1 ? { x: long ? [0, 0.36] : [0.04, 0.6], y: [0, 1] } : cell(i),
+    domain: under ? { x: [0, 1], y: [1 - pieShare, 1] }
+      : many && n === 1 ? { x: long ? [0, 0.36] : [0.04, 0.6], y: [0, 1] } : cell(i),
   }));
   const annotations = n > 1
     ? payload.pies.map((pie, i) => {
@@ -91,11 +109,13 @@ function pies(payload) {
       })
     : [];
   const layout = baseLayout({
-    height: many ? 340 : n > 1 ? 80 + rows * PIE_ROW_PX : 280,
+    height: under ? PIE_PX + legendPx + 24 : many ? 340 : n > 1 ? 80 + rows * PIE_ROW_PX : 280,
     showlegend: true,
-    legend: many
-      ? { orientation: "v", x: long ? 0.42 : 0.66, xanchor: "left", y: 0.5, yanchor: "middle", font: { size: long ? 11.5 : 12.5 } }
-      : { orientation: "h", x: 0.5, xanchor: "center", y: -0.05 / rows },
+    legend: under
+      ? { orientation: "v", x: 0, xanchor: "left", y: 1 - pieShare - 0.01, yanchor: "top", maxheight: legendPx, font: { size: 11.5 } }
+      : many
+        ? { orientation: "v", x: legendX, xanchor: "left", y: 0.5, yanchor: "middle", font: { size: long ? 11.5 : 12.5 } }
+        : { orientation: "h", x: 0.5, xanchor: "center", y: -0.05 / rows },
     margin: { l: 8, r: 8, t: 8, b: 8 },
     annotations,
   });
