@@ -288,6 +288,20 @@ def test_each_tab_keeps_its_job_through_links_reloads_and_back(page, server):
     assert errors == [[], []], errors
 
 
+def test_the_profile_shown_last_opens_its_dashboard_again_when_picked(page, server):
+    # its radio button, checked already, changed nothing when clicked, so nothing opened
+    base = server["base"]
+    first = _job_id(base, FIRST)
+    _load(base, first)
+    _open_dashboard(page, base, FIRST)
+    page.click("nav a[data-page=load]")
+    radio = page.locator("#loaded-profiles tr", has_text=FIRST).locator("input[type=radio]")
+    expect(radio).to_be_checked()
+    radio.click()
+    page.wait_for_url(f"**/dashboard?job={first}")
+    expect(page.locator("h1")).to_have_text(FIRST)
+
+
 def test_a_link_to_a_job_that_is_not_loaded_offers_to_load_it(page, server):
     base = server["base"]
     first = _job_id(base, FIRST)

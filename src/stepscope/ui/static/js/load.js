@@ -133,7 +133,9 @@ function renderLoaded(box, loaded, refresh) {
       "aria-label": `Open the dashboard of ${profile.name}`,
       checked: profile.id === current,
       disabled: profile.state !== "loaded",
-      onchange: () => open(profile.id),
+      // a click, not a change: the profile shown last is picked already, and a click on it
+      // changes nothing, yet opens its dashboard again
+      onclick: () => open(profile.id),
       onkeydown,
     });
     radios.push(radio);
