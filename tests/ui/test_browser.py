@@ -350,6 +350,16 @@ def test_a_kernel_pie_keeps_its_size_in_a_window_of_half_a_screen(page, server):
         assert beside or under, (name, pie, legend)
 
 
+def test_in_a_narrow_window_the_job_list_scrolls_in_its_card_not_the_page(page, server):
+    # the list's columns made the whole page wider than the window, its heading and all
+    page.set_viewport_size({"width": 600, "height": 900})
+    page.goto(server["base"] + "/")
+    expect(page.locator("#job-list tbody tr")).to_have_count(3)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 600
+    box = page.locator("#job-list .scroll")
+    assert box.evaluate("(node) => node.scrollWidth > node.clientWidth")  # it scrolls sideways
+
+
 def test_custom_annotation_histogram(page, server):
     _open_dashboard(page, server["base"], GPU_TRACE)
     # as in SageMaker Profiler, the annotation is picked from the list or typed

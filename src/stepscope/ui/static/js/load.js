@@ -202,10 +202,11 @@ function renderJobs(box, jobs, refresh, ticked, load) {
       h("td", {}, formatPlaces(job) || "—"),
       h("td", {}, h("span", { class: `badge load-${job.load_state}` }, LOAD_LABEL[job.load_state] || job.load_state)));
   });
-  box.append(h("table", { class: "table" },
+  // in a narrow window the list scrolls sideways in its card, not the whole page with it
+  box.append(h("div", { class: "scroll" }, h("table", { class: "table" },
     h("thead", {}, h("tr", {}, h("th", { class: "narrow" }, ""), h("th", {}, "Training job"), h("th", {}, "Status"),
       h("th", {}, "Start"), h("th", {}, "Duration"), h("th", {}, "Nodes"), h("th", {}, "Load status"))),
-    h("tbody", {}, rows)));
+    h("tbody", {}, rows))));
   update();
   loadButton.addEventListener("click", () => {
     loadButton.disabled = true;
