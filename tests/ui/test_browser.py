@@ -285,6 +285,16 @@ def test_dashboard_of_a_gpu_trace_with_k_and_hover(page, server):
     k.press("Enter")
     expect(k).to_have_value("5")
     expect(legend).to_have_count(6)
+    # and what it takes: 150 went back to 5 without a word
+    k.fill("150")
+    k.press("Enter")
+    expect(k).to_have_value("5")
+    message = k.evaluate("(node) => node.validationMessage")
+    assert message == "k is a whole number of kernels from 1 to 100; the chart still shows 5."
+    k.fill("7")
+    k.press("Enter")
+    expect(legend).to_have_count(8)
+    assert k.evaluate("(node) => node.validationMessage") == ""
     launches = page.locator("article[data-panel=kernel_launches_all] .legend .traces")
     expect(launches).to_have_count(16)  # each panel has its own k
 

@@ -115,14 +115,18 @@ function panelCard(jobId, panel, { wide, defaultK, maxK, params = {}, title = nu
     });
     input.addEventListener("change", () => {
       const value = Number(input.value);
-      // a whole number of kernels in range, else the field goes back to the k shown
+      // a whole number of kernels in range, else the field goes back to the k shown and says
+      // what it takes (it went back without a word, and 150 looked ignored)
       if (Number.isInteger(value) && value >= 1 && value <= maxK) {
         k = value;
         load(false);
       } else {
         input.value = String(k);
+        input.setCustomValidity(`k is a whole number of kernels from 1 to ${maxK}; the chart still shows ${k}.`);
+        input.reportValidity();
       }
     });
+    input.addEventListener("input", () => input.setCustomValidity(""));
     kLabel = h("label", { class: "k-label" }, "k", input);
     controls.push(kLabel);
   }
