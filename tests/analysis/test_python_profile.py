@@ -7,6 +7,7 @@ import logging
 import math
 import pstats
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -508,6 +509,13 @@ def test_pyinstrument_empty_query_is_an_empty_sequence(tmp_path: Path) -> None:
 # -- S3 ------------------------------------------------------------------------------------------
 
 
+def _upload(client: Any, job: Path) -> None:
+    """Copy the job's files to ``s3://training/jobs/run-1``."""
+    client.create_bucket(Bucket="training")
+    for path in sorted(p for p in job.rglob("*") if p.is_file()):
+        client.upload_file(str(path), "training", f"jobs/run-1/{path.relative_to(job).as_posix()}")
+
+
 def test_profiles_on_s3_are_copied_once_and_queried_like_local_ones(
     cprofile_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -515,11 +523,7 @@ def test_profiles_on_s3_are_copied_once_and_queried_like_local_ones(
     boto3 = pytest.importorskip("boto3")
     pytest.importorskip("moto.server")
     with s3_server(monkeypatch) as endpoint:
-        client = boto3.client("s3", endpoint_url=endpoint)
-        client.create_bucket(Bucket="training")
-        for path in sorted(p for p in cprofile_job.rglob("*") if p.is_file()):
-            key = f"jobs/run-1/{path.relative_to(cprofile_job).as_posix()}"
-            client.upload_file(str(path), "training", key)
+        _upload(boto3.client("s3", endpoint_url=endpoint), cprofile_job)
 
         local = tmp_path / "downloaded"
         analysis = cProfileAnalysis(local_profile_dir=local, s3_path="s3://training/jobs/run-1")
@@ -539,11 +543,7 @@ def test_a_partial_copy_of_a_profile_on_s3_is_fetched_again(
     boto3 = pytest.importorskip("boto3")
     pytest.importorskip("moto.server")
     with s3_server(monkeypatch) as endpoint:
-        client = boto3.client("s3", endpoint_url=endpoint)
-        client.create_bucket(Bucket="training")
-        for path in sorted(p for p in cprofile_job.rglob("*") if p.is_file()):
-            key = f"jobs/run-1/{path.relative_to(cprofile_job).as_posix()}"
-            client.upload_file(str(path), "training", key)
+        _upload(boto3.client("s3", endpoint_url=endpoint), cprofile_job)
         local = tmp_path / "downloaded"
         url = "s3://training/jobs/run-1"
         cProfileAnalysis(local_profile_dir=local, s3_path=url)
