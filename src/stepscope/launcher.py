@@ -37,6 +37,7 @@ from typing import Any
 
 from stepscope._atomic import write_atomic
 from stepscope._optional import require_installed
+from stepscope._signals import handling
 from stepscope.collect.clock import now_us
 from stepscope.config import ProfilerConfig, job_config_path
 from stepscope.errors import ConfigError, MissingDependencyError, StepscopeError
@@ -195,7 +196,7 @@ def launch(
         # Ctrl-C before the command started: the job ends here, stopped, and stays readable
         job.exit_code, job.status = _INTERRUPTED_EXIT_CODE, JobStatus.STOPPED
     finally:
-        with _handling(_REQUEST_SIGNALS, signal.SIG_IGN):
+        with handling(_REQUEST_SIGNALS, signal.SIG_IGN):
             _finish(job, monitor, engine, watcher, report, rules)
     return job
 
@@ -628,8 +629,9 @@ def _run_child(
 ) -> tuple[int, str]:
     """Run the command to its end; Ctrl-C stops it gracefully, and SIGTERM, SIGHUP or SIGQUIT
     sent to this process go on to the command, which ends as it chooses (a preempted job saving
-    its checkpoint); either counts as Stopped. Other signals go on too (:data:`_FORWARDED_SIGNALS`). ``job.json`` names the command's process: killed
-    alone, this launcher leaves a job that runs as long as it does."""
+    its checkpoint); either counts as Stopped. Other signals go on too
+    (:data:`_FORWARDED_SIGNALS`). ``job.json`` names the command's process: killed alone, this
+    launcher leaves a job that runs as long as it does."""
     from stepscope.store.job_status import process_identity
 
     try:
@@ -693,31 +695,13 @@ def _forwarding_signals(child: subprocess.Popen[bytes], forwarded: list[int]) ->
             signal.raise_signal(signum)
             signal.signal(signum, forward)
 
-    with _handling(_FORWARDED_SIGNALS, forward):
+    with handling(_FORWARDED_SIGNALS, forward):
         yield
 
 
 #: A scheduler's requests to the command (a checkpoint): once it has ended, they have no one to
 #: go to, and their default action would kill this process before the job's end is recorded.
 _REQUEST_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
-
-
-@contextmanager
-def _handling(signals: Sequence[int], handler: Any) -> Iterator[None]:
-    """Handle ``signals`` with ``handler`` (a function, or ``signal.SIG_IGN``) inside the block,
-    then put the previous handlers back. Only the main thread can handle signals: from another,
-    nothing changes."""
-    previous: dict[int, Any] = {}
-    try:
-        for signum in signals:
-            previous[signum] = signal.signal(signum, handler)
-    except ValueError:  # not the main thread
-        pass
-    try:
-        yield
-    finally:
-        for restored, handler_before in previous.items():
-            signal.signal(restored, handler_before)
 
 
 def _stop_child(child: subprocess.Popen[bytes]) -> int:

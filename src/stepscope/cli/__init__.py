@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from stepscope import __version__
+from stepscope._signals import handling
 from stepscope.errors import ConfigError, StepscopeError
 
 __all__ = ["COMMANDS", "main"]
@@ -150,20 +151,11 @@ def _unwinding_on_signals(received: list[int]) -> Iterator[None]:
             raise KeyboardInterrupt
         raise SystemExit(128 + signum)
 
-    previous: dict[int, Any] = {}
-    try:
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            previous[signal.SIGINT] = signal.signal(signal.SIGINT, unwind)
-        for signum in _UNWINDING_SIGNALS:
-            if signal.getsignal(signum) == signal.SIG_DFL:
-                previous[signum] = signal.signal(signum, unwind)
-    except ValueError:  # not the main thread
-        pass
-    try:
+    untouched = [s for s in _UNWINDING_SIGNALS if signal.getsignal(s) == signal.SIG_DFL]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        untouched.append(signal.SIGINT)
+    with handling(untouched, unwind):
         yield
-    finally:
-        for restored, handler in previous.items():
-            signal.signal(restored, handler)
 
 
 if __name__ == "__main__":
