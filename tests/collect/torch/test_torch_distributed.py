@@ -102,6 +102,7 @@ def test_two_ranks_write_their_steps_collectives_and_clock_offsets(tmp_path: Pat
 
 #: DDP on two torchrun ranks, each printing the loss summed over the ranks at every step
 DDP_LOSS_SCRIPT = """
+import os
 import torch
 import torch.distributed as dist
 
@@ -119,7 +120,8 @@ for _ in range(4):
     optimizer.step()
     total = loss.detach().clone()
     dist.all_reduce(total)
-    print(f"rank {rank} loss {total.item()!r}", flush=True)
+    # one write per line: the ranks share the pipe, and a line written in parts could interleave
+    os.write(1, f"rank {rank} loss {total.item()!r}\\n".encode())
 dist.destroy_process_group()
 """
 
