@@ -260,8 +260,7 @@ def _merge_runs(runs: np.ndarray) -> np.ndarray:
     reach = np.maximum.accumulate(runs[:, 1])
     fresh = np.ones(len(runs), dtype=bool)
     fresh[1:] = runs[1:, 0] > reach[:-1] + 1
-    starts = np.flatnonzero(fresh)
-    return np.column_stack([runs[starts, 0], np.maximum.reduceat(runs[:, 1], starts)])
+    return _joined(runs, fresh)
 
 
 def _join_closest(runs: np.ndarray) -> np.ndarray:
@@ -273,6 +272,12 @@ def _join_closest(runs: np.ndarray) -> np.ndarray:
     gaps = runs[1:, 0] - runs[:-1, 1]
     fresh = np.ones(len(runs), dtype=bool)
     fresh[np.argpartition(gaps, joins - 1)[:joins] + 1] = False
+    return _joined(runs, fresh)
+
+
+def _joined(runs: np.ndarray, fresh: np.ndarray) -> np.ndarray:
+    """Sorted ``runs`` joined into the ones before them, but for those ``fresh`` marks: each
+    fresh run starts a joined one, which reaches as far as the furthest of its runs."""
     starts = np.flatnonzero(fresh)
     return np.column_stack([runs[starts, 0], np.maximum.reduceat(runs[:, 1], starts)])
 
