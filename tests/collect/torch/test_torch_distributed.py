@@ -122,6 +122,11 @@ for _ in range(4):
     dist.all_reduce(total)
     # one write per line: the ranks share the pipe, and a line written in parts could interleave
     os.write(1, f"rank {rank} loss {total.item()!r}\\n".encode())
+# DDP's reducer holds the gloo group: with the model alive, the group outlives
+# destroy_process_group and is torn down during the interpreter's exit, which aborts the rank now
+# and then ("terminate called without an active exception"), unprofiled too (pytorch/pytorch#75097).
+# Freeing the model first ends the group inside destroy_process_group.
+del model, optimizer
 dist.destroy_process_group()
 """
 
