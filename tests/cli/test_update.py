@@ -203,6 +203,15 @@ def test_a_job_that_no_longer_runs_is_refused_and_left_unchanged(job, capsys, st
     assert (job / "profiler-config.json").read_bytes() == before
 
 
+def test_an_invalid_value_is_reported_before_the_job_is_found_ended(job, capsys) -> None:
+    # the range was the thing to fix, yet the error only said that the job had ended
+    info = {"status": "Completed", "profiler_config": _config(job).to_dict()}
+    (job / "job.json").write_text(json.dumps(info))
+    assert main(["update", str(job), "--detailed", "3:0"]) == 2
+    error = capsys.readouterr().err
+    assert error == "stepscope: error: --detailed NUM must be an integer >= 1, got 0.\n"
+
+
 def test_a_running_instrumented_job_gets_no_warning(job, caplog) -> None:
     started = _config(job)
     info = {"status": "Running", "profiler_config": started.to_dict()}

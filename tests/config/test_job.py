@@ -151,6 +151,15 @@ def test_no_change_does_not_rewrite_the_file(tmp_path) -> None:
     assert job_config_path(job).stat().st_ino == before
 
 
+def test_a_dry_run_returns_the_change_and_keeps_the_file(tmp_path) -> None:
+    job = _job(tmp_path, ProfilerConfig(framework_profile_params=FrameworkProfile()))
+    before = job_config_path(job).read_bytes()
+    checked = update_job_config(job, detailed=(10, 2), dry_run=True)
+    assert checked.range_for("detailed") == ProfileRange(start_step=10, num_steps=2)
+    assert job_config_path(job).read_bytes() == before
+    assert update_job_config(job, detailed=(10, 2)) == checked
+
+
 def test_a_watching_job_sees_the_update(tmp_path) -> None:
     job = _job(tmp_path, ProfilerConfig(framework_profile_params=FrameworkProfile()))
     watcher = ConfigWatcher(job_config_path(job))

@@ -191,22 +191,41 @@ def _flags() -> dict[str, str]:
     return flags
 
 
-def main(args: argparse.Namespace) -> int:
-    from stepscope.config import update_job_config
+def _changes(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords of :func:`stepscope.config.update_job_config` that the flags give."""
+    return {
+        "detailed": args.detailed,
+        "dataloader": args.dataloader,
+        "python": args.python,
+        "smdataparallel": args.distributed,
+        "python_profiler": args.python_profiler,
+        "cprofile_timer": args.cprofile_timer,
+        "system_monitor_interval_millis": args.system_interval_ms,
+        "disable_profiler": True if args.disable else (False if args.enable else None),
+    }
 
-    # every folder is checked before any changes (a call without a change only checks that
-    # there is a configuration to change), so the nodes of one job never part ways
-    for job_dir in args.job_dir:
-        update_job_config(job_dir)
-        _refuse_unless_running(job_dir)
-    for job_dir in args.job_dir:
-        _update(job_dir, args)
+
+def main(args: argparse.Namespace) -> int:
+    from stepscope.cli.run import naming_flags
+    from stepscope.config import detailed_range_warned_before, update_job_config
+
+    keywords = _changes(args)
+    # every folder is checked before any changes, so the nodes of one job never part ways; the
+    # change itself first (a value to fix is news whether or not the job still runs), then
+    # whether a process would read it; the warning about a long range comes once, as it is set
+    with naming_flags(_flags()):
+        with detailed_range_warned_before():
+            for job_dir in args.job_dir:
+                update_job_config(job_dir, **keywords, dry_run=True)
+        for job_dir in args.job_dir:
+            _refuse_unless_running(job_dir)
+        for job_dir in args.job_dir:
+            _update(job_dir, keywords)
     return 0
 
 
-def _update(job_dir: Path, args: argparse.Namespace) -> None:
+def _update(job_dir: Path, keywords: dict[str, Any]) -> None:
     """Apply the change to one job folder and print what changed there."""
-    from stepscope.cli.run import naming_flags
     from stepscope.config import (
         ProfilerConfig,
         detailed_range_warned_before,
@@ -217,18 +236,7 @@ def _update(job_dir: Path, args: argparse.Namespace) -> None:
     path = job_config_path(job_dir)
     with detailed_range_warned_before():
         before = ProfilerConfig.from_file(path) if path.is_file() else None
-    with naming_flags(_flags()):
-        after = update_job_config(
-            job_dir,
-            detailed=args.detailed,
-            dataloader=args.dataloader,
-            python=args.python,
-            smdataparallel=args.distributed,
-            python_profiler=args.python_profiler,
-            cprofile_timer=args.cprofile_timer,
-            system_monitor_interval_millis=args.system_interval_ms,
-            disable_profiler=True if args.disable else (False if args.enable else None),
-        )
+    after = update_job_config(job_dir, **keywords)
     old = _summary(before) if before is not None else {}
     new = _summary(after)
     changes = [key for key in new if old.get(key) != new[key]]

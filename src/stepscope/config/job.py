@@ -188,6 +188,7 @@ def update_job_config(
     cprofile_timer: cProfileTimer | str | None = None,
     system_monitor_interval_millis: int | None = None,
     disable_profiler: bool | None = None,
+    dry_run: bool = False,
 ) -> ProfilerConfig:
     """Change what the job in ``job_dir`` profiles, and return the configuration now in force.
 
@@ -196,7 +197,8 @@ def update_job_config(
     False to switch it off. ``python_profiler``, ``cprofile_timer``,
     ``system_monitor_interval_millis`` and ``disable_profiler`` are the parameters of
     :class:`PythonProfilingConfig` and :class:`ProfilerConfig`. The file is rewritten atomically
-    and only when something changed.
+    and only when something changed; with ``dry_run`` it is left as it is and the configuration
+    the change would give is returned, so that a change is checked before anything else is.
 
     :raises JobNotFoundError: ``job_dir`` holds no job.
     :raises ConfigError: ``job_dir`` is a file, or a job with no ``profiler-config.json`` (one
@@ -228,6 +230,6 @@ def update_job_config(
         )
     if disable_profiler is not None:
         changed = dataclasses.replace(changed, disable_profiler=disable_profiler)
-    if changed != current:
+    if changed != current and not dry_run:
         changed.to_file(path)
     return changed
