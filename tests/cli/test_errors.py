@@ -243,6 +243,19 @@ def test_a_parameter_profiler_report_does_not_pass_on_says_what_to_set_instead(
     assert "has no parameters" not in err
     assert "not customised through ProfilerReport" in err
     assert "ProfilerReport's own scan_interval_us applies to it" in err
+    # named as typed, not as the keyword ProfilerReport takes in Python
+    assert err.startswith("stepscope: error: --param must be RULE.PARAM=VALUE")
+    assert f"got {param!r}." in err and "OverallFrameworkMetrics_" not in err
+
+
+def test_a_parameter_profiler_report_does_not_have_is_named_as_typed(
+    job: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["rules", str(job), "--param", "ProfilerReport.stddev=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stepscope: error: --param must be RULE.PARAM=VALUE")
+    assert "StepOutlier" in err and "own PARAM is scan_interval_us" in err
+    assert err.endswith("got 'ProfilerReport.stddev=3'.\n")
 
 
 def test_an_export_onto_the_trace_it_reads_is_refused(

@@ -92,7 +92,34 @@ def rules_from_arguments(names: list[str] | None, params: list[str]) -> list[Any
                 "Both set the same parameter.",
             )
         settings[cls][key] = value
-    return [ProfilerRule.stepscope(cls, settings[cls]) for cls in classes]
+    rules = []
+    for cls in classes:
+        try:
+            rules.append(ProfilerRule.stepscope(cls, settings[cls]))
+        except ConfigError as exc:
+            param = typed.get((cls, exc.value))
+            if exc.parameter != "ProfilerReport parameter" or param is None:
+                raise
+            # ProfilerReport names its Python keyword (OverallFrameworkMetrics_scan_interval_us),
+            # which the user did not type
+            raise _report_param_error(param, [c.rule_name() for c in classes], exc.hint) from None
+    return rules
+
+
+def _report_param_error(item: str, selected: list[str], hint: str) -> ConfigError:
+    """The error for a ``--param`` that ProfilerReport does not take, naming what was typed."""
+    from stepscope.rules.builtin.profiler_report import ProfilerReport
+
+    return ConfigError(
+        "--param",
+        item,
+        "RULE.PARAM=VALUE with RULE one of the selected rules ("
+        + ", ".join(selected)
+        + ") or one whose parameters ProfilerReport sets ("
+        + ", ".join(ProfilerReport.customisable_rules())
+        + "); ProfilerReport's own PARAM is scan_interval_us",
+        hint,
+    )
 
 
 def _rule_class(name: str, builtin_rule: Any) -> Any:

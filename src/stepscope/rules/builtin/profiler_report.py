@@ -43,7 +43,7 @@ class ProfilerReport(Rule):
                 parameters.pop("scan_interval_us", SCAN_INTERVAL.default),
             )
         }
-        customisable = {name.lower(): name for name in SUB_RULES if name not in NOT_CUSTOMISABLE}
+        customisable = {name.lower(): name for name in self.customisable_rules()}
         per_rule: dict[str, dict[str, Any]] = {name: {} for name in SUB_RULES}
         #: (rule, parameter) -> the key that set it, to name both keys of a conflict
         keys: dict[tuple[str, str], str] = {}
@@ -55,7 +55,7 @@ class ProfilerReport(Rule):
                     "ProfilerReport parameter",
                     key,
                     "<RuleName>_<parameter> with RuleName one of "
-                    + ", ".join(sorted(customisable.values())),
+                    + ", ".join(customisable.values()),
                     "OverallFrameworkMetrics is not customised through ProfilerReport (as in "
                     "SageMaker): ProfilerReport's own scan_interval_us applies to it."
                     if prefix.lower() == "overallframeworkmetrics"
@@ -76,6 +76,13 @@ class ProfilerReport(Rule):
         for name, rule_class in SUB_RULES.items():
             rule_parameters = {"scan_interval_us": own["scan_interval_us"], **per_rule[name]}
             self.rules.append(rule_class(**rule_parameters))
+
+    @classmethod
+    def customisable_rules(cls) -> list[str]:
+        """The sub-rules that ``<RuleName>_<parameter>`` keys customise, sorted by name."""
+        from stepscope.rules.builtin import SUB_RULES
+
+        return sorted(name for name in SUB_RULES if name not in NOT_CUSTOMISABLE)
 
     @classmethod
     def parameter_key(cls, name: str) -> str:
