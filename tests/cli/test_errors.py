@@ -191,6 +191,36 @@ def test_a_bad_rule_flag_is_named_as_typed(
     assert not job_dir.exists()
 
 
+@pytest.mark.parametrize(
+    ("source", "rule", "message"),
+    [
+        ("", ":Always", "got ':Always'.\n"),
+        ("", "broken_rules_empty:", "got 'broken_rules_empty:'.\n"),
+        ("def f(:\n", "broken_rules_syntax:Always", "raised SyntaxError: invalid syntax"),
+        ("raise RuntimeError('no GPU')\n", "broken_rules_raises:Always", "RuntimeError: no GPU"),
+    ],
+    ids=["no-module", "no-class", "syntax-error", "raises"],
+)
+def test_a_custom_rule_that_cannot_be_imported_is_one_line_naming_the_flag(
+    job: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    source: str,
+    rule: str,
+    message: str,
+) -> None:
+    # an empty module name, or a module that failed as it was imported, ended in a traceback
+    module = rule.partition(":")[0]
+    if module:
+        (tmp_path / f"{module}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["rules", str(job), "--rule", rule, "--output-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stepscope: error: --rule must be a built-in rule name or module:Class")
+    assert message in err and err.count("\n") == 1
+
+
 @pytest.mark.parametrize("selected", [[], ["--rule", "CPUBottleneck"]], ids=["report", "rule"])
 def test_one_parameter_set_twice_to_different_values_names_both(
     job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], selected: list[str]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 from stepscope.errors import ConfigError
 
 __all__ = ["add_arguments", "add_rule_arguments", "main", "rules_from_arguments"]
+
+logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -129,6 +132,8 @@ def _rule_class(name: str, builtin_rule: Any) -> Any:
         return builtin_rule(name)
     module, _, attribute = name.partition(":")
     allowed = "a built-in rule name or module:Class naming a Rule subclass"
+    if not module or not attribute:
+        raise ConfigError("--rule", name, allowed)
     # The console script's import path holds its own folder, not the current one, where a
     # module beside the user (myrules.py) is. Added last, it shadows none of what stepscope
     # imports later (a pandas.py there would, first).
@@ -138,6 +143,13 @@ def _rule_class(name: str, builtin_rule: Any) -> Any:
         found = getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
         raise ConfigError("--rule", name, allowed, str(exc)) from None
+    except Exception as exc:
+        # the module is the user's own, which failed as it was imported: what failed, and
+        # where, is theirs to fix; -v shows the traceback
+        logger.debug("importing %s failed", module, exc_info=True)
+        raise ConfigError(
+            "--rule", name, allowed, f"Importing {module} raised {type(exc).__name__}: {exc}"
+        ) from None
     if not (isinstance(found, type) and issubclass(found, Rule)):
         raise ConfigError("--rule", name, allowed, f"{name} is {found!r}.")
     return found
