@@ -106,8 +106,10 @@ def test_missing_file_names_the_path(tmp_path) -> None:
     [
         ("bad.json", '{"system_monitor_interval_millis": 500', "valid JSON"),
         ("bad.yaml", "framework_profile_params: [unclosed\n", "valid YAML"),
-        ("list.json", "[1, 2]", "a mapping at the top level"),
-        ("empty.yaml", "", "a mapping at the top level"),
+        ("list.json", "[1, 2]", "a mapping at the top level, got 'a list'"),
+        ("empty.yaml", "", "a mapping at the top level, got 'nothing (an empty document"),
+        ("comments.yaml", "# to do\n", "a mapping at the top level, got 'nothing (an empty"),
+        ("text.yml", "detailed", "a mapping at the top level, got 'a string'"),
     ],
 )
 def test_unparsable_files_say_what_is_wrong(

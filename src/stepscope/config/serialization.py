@@ -19,6 +19,16 @@ __all__ = ["FORMATS", "file_format", "parse_config_bytes", "read_config_file", "
 
 #: file extension -> format name
 FORMATS: dict[str, str] = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+#: what a file may hold instead of a mapping, in the words of JSON and YAML (Python's type
+#: names, NoneType for an empty file, are no words of theirs)
+_TOP_LEVEL_KINDS: dict[type, str] = {
+    type(None): "nothing (an empty document, or null)",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    str: "a string",
+    list: "a list",
+}
 
 
 def file_format(path: str | os.PathLike[str]) -> str:
@@ -57,9 +67,8 @@ def parse_config_bytes(raw: bytes, path: str | os.PathLike[str]) -> dict[str, An
                 f"configuration file {str(path)!r}", str(exc).replace("\n", " "), "valid YAML"
             ) from None
     if not isinstance(data, dict):
-        raise ConfigError(
-            f"configuration file {str(path)!r}", type(data).__name__, "a mapping at the top level"
-        )
+        kind = _TOP_LEVEL_KINDS.get(type(data), type(data).__name__)
+        raise ConfigError(f"configuration file {str(path)!r}", kind, "a mapping at the top level")
     return data
 
 
