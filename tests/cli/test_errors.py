@@ -129,6 +129,31 @@ def test_an_export_window_past_the_job_is_an_error_naming_the_flag_as_typed(
     assert not output.exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["rules", "{job}", "--output-dir", ""], "--output-dir"),
+        (["report", "{job}", "-o", ""], "-o"),
+        (["export", "{job}", "-o", ""], "-o"),
+        (["run", "--job-dir", "", "--", sys.executable, "-c", "pass"], "--job-dir"),
+    ],
+    ids=["rules", "report", "export", "run"],
+)
+def test_an_empty_output_path_is_refused_rather_than_written_into_the_current_folder(
+    job: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    flag: str,
+) -> None:
+    # --output-dir "$OUT" with OUT unset spread the rule results among the user's own files
+    monkeypatch.chdir(tmp_path)
+    assert main([arg.format(job=job) for arg in argv]) == 2
+    assert capsys.readouterr().err.startswith(f"stepscope: error: {flag} must be a local path")
+    assert list(tmp_path.iterdir()) == []
+
+
 _NPROC_MESSAGE = "--nproc-per-node must be an integer >= 1, got 0."
 _JOB_DIR_MESSAGE = "--job-dir must be a folder (or a path that does not exist yet)"
 _COMMAND = ["--", sys.executable, "-c", "pass"]

@@ -372,9 +372,14 @@ def local_output_path(parameter: str, path: str | os.PathLike[str]) -> Path:
     Only inputs may be remote: an ``s3://`` output would otherwise become a folder named
     ``s3:`` in the working directory, and the user would look for it in the bucket.
 
-    :raises ConfigError: ``path`` is a URL such as ``s3://bucket/key``.
+    :raises ConfigError: ``path`` is a URL such as ``s3://bucket/key``, or empty (a variable
+        left unset, ``--output-dir "$OUT"``), which as a path is the current folder.
     """
     text = os.fspath(path)
+    if not text:
+        raise ConfigError(
+            parameter, text, "a local path", "An empty path is the current folder: give . for it."
+        )
     if _is_remote(text):
         raise ConfigError(
             parameter,
