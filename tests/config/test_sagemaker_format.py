@@ -234,6 +234,17 @@ def test_code_in_a_metrics_config_is_never_run(tmp_path) -> None:
             "an integer >= 1",
         ),
         ({"ProfilingIntervalInMilliseconds": 7}, "ProfilingIntervalInMilliseconds", "60000"),
+        # a string that is no number was said to need "an integer >= 1", which 7 is
+        (
+            {"ProfilingIntervalInMilliseconds": "fast"},
+            "ProfilingIntervalInMilliseconds",
+            "one of 100, 200, 500, 1000, 5000, 60000",
+        ),
+        (
+            {"ProfilingParameters": {"DetailedProfilingConfig": '{"DurationInSeconds": "long"}'}},
+            "ProfilingParameters.DetailedProfilingConfig.DurationInSeconds",
+            "a finite number > 0",
+        ),
         ({"ProfilerConfig": {"DisableProfiler": 3}}, "DisableProfiler", "true or false"),
         (
             {"ProfilingParameters": {"DetailedProfilingConfig": '{"StartStep": 1, "Duration": 5}'}},
