@@ -68,6 +68,22 @@ def test_yaml_file_is_plain_yaml_that_a_person_can_write(tmp_path) -> None:
     assert framework.enabled_options() == ("python",)
 
 
+def test_yaml_numbers_in_exponent_form_are_numbers(tmp_path) -> None:
+    # PyYAML reads 1.7e9 as the string '1.7e9' (YAML 1.1 wants 1.7e+9), which was refused
+    path = tmp_path / "handwritten.yaml"
+    path.write_text(
+        "framework_profile_params:\n"
+        "  detailed_profiling_config:\n"
+        "    start_unix_time: 1.7e9\n"
+        "    duration: 3E1\n"
+    )
+    framework = ProfilerConfig.from_file(path).framework_profile_params
+    assert framework is not None
+    assert framework.detailed_profiling_config == DetailedProfilingConfig(
+        start_unix_time=1.7e9, duration=30.0
+    )
+
+
 def test_yaml_values_keep_their_case(tmp_path) -> None:
     path = CONFIG.to_file(tmp_path / "config.yaml")
     assert "/tmp/MyRun" in path.read_text()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ def parse_config_bytes(raw: bytes, path: str | os.PathLike[str]) -> dict[str, An
         import yaml
 
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_yaml_loader())  # a SafeLoader: no Python objects
         except yaml.YAMLError as exc:
             raise ConfigError(
                 f"configuration file {str(path)!r}", str(exc).replace("\n", " "), "valid YAML"
@@ -70,6 +71,24 @@ def parse_config_bytes(raw: bytes, path: str | os.PathLike[str]) -> dict[str, An
         kind = _TOP_LEVEL_KINDS.get(type(data), type(data).__name__)
         raise ConfigError(f"configuration file {str(path)!r}", kind, "a mapping at the top level")
     return data
+
+
+#: a number in exponent form without a dot or the exponent's sign (``1.7e9``, ``1e3``), which
+#: YAML 1.2 reads as a float and PyYAML, after YAML 1.1, as a string
+_EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+
+
+def _yaml_loader() -> Any:  # Any: a yaml.SafeLoader subclass (PyYAML ships no types)
+    """PyYAML's SafeLoader, reading ``start_unix_time: 1.7e9`` as the number it is (else a
+    string, which the configuration refuses as "got '1.7e9'"). Its own table of implicit
+    resolvers is copied on the subclass, so SafeLoader itself stays as it is."""
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789"))
+    return _Loader
 
 
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
