@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 
@@ -255,3 +256,27 @@ def test_every_node_of_a_multi_node_job_gets_the_change_or_none_does(tmp_path, c
     assert main(["update", *map(str, nodes), "--detailed", "7:1"]) == 2
     assert "The job is Completed" in capsys.readouterr().err
     assert [(job_dir / "profiler-config.json").read_bytes() for job_dir in nodes] == before
+
+
+def test_every_node_takes_the_change_though_the_output_is_gone(tmp_path) -> None:
+    # `stepscope update node0 node1 ... | head -0`: the first line printed failed, and node1
+    # never got the change node0 had
+    nodes = [tmp_path / "node0", tmp_path / "node1"]
+    for job_dir in nodes:
+        ProfilerConfig(framework_profile_params=FrameworkProfile()).to_file(
+            job_dir / "profiler-config.json"
+        )
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before a word is written
+    try:
+        subprocess.run(
+            [sys.executable, "-u", "-m", "stepscope", "update", *map(str, nodes)]
+            + ["--detailed", "100:5"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    for job_dir in nodes:
+        assert _config(job_dir).range_for("detailed") == ProfileRange(start_step=100, num_steps=5)

@@ -219,13 +219,19 @@ def main(args: argparse.Namespace) -> int:
                 update_job_config(job_dir, **keywords, dry_run=True)
         for job_dir in args.job_dir:
             _refuse_unless_running(job_dir)
-        for job_dir in args.job_dir:
-            _update(job_dir, keywords)
+        # every folder takes the change before a word is printed: a reader of the output that
+        # went away (| head) ends the command at its next word, which must not part the nodes
+        reports = [_update(job_dir, keywords) for job_dir in args.job_dir]
+    for lines, note in reports:
+        print("\n".join(lines))
+        if note is not None:
+            logger.warning("%s", note)
     return 0
 
 
-def _update(job_dir: Path, keywords: dict[str, Any]) -> None:
-    """Apply the change to one job folder and print what changed there."""
+def _update(job_dir: Path, keywords: dict[str, Any]) -> tuple[list[str], str | None]:
+    """Apply the change to one job folder: the lines that say what changed there, and why the
+    change will not reach the job's processes (None when it will)."""
     from stepscope.config import (
         ProfilerConfig,
         detailed_range_warned_before,
@@ -241,12 +247,8 @@ def _update(job_dir: Path, keywords: dict[str, Any]) -> None:
     new = _summary(after)
     changes = [key for key in new if old.get(key) != new[key]]
     if not changes:
-        print(f"{path}: nothing changed")
-        return
-    print(f"updated {path}")
+        return [f"{path}: nothing changed"], None
     width = max(len(key) for key in changes)
-    for key in changes:
-        print(f"  {key:<{width}}  {old.get(key, '-')} -> {new[key]}")
-    note = _unreached(job_dir, after)
-    if note is not None:
-        logger.warning("%s", note)
+    lines = [f"updated {path}"]
+    lines += [f"  {key:<{width}}  {old.get(key, '-')} -> {new[key]}" for key in changes]
+    return lines, _unreached(job_dir, after)
