@@ -195,6 +195,24 @@ def test_a_rule_may_not_run_twice():
     assert "CPUBottleneck" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "rules",
+    [
+        "StepOutlier",
+        ProfilerRule.stepscope(rule_configs.StepOutlier()),
+        rule_configs.StepOutlier(),
+    ],
+    ids=["name", "profiler-rule", "rule-config"],
+)
+def test_one_rule_given_alone_is_asked_for_in_a_list(rules):
+    # a name was read letter by letter ("got 'S'"), a rule object failed as "not iterable"
+    with pytest.raises(ConfigError) as err:
+        build_rules(rules)
+    assert err.value.parameter == "rules"
+    assert "a list of rules" in str(err.value) and "rules=[...]" in str(err.value)
+    assert len(build_rules([rules])) == 1
+
+
 def test_default_rules_are_profiler_report():
     (rule,) = build_rules(None)
     assert rule.rule_name() == "ProfilerReport"

@@ -133,17 +133,29 @@ class ProfilerRule:
         return f"ProfilerRule({self.build()!r})"
 
 
+#: what each item of a job's ``rules`` may be
+_RULE_ITEM = "a ProfilerRule, rule_configs.<Rule>(), a Rule subclass or a rule name"
+
+
 def build_rules(rules: Sequence[Any] | None) -> list[Rule]:
     """Fresh rule instances for ``rules``; ``None`` means ``[ProfilerReport()]``.
 
     Each item may be a :class:`ProfilerRule`, a :class:`RuleConfig`, a Rule subclass, a Rule
     instance or a built-in rule name.
 
-    :raises ConfigError: more than :data:`MAX_RULES` rules, the same rule twice, or an item that
-        is none of the above.
+    :raises ConfigError: more than :data:`MAX_RULES` rules, the same rule twice, an item that
+        is none of the above, or one of them given alone, not in a list.
     """
     from stepscope.rules.builtin.profiler_report import ProfilerReport
 
+    if isinstance(rules, str) or not isinstance(rules, Sequence | None):
+        # a name went through letter by letter ("got 'S'"), a rule object as "not iterable"
+        raise ConfigError(
+            "rules",
+            rules,
+            "a list of rules, each " + _RULE_ITEM,
+            "Give a single rule in a list: rules=[...].",
+        )
     items = list(rules) if rules else [ProfilerReport]
     if len(items) > MAX_RULES:
         raise ConfigError(
@@ -166,11 +178,7 @@ def build_rules(rules: Sequence[Any] | None) -> list[Rule]:
         elif isinstance(item, str):
             built.append(builtin_rule(item)())
         else:
-            raise ConfigError(
-                "rules item",
-                item,
-                "a ProfilerRule, rule_configs.<Rule>(), a Rule subclass or a rule name",
-            )
+            raise ConfigError("rules item", item, _RULE_ITEM)
     names = [name for rule in built for name in _names(rule)]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
