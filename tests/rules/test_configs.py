@@ -213,6 +213,18 @@ def test_one_rule_given_alone_is_asked_for_in_a_list(rules):
     assert len(build_rules([rules])) == 1
 
 
+def test_rule_parameters_that_are_no_mapping_are_a_config_error():
+    # "stddev=3" failed with ValueError: dictionary update sequence element #0 has length 1
+    for configure in (
+        lambda: ProfilerRule.stepscope(rule_configs.StepOutlier(), rule_parameters="stddev=3"),
+        lambda: ProfilerRule(rule_configs.StepOutlier().rule_class, "stddev=3"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            configure()
+        assert err.value.parameter == "ProfilerRule rule_parameters"
+        assert "a mapping of parameter names to values" in str(err.value)
+
+
 def test_default_rules_are_profiler_report():
     (rule,) = build_rules(None)
     assert rule.rule_name() == "ProfilerReport"

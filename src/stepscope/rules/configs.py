@@ -99,7 +99,7 @@ class ProfilerRule:
                 "ProfilerRule rule", rule_class, "a Rule subclass or a rule_configs.<Rule>() config"
             )
         self.rule_class = rule_class
-        self.rule_parameters = dict(rule_parameters or {})
+        self.rule_parameters = _parameters(rule_parameters)
         self.build()  # validate now
 
     @property
@@ -116,7 +116,7 @@ class ProfilerRule:
         ``rule_parameters`` overriding the config's own parameters, however either spells them
         (see :meth:`Rule.parameter_key`)."""
         if isinstance(base_config, RuleConfig):
-            overrides = dict(rule_parameters or {})
+            overrides = _parameters(rule_parameters)
             key = base_config.rule_class.parameter_key
             replaced = {key(name) for name in overrides}
             kept = {n: v for n, v in base_config.rule_parameters.items() if key(n) not in replaced}
@@ -131,6 +131,17 @@ class ProfilerRule:
 
     def __repr__(self) -> str:
         return f"ProfilerRule({self.build()!r})"
+
+
+def _parameters(rule_parameters: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``rule_parameters`` as a dict (a string or a list of pairs is no mapping of names)."""
+    if not isinstance(rule_parameters, Mapping | None):
+        raise ConfigError(
+            "ProfilerRule rule_parameters",
+            rule_parameters,
+            "a mapping of parameter names to values, e.g. {'stddev': 3}",
+        )
+    return dict(rule_parameters or {})
 
 
 #: what each item of a job's ``rules`` may be
