@@ -225,6 +225,11 @@ def test_rule_parameters_that_are_no_mapping_are_a_config_error():
         assert "a mapping of parameter names to values" in str(err.value)
 
 
+def test_a_parameter_given_without_its_name_is_named_by_the_rule_config():
+    with pytest.raises(TypeError, match=r"^rule_configs\.StepOutlier\(\) takes 0 positional"):
+        rule_configs.StepOutlier(3)
+
+
 def test_default_rules_are_profiler_report():
     (rule,) = build_rules(None)
     assert rule.rule_name() == "ProfilerReport"

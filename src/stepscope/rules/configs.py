@@ -64,6 +64,9 @@ class _RuleConfigs:
             return RuleConfig(rule_class, dict(rule_parameters))
 
         factory.__name__ = rule_class.rule_name()
+        # what Python's own errors name it by (a value passed without its name: "takes 0
+        # positional arguments"), not _RuleConfigs.by_name.<locals>.factory
+        factory.__qualname__ = f"rule_configs.{factory.__name__}"
         factory.__doc__ = rule_class.description
         return factory
 
