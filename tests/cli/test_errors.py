@@ -154,6 +154,25 @@ def test_an_empty_output_path_is_refused_rather_than_written_into_the_current_fo
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("s3://bucket/profilerconfig.json", "must be an existing file, got 's3://bucket/"),
+        ("", "must be a name ending in .json, .yaml or .yml, got ''."),
+    ],
+    ids=["url", "empty"],
+)
+def test_a_config_flag_is_named_as_typed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], config: str, message: str
+) -> None:
+    # read as a path, s3://bucket became s3:/bucket, and an empty --config became '.'
+    job_dir = tmp_path / "job"
+    argv = ["run", "--job-dir", str(job_dir), "--config", config, "--", sys.executable, "-c", ""]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+    assert not job_dir.exists()
+
+
 _NPROC_MESSAGE = "--nproc-per-node must be an integer >= 1, got 0."
 _JOB_DIR_MESSAGE = "--job-dir must be a folder (or a path that does not exist yet)"
 _COMMAND = ["--", sys.executable, "-c", "pass"]

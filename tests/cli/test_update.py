@@ -114,6 +114,12 @@ def test_a_folder_that_is_not_a_job_exits_1(tmp_path, capsys) -> None:
     assert "profiler-config.json" in capsys.readouterr().err
 
 
+def test_a_url_is_named_as_typed(capsys) -> None:
+    # read as a path, s3://bucket/job was named 's3:/bucket/job', which was never typed
+    assert main(["update", "s3://bucket/job", "--detailed", "5:1"]) == 1
+    assert "No profiling job or trace found at 's3://bucket/job'." in capsys.readouterr().err
+
+
 def test_a_job_profile_recorded_into_a_local_path_says_it_cannot_be_updated(
     tmp_path, capsys
 ) -> None:

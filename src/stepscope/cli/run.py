@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 
 from stepscope.cli.output import (
     exit_status,
@@ -25,7 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--config",
-        type=Path,
         help="a profiler configuration file: JSON or YAML, SageMaker's profilerconfig.json "
         "included (default: every framework option on its default steps)",
     )
@@ -58,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
             "type it after the options and --, e.g. stepscope run -- python train.py --epochs 3",
             missing=True,
         )
-    config = ProfilerConfig.from_file(args.config) if args.config else None
+    config = ProfilerConfig.from_file(args.config) if args.config is not None else None
     rules = rules_from_arguments(args.rules, args.params)
     with naming_flags():
         job = launch(

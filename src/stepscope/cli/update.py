@@ -51,7 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "job_dir",
-        type=Path,
         nargs="+",
         help="the job folder (it holds profiler-config.json); one per node of a multi-node job",
     )
@@ -217,11 +216,14 @@ def main(args: argparse.Namespace) -> int:
         with detailed_range_warned_before():
             for job_dir in args.job_dir:
                 update_job_config(job_dir, **keywords, dry_run=True)
-        for job_dir in args.job_dir:
+        # each folder as typed until it is known to be one: a path would make s3://bucket/job
+        # read s3:/bucket/job in the error
+        job_dirs = [Path(job_dir) for job_dir in args.job_dir]
+        for job_dir in job_dirs:
             _refuse_unless_running(job_dir)
         # every folder takes the change before a word is printed: a reader of the output that
         # went away (| head) ends the command at its next word, which must not part the nodes
-        reports = [_update(job_dir, keywords) for job_dir in args.job_dir]
+        reports = [_update(job_dir, keywords) for job_dir in job_dirs]
     for lines, note in reports:
         print("\n".join(lines))
         if note is not None:

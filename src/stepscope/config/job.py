@@ -49,11 +49,13 @@ def job_config_path(job_dir: str | os.PathLike[str]) -> Path:
     return Path(job_dir) / JOB_CONFIG_FILENAME
 
 
-def _not_updatable(job_dir: Path) -> ConfigError | JobNotFoundError:
-    """Why ``job_dir`` has no configuration file to update, in the words of what it is."""
+def _not_updatable(given: str | os.PathLike[str]) -> ConfigError | JobNotFoundError:
+    """Why ``given`` has no configuration file to update, in the words of what it is, and
+    named as it was given (as a path, ``s3://bucket/job`` would read ``s3:/bucket/job``)."""
     allowed = (
         "the folder of a job started by `stepscope run`, stepscope.launch() or stepscope.profile()"
     )
+    job_dir = Path(given)
     if job_dir.is_file():
         named = job_dir.name == JOB_CONFIG_FILENAME
         hint = f"Give the job folder that holds it: {job_dir.parent}." if named else ""
@@ -75,7 +77,7 @@ def _not_updatable(job_dir: Path) -> ConfigError | JobNotFoundError:
             "keeps the configuration it started with.",
         )
     return JobNotFoundError(
-        str(job_dir),
+        os.fspath(given),
         f"It has no {JOB_CONFIG_FILENAME}; jobs started with `stepscope run`, launch() or "
         "profile() have one.",
     )
@@ -207,7 +209,7 @@ def update_job_config(
     """
     path = job_config_path(job_dir)
     if not path.is_file():
-        raise _not_updatable(Path(job_dir))
+        raise _not_updatable(job_dir)
     with detailed_range_warned_before():
         current = ProfilerConfig.from_file(path)
     changed = current
