@@ -66,29 +66,51 @@ def test_numpy_numbers_are_accepted_as_parameter_values():
         rule_configs.StepOutlier(n_outliers=np.bool_(True))
 
 
-def test_dataloader_min_threshold_may_not_exceed_max_threshold():
+# the parameter named is the one given, as given: a max_threshold of 50 was reported as
+# "Dataloader.min_threshold ... got 70.0", a default nobody wrote, in a float nobody typed
+@pytest.mark.parametrize(
+    ("config", "parameter", "value", "allowed"),
+    [
+        (lambda: rule_configs.Dataloader(min_threshold=300), "min_threshold", 300, "<= max"),
+        (
+            lambda: rule_configs.ProfilerReport(Dataloader_max_threshold=50),
+            "max_threshold",
+            50,
+            ">= min_threshold (70)",
+        ),
+        (
+            lambda: rule_configs.Dataloader(min_threshold="90", max_threshold="80"),
+            "min_threshold",
+            "90",
+            "<= max_threshold (80)",
+        ),
+    ],
+)
+def test_dataloader_min_threshold_may_not_exceed_max_threshold(config, parameter, value, allowed):
     # a healthy range of 300-200 % of the cores is empty: every node would be flagged
-    for config in (
-        lambda: rule_configs.Dataloader(min_threshold=300),
-        lambda: rule_configs.ProfilerReport(Dataloader_max_threshold=50),
-    ):
-        with pytest.raises(ConfigError) as err:
-            config()
-        assert err.value.parameter == "Dataloader.min_threshold"
-        assert "max_threshold" in err.value.allowed
+    with pytest.raises(ConfigError) as err:
+        config()
+    assert (err.value.parameter, err.value.value) == (f"Dataloader.{parameter}", value)
+    assert allowed in err.value.allowed
     assert rule_configs.Dataloader(min_threshold=200).rule_parameters == {"min_threshold": 200}
 
 
-def test_low_gpu_utilization_threshold_p5_may_not_exceed_threshold_p95():
+@pytest.mark.parametrize(
+    ("config", "parameter", "value"),
+    [
+        (lambda: rule_configs.LowGPUUtilization(threshold_p5=90), "threshold_p5", 90),
+        (
+            lambda: rule_configs.ProfilerReport(LowGPUUtilization_threshold_p95=5),
+            "threshold_p95",
+            5,
+        ),
+    ],
+)
+def test_low_gpu_utilization_threshold_p5_may_not_exceed_threshold_p95(config, parameter, value):
     # with p5 at 90 and p95 at 70, a GPU steady at 80 % was flagged as fluctuating
-    for config in (
-        lambda: rule_configs.LowGPUUtilization(threshold_p5=90),
-        lambda: rule_configs.ProfilerReport(LowGPUUtilization_threshold_p95=5),
-    ):
-        with pytest.raises(ConfigError) as err:
-            config()
-        assert err.value.parameter == "LowGPUUtilization.threshold_p5"
-        assert "threshold_p95" in err.value.allowed
+    with pytest.raises(ConfigError) as err:
+        config()
+    assert (err.value.parameter, err.value.value) == (f"LowGPUUtilization.{parameter}", value)
     assert rule_configs.LowGPUUtilization(threshold_p5=70).rule_parameters == {"threshold_p5": 70}
 
 

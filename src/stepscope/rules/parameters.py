@@ -17,7 +17,7 @@ from typing import Any
 
 from stepscope.errors import ConfigError
 
-__all__ = ["SCAN_INTERVAL", "Param", "validate_parameters"]
+__all__ = ["SCAN_INTERVAL", "Param", "check_order", "validate_parameters"]
 
 
 @dataclass(frozen=True)
@@ -130,3 +130,20 @@ def validate_parameters(
             )
         values[name] = spec.coerce(f"{rule}.{name}", value)
     return values
+
+
+def check_order(
+    rule: str, given: Mapping[str, Any], values: Mapping[str, Any], low: str, high: str
+) -> None:
+    """Refuse ``values[low] > values[high]`` (a range with nothing in it), naming the one of the
+    two that ``given`` sets, as given: the other kept its default, which the user never wrote
+    (both given: ``low``).
+
+    :raises ConfigError: ``low`` is above ``high``.
+    """
+    if values[low] <= values[high]:
+        return
+    if low in given or high not in given:
+        value = given.get(low, values[low])
+        raise ConfigError(f"{rule}.{low}", value, f"a number <= {high} ({values[high]:g})")
+    raise ConfigError(f"{rule}.{high}", given[high], f"a number >= {low} ({values[low]:g})")

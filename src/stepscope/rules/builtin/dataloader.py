@@ -29,10 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.errors import ConfigError
 from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.distribution import QuantileSketch
-from stepscope.rules.parameters import Param
+from stepscope.rules.parameters import Param, check_order
 from stepscope.rules.window import ScanWindow, split_by
 
 __all__ = ["MAX_RUNS", "Dataloader"]
@@ -85,11 +84,8 @@ class Dataloader(Rule):
 
     def __init__(self, **parameters: object) -> None:
         super().__init__(**parameters)
-        low, high = self.parameters["min_threshold"], self.parameters["max_threshold"]
-        if low > high:  # an empty healthy range would flag every node
-            raise ConfigError(
-                "Dataloader.min_threshold", low, f"a number <= max_threshold ({high:g})"
-            )
+        # an empty healthy range would flag every node
+        check_order("Dataloader", parameters, self.parameters, "min_threshold", "max_threshold")
         #: per node and loading process: the runs of seconds it was active, ``[first, last]``
         self.active: dict[str, dict[str, np.ndarray]] = {}
         self.cores: dict[str, int] = {}

@@ -19,11 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.errors import ConfigError
 from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.distribution import box_stats
 from stepscope.rules.gpu_blocks import GpuBlocks, GpuKey
-from stepscope.rules.parameters import Param
+from stepscope.rules.parameters import Param, check_order
 from stepscope.rules.window import ScanWindow
 
 __all__ = ["LowGPUUtilization"]
@@ -50,12 +49,8 @@ class LowGPUUtilization(Rule):
     def __init__(self, **parameters: object) -> None:
         super().__init__(**parameters)
         p = self.parameters
-        if p["threshold_p5"] > p["threshold_p95"]:  # a GPU steady at 80 % would fluctuate
-            raise ConfigError(
-                "LowGPUUtilization.threshold_p5",
-                p["threshold_p5"],
-                f"a number <= threshold_p95 ({p['threshold_p95']:g})",
-            )
+        # with threshold_p5 above threshold_p95, a GPU steady between them would fluctuate
+        check_order("LowGPUUtilization", parameters, p, "threshold_p5", "threshold_p95")
         self.gpus = GpuBlocks(
             "util_pct", window=p["window"], patience=p["patience"], judge=self._record
         )
