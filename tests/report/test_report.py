@@ -447,3 +447,31 @@ def test_system_usage_of_a_node_without_cpu_metrics_gives_its_gpu_figure(tmp_pat
         "On algo-1 the 95th percentile of CPU utilization is 20 % and of GPU utilization 30 %. "
         "Both are low" in system
     )
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_names_that_open_a_script_in_html_leave_the_charts_drawn(tmp_path):
+    # an operator named "<!--<script>" made the browser read the rest of the page as the
+    # figures' script: no chart was drawn and plotly.js never ran
+    job = TableJob(tmp_path / "job")
+    machine(job, 60)
+    names = ["<!--<script>", "aten::add"]
+    add_events(job, "algo-1", "cpu_op", [T0_US + 1000, T0_US + 5000], [3000, 1000], name=names)
+    report = write_report(job, output=tmp_path / "out" / "report.html")
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        errors = page_errors(page)
+        page.goto(report.as_uri())
+        page.wait_for_load_state()
+        charts = page.evaluate("document.querySelectorAll('.chart').length")
+        drawn = page.evaluate(
+            "Array.from(document.querySelectorAll('.chart')).filter("
+            "c => c.querySelector('.main-svg')).length"
+        )
+        labels = page.evaluate(
+            "Array.from(document.querySelectorAll('.legendtext'), e => e.textContent)"
+        )
+    assert errors == []
+    assert charts >= 2 and drawn == charts
+    assert "<!--<script>" in labels

@@ -139,7 +139,9 @@ def _page(context: ReportContext, plotly_js: str) -> str:
     script = (assets / "report.js").read_text(encoding="utf-8")
     # NaN (a missing figure) becomes null, which plotly leaves out.
     figures = orjson.dumps(context.figures, option=orjson.OPT_SERIALIZE_NUMPY).decode()
-    figures = figures.replace("</", "<\\/")
+    # every "<" as its JSON escape: "</script>" would end the script, and "<!--<script>" (in an
+    # operator's name) would keep it open past its end tag, hiding plotly.js and every chart
+    figures = figures.replace("<", "\\u003c")
     created = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     title = f"Profiling report · {context.name}"
     return (
