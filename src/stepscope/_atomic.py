@@ -13,7 +13,22 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["replacing", "write_atomic"]
+__all__ = ["refuse_folder", "replacing", "write_atomic"]
+
+
+def refuse_folder(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a ``Path``, when no folder is there for a file to replace.
+
+    A caller with work to do before writing (the rules before their report) checks first, so
+    that it does not do that work for nothing.
+
+    :raises IsADirectoryError: ``path`` is a folder, named as such (not the temporary file the
+        rename would fail on).
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
+    return target
 
 
 @contextlib.contextmanager
@@ -38,12 +53,9 @@ def replacing(
     :param exclusive: create ``path`` only if no file is there yet, in one step (a hard link),
         so that of two processes creating it at once one gets ``FileExistsError``.
     :raises OSError: the folder or the file cannot be written, naming ``path`` when the
-        error named no file (a full disk). A folder at ``path`` is named as such, not the
-        temporary file the rename would fail on.
+        error named no file (a full disk); see :func:`refuse_folder` for a folder at ``path``.
     """
-    target = Path(path)
-    if target.is_dir():
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
+    target = refuse_folder(path)
     if make_folder:
         target.parent.mkdir(parents=True, exist_ok=True)
     elif not target.parent.is_dir():

@@ -475,3 +475,17 @@ def test_names_that_open_a_script_in_html_leave_the_charts_drawn(tmp_path):
     assert errors == []
     assert charts >= 2 and drawn == charts
     assert "<!--<script>" in labels
+
+
+def test_a_report_to_a_folder_is_refused_before_the_rules_write_beside_it(tmp_path):
+    # the rules of a read-only input ran first, and their twelve folders of results were left
+    # beside the folder given as the report's file, in the folder holding it
+    job = TableJob(tmp_path / "job")
+    machine(job, 60)
+    training_steps(job, 30, step_s=0.1)
+    where = tmp_path / "out"
+    (where / "reports").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError) as raised:
+        write_report(job, output=where / "reports")
+    assert raised.value.filename == str(where / "reports")
+    assert [p.name for p in where.iterdir()] == ["reports"]

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from stepscope._atomic import write_atomic
+from stepscope._atomic import refuse_folder, write_atomic
 from stepscope._optional import require
 from stepscope.errors import ConfigError
 from stepscope.report.sections import SECTIONS, ReportContext
@@ -73,7 +73,8 @@ def write_report(job_or_path: Any, *, output: str | os.PathLike[str] | None = No
     except ConfigError:  # a read-only input
         own_results_dir = None
     if output is not None:
-        target = local_output_path("output", output)
+        # before the rules run: a read-only input's results would be left beside the folder
+        target = refuse_folder(local_output_path("output", output))
         results_dir = own_results_dir or target.parent
     elif own_results_dir is not None:
         results_dir = own_results_dir
