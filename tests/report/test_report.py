@@ -228,6 +228,15 @@ def test_steps_under_a_second_are_given_in_milliseconds(tmp_path):
     assert 19 < float(p50) < 21
     assert _row_cells(section, "50") == ["0", "500.00"]
     assert "Duration (ms)" in section
+    # the histogram beside the table is in its unit: it read "threshold 0.264 s" over seconds
+    figures = json.loads(re.search(r'id="figures">(.*?)</script>', text, re.DOTALL).group(1))
+    (histogram,) = [f for f in figures if f["layout"]["title"]["text"].startswith("Step dur")]
+    assert re.fullmatch(
+        r"Step durations, algo-1 · rank 0 TRAIN \(threshold \d+\.\d\d ms\)",
+        histogram["layout"]["title"]["text"],
+    )
+    assert histogram["layout"]["xaxis"]["title"]["text"] == "step duration (ms)"
+    assert 15 < min(histogram["data"][0]["x"]) < 25
 
 
 def test_job_summary_says_its_step_count_adds_up_every_rank(tmp_path):

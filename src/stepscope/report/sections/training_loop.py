@@ -15,6 +15,7 @@ from stepscope.report.sections.base import (
     ReportContext,
     Section,
     entries_table,
+    fmt,
     paragraph,
     table,
     time_unit,
@@ -71,14 +72,16 @@ def _step_outlier(context: ReportContext, result: Any) -> str:
                     )
                 )
             histogram = d.get("histogram_s", {})
-            threshold = f" (threshold {d.get('threshold_s', 0):.3f} s)" if judged else ""
+            threshold = (
+                f" (threshold {fmt(d.get('threshold_s', 0) * scale)} {unit})" if judged else ""
+            )
             out.append(
                 context.chart(
                     bar_histogram(
                         f"Step durations, {node} {phase}{threshold}",
-                        histogram.get("edges", []),
+                        [edge * scale for edge in histogram.get("edges", [])],
                         histogram.get("counts", []),
-                        "step duration (s)",
+                        f"step duration ({unit})",
                     ),
                     wide=True,
                 )
