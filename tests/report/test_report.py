@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from stepscope._natural import natural_key
 from stepscope.cli import main as cli_main
 from stepscope.report import write_report
 from stepscope.rules import ProfilerRule, Rule, Verdict, rule_configs, run_rules
@@ -498,3 +499,37 @@ def test_a_report_to_a_folder_is_refused_before_the_rules_write_beside_it(tmp_pa
         write_report(job, output=where / "reports")
     assert raised.value.filename == str(where / "reports")
     assert [p.name for p in where.iterdir()] == ["reports"]
+
+
+def test_nodes_and_gpus_come_in_natural_order(tmp_path):
+    # algo-10 came between algo-1 and algo-2, and gpu10 between gpu1 and gpu2, in every table,
+    # narrative, chart and rule message
+    job = TableJob(tmp_path / "job")
+    for rank, node in enumerate(("algo-1", "algo-2", "algo-10")):
+        machine(job, 60, node=node, gpu_util_pct=[50.0] * 11, gpu_memory_pct=[40.0] * 11)
+        training_steps(job, 30, node=node, rank=rank * 5)
+    text = write_report(job, output=tmp_path / "out" / "report.html").read_text()
+
+    def in_natural_order(names: list[str]) -> bool:
+        return len(names) > 1 and names == sorted(names, key=natural_key)
+
+    for part in (
+        "system",
+        "rule-LowGPUUtilization",
+        "rule-GPUMemoryIncrease",
+        "rule-CPUBottleneck",
+    ):
+        section = text[text.index(f'id="{part}"') :].split("</section>")[0]
+        names = re.findall(r"<tr><td>(algo-[^<]*)</td>", section)
+        assert in_natural_order(list(dict.fromkeys(names))), part
+    figures = json.loads(re.search(r'id="figures">(.*?)</script>', text, re.DOTALL).group(1))
+    for figure in figures:
+        names = [trace.get("name") or trace.get("x", [""])[0] for trace in figure["data"]]
+        if sum(str(name).startswith("algo-") for name in names) > 1:
+            assert in_natural_order(names), figure["layout"]["title"]["text"]
+    outliers = _rule_section(text, "StepOutlier")
+    assert in_natural_order(re.findall(r"<h4>(algo-\d+) ·", outliers))
+    narratives = re.findall(r"On (algo-\d+) the 95th percentile", text)
+    assert in_natural_order(narratives)
+    balance = _rule_section(text, "LoadBalancing")
+    assert in_natural_order(re.findall(r"<tr><td>(algo-[^<]*)</td>", balance))

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from stepscope._natural import natural_key
 from stepscope.rules.base import Verdict, undecided
 from stepscope.rules.distribution import IntervalList
 
@@ -105,13 +106,16 @@ class BottleneckTally:
 
     def left_out(self) -> list[str]:
         """The nodes with GPU metrics but none of the host metric, which were not judged."""
-        return sorted(node for node, entry in self.per_node.items() if not entry["datapoints"])
+        return sorted(
+            (node for node, entry in self.per_node.items() if not entry["datapoints"]),
+            key=natural_key,
+        )
 
     def details(self) -> dict[str, Any]:
         """Per-node counts and percentages of the judged nodes, for the report (a node left out
         has no figures: its 0 % would read as measured)."""
         nodes = {}
-        for node, entry in sorted(self.per_node.items()):
+        for node, entry in sorted(self.per_node.items(), key=lambda item: natural_key(item[0])):
             if not entry["datapoints"]:
                 continue
             points = entry["datapoints"]

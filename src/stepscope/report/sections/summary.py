@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from stepscope._natural import natural_key
 from stepscope.report.figures import pie
 from stepscope.report.sections.base import ReportContext, Section, paragraph, table
 
@@ -45,7 +46,7 @@ class JobSummary(Section):
             (_steps_label(d.get("step_ranks") or 1), d.get("steps")),
         ]
         hardware = meta.get("hardware") or {}
-        for node, info in sorted(hardware.items()):
+        for node, info in sorted(hardware.items(), key=lambda item: natural_key(item[0])):
             gpus = info.get("gpus") or []
             rows.append(
                 (f"Hardware {node}", f"{info.get('cpu_count', '?')} cores, {len(gpus)} GPU(s)")

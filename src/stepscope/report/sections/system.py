@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from stepscope._natural import natural_key
 from stepscope.report.figures import line_chart
 from stepscope.report.sections.base import ReportContext, Section, paragraph, table
 
@@ -70,7 +71,9 @@ class SystemUsage(Section):
                     ((group["timestamp_us"] - origin) / 1e6).round(3).tolist(),
                     group["utilization_pct"].round(2).tolist(),
                 )
-                for node, group in frames[kind].groupby("node")
+                for node, group in sorted(
+                    frames[kind].groupby("node"), key=lambda item: natural_key(str(item[0]))
+                )
             }
             charts.append(
                 context.chart(

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from stepscope._natural import natural_key
 from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.distribution import IntervalList, QuantileSketch, SampleBlocks, box_stats
 from stepscope.rules.parameters import Param
@@ -111,10 +112,13 @@ class BatchSize(Rule):
             tail = self.blocks.last_block(key) if self.ended else None
             if tail is not None and self._judge(entry, tail):
                 intervals.add([tail[0, 0]], [tail[-1, 0]])
-        gpu_keys = sorted(key for key, entry in judged.items() if entry["blocks"])
+        gpu_keys = sorted(
+            (key for key, entry in judged.items() if entry["blocks"]),
+            key=lambda key: natural_key("/".join(key)),
+        )
         boxes = {
             name: box_stats(sketch)
-            for name, sketch in sorted(self.sketches.items())
+            for name, sketch in sorted(self.sketches.items(), key=lambda item: natural_key(item[0]))
             if sketch.count
         }
         datapoints = sum(e["blocks"] for e in judged.values())

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from stepscope._natural import natural_key
 from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.distribution import QuantileSketch
 from stepscope.rules.parameters import Param, check_order
@@ -140,7 +141,7 @@ class Dataloader(Rule):
         nodes: dict[str, Any] = {}
         problems = []
         datapoints = 0
-        for node, runs in sorted(self.active.items()):
+        for node, runs in sorted(self.active.items(), key=lambda item: natural_key(item[0])):
             if not runs:
                 continue
             counts = _seconds_per_count(list(runs.values()))

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from stepscope._natural import natural_key
 from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.distribution import box_stats
 from stepscope.rules.gpu_blocks import GpuBlocks, GpuKey
@@ -86,7 +87,7 @@ class GPUMemoryIncrease(Rule):
         gpus: dict[str, Any] = {}
         flagged = []
         intervals = copy.deepcopy(self.gpus.intervals)
-        for key in sorted(sketches):
+        for key in sorted(sketches, key=lambda key: natural_key("/".join(key))):
             entry = dict(self.state.get(key, _new_entry()))
             tail = self.gpus.blocks.last_block(key) if self.ended else None
             if tail is not None and self._compare(entry, tail):

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from stepscope._natural import natural_key
 from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.parameters import Param
 from stepscope.rules.window import ScanWindow, split_by
@@ -75,7 +76,9 @@ class LoadBalancing(Rule):
 
     def evaluate(self) -> Verdict:
         threshold = self.parameters["threshold"]
-        gpus = sorted(name for name, hist in self.histograms.items() if hist.sum() > 0)
+        gpus = sorted(
+            (name for name, hist in self.histograms.items() if hist.sum() > 0), key=natural_key
+        )
         workloads = {name: self.histograms[name].tolist() for name in gpus}
         details: dict[str, Any] = {
             "bin_edges_pct": BIN_EDGES_PCT.tolist(),
@@ -111,7 +114,7 @@ class LoadBalancing(Rule):
         groups = _workload_groups(gpus, distances, threshold)
         if len(groups) > 1 and len(groups[0]) > len(groups[1]):
             # a majority shares one workload: the others are the odd ones out
-            imbalanced = sorted(set(gpus) - set(groups[0]))
+            imbalanced = sorted(set(gpus) - set(groups[0]), key=natural_key)
         elif len(groups) > 1:
             imbalanced = list(gpus)  # no majority: every GPU is on one side of the split
         else:
@@ -133,7 +136,7 @@ class LoadBalancing(Rule):
                     ),
                     default=0.0,
                 )
-                for node in sorted({g.split("/")[0] for g in gpus})
+                for node in sorted({g.split("/")[0] for g in gpus}, key=natural_key)
             },
             across_nodes_max=max(
                 (
@@ -164,7 +167,9 @@ class LoadBalancing(Rule):
             message += f"workload, none a majority: {'; '.join(split[:4])}."
             finding = "; ".join(split)
         else:
-            named = imbalanced or sorted({g for pair in over for g in pair.split("|")})
+            named = imbalanced or sorted(
+                {g for pair in over for g in pair.split("|")}, key=natural_key
+            )
             others = [means[g] for g in gpus if g not in named]
             typical = f" while the other GPUs average {np.median(others):.0f} %" if others else ""
             listing = ", ".join(f"{g} averages {means[g]:.0f} %" for g in named[:8])
@@ -197,8 +202,8 @@ def _workload_groups(
             merged = group_of[a] | group_of[b]
             for name in merged:
                 group_of[name] = merged
-    unique = {id(group): sorted(group) for group in group_of.values()}.values()
-    return sorted(unique, key=lambda group: (-len(group), group))
+    unique = {id(group): sorted(group, key=natural_key) for group in group_of.values()}.values()
+    return sorted(unique, key=lambda group: (-len(group), [natural_key(g) for g in group]))
 
 
 def _names(group: list[str]) -> str:

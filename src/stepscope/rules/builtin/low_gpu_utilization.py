@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from stepscope._natural import natural_key
 from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.distribution import box_stats
 from stepscope.rules.gpu_blocks import GpuBlocks, GpuKey
@@ -89,7 +90,7 @@ class LowGPUUtilization(Rule):
         violations = datapoints = 0
         flagged = []
         intervals = copy.deepcopy(self.gpus.intervals)
-        for key in sorted(sketches):
+        for key in sorted(sketches, key=lambda key: natural_key("/".join(key))):
             entry = dict(self.judged.get(key, {"blocks": 0, "underused": 0, "fluctuating": 0}))
             tail = self.gpus.blocks.last_block(key) if self.ended else None
             if tail is not None and self._judge(entry, tail):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stepscope._natural import natural_key
 from stepscope.rules.base import Rule, Verdict
 from stepscope.rules.distribution import QuantileSketch
 from stepscope.rules.window import ScanWindow, split_by
@@ -54,7 +55,9 @@ class OverallSystemUsage(Rule):
         if not self.snapshots:
             return Verdict(applicable=False, message="No system metrics.")
         nodes: dict[str, Any] = {}
-        for (node, label), sketch in sorted(self.sketches.items()):
+        for (node, label), sketch in sorted(
+            self.sketches.items(), key=lambda item: (natural_key(item[0][0]), item[0][1])
+        ):
             if sketch.count:
                 nodes.setdefault(node, {"hardware": self.hardware.get(node, {}), "metrics": {}})
                 nodes[node]["metrics"][label] = {"unit": METRICS[label][1], **sketch.summary()}

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from stepscope._natural import natural_key
 from stepscope.config.validation import MODES
 from stepscope.rules.base import Rule, Verdict, undecided
 from stepscope.rules.distribution import IntervalList, QuantileSketch
@@ -144,7 +145,8 @@ class StepOutlier(Rule):
         #: the (node id, mode) series too short to hold an outlier, beside longer ones
         unjudged: list[str] = []
         for (node, rank, phase), entry in sorted(
-            self.series.items(), key=lambda item: (item[0][0], int(item[0][1]), item[0][2])
+            self.series.items(),
+            key=lambda item: (natural_key(item[0][0]), int(item[0][1]), item[0][2]),
         ):
             n = entry["count"]
             datapoints += n
