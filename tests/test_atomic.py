@@ -51,6 +51,17 @@ def test_a_folder_in_the_way_is_named_not_the_temporary_file(tmp_path: Path) -> 
     assert [p.name for p in tmp_path.iterdir()] == ["reports"]
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_folder_that_takes_no_new_file_is_named_with_the_file_not_a_temporary_one() -> None:
+    # `stepscope report -o <a folder it may not write>` printed
+    # "No such file or directory: /proc/.report.html.gl68ijok.tmp", a file the user never named
+    target = Path("/proc") / "report.html"
+    with pytest.raises(OSError) as caught:
+        write_atomic(target, "<html></html>")
+    assert caught.value.filename == str(target)
+    assert not target.exists()
+
+
 _FULL_DISK = textwrap.dedent(
     """
     import resource, signal, sys

@@ -53,14 +53,22 @@ def replacing(
     :param exclusive: create ``path`` only if no file is there yet, in one step (a hard link),
         so that of two processes creating it at once one gets ``FileExistsError``.
     :raises OSError: the folder or the file cannot be written, naming ``path`` when the
-        error named no file (a full disk); see :func:`refuse_folder` for a folder at ``path``.
+        error named no file (a full disk) or the temporary file (a folder that takes no new
+        file); see :func:`refuse_folder` for a folder at ``path``.
     """
     target = refuse_folder(path)
     if make_folder:
         target.parent.mkdir(parents=True, exist_ok=True)
     elif not target.parent.is_dir():
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(target))
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
+    try:
+        fd, temporary = tempfile.mkstemp(
+            dir=target.parent, prefix=f".{target.name}.", suffix=suffix
+        )
+    except OSError as exc:
+        # a folder that takes no new file (no permission): name the file asked for, not a
+        # temporary name the user never gave
+        raise OSError(exc.errno, exc.strerror, str(target)) from exc
     os.close(fd)
     try:
         yield Path(temporary)
