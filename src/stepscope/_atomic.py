@@ -58,7 +58,12 @@ def replacing(
     """
     target = refuse_folder(path)
     if make_folder:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError as exc:  # a file where a folder of the path should be
+            raise NotADirectoryError(
+                errno.ENOTDIR, os.strerror(errno.ENOTDIR), exc.filename
+            ) from exc
     elif not target.parent.is_dir():
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(target))
     try:
