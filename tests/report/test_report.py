@@ -533,3 +533,18 @@ def test_nodes_and_gpus_come_in_natural_order(tmp_path):
     assert in_natural_order(narratives)
     balance = _rule_section(text, "LoadBalancing")
     assert in_natural_order(re.findall(r"<tr><td>(algo-[^<]*)</td>", balance))
+
+
+def test_a_rule_whose_part_has_nothing_to_show_still_has_its_place_saying_why(tmp_path):
+    # a trace has no system metrics: the system usage part was left out with its anchor, so
+    # the UI's link to OverallSystemUsage opened the report at its top, saying nothing of it
+    job = TableJob(tmp_path / "job")
+    training_steps(job, 30, step_s=0.1)
+    out = tmp_path / "out"
+    text = write_report(job, output=out / "report.html").read_text()
+    rules = {p.stem for p in (out / "profiler-reports").glob("*.json")}
+    assert "OverallSystemUsage" in rules
+    assert {f"rule-{rule}" for rule in rules} <= set(re.findall(r'id="(rule-[^"]+)"', text))
+    system = text[text.index('id="system"') :].split("</section>")[0]
+    assert "No system metrics." in system
+    assert '<a href="#system">System usage statistics</a>' in text

@@ -21,6 +21,7 @@ from stepscope._atomic import refuse_folder, write_atomic
 from stepscope._optional import require
 from stepscope.errors import ConfigError
 from stepscope.report.sections import SECTIONS, ReportContext
+from stepscope.report.sections.base import paragraph
 from stepscope.rules import BUILTIN_RULES, read_results, run_rules
 from stepscope.rules.engine import (
     RuleSession,
@@ -127,6 +128,14 @@ def _page(context: ReportContext, plotly_js: str) -> str:
         except Exception:
             logger.exception("report section %r failed; it is left out", section.title)
             continue
+        if not body:
+            # a rule presented here keeps its place, where links to it land, saying why there is
+            # nothing to show ("No system metrics.")
+            body = "".join(
+                paragraph(context.results[rule].message)
+                for rule in section.rules
+                if rule in context.results
+            )
         if not body:
             continue
         toc.append(f'<a href="#{section.anchor}">{html.escape(section.title)}</a>')
