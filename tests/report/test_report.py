@@ -141,15 +141,27 @@ def test_cpu_and_gpu_operator_overviews_each_have_a_table_and_a_pie(tmp_path):
         name=["aten::mm", "aten::add", "aten::mm"],
         source="kineto",
     )
-    add_events(job, "algo-1", "kernel", [T0_US + 2000], 500, name="volta_sgemm", source="kineto")
+    add_events(job, "algo-1", "kernel", [T0_US + 2000], 1500, name="volta_sgemm", source="kineto")
     report = write_report(job, output=tmp_path / "out" / "report.html")
     pies = _pies(report)
     # operators of a few milliseconds in milliseconds: in seconds every total read 0.00
     assert pies["Overview: CPU operators (ms)"] == {"aten::mm": 4.0, "aten::add": 1.0}
-    assert pies["Overview: GPU operators (ms)"] == {"volta_sgemm": 0.5}
+    assert pies["Overview: GPU operators (ms)"] == {"volta_sgemm": 1.5}
     text = report.read_text()
     assert _row_cells(text, "aten::mm") == ["2", "4.00", "80.00"]
-    assert _row_cells(text, "volta_sgemm") == ["1", "0.50", "100.00"]
+    assert _row_cells(text, "volta_sgemm") == ["1", "1.50", "100.00"]
+
+
+def test_operators_of_a_few_microseconds_are_given_in_microseconds(tmp_path):
+    # a trace excerpt's operators of a few microseconds each read "0.00" milliseconds
+    job = TableJob(tmp_path / "job")
+    machine(job, 60)
+    starts = [T0_US + 1000, T0_US + 5000, T0_US + 9000]
+    names = ["aten::empty", "aten::add", "aten::empty"]
+    add_events(job, "algo-1", "cpu_op", starts, [3, 1, 1], name=names, source="kineto")
+    report = write_report(job, output=tmp_path / "out" / "report.html")
+    assert _pies(report)["Overview: CPU operators (µs)"] == {"aten::empty": 4.0, "aten::add": 1.0}
+    assert _row_cells(report.read_text(), "aten::empty") == ["2", "4.00", "80.00"]
 
 
 def _pies(report: Path) -> dict[str, dict[str, float]]:

@@ -75,7 +75,10 @@ def fmt(value: Any, digits: int = 2) -> str:
 def time_unit(longest_s: float) -> tuple[str, float]:
     """The unit of a table of durations and its factor from seconds: milliseconds when every
     duration is under a second (a detailed window's operators, a small model's steps), so that
-    they do not all read 0.00 s."""
+    they do not all read 0.00 s, and microseconds when every one is under a millisecond (the
+    operators of a trace's excerpt), so that they do not all read 0.00 ms."""
+    if longest_s < 1e-3:
+        return ("µs", 1e6)
     return ("ms", 1e3) if longest_s < 1 else ("s", 1.0)
 
 
