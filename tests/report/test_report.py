@@ -560,3 +560,13 @@ def test_a_rule_whose_part_has_nothing_to_show_still_has_its_place_saying_why(tm
     system = text[text.index('id="system"') :].split("</section>")[0]
     assert "No system metrics." in system
     assert '<a href="#system">System usage statistics</a>' in text
+
+
+def test_a_gpu_with_one_memory_block_shows_no_rise_measured(tmp_path):
+    # with one block nothing was compared, yet its largest rise read 0.00 points, as measured
+    job = TableJob(tmp_path / "job")
+    machine(job, 400, gpu_util_pct=[50.0], gpu_memory_pct=[40.0])  # patience + one block
+    text = write_report(job, output=tmp_path / "out" / "report.html").read_text()
+    cells = _row_cells(_rule_section(text, "GPUMemoryIncrease"), "algo-1/gpu0")
+    assert cells[0] == "1"  # blocks
+    assert cells[3] == "–"  # largest rise

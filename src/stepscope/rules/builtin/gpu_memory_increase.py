@@ -94,6 +94,8 @@ class GPUMemoryIncrease(Rule):
                 intervals.add([tail[0, 0]], [tail[-1, 0]])
             if entry["baseline_pct"] is not None:
                 entry["baseline_pct"] = round(entry["baseline_pct"], 2)
+            if entry["blocks"] < 2:  # no block compared yet: a rise of 0 would read as measured
+                entry["max_increase_pct"] = None
             entry.update(box_stats(sketches[key]))
             gpus["/".join(key)] = entry
             if entry["violations"]:
