@@ -819,3 +819,28 @@ def test_a_gzip_trace_padded_with_zeros_is_read_without_a_warning(tmp_path, padd
     trace = read_kineto_trace(path)
     assert trace.table()["name"].to_pylist() == [f"op{i}" for i in range(20)]
     assert trace.metadata["trace_name"] == "t" and not trace.metadata["warnings"]
+
+
+def test_a_rank_and_world_size_written_as_text_are_the_traces(tmp_path):
+    # Some launchers write distributedInfo's numbers as text ("rank": "1"): the rank fell back
+    # to the file name, else 0 with a warning, so two ranks' traces landed on one rank.
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+        for i in range(20)
+    ]
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for rank in (0, 1):
+        document = {
+            "distributedInfo": {"backend": "nccl", "rank": str(rank), "world_size": "2"},
+            "traceEvents": events,
+            "baseTimeNanoseconds": 1_700_000_000_000_000_000,
+        }
+        (folder / f"worker{rank}.json").write_text(json.dumps(document))
+    trace = read_kineto_trace(folder / "worker1.json")
+    assert (trace.metadata["rank"], trace.metadata["world_size"]) == (1, 2)
+    assert not trace.metadata["warnings"]
+    head = read_trace_head(folder / "worker1.json")
+    assert head is not None and (head.rank, head.world_size) == (1, 2)
+    ranks = open_job(folder, cache_dir=tmp_path / "cache").table("events")["rank"]
+    assert Counter(ranks.to_pylist()) == {0: 20, 1: 20}

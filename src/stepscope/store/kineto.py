@@ -36,12 +36,13 @@ What a row holds:
   ``Device Id`` for CUDA memory and ``Bytes``); ``args``: every other arg as compact JSON, e.g.
   ``Input type``, NCCL fields, ``Total Allocated``, ``Python id`` / ``Python parent id``.
 
-Rank: ``distributedInfo.rank``; else ``rank_hint``; else the file name (``rank-3``, ``rank_3``,
-``rank3``, or the SageMaker node id ``3-algo-1``); else 0, with a warning. A damaged file (a
-truncated ``.gz``, a document cut mid-event) keeps every event read before the damage and logs a
-warning naming the file and the position; events damaged inside the file (bytes zeroed or
-garbled) are skipped, the warning saying how many bytes, and the events after them are kept;
-one cut before its ``traceEvents`` key is still sniffed as a trace, and reading it raises
+Rank: ``distributedInfo.rank`` (a number, or its decimal text); else ``rank_hint``; else the
+file name (``rank-3``, ``rank_3``, ``rank3``, or the SageMaker node id ``3-algo-1``); else 0, with
+a warning. A damaged file (a truncated ``.gz``, a document cut mid-event) keeps every event read
+before the damage and logs a warning naming the file and the position; events damaged inside the
+file (bytes zeroed or garbled) are skipped, the warning saying how many bytes, and the events
+after them are kept; one cut before its ``traceEvents`` key is still sniffed as a trace, and
+reading it raises
 :class:`~stepscope.errors.CorruptFileError`. Event
 names the profiler wrote with a quote unescaped (pytorch/pytorch#146900, see
 :mod:`stepscope.store.kineto_names`), which make the document invalid JSON, are read as written;
@@ -113,7 +114,7 @@ BATCH_ROWS = 65_536
 #: the cache's manifest, and a cache built by another version is read again
 #: (:class:`~stepscope.store.cache.ColumnarCache`): bump it whenever a trace would give
 #: different rows or metadata.
-READER_VERSION = 9
+READER_VERSION = 10
 
 #: 2001-01-01 in µs since the Unix epoch: a trace whose first time is earlier has relative times
 _UNIX_TIMES_FROM_US = 978_307_200e6
@@ -273,8 +274,9 @@ def read_trace_head(path: str | Path) -> TraceHead | None:
     header = _partial_header(head[:events_at])
     info = header.get("distributedInfo")
     info = info if isinstance(info, dict) else {}
-    rank = info.get("rank") if isinstance(info.get("rank"), int) else _rank_in_name(path)
-    world_size = info.get("world_size")
+    rank = _distributed_int(info, "rank")
+    rank = rank if rank is not None else _rank_in_name(path)
+    world_size = _distributed_int(info, "world_size")
     times = [float(t) for t in _EVENT_TS.findall(head, events_at, events_at + _START_SCAN_BYTES)]
     base = _BASE_TIME.search(tail) or _BASE_TIME.search(head, 0, events_at)
     start_us = None
@@ -282,7 +284,7 @@ def read_trace_head(path: str | Path) -> TraceHead | None:
         start_us = min(times) + _clock_offset_us(header, int(base.group(1)) if base else None)
     return TraceHead(
         rank=rank,
-        world_size=world_size if isinstance(world_size, int) else None,
+        world_size=world_size,
         start_us=start_us if start_us is not None and is_unix_time(start_us) else None,
     )
 
@@ -402,7 +404,7 @@ def read_kineto_trace(
         "path": shown,
         "reader_version": READER_VERSION,
         "rank": rank,
-        "world_size": distributed.get("world_size"),
+        "world_size": _distributed_int(distributed, "world_size"),
         "backend": distributed.get("backend"),
         "distributed_info": distributed,
         "device_properties": header.get("deviceProperties", header.get("computeProperties", [])),
@@ -640,14 +642,24 @@ def _rank_in_name(path: Path) -> int | None:
     return None
 
 
+def _distributed_int(info: dict[str, Any], key: str) -> int | None:
+    """``info[key]`` as a whole number, None when it is missing or holds none: a number, or the
+    decimal text that some launchers' ``distributedInfo`` holds (``"rank": "1"``)."""
+    value = info.get(key)
+    if isinstance(value, str) and value.strip().isdecimal():
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _resolve_rank(
     header: dict[str, Any], path: Path, shown: str, rank_hint: int | None, warnings: list[str]
 ) -> int:
     """Rank from ``distributedInfo``, the caller's hint, the file name, or 0 (with a warning);
     ``shown`` names the file in the warning."""
     info = header.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        return int(info["rank"])
+    rank = _distributed_int(info, "rank") if isinstance(info, dict) else None
+    if rank is not None:
+        return rank
     if rank_hint is not None:
         return int(rank_hint)
     missing = (
