@@ -558,6 +558,28 @@ def test_a_partial_copy_of_a_profile_on_s3_is_fetched_again(
         assert not [p for p in local.rglob("*") if p.is_file() and p.name != "python_stats"]
 
 
+def test_a_refresh_on_s3_lists_the_profiles_once(
+    cprofile_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    # Each refresh listed the profiles twice: once to find them, once more for their sizes.
+    pytest.importorskip("s3fs")
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("moto.server")
+    with s3_server(monkeypatch) as endpoint:
+        _upload(boto3.client("s3", endpoint_url=endpoint), cprofile_job)
+        local = tmp_path / "downloaded"
+        analysis = cProfileAnalysis(local_profile_dir=local, s3_path="s3://training/jobs/run-1")
+        with caplog.at_level(logging.DEBUG, logger="s3fs"):
+            result = analysis.fetch_profile_stats_by_step(1, 2)
+    assert _calls(result.ps, "busy_trainer") == 9
+    listings = [
+        r.message
+        for r in caplog.records
+        if r.message.startswith("CALL: list_objects_v2") and "'Delimiter': ''" in r.message
+    ]
+    assert len(listings) == 1, listings
+
+
 def test_a_wrong_s3_location_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -38,6 +38,7 @@ from stepscope.store.python_stats import (
     PythonStatsRecord,
     StepPhase,
     list_python_stats,
+    python_stats_files,
 )
 
 if TYPE_CHECKING:
@@ -323,15 +324,12 @@ class _PythonProfileAnalysis:
         local_root = Path(self.local_profile_dir)
         remote_root = files.fsspec_root
         with files.requests():
-            records = [
-                r
-                for r in list_python_stats(remote_root, fs=files.fs)
-                if r.profiler == self.profiler
-            ]
-            # the sizes, to tell a whole copy from one cut off: one listing of their folders
-            folders = [os.path.dirname(r.path) for r in records]
-            listing = files.fs.find(os.path.commonpath(folders), detail=True) if folders else {}
-        sizes = {str(path): int(info.get("size") or 0) for path, info in listing.items()}
+            sizes = python_stats_files(remote_root, fs=files.fs)
+        records = [
+            r
+            for r in list_python_stats(remote_root, fs=files.fs, files=sizes)
+            if r.profiler == self.profiler
+        ]
         local: list[PythonStatsRecord] = []
         for record in records:
             target = local_root / os.path.relpath(record.path, remote_root)

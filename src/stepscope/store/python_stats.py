@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -32,6 +33,7 @@ __all__ = [
     "StepPhase",
     "list_python_stats",
     "parse_python_stats_folder",
+    "python_stats_files",
 ]
 
 logger = logging.getLogger(__name__)
@@ -152,16 +154,30 @@ def _start_dir(root: str, fs: Any) -> str:
     return root
 
 
-def _all_files(root: str, fs: Any) -> list[str]:
+def python_stats_files(root: str | os.PathLike[str], *, fs: Any = None) -> dict[str, int | None]:
+    """The files of the folder :func:`list_python_stats` searches under ``root``, in one
+    listing, each with its size in bytes as a remote listing gives it (None on the local disk).
+
+    Copying remote profiles needs both their names and their sizes (to tell a whole copy from
+    one cut off): ``list_python_stats(root, fs=fs, files=...)`` parses these without listing the
+    store a second time.
+
+    :param root: as :func:`list_python_stats`'s.
+    :param fs: as :func:`list_python_stats`'s.
+    """
+    start = _start_dir(os.fspath(root), fs)
     if fs is not None:
-        return [str(p) for p in fs.find(root)]
-    found: list[str] = []
-    for dirpath, _dirnames, filenames in os.walk(root):
-        found.extend(os.path.join(dirpath, name) for name in filenames)
+        listing = fs.find(start, detail=True)
+        return {str(path): int(info.get("size") or 0) for path, info in listing.items()}
+    found: dict[str, int | None] = {}
+    for dirpath, _dirnames, filenames in os.walk(start):
+        found.update((os.path.join(dirpath, name), None) for name in filenames)
     return found
 
 
-def list_python_stats(root: str | os.PathLike[str], *, fs: Any = None) -> list[PythonStatsRecord]:
+def list_python_stats(
+    root: str | os.PathLike[str], *, fs: Any = None, files: Iterable[str] | None = None
+) -> list[PythonStatsRecord]:
     """Every python-stats folder under ``root``, parsed, sorted by node and start time.
 
     :param root: a job folder, its ``profiler-output`` folder (SageMaker's ``LocalPath``), a
@@ -170,12 +186,13 @@ def list_python_stats(root: str | os.PathLike[str], *, fs: Any = None) -> list[P
         2020 ``<start>_<end>_<node>_<step>`` naming) are skipped, with one warning saying how many.
     :param fs: an fsspec filesystem for remote roots (e.g. ``s3fs.S3FileSystem()``); None reads
         the local disk.
+    :param files: the :func:`python_stats_files` of ``root`` when the caller holds them; None
+        lists them.
     """
-    start = _start_dir(os.fspath(root), fs)
     records: list[PythonStatsRecord] = []
     skipped = 0
     by_folder: dict[str, set[str]] = {}
-    for file_path in _all_files(start, fs):
+    for file_path in files if files is not None else python_stats_files(root, fs=fs):
         parent, name = file_path.rsplit("/", 1) if fs is not None else os.path.split(file_path)
         if name.startswith("python_stats"):
             by_folder.setdefault(parent, set()).add(name)
@@ -207,7 +224,7 @@ def list_python_stats(root: str | os.PathLike[str], *, fs: Any = None) -> list[P
             "Skipped %d python-stats folder(s) under %s whose names are not "
             "<mode>-<step>-<phase>-<us>_<mode>-<step>-<phase>-<us> in a <profiler>/<node_id> folder.",
             skipped,
-            start,
+            os.fspath(root),
         )
     records.sort(key=lambda r: (r.node_id, r.start_time_us, r.end_time_us))
     return records
