@@ -558,6 +558,25 @@ def test_a_partial_copy_of_a_profile_on_s3_is_fetched_again(
         assert not [p for p in local.rglob("*") if p.is_file() and p.name != "python_stats"]
 
 
+def test_a_job_opened_on_another_s3_endpoint_reads_its_profiles_there(
+    cprofile_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A JobData opened with storage_options (an S3-compatible store, not AWS) lost them: its
+    # profiles were looked for on AWS.
+    pytest.importorskip("s3fs")
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("moto.server")
+    with s3_server(monkeypatch) as endpoint:
+        _upload(boto3.client("s3", endpoint_url=endpoint), cprofile_job)
+        monkeypatch.delenv("AWS_ENDPOINT_URL")
+        options = {"client_kwargs": {"endpoint_url": endpoint}}
+        job = open_job("s3://training/jobs/run-1", storage_options=options)
+        analysis = cProfileAnalysis(job)
+        assert _calls(analysis.fetch_profile_stats_by_step(1, 2).ps, "busy_trainer") == 9
+        by_url = cProfileAnalysis(s3_path="s3://training/jobs/run-1", storage_options=options)
+        assert len(by_url.list_profile_stats()) == 4
+
+
 def test_a_refresh_on_s3_lists_the_profiles_once(
     cprofile_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:

@@ -269,7 +269,13 @@ class _PythonProfileAnalysis:
 
     profiler = ""
 
-    def __init__(self, local_profile_dir: Any = None, s3_path: str | None = None) -> None:
+    def __init__(
+        self,
+        local_profile_dir: Any = None,
+        s3_path: str | None = None,
+        *,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
         """
         :param local_profile_dir: a job folder, its ``profiler-output`` folder, the
             ``framework/<framework>/<profiler>`` folder SageMaker's version took, or a
@@ -281,10 +287,14 @@ class _PythonProfileAnalysis:
             new ones, and again a copy whose size is not the remote file's (a download cut
             off). Nothing there raises ``JobNotFoundError``, refused credentials or an endpoint
             out of reach ``StorageAccessError``, as :func:`~stepscope.store.open_job`.
+        :param storage_options: fsspec options for ``s3_path``, as
+            :func:`~stepscope.store.open_job` takes them (an S3-compatible store's endpoint);
+            a remote ``JobData`` brings those it was opened with.
         """
         job_path = getattr(local_profile_dir, "path", None)
         if job_path is not None and hasattr(local_profile_dir, "python_stats"):
-            # A JobData: read where it reads.
+            # A JobData: read where it reads, as it reads.
+            storage_options = local_profile_dir.storage_options or storage_options
             local_profile_dir, s3_path = (
                 (None, job_path) if "://" in str(job_path) else (job_path, s3_path)
             )
@@ -304,6 +314,7 @@ class _PythonProfileAnalysis:
             )
         self.local_profile_dir = local_profile_dir
         self.s3_path = s3_path
+        self.storage_options = storage_options
         self.python_profile_stats: list[PythonStatsRecord] = []
         self._refresh_python_profile_stats(True)
 
@@ -316,7 +327,7 @@ class _PythonProfileAnalysis:
             read as a job without profiles).
         :raises StorageAccessError: the store refused the requests or could not be reached.
         """
-        files = RemoteFiles(s3_path)
+        files = RemoteFiles(s3_path, self.storage_options)
         if not files.exists():
             raise JobNotFoundError(s3_path, files.missing_detail())
         if self.local_profile_dir is None:

@@ -161,6 +161,8 @@ class RemoteFiles:
         if url.startswith("s3://"):
             require("s3fs", extra="s3", feature=f"Reading {url}")
         self.url = url.rstrip("/")
+        #: the caller's fsspec options, for whoever opens this location again
+        self.storage_options: dict[str, Any] = dict(storage_options or {})
         # A fresh instance, not fsspec's cached one: credentials and endpoints come from the
         # environment at open time, and a cached client may point at a stale endpoint.
         options = {"skip_instance_cache": True, **(storage_options or {})}

@@ -382,6 +382,12 @@ class JobData:
         return list(module.list_python_stats(self._files.root / self._prefix))
 
     @property
+    def storage_options(self) -> dict[str, Any] | None:
+        """The fsspec options a remote job was opened with (its endpoint, credentials...), for
+        reading its other files in the same place; None for a local job."""
+        return self._files.storage_options if isinstance(self._files, RemoteFiles) else None
+
+    @property
     def metadata(self) -> dict[str, Any]:
         """What is known about the job now (cheap: the manifest and a few small files).
 
