@@ -577,6 +577,20 @@ def test_a_job_opened_on_another_s3_endpoint_reads_its_profiles_there(
         assert len(by_url.list_profile_stats()) == 4
 
 
+def test_an_s3_job_given_as_the_job_is_read_there(
+    cprofile_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # cProfileAnalysis("s3://...") said that no job was there, looking for a local folder of
+    # that name, while PandasFrame("s3://...") read the same job.
+    pytest.importorskip("s3fs")
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("moto.server")
+    with s3_server(monkeypatch) as endpoint:
+        _upload(boto3.client("s3", endpoint_url=endpoint), cprofile_job)
+        analysis = cProfileAnalysis("s3://training/jobs/run-1")
+        assert _calls(analysis.fetch_profile_stats_by_step(1, 2).ps, "busy_trainer") == 9
+
+
 def test_a_refresh_on_s3_lists_the_profiles_once(
     cprofile_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:

@@ -279,8 +279,8 @@ class _PythonProfileAnalysis:
         """
         :param local_profile_dir: a job folder, its ``profiler-output`` folder, the
             ``framework/<framework>/<profiler>`` folder SageMaker's version took, or a
-            ``JobData``. With ``s3_path`` it is where the stats are downloaded to (default: a
-            new temporary folder).
+            ``JobData``; an ``s3://`` location is read as ``s3_path``. With ``s3_path`` it is
+            where the stats are downloaded to (default: a new temporary folder).
         :param s3_path: an ``s3://`` job or profiler output (needs ``pip install
             'stepscope[s3]'``; endpoint and credentials come from the usual ``AWS_*`` variables).
             The stats files are copied once into ``local_profile_dir``; a refresh copies only
@@ -298,6 +298,9 @@ class _PythonProfileAnalysis:
             local_profile_dir, s3_path = (
                 (None, job_path) if "://" in str(job_path) else (job_path, s3_path)
             )
+        elif s3_path is None and "://" in str(local_profile_dir or ""):
+            # A remote job given as the job, as PandasFrame takes it: no local folder is named.
+            local_profile_dir, s3_path = None, str(local_profile_dir)
         if local_profile_dir is None and s3_path is None:
             raise ConfigError(
                 f"{type(self).__name__}.local_profile_dir",
