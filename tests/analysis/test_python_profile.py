@@ -177,6 +177,18 @@ def test_an_empty_query_returns_an_empty_result_and_says_why(
     assert "No cprofile profiles match train steps 7..9" in caplog.text
 
 
+def test_a_node_without_profiles_is_named_with_those_that_have_some(
+    cprofile_job: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A mistyped node_id only said that no profile matched the steps, as if they were not
+    # profiled.
+    analysis = cProfileAnalysis(cprofile_job)
+    with caplog.at_level(logging.WARNING, logger="stepscope.analysis.python_profile"):
+        assert analysis.fetch_profile_stats_by_step(1, 2, node_id="0-algo-2").empty
+    assert "Node '0-algo-2' has no cprofile profiles" in caplog.text
+    assert "the nodes that have some: 0-algo-1." in caplog.text
+
+
 def test_listing_and_node_ids(cprofile_job: Path) -> None:
     analysis = cProfileAnalysis(cprofile_job)
     listing = analysis.list_profile_stats()

@@ -373,7 +373,16 @@ class _PythonProfileAnalysis:
             return []
         if node_id == "any":
             node_id = self.python_profile_stats[0].node_id
-        return [r for r in self.python_profile_stats if r.node_id == node_id]
+        records = [r for r in self.python_profile_stats if r.node_id == node_id]
+        if not records:
+            # A mistyped node would otherwise read as steps or times that were not profiled.
+            logger.warning(
+                "Node %r has no %s profiles; the nodes that have some: %s.",
+                node_id,
+                self.profiler,
+                ", ".join(sorted({r.node_id for r in self.python_profile_stats})),
+            )
+        return records
 
     def _aggregate_stats(self, records: list[PythonStatsRecord], query: str) -> Any:
         raise NotImplementedError
