@@ -49,6 +49,22 @@ def test_job_statistics(analysis: PandasFrameAnalysis) -> None:
     assert stats["start_time"] < stats["training_loop_start"] < stats["end_time"]
 
 
+def test_the_job_statistics_of_a_window_add_up_to_its_span() -> None:
+    # The frames of a window hold events that began before its one system sample (3 s) and end
+    # after it: the job ran from that sample only, so initialization was -1 s and finalization
+    # -5 s, and the shares were missing values (a job of no duration).
+    pf = PandasFrame(hb.connect())
+    system, framework = pf.get_profiler_data_by_time(hb.T0 + 2.5 * S, hb.T0 + 3.2 * S)
+    stats = PandasFrameAnalysis(system, framework).get_job_statistics()
+    assert stats["start_time_epoch_us"] == hb.T0 + 0.5 * S  # the workers' start
+    assert stats["job_duration"] == 7.5 * S
+    assert stats.initialization == 1.5 * S  # to TRAIN step 1, the window's first step
+    assert stats["training_loop_duration"] == 6 * S
+    assert stats.finalization == 0
+    parts = ("initialization_%", "training_loop_%", "finalization_%")
+    assert sum(stats[p] for p in parts) == pytest.approx(100)
+
+
 def test_events_outside_every_step_keep_minus_one_and_inner_ones_get_their_step(
     analysis: PandasFrameAnalysis,
 ) -> None:

@@ -228,8 +228,11 @@ class _Statistics:
             "AND step >= 0)",
             [list(_LOOP_START_PHASES), list(_LOOP_START_PHASES)],
         )
-        start = _nan(sys_lo if sys_lo is not None else fw_lo)
-        end = _nan(sys_hi if sys_hi is not None else fw_hi)
+        # The job spans all of its data, not its system samples alone (SageMaker's): the frames
+        # of a window (get_profiler_data_by_time) hold events that began before its first
+        # sample or end after its last, which made initialization or finalization negative.
+        start = _nan(min((t for t in (sys_lo, fw_lo) if t is not None), default=None))
+        end = _nan(max((t for t in (sys_hi, fw_hi) if t is not None), default=None))
         loop_start = _nan(step0 if step0 is not None else first_step)
         loop_end = _nan(fw_hi)
         if math.isnan(loop_start):
@@ -512,7 +515,8 @@ class PandasFrameAnalysis:
 
     def get_job_statistics(self) -> JobStats:
         """Start, end and duration of the job and of its training loop; initialization and
-        finalization time (µs) and their share of the job (see :class:`JobStats`)."""
+        finalization time (µs) and their share of the job (see :class:`JobStats`). The job
+        runs from its first system sample or event to its last."""
         return self._stats.job()
 
     def get_step_statistics(self, by: StatsBy = StatsBy.TRAINING_PHASE) -> pd.DataFrame:
