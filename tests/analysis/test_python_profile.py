@@ -14,6 +14,7 @@ import pytest
 from tests.collect.torch.torchjob import run_script
 from tests.servers import s3_server
 
+from stepscope.analysis import PandasFrame
 from stepscope.analysis.python_profile import (
     TOP_COLUMNS,
     Metrics,
@@ -187,6 +188,17 @@ def test_a_node_without_profiles_is_named_with_those_that_have_some(
         assert analysis.fetch_profile_stats_by_step(1, 2, node_id="0-algo-2").empty
     assert "Node '0-algo-2' has no cprofile profiles" in caplog.text
     assert "the nodes that have some: 0-algo-1." in caplog.text
+
+
+def test_a_pandas_frame_reads_the_profiles_of_its_job(cprofile_job: Path, tmp_path: Path) -> None:
+    # PT_dataloader_analysis takes the PandasFrame; the profile analyses raised a bare
+    # TypeError from os.stat for it.
+    for frame in (PandasFrame(cprofile_job), PandasFrame(open_job(cprofile_job))):
+        assert len(cProfileAnalysis(frame).fetch_profile_stats_by_step(1, 2).records) == 2
+    # one made over a connection names no job
+    connection = PandasFrame(open_job(cprofile_job, cache_dir=tmp_path / "cache").connect())
+    with pytest.raises(ConfigError, match="cProfileAnalysis.local_profile_dir must be a job"):
+        cProfileAnalysis(connection)
 
 
 def test_listing_and_node_ids(cprofile_job: Path) -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepscope._atomic import replacing
+from stepscope.analysis.pandas_frame import PandasFrame
 from stepscope.config.validation import check_enum, check_int, check_unix_time, plain_number
 from stepscope.errors import ConfigError, JobNotFoundError
 from stepscope.store.filesystem import RemoteFiles
@@ -278,8 +279,9 @@ class _PythonProfileAnalysis:
     ) -> None:
         """
         :param local_profile_dir: a job folder, its ``profiler-output`` folder, the
-            ``framework/<framework>/<profiler>`` folder SageMaker's version took, or a
-            ``JobData``; an ``s3://`` location is read as ``s3_path``. With ``s3_path`` it is
+            ``framework/<framework>/<profiler>`` folder SageMaker's version took, a ``JobData``,
+            or a :class:`~stepscope.analysis.PandasFrame` of one of them (its job's profiles);
+            an ``s3://`` location is read as ``s3_path``. With ``s3_path`` it is
             where the stats are downloaded to (default: a new temporary folder).
         :param s3_path: an ``s3://`` job or profiler output (needs ``pip install
             'stepscope[s3]'``; endpoint and credentials come from the usual ``AWS_*`` variables).
@@ -291,6 +293,8 @@ class _PythonProfileAnalysis:
             :func:`~stepscope.store.open_job` takes them (an S3-compatible store's endpoint);
             a remote ``JobData`` brings those it was opened with.
         """
+        if isinstance(local_profile_dir, PandasFrame):
+            local_profile_dir = local_profile_dir.path  # what it reads: a path or a JobData
         job_path = getattr(local_profile_dir, "path", None)
         if job_path is not None and hasattr(local_profile_dir, "python_stats"):
             # A JobData: read where it reads, as it reads.
@@ -307,6 +311,13 @@ class _PythonProfileAnalysis:
                 None,
                 "a job folder, a profiler-output folder or a python-stats folder",
                 "Pass local_profile_dir=... or s3_path='s3://...'.",
+            )
+        if s3_path is None and not isinstance(local_profile_dir, (str, os.PathLike)):
+            raise ConfigError(
+                f"{type(self).__name__}.local_profile_dir",
+                local_profile_dir,
+                "a job folder, a profiler-output folder, a python-stats folder, a JobData, or "
+                "a PandasFrame of one of them",
             )
         if s3_path is None and not os.path.exists(local_profile_dir):
             # Otherwise a mistyped path reads as a job that has no profiles yet.
