@@ -201,6 +201,16 @@ def test_a_pandas_frame_reads_the_profiles_of_its_job(cprofile_job: Path, tmp_pa
         cProfileAnalysis(connection)
 
 
+def test_a_job_profiled_with_the_other_profiler_says_which_analysis_reads_it(
+    cprofile_job: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # PyinstrumentAnalysis of a cProfile job said that it had no profiles at all.
+    with caplog.at_level(logging.WARNING, logger="stepscope.analysis.python_profile"):
+        assert PyinstrumentAnalysis(cprofile_job).fetch_profile_stats_by_step(1, 2).empty
+    assert "(0 profiles found in total; it has cprofile profiles: read them with " in caplog.text
+    assert "cProfileAnalysis)" in caplog.text
+
+
 def test_listing_and_node_ids(cprofile_job: Path) -> None:
     analysis = cProfileAnalysis(cprofile_job)
     listing = analysis.list_profile_stats()

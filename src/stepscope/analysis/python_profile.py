@@ -330,12 +330,14 @@ class _PythonProfileAnalysis:
         self.s3_path = s3_path
         self.storage_options = storage_options
         self.python_profile_stats: list[PythonStatsRecord] = []
+        self._other_profilers: list[str] = []
         self._refresh_python_profile_stats(True)
 
     # -- loading ---------------------------------------------------------------------------
 
     def _download(self, s3_path: str) -> list[PythonStatsRecord]:
-        """List the remote profiles of this profiler and copy the new ones to the local folder.
+        """List the remote profiles and copy the new ones of this profiler to the local folder;
+        those of the other profiler are listed as they are, not copied.
 
         :raises JobNotFoundError: nothing is at ``s3_path`` (a mistyped path would otherwise
             read as a job without profiles).
@@ -350,13 +352,11 @@ class _PythonProfileAnalysis:
         remote_root = files.fsspec_root
         with files.requests():
             sizes = python_stats_files(remote_root, fs=files.fs)
-        records = [
-            r
-            for r in list_python_stats(remote_root, fs=files.fs, files=sizes)
-            if r.profiler == self.profiler
-        ]
-        local: list[PythonStatsRecord] = []
-        for record in records:
+        found: list[PythonStatsRecord] = []
+        for record in list_python_stats(remote_root, fs=files.fs, files=sizes):
+            if record.profiler != self.profiler:
+                found.append(record)
+                continue
             target = local_root / os.path.relpath(record.path, remote_root)
             target.parent.mkdir(parents=True, exist_ok=True)
             _copy_once(files, record.path, target, sizes.get(record.path))
@@ -365,8 +365,8 @@ class _PythonProfileAnalysis:
                 html_target = target.parent / os.path.basename(record.html_path)
                 _copy_once(files, record.html_path, html_target, sizes.get(record.html_path))
                 html = str(html_target)
-            local.append(_with_paths(record, str(target), html))
-        return local
+            found.append(_with_paths(record, str(target), html))
+        return found
 
     def _refresh_python_profile_stats(self, refresh_stats: bool) -> None:
         if not refresh_stats:
@@ -377,6 +377,7 @@ class _PythonProfileAnalysis:
             assert self.local_profile_dir is not None
             records = list_python_stats(self.local_profile_dir)
         self.python_profile_stats = [r for r in records if r.profiler == self.profiler]
+        self._other_profilers = sorted({r.profiler for r in records} - {self.profiler})
         logger.debug("Found %d %s profiles.", len(self.python_profile_stats), self.profiler)
 
     def _by_node(self, node_id: str) -> list[PythonStatsRecord]:
@@ -400,12 +401,23 @@ class _PythonProfileAnalysis:
 
     def _empty_message(self, query: str) -> None:
         where = self.s3_path or self.local_profile_dir
+        other = ""
+        if not self.python_profile_stats and self._other_profilers:
+            # A job profiled with the other profiler would otherwise read as one without any.
+            readers = {
+                cls.profiler: cls.__name__ for cls in _PythonProfileAnalysis.__subclasses__()
+            }
+            other = "".join(
+                f"; it has {name} profiles: read them with {readers[name]}"
+                for name in self._other_profilers
+            )
         logger.warning(
-            "No %s profiles match %s under %s (%d profiles found in total).",
+            "No %s profiles match %s under %s (%d profiles found in total%s).",
             self.profiler,
             query,
             where,
             len(self.python_profile_stats),
+            other,
         )
 
     # -- queries (SageMaker's names) -----------------------------------------------------------
