@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from tests.analysis import _kineto_synthetic as synthetic
 
@@ -20,6 +22,19 @@ def test_names_exclude_profiler_steps(job):
         "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
     ]
     assert names["total_us"].tolist() == [20, 10]
+
+
+def test_a_name_that_matches_nothing_is_warned_about_with_the_names_there_are(job, caplog):
+    # A misspelt name (names match exactly) gave an empty table without a word, as if the
+    # annotation had never run.
+    with caplog.at_level(logging.WARNING, logger="stepscope.analysis.annotations"):
+        assert annotation_durations(job, "nccl:allreduce").empty
+    assert "No annotation is named 'nccl:allreduce'; the names there are: " in caplog.text
+    assert "'nccl:all_reduce'" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="stepscope.analysis.annotations"):
+        assert len(annotation_durations(job, "nccl:all_reduce")) == 1
+    assert not caplog.text
 
 
 def test_durations_of_one_name_on_a_real_trace(shared_fixtures, tmp_path):

@@ -13,6 +13,7 @@ the trace's ranges of that name repeat it and are left out, so each occurrence c
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from stepscope.analysis._events import events_connection, rank_clause
@@ -22,8 +23,12 @@ if TYPE_CHECKING:
 
 __all__ = ["annotation_durations", "annotation_names"]
 
+logger = logging.getLogger(__name__)
+
 #: The phase of ``stepscope.annotate``'s spans (``stepscope.collect.events.ANNOTATION_PHASE``).
 _TIMELINE = "Annotation"
+#: The annotation names a warning about a name that matched nothing lists at most.
+_NAMES_SHOWN = 20
 
 
 def _annotations_sql(on_gpu: bool, where: str) -> str:
@@ -84,4 +89,27 @@ def annotation_durations(
         """,
         {"name": name},
     ).df()
+    if frame.empty:
+        _say_which_names_there_are(con, name, rank, on_gpu)
     return frame
+
+
+def _say_which_names_there_are(con: Any, name: str, rank: int | None, on_gpu: bool) -> None:
+    """Warn that no annotation is named ``name``, naming those there are: names match exactly,
+    so a misspelt one (or one of the CPU side asked on the GPU's) would read as never run."""
+    names = [
+        found
+        for (found,) in con.sql(
+            f"SELECT DISTINCT name FROM ({_annotations_sql(on_gpu, 'TRUE' + rank_clause(rank))}) "
+            "ORDER BY name"
+        ).fetchall()
+    ]
+    shown = ", ".join(repr(found) for found in names[:_NAMES_SHOWN])
+    logger.warning(
+        "No %sannotation is named %r%s; the names there are: %s.",
+        "GPU-side " if on_gpu else "",
+        name,
+        "" if rank is None else f" on rank {rank}",
+        (shown + (f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""))
+        or "none",
+    )
