@@ -490,6 +490,58 @@ def test_a_checkpoint_signal_after_the_command_ended_leaves_the_job_to_end(
     assert (_job(job_dir)["status"], _job(job_dir)["exit_code"]) == ("Completed", 0)
 
 
+#: a rule whose engine, as it unpickles the rule, touches ``importing`` in ``STARTING_RULE_DIR``
+#: and waits there for ``go``; its pickle outgrows a pipe, so the launcher waits in the engine's
+#: start until then
+SLOW_TO_START = textwrap.dedent(
+    """
+    import multiprocessing, os, pathlib, time
+    from stepscope.rules import Rule, Verdict
+
+    if multiprocessing.current_process().name == "stepscope-rules":
+        here = pathlib.Path(os.environ["STARTING_RULE_DIR"])
+        (here / "importing").touch()
+        while not (here / "go").exists():
+            time.sleep(0.05)
+
+    class SlowToStart(Rule):
+        description = "Its engine takes its time to start."
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.ballast = "x" * 2**20
+
+        def scan(self, window):
+            pass
+
+        def evaluate(self):
+            return Verdict()
+    """
+)
+
+
+def test_ctrl_c_while_the_rule_engine_starts_stops_the_job_before_its_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the launcher ignored SIGINT while it started the engine: a Ctrl-C then was lost, and the
+    # command, started next, trained to its end as if nothing had been typed
+    (tmp_path / "slowstart.py").write_text(SLOW_TO_START)
+    monkeypatch.setenv("STARTING_RULE_DIR", str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
+    job_dir = tmp_path / "job"
+    trained = tmp_path / "trained"
+    command = [sys.executable, "-c", f"open({str(trained)!r}, 'w')"]
+    options = ("--no-report", "--rule", "slowstart:SlowToStart")
+    with _running(job_dir, command, options) as process:
+        _wait_until(process, (tmp_path / "importing").exists, "the rule engine never started")
+        process.send_signal(signal.SIGINT)  # to the launcher alone, as it starts the engine
+        (tmp_path / "go").touch()
+        _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert not trained.exists()
+    assert (_job(job_dir)["status"], _job(job_dir)["exit_code"]) == ("Stopped", 130)
+
+
 #: loads with two worker processes until SIGTERM's default action kills it (no atexit runs)
 LOADING_UNTIL_KILLED = textwrap.dedent(
     """

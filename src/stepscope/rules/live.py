@@ -151,18 +151,16 @@ def start_rule_engine(
         name="stepscope-rules",
         daemon=True,
     )
-    # A terminal's Ctrl-C reaches the whole process group, but the launcher decides when the
-    # engine ends (finish() for the final pass, stop() to abandon it): the engine starts with
-    # SIGINT ignored, which Python keeps (no KeyboardInterrupt) from its first instruction on.
-    restore = _ignore_sigint()
+    handle = RuleEngineHandle(process, finish)
     try:
-        with _main_script_not_rerun(built):
+        with _sigint_held(), _main_script_not_rerun(built):
             process.start()
+    except KeyboardInterrupt:
+        handle.stop()  # a Ctrl-C as it started: the caller stops, and so does the engine
+        raise
     finally:
-        if restore is not None:
-            signal.signal(signal.SIGINT, restore)
-    finish_received.close()  # the engine has its own end
-    return RuleEngineHandle(process, finish)
+        finish_received.close()  # the engine has its own end
+    return handle
 
 
 @contextmanager
@@ -187,11 +185,31 @@ def _main_script_not_rerun(rules: Sequence[Rule]) -> Iterator[None]:
         sys.modules["__main__"] = main
 
 
-def _ignore_sigint() -> Any:
-    """Ignore SIGINT for now and return the handler to put back (None off the main thread)."""
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Hold SIGINT back while the engine starts, and raise it here once it has.
+
+    A terminal's Ctrl-C reaches the whole process group, but the caller decides when the engine
+    ends (``finish()`` for the final pass, ``stop()`` to abandon it): the engine inherits SIGINT
+    blocked, so no KeyboardInterrupt stops it before :func:`_run` ignores the signal and
+    unblocks it (as CPython starts its resource tracker). Ignored here instead, a Ctrl-C that
+    came meanwhile was lost, and the command started next ran to its end. Now it stays pending
+    (or is noted, when another thread of this process took it) and is raised at the end.
+    Only the main thread can handle signals: from another, nothing changes.
+    """
     if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGINT, signal.SIG_IGN)
+        yield
+        return
+    noted: list[int] = []
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending one comes here
+    if noted:
+        signal.raise_signal(signal.SIGINT)
 
 
 def _run(
@@ -205,6 +223,9 @@ def _run(
     """The engine process: scan until the job ends or it is told to finish (anything on
     ``finish``), then the final pass. Its launcher gone (killed: the pipe closed), it scans on
     while the job runs without it (its command outlived it)."""
+    # started with SIGINT blocked (see _sigint_held): from now on it is ignored instead
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     logging.basicConfig(level=logging.INFO, format="stepscope rules: %(message)s")
     root = Path(job_dir)
     output = root / "rule-output"
