@@ -1,7 +1,9 @@
-"""Suite-wide fixtures: where the recorded fixtures live, and skipping cleanly without them."""
+"""Suite-wide fixtures: where the recorded fixtures live, and skipping cleanly without them;
+the processes the tests start get Ctrl-C as from a terminal."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -16,3 +18,13 @@ def shared_fixtures() -> Path:
     if not SHARED_FIXTURES.is_dir():
         pytest.skip(f"recorded fixtures not found at {SHARED_FIXTURES} (they live beside the repo)")
     return SHARED_FIXTURES
+
+
+@pytest.fixture(autouse=True, scope="session")
+def ctrl_c_reaches_started_processes() -> None:
+    """A test run started with SIGINT ignored (a background job of a non-interactive shell,
+    ``nohup``) passed that on to every process the tests start: ``stepscope run`` and its
+    command then ignored the tests' Ctrl-C, as they should, and those tests failed every time.
+    Handled here, SIGINT is back to its default in the processes started."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
