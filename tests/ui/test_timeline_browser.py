@@ -504,3 +504,23 @@ def test_a_gap_in_a_counters_samples_is_left_empty(browser, tmp_path: Path) -> N
             sync_api.expect(selection).to_contain_text("Counter")
             page.close()
             assert not errors, errors
+
+
+def test_escape_closes_the_list_of_shortcuts(open_timeline, base_url: str) -> None:
+    # the list opened with ? or its button stayed over the tracks until ? or the button again
+    job_id = _load(base_url, "a100_rank0of2_nccl")
+    page, errors, _ = open_timeline(job_id)
+    shortcuts = page.locator("#tl-shortcuts")
+    button = page.locator("#tl-shortcuts-button")
+    page.locator("#tl-canvas").focus()
+    page.keyboard.press("?")
+    sync_api.expect(shortcuts).to_be_visible()
+    sync_api.expect(button).to_have_attribute("aria-expanded", "true")
+    page.keyboard.press("Escape")
+    sync_api.expect(shortcuts).to_be_hidden()
+    sync_api.expect(button).to_have_attribute("aria-expanded", "false")
+    button.click()
+    sync_api.expect(shortcuts).to_be_visible()
+    page.keyboard.press("Escape")
+    sync_api.expect(shortcuts).to_be_hidden()
+    assert not errors, errors

@@ -1,7 +1,7 @@
 // The Timeline page: a collapsible track tree beside a canvas, fed by bounded window requests.
 //
 // Keys: w/s or ↑/↓ zoom in/out, a/d or ←/→ pan, f focuses the selected slice, 0 shows it all,
-// ? lists the shortcuts; Enter in the find field selects the next slice of that name. Mouse: ctrl/⌘ + wheel zooms at the pointer, shift + wheel pans, a click
+// ? lists the shortcuts (Escape closes the list); Enter in the find field selects the next slice of that name. Mouse: ctrl/⌘ + wheel zooms at the pointer, shift + wheel pans, a click
 // selects a slice, a drag selects an area (its statistics appear in the bottom panel).
 
 import { api, ApiError } from "../api.js";
@@ -30,6 +30,7 @@ const SHORTCUTS = [
   ["drag", "select an area and list what it covers"],
   ["Enter in Find", "select the next slice whose name holds the text"],
   ["?", "show or hide this list"],
+  ["Escape", "hide this list"],
 ];
 
 async function getJson(path, { poll = false } = {}) {
@@ -181,6 +182,10 @@ class TimelinePage {
     this.shortcuts = h("div", { class: "tl-shortcuts", id: "tl-shortcuts", hidden: true },
       h("h3", {}, "Keyboard and mouse"),
       h("table", {}, SHORTCUTS.map(([k, v]) => h("tr", {}, h("td", {}, h("kbd", {}, k)), h("td", {}, v)))));
+    this.shortcutsButton = h("button", {
+      class: "button", id: "tl-shortcuts-button", "aria-controls": "tl-shortcuts", "aria-expanded": "false",
+      onclick: () => this.toggleShortcuts(),
+    }, "Keyboard shortcuts");
     this.labels = h("div", { class: "tl-labels", id: "tl-tree" });
     this.canvas = h("canvas", { class: "tl-canvas", id: "tl-canvas", tabindex: "0" });
     this.canvasWrap = h("div", { class: "tl-canvas-wrap" }, this.canvas);
@@ -198,7 +203,7 @@ class TimelinePage {
         h("h1", {}, `Timeline · ${this.jobName}`),
         h("div", { class: "tl-find-box" }, this.findField, this.findStatus),
         this.rangeLabel,
-        h("button", { class: "button", id: "tl-shortcuts-button", onclick: () => this.toggleShortcuts() }, "Keyboard shortcuts")),
+        this.shortcutsButton),
       this.shortcuts,
       this.body,
       h("section", { class: "tl-bottom" }, h("div", { class: "tl-tabs" }, this.tabs.selection, this.tabs.connections), this.panels.selection, this.panels.connections),
@@ -536,8 +541,9 @@ class TimelinePage {
     if (opened) this.relayout();
   }
 
-  toggleShortcuts() {
-    this.shortcuts.hidden = !this.shortcuts.hidden;
+  toggleShortcuts(show = this.shortcuts.hidden) {
+    this.shortcuts.hidden = !show;
+    this.shortcutsButton.setAttribute("aria-expanded", String(show));
   }
 
   // -- events -----------------------------------------------------------------------------
@@ -551,6 +557,7 @@ class TimelinePage {
       f: () => this.focusSelected(),
       0: () => this.setView(this.bounds[0], this.bounds[1]),
       "?": () => this.toggleShortcuts(),
+      Escape: () => this.toggleShortcuts(false),
     };
     this.onKey = (event) => {
       if (event.target instanceof HTMLInputElement || event.ctrlKey || event.metaKey || event.altKey) return;
