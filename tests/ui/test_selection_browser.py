@@ -19,6 +19,8 @@ from urllib.request import Request, urlopen
 
 import pytest
 
+from stepscope.store.layout import job_end_marker_paths
+from stepscope.testing import generate_job
 from tests.browser import chromium, needs_chromium, page_errors
 from tests.servers import serve_app
 
@@ -36,6 +38,7 @@ SECOND = "second_trace"
 HELD = "held_trace"
 TICKED = "ticked_trace"
 REMOVED = "removed_trace"
+LIVE_REMOVED = "removed_while_training"
 PAGES = ("/dashboard", "/info", "/timeline")
 
 
@@ -87,6 +90,11 @@ def server(tmp_path_factory) -> Iterator[dict[str, Any]]:
     write_trace(root / f"{HELD}.json", start_us=1_700_000_000_000_000)
     write_trace(root / f"{TICKED}.json", start_us=1_700_000_000_000_000)
     write_trace(root / f"{REMOVED}.json", start_us=1_700_000_000_000_000)
+    live = generate_job(root / LIVE_REMOVED, gpus=1, cpus=1, minutes=1)
+    meta = json.loads((live / "job.json").read_text())
+    (live / "job.json").write_text(json.dumps({**meta, "status": "Running", "end_time_us": None}))
+    for marker in job_end_marker_paths(live / "profiler-output"):  # none while it trains
+        marker.unlink(missing_ok=True)
     gates = {SLOW: threading.Event(), RACE: threading.Event(), HELD: threading.Event()}
 
     def opener(path: Path) -> Any:
@@ -209,6 +217,33 @@ def test_a_profile_removed_after_it_was_loaded_says_what_is_gone_and_can_be_unlo
     expect(row).to_have_count(0)
     page.reload()
     expect(page.locator("#loaded-profiles tr", has_text=REMOVED)).to_have_count(0)
+
+
+@pytest.mark.parametrize("path", ["/dashboard", "/timeline"])
+def test_a_running_job_removed_while_its_page_is_open_says_so_at_the_next_refresh(
+    page, server, path
+):
+    # the dashboard's refresh drew every panel with the removal as its message, and the
+    # timeline's said its latest data could not be read, and asked again every 15 s
+    base = server["base"]
+    job_id = _job_id(base, LIVE_REMOVED)
+    _load(base, job_id)
+    page.clock.install()
+    page.goto(f"{base}{path}?job={job_id}")
+    if path == "/dashboard":
+        expect(page.locator("article.panel[data-state]")).to_have_count(13)
+    else:
+        page.wait_for_selector("#tl-canvas[data-loaded='1']")
+    hidden = server["root"].parent / f"{LIVE_REMOVED}-{path[1:]}"
+    (server["root"] / LIVE_REMOVED).rename(hidden)
+    try:
+        page.clock.fast_forward(15_000)
+        notice = page.locator("#selection-notice")
+        expect(notice).to_contain_text(f"'{LIVE_REMOVED}' was removed or moved after it was loaded")
+        expect(page.locator("article.panel, #tl-canvas, .live")).to_have_count(0)
+        expect(page.locator(".notice.error")).to_have_count(1)
+    finally:
+        hidden.rename(server["root"] / LIVE_REMOVED)
 
 
 def test_the_job_list_follows_a_load_that_ends_between_two_of_its_requests(page, server):

@@ -7,7 +7,7 @@ import { drawChart, purgeChart } from "./charts.js";
 import { clear, h } from "./dom.js";
 import { formatDuration, formatPlaces, formatTime, holdsNoRecords, NO_RECORDS, OWN_CLOCK, STATUS_LABEL } from "./format.js";
 import { failureNotice } from "./notice.js";
-import { loadedSelection } from "./selection.js";
+import { loadedSelection, stillShown } from "./selection.js";
 
 const REFRESH_MS = 15000;
 const LIVE = "Live: refreshes every 15 s";
@@ -71,6 +71,11 @@ export async function renderDashboard(main) {
     const timer = window.setInterval(async () => {
       const live = main.querySelector(".live");
       try {
+        if (!(await stillShown(id))) {
+          window.clearInterval(timer);
+          await renderDashboard(main);
+          return;
+        }
         // the job list rediscovers the job, so a job that ended stops the refreshes
         const now = (await api.jobs({ poll: true })).jobs.find((j) => j.id === id);
         await refreshAll(true).catch(() => {});

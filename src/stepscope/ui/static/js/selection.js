@@ -86,6 +86,14 @@ export async function loadedSelection(main, what) {
   }
 }
 
+// Whether the loaded profile `id` can still be shown: not once its folder was removed or moved,
+// or it was unloaded in another tab. A page that refreshes itself asks before each refresh, and
+// then draws itself anew, to say why as it does on opening (its panels said it one by one).
+export async function stillShown(id) {
+  const profile = (await api.loaded({ poll: true })).loaded.find((p) => p.id === id);
+  return profile?.state === "loaded" && !profile.removed;
+}
+
 // What `request` answers. While it fails, a notice in place of `notice` says so, and its Retry
 // asks again, so the page goes on once the server answers.
 async function answer(notice, what, request) {

@@ -7,7 +7,7 @@
 import { api, ApiError } from "../api.js";
 import { clear, h } from "../dom.js";
 import { failureNotice, showNotice } from "../notice.js";
-import { loadedSelection } from "../selection.js";
+import { loadedSelection, stillShown } from "../selection.js";
 import { COUNTER_PX, LEVEL_PX, MAX_LEVELS, RULER_PX, draw, formatDuration, formatOffset, xToTime } from "./draw.js";
 
 const ROW_MIN_PX = 22;
@@ -281,12 +281,18 @@ class TimelinePage {
   // A running job's timeline follows its data, as its dashboard does: every LIVE_MS the job's
   // tracks and time range are read again, until the job list says the job has ended. A read the
   // server fails leaves the page as it is, says so above the tracks and is made again at the
-  // next one (or at Retry).
+  // next one (or at Retry). A job removed since (or unloaded in another tab) ends it: the page
+  // then says why it cannot show the job, as it does on opening.
   async followLive() {
     for (let first = true; ; first = false) {
       try {
         const now = (await api.jobs({ poll: !first })).jobs.find((j) => j.id === this.jobId);
         if (!first) {
+          if (!(await stillShown(this.jobId))) {
+            this.close();
+            await renderTimeline(this.main);
+            return;
+          }
           const payload = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/tracks`, { poll: true });
           if (payload.bounds) this.takeTracks(payload);
         }
@@ -547,6 +553,14 @@ class TimelinePage {
   }
 
   // -- events -----------------------------------------------------------------------------
+
+  // Stops what the page does outside its own nodes, before another page is drawn in its place.
+  close() {
+    document.removeEventListener("keydown", this.onKey);
+    this.resizeObserver.disconnect();
+    clearTimeout(this.fetchTimer);
+    clearTimeout(this.urlTimer);
+  }
 
   bindEvents() {
     const keys = {
