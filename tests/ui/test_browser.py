@@ -360,6 +360,23 @@ def test_a_kernel_pie_keeps_its_size_in_a_window_of_half_a_screen(page, server):
         assert beside or under, (name, pie, legend)
 
 
+def test_in_a_narrow_window_a_kernel_pies_names_go_on_lines_that_fit_it(page, server):
+    # under the pie, a kernel name longer than the window's width ran off the card, cut off
+    page.set_viewport_size({"width": 600, "height": 900})
+    job_id = _loaded_job_id(page, server["base"], GPU_TRACE)
+    _open_dashboard(page, server["base"], GPU_TRACE)
+    for name in ("kernel_time_all", "kernel_launches_top"):
+        panel = page.locator(f"article[data-panel={name}]")
+        expect(panel.locator(".legend .legendtext").first).to_be_visible()
+        chart = panel.locator(".chart").bounding_box()
+        texts = panel.locator(".legend .legendtext")
+        rights = texts.evaluate_all("(ts) => ts.map((t) => t.getBoundingClientRect().right)")
+        shown = texts.evaluate_all("(ts) => ts.map((t) => t.textContent)")
+        labels = _api(server["base"], f"/api/jobs/{job_id}/dashboard/{name}")["pies"][0]["labels"]
+        assert shown == labels  # every name whole
+        assert max(rights) <= chart["x"] + chart["width"], (name, rights, chart)
+
+
 def test_in_a_narrow_window_the_job_list_scrolls_in_its_card_not_the_page(page, server):
     # the list's columns made the whole page wider than the window, its heading and all
     page.set_viewport_size({"width": 600, "height": 900})

@@ -55,6 +55,21 @@ const PIE_PX = 260;
 const LEGEND_ENTRY_PX = 19;
 const LEGEND_ENTRIES_SHOWN = 16;
 
+// A name as the lines of at most `perLine` characters it takes under the pie, broken after the
+// last space or punctuation of a line where one falls in its second half: cut off at the edge,
+// a long kernel name could not be read (plotly gives a legend entry no tooltip).
+function wrapName(name, perLine) {
+  const lines = [];
+  let rest = name;
+  while (rest.length > perLine) {
+    const at = rest.slice(0, perLine).search(/[\s,;(<:][^\s,;(<:]*$/);
+    const cut = at >= perLine / 2 ? at + 1 : perLine;
+    lines.push(rest.slice(0, cut));
+    rest = rest.slice(cut);
+  }
+  return [...lines, rest];
+}
+
 function pies(payload, widthPx) {
   const n = payload.pies.length;
   const columns = Math.min(n, PIES_PER_ROW);
@@ -74,13 +89,17 @@ function pies(payload, widthPx) {
   const legendX = long ? 0.42 : 0.66;
   const namePx = LEGEND_SWATCH_PX + LEGEND_CHAR_PX * Math.max(...labels.map((l) => String(l).length));
   const under = many && n === 1 && widthPx * (1 - legendX) < namePx;
-  // under the pie: the height of the legend's entries, and the share of the plot the pie takes
-  const legendPx = LEGEND_ENTRY_PX * Math.min(labels.length, LEGEND_ENTRIES_SHOWN);
+  // under the pie: each name on the lines it takes at this width, the height of the legend's
+  // entries, and the share of the plot the pie takes
+  const perLine = Math.max(1, Math.floor((widthPx - LEGEND_SWATCH_PX - 16) / LEGEND_CHAR_PX));
+  const legendLabel = (label) => (under ? wrapName(String(label), perLine) : [String(label)]);
+  const lineCount = labels.reduce((sum, label) => sum + legendLabel(label).length, 0);
+  const legendPx = LEGEND_ENTRY_PX * Math.min(lineCount, LEGEND_ENTRIES_SHOWN);
   const pieShare = PIE_PX / (PIE_PX + legendPx);
   const traces = payload.pies.map((pie, i) => ({
     type: "pie",
     name: pie.title,
-    labels: pie.labels.map(escapeText),
+    labels: pie.labels.map((label) => legendLabel(label).map(escapeText).join("<br>")),
     values: pie.values,
     hovertext: pie.hover.map(richText),
     hovertemplate: "%{hovertext}<extra></extra>",
