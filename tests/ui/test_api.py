@@ -72,6 +72,7 @@ def test_load_then_unload(client):
     ids = job_ids(client)
     profile = load_and_wait(client, ids["job-a"])
     assert profile["state"] == "loaded"
+    assert profile["location"] == "job-a"  # as in the job list: it tells apart jobs of one name
     assert {j["name"]: j["load_state"] for j in client.get("/api/jobs").json()["jobs"]} == {
         "job-a": "loaded",
         "job-b": "not_loaded",

@@ -39,6 +39,7 @@ HELD = "held_trace"
 TICKED = "ticked_trace"
 REMOVED = "removed_trace"
 LIVE_REMOVED = "removed_while_training"
+TWIN = "twin_trace"
 PAGES = ("/dashboard", "/info", "/timeline")
 
 
@@ -90,6 +91,9 @@ def server(tmp_path_factory) -> Iterator[dict[str, Any]]:
     write_trace(root / f"{HELD}.json", start_us=1_700_000_000_000_000)
     write_trace(root / f"{TICKED}.json", start_us=1_700_000_000_000_000)
     write_trace(root / f"{REMOVED}.json", start_us=1_700_000_000_000_000)
+    for folder in ("first_run", "second_run"):  # two jobs of one name
+        (root / folder).mkdir()
+        write_trace(root / folder / f"{TWIN}.json", start_us=1_700_000_000_000_000)
     live = generate_job(root / LIVE_REMOVED, gpus=1, cpus=1, minutes=1)
     meta = json.loads((live / "job.json").read_text())
     (live / "job.json").write_text(json.dumps({**meta, "status": "Running", "end_time_us": None}))
@@ -244,6 +248,27 @@ def test_a_running_job_removed_while_its_page_is_open_says_so_at_the_next_refres
         expect(page.locator(".notice.error")).to_have_count(1)
     finally:
         hidden.rename(server["root"] / LIVE_REMOVED)
+
+
+def test_loaded_profiles_of_one_name_are_told_apart_by_their_place(page, server):
+    # the list of loaded profiles gave the name alone: two rows read "twin_trace", and their
+    # radio buttons and trash icons had one label
+    base = server["base"]
+    with urlopen(base + "/api/jobs", timeout=60) as response:
+        twins = {j["id"]: j["location"] for j in json.load(response)["jobs"] if j["name"] == TWIN}
+    assert sorted(twins.values()) == [f"first_run/{TWIN}.json", f"second_run/{TWIN}.json"]
+    for job_id in twins:
+        _load(base, job_id)
+    page.goto(base + "/")
+    for job_id, location in twins.items():
+        row = page.locator(f"#loaded-profiles tr[data-job='{job_id}']")
+        expect(row.locator("td.name")).to_have_text(f"{TWIN}{location}")
+        expect(row.locator("input[type=radio]")).to_have_attribute(
+            "aria-label", f"Open the dashboard of {TWIN} ({location})"
+        )
+        expect(row.get_by_role("button")).to_have_attribute(
+            "aria-label", f"Unload {TWIN} ({location})"
+        )
 
 
 def test_the_job_list_follows_a_load_that_ends_between_two_of_its_requests(page, server):

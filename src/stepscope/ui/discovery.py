@@ -115,6 +115,11 @@ class JobEntry:
         job.json holds the job's own times."""
         return self.kind != "stepscope" or self.start_us is None
 
+    @property
+    def location(self) -> str:
+        """Its path relative to its root, for display: it tells apart jobs of one name."""
+        return str(self.path.relative_to(self.root)) if self.path != self.root else "."
+
     def to_json(self) -> dict[str, Any]:
         """The browser-facing view: no path, only the id and what the job list shows."""
         return {
@@ -129,7 +134,7 @@ class JobEntry:
             "ranks": list(self.ranks),
             "world_size": self.world_size,
             "written_us": self.written_us,
-            "location": str(self.path.relative_to(self.root)) if self.path != self.root else ".",
+            "location": self.location,
         }
 
 

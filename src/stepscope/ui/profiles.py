@@ -92,6 +92,7 @@ class LoadedProfile:
         return {
             "id": self.entry.id,
             "name": self.entry.name,
+            "location": self.entry.location,
             "state": self.state,
             "error": self.error,
             "status": self.entry.status,

@@ -110,6 +110,8 @@ function renderLoaded(box, loaded, refresh) {
     }
   };
   const rows = loaded.map((profile) => {
+    // the job's place under its root, with its name, tells apart two jobs of one name
+    const named = `${profile.name} (${profile.location})`;
     // one the server refuses to unload stays listed, and a notice above the lists says why
     const unload = async () => {
       const id = `unload-error-${profile.id}`;
@@ -130,7 +132,7 @@ function renderLoaded(box, loaded, refresh) {
       type: "radio",
       name: "selected-profile",
       value: profile.id,
-      "aria-label": `Open the dashboard of ${profile.name}`,
+      "aria-label": `Open the dashboard of ${named}`,
       checked: profile.id === current,
       disabled: profile.state !== "loaded",
       // a click, not a change: the profile shown last is picked already, and a click on it
@@ -142,8 +144,8 @@ function renderLoaded(box, loaded, refresh) {
     const trash = h("button", {
       class: "icon-button",
       type: "button",
-      title: `Unload ${profile.name}`,
-      "aria-label": `Unload ${profile.name}`,
+      title: `Unload ${named}`,
+      "aria-label": `Unload ${named}`,
       onclick: unload,
     }, trashIcon());
     const state = profile.state === "error"
@@ -151,7 +153,7 @@ function renderLoaded(box, loaded, refresh) {
       : h("span", { class: `badge load-${profile.state}` }, LOAD_LABEL[profile.state]);
     return h("tr", { "data-job": profile.id },
       h("td", { class: "narrow" }, radio),
-      h("td", { class: "name" }, profile.name),
+      h("td", { class: "name" }, profile.name, h("div", { class: "muted small" }, profile.location)),
       h("td", {}, statusBadge(profile.status)),
       h("td", {}, state, profile.state === "error" || profile.removed
         ? h("div", { class: "muted small" }, profile.removed || profile.error) : null),
