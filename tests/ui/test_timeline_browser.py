@@ -10,6 +10,7 @@ covers; both ranks of a two-rank job appear on one clock. No console errors, no 
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import time
 from collections.abc import Iterator
@@ -523,4 +524,34 @@ def test_escape_closes_the_list_of_shortcuts(open_timeline, base_url: str) -> No
     sync_api.expect(shortcuts).to_be_visible()
     page.keyboard.press("Escape")
     sync_api.expect(shortcuts).to_be_hidden()
+    assert not errors, errors
+
+
+@pytest.mark.parametrize("width", [420, 1440])
+def test_the_rulers_labels_never_overlap(open_timeline, base_url: str, width: int) -> None:
+    # eight ticks whatever the width: in a narrow window their labels ran into each other
+    job_id = _load(base_url, "a100_rank0of2_nccl")
+    page, errors, _ = open_timeline(job_id)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.wait_for_function(
+        "w => document.querySelector('#tl-canvas').getBoundingClientRect().right <= w", arg=width
+    )
+    # record where the ruler writes (its labels sit on the middle of the 28 px ruler)
+    page.evaluate(
+        "() => { window.rulerLabels = [];"
+        " const fill = CanvasRenderingContext2D.prototype.fillText;"
+        " CanvasRenderingContext2D.prototype.fillText = function (text, x, y, ...rest) {"
+        "   if (y === 14) window.rulerLabels.push([x, x + this.measureText(text).width]);"
+        "   return fill.call(this, text, x, y, ...rest); }; }"
+    )
+    lo, hi = _view(page)
+    for span in (hi - lo, 1_000, 20):
+        labels = page.evaluate(
+            "([a, b]) => { window.rulerLabels = []; window.stepscopeTimeline.show(a, b);"
+            " return window.rulerLabels; }",
+            [lo + 1_000, lo + 1_000 + span],
+        )
+        assert len(labels) >= (4 if width == 1440 else 0), (span, labels)
+        gaps = [after[0] - before[1] for before, after in itertools.pairwise(labels)]
+        assert all(gap > 0 for gap in gaps), (span, labels)
     assert not errors, errors

@@ -41,8 +41,12 @@ export function xToTime(x, view, width) {
   return view.start + (x / width) * (view.end - view.start);
 }
 
-function niceStep(span) {
-  const raw = span / 8;
+// Ruler ticks: two to eight, at least this far apart where the width allows, so that their labels
+// fit between them in a narrow window (eight ticks in 80 px wrote "0 s100200ms" over each other).
+const TICK_MIN_PX = 90;
+
+function niceStep(span, width) {
+  const raw = span / Math.max(2, Math.min(8, Math.floor(width / TICK_MIN_PX)));
   const power = 10 ** Math.floor(Math.log10(raw));
   for (const m of [1, 2, 5, 10]) if (m * power >= raw) return m * power;
   return 10 * power;
@@ -80,10 +84,11 @@ function drawRuler(ctx, view, width, origin, top) {
   ctx.moveTo(0, RULER_PX - 0.5);
   ctx.lineTo(width, RULER_PX - 0.5);
   ctx.stroke();
-  const step = niceStep(view.end - view.start);
+  const step = niceStep(view.end - view.start, width);
   ctx.fillStyle = "#4a5160";
   ctx.font = "11px system-ui, sans-serif";
   ctx.textBaseline = "middle";
+  let free = 0; // where the last label drawn ends: a longer label than the ticks' gap skips the next
   for (let t = Math.ceil((view.start - origin) / step) * step; t + origin <= view.end; t += step) {
     const x = Math.round(timeToX(t + origin, view, width)) + 0.5;
     ctx.strokeStyle = "#c4c9d2";
@@ -93,7 +98,11 @@ function drawRuler(ctx, view, width, origin, top) {
     ctx.stroke();
     // a label that would run off the right edge is left out: cut, "14000 s" read "140"
     const label = formatOffset(t, step);
-    if (x + 3 + ctx.measureText(label).width <= width) ctx.fillText(label, x + 3, RULER_PX / 2);
+    const end = x + 3 + ctx.measureText(label).width;
+    if (x + 3 >= free && end <= width) {
+      ctx.fillText(label, x + 3, RULER_PX / 2);
+      free = end + 6;
+    }
   }
   ctx.restore();
 }
