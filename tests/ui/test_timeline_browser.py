@@ -555,3 +555,25 @@ def test_the_rulers_labels_never_overlap(open_timeline, base_url: str, width: in
         gaps = [after[0] - before[1] for before, after in itertools.pairwise(labels)]
         assert all(gap > 0 for gap in gaps), (span, labels)
     assert not errors, errors
+
+
+def test_in_a_narrow_window_the_track_names_leave_the_tracks_most_of_it(
+    open_timeline, base_url: str
+) -> None:
+    # the names kept their 270 px in a window of 420: the tracks had 75 px
+    job_id = _load(base_url, "a100_rank0of2_nccl")
+    page, errors, _ = open_timeline(job_id)
+    page.set_viewport_size({"width": 420, "height": 900})
+    body = page.locator(".tl-body")
+    page.wait_for_function("() => document.querySelector('.tl-body').clientWidth < 420")
+    width = body.evaluate("(node) => node.clientWidth")
+    names = page.locator("#tl-tree").bounding_box()
+    canvas = page.locator("#tl-canvas").bounding_box()
+    assert names is not None and canvas is not None
+    assert names["width"] <= 0.4 * width + 1, (names, width)
+    assert canvas["width"] >= 0.55 * width, (canvas, width)
+    # a name cut short ends in an ellipsis, and its row's title has it all
+    row = page.locator("#tl-tree [data-label='rank 0 · stream 40 annotations']")
+    assert row.evaluate("(node) => node.querySelector('.tl-name').scrollWidth > node.clientWidth")
+    assert row.get_attribute("title").endswith("rank 0 · stream 40 annotations")
+    assert not errors, errors
