@@ -577,3 +577,23 @@ def test_in_a_narrow_window_the_track_names_leave_the_tracks_most_of_it(
     assert row.evaluate("(node) => node.querySelector('.tl-name').scrollWidth > node.clientWidth")
     assert row.get_attribute("title").endswith("rank 0 · stream 40 annotations")
     assert not errors, errors
+
+
+def test_in_a_narrow_window_the_shortcuts_list_stays_in_the_page(
+    open_timeline, base_url: str
+) -> None:
+    # laid over the page 4.5 rem from its top, it covered the navigation bar and the title
+    job_id = _load(base_url, "a100_rank0of2_nccl")
+    page, errors, _ = open_timeline(job_id)
+    page.set_viewport_size({"width": 420, "height": 900})
+    page.locator("#tl-shortcuts-button").click()
+    shortcuts = page.locator("#tl-shortcuts")
+    sync_api.expect(shortcuts).to_be_visible()
+    box = shortcuts.bounding_box()
+    button = page.locator("#tl-shortcuts-button").bounding_box()
+    tracks = page.locator(".tl-body").bounding_box()
+    assert box is not None and button is not None and tracks is not None
+    assert button["y"] + button["height"] <= box["y"], (button, box)
+    assert box["y"] + box["height"] <= tracks["y"], (box, tracks)
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 420, box
+    assert not errors, errors
