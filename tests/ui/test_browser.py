@@ -387,6 +387,19 @@ def test_in_a_narrow_window_the_job_list_scrolls_in_its_card_not_the_page(page, 
     assert box.evaluate("(node) => node.scrollWidth > node.clientWidth")  # it scrolls sideways
 
 
+def test_in_a_narrow_window_the_loaded_profiles_scroll_in_their_card_not_the_page(page, server):
+    # the list of loaded profiles made the page wider than the window, its trash icons past it
+    _ensure_loaded(page, server["base"], GPU_TRACE)
+    page.set_viewport_size({"width": 420, "height": 900})
+    page.reload()
+    expect(page.locator("#loaded-profiles tbody tr").first).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 420
+    trash = page.locator("#loaded-profiles tr", has_text=GPU_TRACE).get_by_role("button")
+    trash.scroll_into_view_if_needed()
+    box = trash.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 420, box
+
+
 def test_custom_annotation_histogram(page, server):
     _open_dashboard(page, server["base"], GPU_TRACE)
     # as in SageMaker Profiler, the annotation is picked from the list or typed

@@ -159,10 +159,12 @@ function renderLoaded(box, loaded, refresh) {
         ? h("div", { class: "muted small" }, profile.removed || profile.error) : null),
       h("td", { class: "narrow right" }, trash));
   });
-  box.append(h("table", { class: "table" },
+  // in a narrow window the list scrolls sideways in its card, as the list of jobs does: the page
+  // grew wider than the window, the trash icons past its edge
+  box.append(h("div", { class: "scroll" }, h("table", { class: "table" },
     h("thead", {}, h("tr", {}, h("th", { class: "narrow" }, ""), h("th", {}, "Job name"), h("th", {}, "Job status"),
       h("th", {}, "Load status"), h("th", { class: "narrow" }, ""))),
-    h("tbody", {}, rows)));
+    h("tbody", {}, rows))));
 }
 
 function renderJobs(box, jobs, refresh, ticked, load) {
