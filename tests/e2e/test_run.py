@@ -862,6 +862,9 @@ DDP_TRAIN = textwrap.dedent(
         torch.nn.functional.mse_loss(model(torch.randn(4, 8)), torch.randn(4, 1)).backward()
         optimizer.step()
         optimizer.zero_grad()
+    # DDP holds the gloo group: freed at the interpreter's exit, the group aborts the rank now
+    # and then (see DDP_LOSS_SCRIPT in tests/collect/torch/test_torch_distributed.py)
+    del model, optimizer
     dist.destroy_process_group()
     """
 )

@@ -43,6 +43,7 @@ for x, y in loader:
     work = dist.all_reduce(total.clone(), async_op=True)
     work.wait()
 dist.barrier()
+del model, optimizer, work  # before the group ends: see DDP_LOSS_SCRIPT
 dist.destroy_process_group()
 """
 
