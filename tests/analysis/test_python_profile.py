@@ -6,6 +6,7 @@ import cProfile
 import logging
 import math
 import pstats
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -543,101 +544,79 @@ def test_pyinstrument_empty_query_is_an_empty_sequence(tmp_path: Path) -> None:
 # -- S3 ------------------------------------------------------------------------------------------
 
 
-def _upload(client: Any, job: Path) -> None:
-    """Copy the job's files to ``s3://training/jobs/run-1``."""
-    client.create_bucket(Bucket="training")
-    for path in sorted(p for p in job.rglob("*") if p.is_file()):
-        client.upload_file(str(path), "training", f"jobs/run-1/{path.relative_to(job).as_posix()}")
+@pytest.fixture
+def endpoint(cprofile_job: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A local S3 server holding ``cprofile_job`` at ``s3://training/jobs/run-1``: its URL."""
+    pytest.importorskip("s3fs")
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("moto.server")
+    with s3_server(monkeypatch) as url:
+        client = boto3.client("s3", endpoint_url=url)
+        client.create_bucket(Bucket="training")
+        for path in sorted(p for p in cprofile_job.rglob("*") if p.is_file()):
+            key = f"jobs/run-1/{path.relative_to(cprofile_job).as_posix()}"
+            client.upload_file(str(path), "training", key)
+        yield url
 
 
 def test_profiles_on_s3_are_copied_once_and_queried_like_local_ones(
-    cprofile_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    endpoint: str, tmp_path: Path
 ) -> None:
-    pytest.importorskip("s3fs")
-    boto3 = pytest.importorskip("boto3")
-    pytest.importorskip("moto.server")
-    with s3_server(monkeypatch) as endpoint:
-        _upload(boto3.client("s3", endpoint_url=endpoint), cprofile_job)
-
-        local = tmp_path / "downloaded"
-        analysis = cProfileAnalysis(local_profile_dir=local, s3_path="s3://training/jobs/run-1")
-        result = analysis.fetch_profile_stats_by_step(1, 2)
-        assert _calls(result.ps, "busy_trainer") == 9
-        assert all(Path(r.path).is_relative_to(local) for r in result.records)
-        assert len(list(local.rglob("python_stats"))) == 4
-        assert analysis.list_available_node_ids() == ["0-algo-1"]
+    local = tmp_path / "downloaded"
+    analysis = cProfileAnalysis(local_profile_dir=local, s3_path="s3://training/jobs/run-1")
+    result = analysis.fetch_profile_stats_by_step(1, 2)
+    assert _calls(result.ps, "busy_trainer") == 9
+    assert all(Path(r.path).is_relative_to(local) for r in result.records)
+    assert len(list(local.rglob("python_stats"))) == 4
+    assert analysis.list_available_node_ids() == ["0-algo-1"]
 
 
-def test_a_partial_copy_of_a_profile_on_s3_is_fetched_again(
-    cprofile_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_partial_copy_of_a_profile_on_s3_is_fetched_again(endpoint: str, tmp_path: Path) -> None:
     # A download cut off mid-object (a dropped connection, the process stopped) left a partial
     # local copy, which every later refresh took as copied: the profile was unreadable for good.
-    pytest.importorskip("s3fs")
-    boto3 = pytest.importorskip("boto3")
-    pytest.importorskip("moto.server")
-    with s3_server(monkeypatch) as endpoint:
-        _upload(boto3.client("s3", endpoint_url=endpoint), cprofile_job)
-        local = tmp_path / "downloaded"
-        url = "s3://training/jobs/run-1"
-        cProfileAnalysis(local_profile_dir=local, s3_path=url)
-        copies = sorted(local.rglob("python_stats"))
-        whole = {copy: copy.read_bytes() for copy in copies}
-        for copy in copies:
-            copy.write_bytes(whole[copy][: len(whole[copy]) // 2])
+    local = tmp_path / "downloaded"
+    url = "s3://training/jobs/run-1"
+    cProfileAnalysis(local_profile_dir=local, s3_path=url)
+    copies = sorted(local.rglob("python_stats"))
+    whole = {copy: copy.read_bytes() for copy in copies}
+    for copy in copies:
+        copy.write_bytes(whole[copy][: len(whole[copy]) // 2])
 
-        analysis = cProfileAnalysis(local_profile_dir=local, s3_path=url)
-        assert {copy: copy.read_bytes() for copy in copies} == whole
-        assert _calls(analysis.fetch_profile_stats_by_step(1, 2).ps, "busy_trainer") == 9
-        assert not [p for p in local.rglob("*") if p.is_file() and p.name != "python_stats"]
+    analysis = cProfileAnalysis(local_profile_dir=local, s3_path=url)
+    assert {copy: copy.read_bytes() for copy in copies} == whole
+    assert _calls(analysis.fetch_profile_stats_by_step(1, 2).ps, "busy_trainer") == 9
+    assert not [p for p in local.rglob("*") if p.is_file() and p.name != "python_stats"]
 
 
 def test_a_job_opened_on_another_s3_endpoint_reads_its_profiles_there(
-    cprofile_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A JobData opened with storage_options (an S3-compatible store, not AWS) lost them: its
     # profiles were looked for on AWS.
-    pytest.importorskip("s3fs")
-    boto3 = pytest.importorskip("boto3")
-    pytest.importorskip("moto.server")
-    with s3_server(monkeypatch) as endpoint:
-        _upload(boto3.client("s3", endpoint_url=endpoint), cprofile_job)
-        monkeypatch.delenv("AWS_ENDPOINT_URL")
-        options = {"client_kwargs": {"endpoint_url": endpoint}}
-        job = open_job("s3://training/jobs/run-1", storage_options=options)
-        analysis = cProfileAnalysis(job)
-        assert _calls(analysis.fetch_profile_stats_by_step(1, 2).ps, "busy_trainer") == 9
-        by_url = cProfileAnalysis(s3_path="s3://training/jobs/run-1", storage_options=options)
-        assert len(by_url.list_profile_stats()) == 4
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    options = {"client_kwargs": {"endpoint_url": endpoint}}
+    job = open_job("s3://training/jobs/run-1", storage_options=options)
+    analysis = cProfileAnalysis(job)
+    assert _calls(analysis.fetch_profile_stats_by_step(1, 2).ps, "busy_trainer") == 9
+    by_url = cProfileAnalysis(s3_path="s3://training/jobs/run-1", storage_options=options)
+    assert len(by_url.list_profile_stats()) == 4
 
 
-def test_an_s3_job_given_as_the_job_is_read_there(
-    cprofile_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_s3_job_given_as_the_job_is_read_there(endpoint: str) -> None:
     # cProfileAnalysis("s3://...") said that no job was there, looking for a local folder of
     # that name, while PandasFrame("s3://...") read the same job.
-    pytest.importorskip("s3fs")
-    boto3 = pytest.importorskip("boto3")
-    pytest.importorskip("moto.server")
-    with s3_server(monkeypatch) as endpoint:
-        _upload(boto3.client("s3", endpoint_url=endpoint), cprofile_job)
-        analysis = cProfileAnalysis("s3://training/jobs/run-1")
-        assert _calls(analysis.fetch_profile_stats_by_step(1, 2).ps, "busy_trainer") == 9
+    analysis = cProfileAnalysis("s3://training/jobs/run-1")
+    assert _calls(analysis.fetch_profile_stats_by_step(1, 2).ps, "busy_trainer") == 9
 
 
 def test_a_refresh_on_s3_lists_the_profiles_once(
-    cprofile_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
+    endpoint: str, tmp_path: Path, caplog: Any
 ) -> None:
     # Each refresh listed the profiles twice: once to find them, once more for their sizes.
-    pytest.importorskip("s3fs")
-    boto3 = pytest.importorskip("boto3")
-    pytest.importorskip("moto.server")
-    with s3_server(monkeypatch) as endpoint:
-        _upload(boto3.client("s3", endpoint_url=endpoint), cprofile_job)
-        local = tmp_path / "downloaded"
-        analysis = cProfileAnalysis(local_profile_dir=local, s3_path="s3://training/jobs/run-1")
-        with caplog.at_level(logging.DEBUG, logger="s3fs"):
-            result = analysis.fetch_profile_stats_by_step(1, 2)
+    local = tmp_path / "downloaded"
+    analysis = cProfileAnalysis(local_profile_dir=local, s3_path="s3://training/jobs/run-1")
+    with caplog.at_level(logging.DEBUG, logger="s3fs"):
+        result = analysis.fetch_profile_stats_by_step(1, 2)
     assert _calls(result.ps, "busy_trainer") == 9
     listings = [
         r.message
