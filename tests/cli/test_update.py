@@ -264,9 +264,11 @@ def test_every_node_of_a_multi_node_job_gets_the_change_or_none_does(tmp_path, c
     assert [(job_dir / "profiler-config.json").read_bytes() for job_dir in nodes] == before
 
 
-def test_every_node_takes_the_change_though_the_output_is_gone(tmp_path) -> None:
+@pytest.mark.parametrize("buffering", [["-u"], []], ids=["unbuffered", "buffered"])
+def test_every_node_takes_the_change_though_the_output_is_gone(tmp_path, buffering) -> None:
     # `stepscope update node0 node1 ... | head -0`: the first line printed failed, and node1
-    # never got the change node0 had
+    # never got the change node0 had; then it ended with "Broken pipe" and status 1 (or, with
+    # the output buffered, Python's "Exception ignored" and 120), as if the change had failed
     nodes = [tmp_path / "node0", tmp_path / "node1"]
     for job_dir in nodes:
         ProfilerConfig(framework_profile_params=FrameworkProfile()).to_file(
@@ -275,14 +277,17 @@ def test_every_node_takes_the_change_though_the_output_is_gone(tmp_path) -> None
     read, write = os.pipe()
     os.close(read)  # the reader is gone before a word is written
     try:
-        subprocess.run(
-            [sys.executable, "-u", "-m", "stepscope", "update", *map(str, nodes)]
+        result = subprocess.run(
+            [sys.executable, *buffering, "-m", "stepscope", "update", *map(str, nodes)]
             + ["--detailed", "100:5"],
             stdout=write,
             stderr=subprocess.PIPE,
+            text=True,
             timeout=60,
         )
     finally:
         os.close(write)
     for job_dir in nodes:
         assert _config(job_dir).range_for("detailed") == ProfileRange(start_step=100, num_steps=5)
+    assert "Broken pipe" not in result.stderr and "Exception" not in result.stderr, result.stderr
+    assert result.returncode == 128 + 13  # as a shell reports a command SIGPIPE ended

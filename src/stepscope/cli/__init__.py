@@ -94,7 +94,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="stepscope: %(message)s")
     logging.getLogger("stepscope").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:
-        return _run_command(module, args)
+        status = _run_command(module, args)
+        sys.stdout.flush()  # a reader that went away fails here, not as Python exits
+        return status
+    except BrokenPipeError:
+        # the reader took what it wanted and left (| head): end quietly, with the status of a
+        # Unix tool that SIGPIPE ended
+        from stepscope.cli.output import discard_output
+
+        discard_output(sys.stdout)
+        return 128 + signal.SIGPIPE
     except ConfigError as exc:
         print(f"stepscope: error: {exc}", file=sys.stderr)
         return 2

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
 __all__ = ["RANGE_OPTIONS", "add_arguments", "main"]
@@ -47,7 +46,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from stepscope.cli.output import discard_output
     from stepscope.cli.run import naming_flags
     from stepscope.errors import ConfigError
     from stepscope.export import export_trace, parse_range
@@ -65,25 +63,19 @@ def main(args: argparse.Namespace) -> int:
             "Standard output is a terminal, which a trace would flood: pipe it (-o - | ...) or "
             "redirect it (-o - > FILE).",
         )
-    try:
-        with naming_flags(
-            {"steps": "--steps", "time_s": "--time", "output": "-o"},
-            typed={"steps": args.steps, "time_s": args.time},
-        ):
-            summary = export_trace(
-                args.source,
-                sys.stdout.buffer if to_stdout else args.output,
-                format=args.format,
-                steps=steps,
-                time_s=time_s,
-            )
-        if to_stdout:
-            sys.stdout.buffer.flush()
-    except BrokenPipeError:
-        # the reader took what it wanted and left (-o - | head): end quietly, with the status
-        # of a Unix tool that SIGPIPE ended
-        discard_output(sys.stdout)
-        return 128 + signal.SIGPIPE
+    with naming_flags(
+        {"steps": "--steps", "time_s": "--time", "output": "-o"},
+        typed={"steps": args.steps, "time_s": args.time},
+    ):
+        summary = export_trace(
+            args.source,
+            sys.stdout.buffer if to_stdout else args.output,
+            format=args.format,
+            steps=steps,
+            time_s=time_s,
+        )
+    if to_stdout:
+        sys.stdout.buffer.flush()  # a reader gone (-o - | head) ends the command here
     if to_stdout:
         print(f"standard output: {summary}", file=sys.stderr)
     else:
