@@ -51,12 +51,16 @@ def test_a_folder_in_the_way_is_named_not_the_temporary_file(tmp_path: Path) -> 
     assert [p.name for p in tmp_path.iterdir()] == ["reports"]
 
 
-def test_a_file_where_the_folder_should_be_is_named_as_not_a_folder(tmp_path: Path) -> None:
+@pytest.mark.parametrize("below", ["report.html", "x/ProfilerReport/report.json"])
+def test_a_file_where_the_folder_should_be_is_named_as_not_a_folder(
+    tmp_path: Path, below: str
+) -> None:
     # `stepscope report -o notes.txt/report.html` printed "File exists: notes.txt", which
-    # reads as if the report would not replace a file
+    # reads as if the report would not replace a file; `stepscope rules --output-dir notes.txt/x`
+    # named notes.txt/x/ProfilerReport, where nothing is wrong but the file above it
     (tmp_path / "notes.txt").write_text("notes")
     with pytest.raises(NotADirectoryError) as caught:
-        write_atomic(tmp_path / "notes.txt" / "report.html", "<html></html>")
+        write_atomic(tmp_path / "notes.txt" / below, "<html></html>")
     assert caught.value.filename == str(tmp_path / "notes.txt")
     assert (tmp_path / "notes.txt").read_text() == "notes"
 

@@ -31,6 +31,21 @@ def refuse_folder(path: str | os.PathLike[str]) -> Path:
     return target
 
 
+def _make_folder(folder: Path) -> None:
+    """``folder`` and the folders above it, a file in their way named as the one that is not a
+    folder (mkdir names the folder it was making, where nothing is wrong, or says "File exists")."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        in_the_way = next(
+            (p for p in [*reversed(folder.parents), folder] if p.exists() and not p.is_dir()),
+            exc.filename,
+        )
+        raise NotADirectoryError(
+            errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(in_the_way)
+        ) from exc
+
+
 @contextlib.contextmanager
 def replacing(
     path: str | os.PathLike[str],
@@ -58,12 +73,7 @@ def replacing(
     """
     target = refuse_folder(path)
     if make_folder:
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-        except FileExistsError as exc:  # a file where a folder of the path should be
-            raise NotADirectoryError(
-                errno.ENOTDIR, os.strerror(errno.ENOTDIR), exc.filename
-            ) from exc
+        _make_folder(target.parent)
     elif not target.parent.is_dir():
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(target))
     try:
