@@ -287,12 +287,14 @@ class TimelinePage {
     for (let first = true; ; first = false) {
       try {
         const now = (await api.jobs({ poll: !first })).jobs.find((j) => j.id === this.jobId);
+        // a job no longer listed may have been removed as the page opened, before its first
+        // refresh: then too the page says so
+        if ((!first || !now) && !(await stillShown(this.jobId))) {
+          this.close();
+          await renderTimeline(this.main);
+          return;
+        }
         if (!first) {
-          if (!(await stillShown(this.jobId))) {
-            this.close();
-            await renderTimeline(this.main);
-            return;
-          }
           const payload = await getJson(`/api/jobs/${encodeURIComponent(this.jobId)}/timeline/tracks`, { poll: true });
           if (payload.bounds) this.takeTracks(payload);
         }
